@@ -1,0 +1,145 @@
+//! The builder: every setting with its documented default, checked once in [`Builder::build`].
+//!
+//! A configuration that cannot work (no servers, the same server twice, an unparsable URL, a
+//! drift factor that leaves no validity) is an error here, before any request is sent, never a
+//! panic and never a surprise at the first lock.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{ConfigError, Error};
+use crate::manager::{Redlock, Shared};
+use crate::node::Node;
+use crate::retry::Retry;
+
+/// Default bound on each node's reply within a round.
+///
+/// 100 ms: well above a loopback or LAN round trip even on a loaded 2-core machine, and still
+/// only 1% of a 10 s TTL. It is also the longest a stopped or partitioned node can delay a round
+/// that needs its reply. Lower it for TTLs under a few seconds.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Default bound on establishing a connection (TCP, TLS, AUTH, SELECT).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Default clock drift factor: the reference clients' 1%.
+pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
+
+/// Builds a [`Redlock`] manager. Create one with [`Redlock::builder`] or
+/// [`Redlock::builder_from_list`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Builder {
+    servers: Vec<String>,
+    node_timeout: Duration,
+    connect_timeout: Duration,
+    drift_factor: f64,
+    retry: Retry,
+}
+
+impl Builder {
+    pub(crate) fn new(servers: Vec<String>) -> Self {
+        Self {
+            servers,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            retry: Retry::default(),
+        }
+    }
+
+    /// How long each node has to answer one request (default [`DEFAULT_NODE_TIMEOUT`], 100 ms).
+    /// A node that does not answer in time counts as no vote.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// How long establishing a connection may take (default [`DEFAULT_CONNECT_TIMEOUT`], 1 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The clock drift factor (default [`DEFAULT_DRIFT_FACTOR`], 0.01): a lock of TTL `t` is
+    /// trusted for `t − elapsed − (t × factor + 2 ms)`. Must be in `[0, 1)`.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// The retry policy of [`Redlock::acquire`] (default [`Retry::default`]: 3 attempts, delays
+    /// of 100–200 ms, no deadline).
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Checks the configuration and creates the manager. No connection is made yet: each node
+    /// connects on first use, so this works outside a runtime and while servers are down.
+    pub fn build(self) -> Result<Redlock, Error> {
+        if self.servers.is_empty() {
+            return Err(ConfigError::NoServers.into());
+        }
+        positive("node_timeout", self.node_timeout)?;
+        positive("connect_timeout", self.connect_timeout)?;
+        if !(0.0..1.0).contains(&self.drift_factor) {
+            return Err(ConfigError::InvalidSetting {
+                setting: "drift_factor",
+                reason: format!("{} is not in [0, 1)", self.drift_factor),
+            }
+            .into());
+        }
+        let mut nodes = Vec::with_capacity(self.servers.len());
+        let mut seen = HashSet::new();
+        for url in &self.servers {
+            let node = Node::new(url.trim(), self.connect_timeout)?;
+            if !seen.insert(node.server_identity()) {
+                return Err(ConfigError::DuplicateServer(node.server_identity()).into());
+            }
+            nodes.push(node);
+        }
+        Ok(Redlock::from_shared(Arc::new(Shared {
+            nodes,
+            node_timeout: self.node_timeout,
+            connect_timeout: self.connect_timeout,
+            drift_factor: self.drift_factor,
+            retry: self.retry,
+        })))
+    }
+}
+
+fn positive(setting: &'static str, value: Duration) -> Result<(), ConfigError> {
+    if value.is_zero() {
+        return Err(ConfigError::InvalidSetting {
+            setting,
+            reason: "must be greater than zero".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Splits a comma-separated server list (the CLI's `--servers` and `REDLOCK_SERVERS` form),
+/// ignoring blanks around commas.
+pub(crate) fn split_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_on_commas_and_ignore_blanks() {
+        assert_eq!(
+            split_list(" redis://a:1 ,redis://b:2,, "),
+            vec!["redis://a:1", "redis://b:2"]
+        );
+        assert!(split_list(" , ").is_empty());
+    }
+}

@@ -1,0 +1,306 @@
+//! The one error type, and the per-node replies it carries.
+//!
+//! A failed lock operation says *why*, node by node: "held by someone else" is a different story
+//! from "node unreachable", and a caller (or the CLI's exit status) acts differently on each.
+//! Server addresses are shown without credentials; passwords never reach a message.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What one node answered in one round of requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The node did what we asked: `SET NX` stored our value, or the compare-and-delete /
+    /// compare-and-expire script found our value and acted on it.
+    Granted,
+    /// For an acquisition: the key already exists (another holder, or a key of another kind).
+    /// For an extension or release: the key does not hold our value (expired, or taken over).
+    Refused,
+    /// No reply within the per-node timeout.
+    Timeout,
+    /// No connection to the node (refused, dropped, or could not be established).
+    Unreachable(String),
+    /// The node answered with an error, e.g. `WRONGTYPE` or `NOAUTH`.
+    ServerError(String),
+    /// The round was decided before this node answered.
+    Pending,
+}
+
+impl Reply {
+    /// Whether the node did what we asked.
+    pub fn is_granted(&self) -> bool {
+        matches!(self, Reply::Granted)
+    }
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Granted => f.write_str("granted"),
+            Reply::Refused => f.write_str("refused"),
+            Reply::Timeout => f.write_str("timed out"),
+            Reply::Unreachable(why) => write!(f, "unreachable ({why})"),
+            Reply::ServerError(why) => write!(f, "error reply ({why})"),
+            Reply::Pending => f.write_str("not waited for"),
+        }
+    }
+}
+
+/// One node's reply, with the node it came from (its address, without credentials).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeReply {
+    /// The node's address, e.g. `127.0.0.1:6379`.
+    pub node: String,
+    /// What it answered.
+    pub reply: Reply,
+}
+
+/// The record of a round that did not reach a quorum in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RoundFailure {
+    /// How many grants a win needed.
+    pub quorum: usize,
+    /// Every node's reply, in configuration order.
+    pub replies: Vec<NodeReply>,
+    /// A quorum granted, but too late: no validity was left once it did.
+    pub validity_exhausted: bool,
+}
+
+impl RoundFailure {
+    /// How many nodes granted.
+    pub fn granted(&self) -> usize {
+        self.replies.iter().filter(|r| r.reply.is_granted()).count()
+    }
+
+    /// Whether at least one node refused because the key is held: the resource is busy, as
+    /// opposed to the servers being unreachable.
+    pub fn busy(&self) -> bool {
+        self.replies.iter().any(|r| r.reply == Reply::Refused)
+    }
+}
+
+impl fmt::Display for RoundFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of {} nodes granted, {} needed",
+            self.granted(),
+            self.replies.len(),
+            self.quorum
+        )?;
+        if self.validity_exhausted {
+            f.write_str(", but no validity was left")?;
+        }
+        let mut others = self.replies.iter().filter(|r| !r.reply.is_granted());
+        if let Some(first) = others.next() {
+            write!(f, " ({}: {}", first.node, first.reply)?;
+            for r in others {
+                write!(f, "; {}: {}", r.node, r.reply)?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong, in one type.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration or a call's arguments are invalid; nothing was sent to any server.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    /// The lock could not be acquired: busy, unreachable, or too slow to leave any validity.
+    /// The failure describes the last attempt.
+    #[error("could not lock {resource:?} after {attempts} attempt(s): {failure}")]
+    NotAcquired {
+        /// The resource that was asked for.
+        resource: String,
+        /// How many rounds were tried.
+        attempts: u32,
+        /// The last round, node by node.
+        failure: Box<RoundFailure>,
+    },
+
+    /// The lock is no longer ours to rely on: an extension did not reach a quorum within the
+    /// validity, or the validity ran out before the extension started.
+    #[error("lock on {resource:?} is lost: {}", lost_reason(.failure))]
+    LockLost {
+        /// The resource of the lost lock.
+        resource: String,
+        /// The extension round that failed, if one was sent.
+        failure: Option<Box<RoundFailure>>,
+    },
+}
+
+fn lost_reason(failure: &Option<Box<RoundFailure>>) -> String {
+    match failure {
+        Some(f) => format!("extension failed, {f}"),
+        None => "its validity ran out".to_owned(),
+    }
+}
+
+impl Error {
+    /// Whether the lock was not acquired because somebody else holds it (as opposed to the
+    /// servers being unreachable or the configuration being wrong).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::NotAcquired { failure, .. } if failure.busy())
+    }
+}
+
+/// A configuration or argument that cannot work, reported before any request is sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The server list is empty.
+    #[error("no Redis servers given: pass at least one URL such as redis://127.0.0.1:6379")]
+    NoServers,
+    /// The same server appears twice; Redlock needs independent servers.
+    #[error(
+        "server {0} is listed more than once: every Redlock node must be a distinct, independent Redis server"
+    )]
+    DuplicateServer(String),
+    /// A server URL could not be parsed. The URL is shown with its password masked.
+    #[error("invalid server URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL as given, with any password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A TTL that leaves no validity after the clock-drift allowance, or does not fit Redis.
+    #[error("invalid TTL {ttl:?}: {reason}")]
+    InvalidTtl {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// Why it cannot work.
+        reason: String,
+    },
+    /// Another setting is out of range.
+    #[error("invalid {setting}: {reason}")]
+    InvalidSetting {
+        /// The builder setting, e.g. `node_timeout`.
+        setting: &'static str,
+        /// Why it cannot work.
+        reason: String,
+    },
+}
+
+/// Masks the password in a Redis URL, for messages and logs:
+/// `redis://user:secret@host` → `redis://user:***@host`, and `?password=secret` → `?password=***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let authority_start = scheme_end + 3;
+        let authority_end = out[authority_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| authority_start + i);
+        if let Some(at) = out[authority_start..authority_end].rfind('@') {
+            let userinfo = &out[authority_start..authority_start + at];
+            let masked = match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_owned(),
+            };
+            out.replace_range(authority_start..authority_start + at, &masked);
+        }
+    }
+    if let Some(query_start) = out.find('?') {
+        let (head, query) = out.split_at(query_start + 1);
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", masked.join("&"));
+    }
+    out
+}
+
+/// The passwords a URL carries (userinfo and `pass`/`password` query parameters), so they can be
+/// scrubbed from any message.
+pub(crate) fn secrets_in(url: &str) -> Vec<String> {
+    let redacted = redact_url(url);
+    let mut secrets = Vec::new();
+    // Walk both strings: wherever the redacted one says `***`, the original has a secret, followed
+    // by the same text the redacted one has up to its next `***`.
+    let mut rest_url = url;
+    let mut rest_red = redacted.as_str();
+    while let Some(i) = rest_red.find("***") {
+        let after = &rest_red[i + 3..];
+        let tail = &after[..after.find("***").unwrap_or(after.len())];
+        let start = &rest_url[i..];
+        let end = if tail.is_empty() {
+            start.len()
+        } else {
+            start.find(tail).unwrap_or(start.len())
+        };
+        if end > 0 {
+            secrets.push(start[..end].to_owned());
+        }
+        rest_url = &start[end..];
+        rest_red = after;
+    }
+    secrets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(
+            redact_url("redis://alice:s3cret@db.example:6380/2"),
+            "redis://alice:***@db.example:6380/2"
+        );
+        assert_eq!(
+            redact_url("rediss://:s3cret@db.example"),
+            "rediss://:***@db.example"
+        );
+        assert_eq!(
+            redact_url("redis+unix:///run/redis.sock?db=1&pass=s3cret"),
+            "redis+unix:///run/redis.sock?db=1&pass=***"
+        );
+        assert_eq!(redact_url("redis://127.0.0.1"), "redis://127.0.0.1");
+    }
+
+    #[test]
+    fn secrets_are_found_for_scrubbing() {
+        assert_eq!(secrets_in("redis://alice:s3cret@h:1/2"), vec!["s3cret"]);
+        assert_eq!(secrets_in("redis+unix:///x.sock?pass=pw&db=1"), vec!["pw"]);
+        assert!(secrets_in("redis://h:1").is_empty());
+    }
+
+    #[test]
+    fn a_failure_names_every_node_that_did_not_grant() {
+        let failure = RoundFailure {
+            quorum: 2,
+            replies: vec![
+                NodeReply {
+                    node: "a:1".into(),
+                    reply: Reply::Granted,
+                },
+                NodeReply {
+                    node: "b:2".into(),
+                    reply: Reply::Refused,
+                },
+                NodeReply {
+                    node: "c:3".into(),
+                    reply: Reply::Timeout,
+                },
+            ],
+            validity_exhausted: false,
+        };
+        assert_eq!(
+            failure.to_string(),
+            "1 of 3 nodes granted, 2 needed (b:2: refused; c:3: timed out)"
+        );
+        assert!(failure.busy());
+    }
+}

@@ -1,0 +1,70 @@
+//! Distributed locks on Redis with the Redlock algorithm.
+//!
+//! A [`Redlock`] manager talks to N independent Redis masters (N = 1 is the classic
+//! single-instance lock). [`Redlock::acquire`] sends `SET resource <random> NX PX ttl` to all of
+//! them at once and holds the lock when a majority (`N/2 + 1`) agreed while validity remained;
+//! [`Lock::release`] runs a compare-and-delete script everywhere, so nobody deletes a lock that is
+//! not theirs.
+//!
+//! # Guarantees
+//! - **Mutual exclusion**, while the holder finishes before [`Lock::deadline`]: the keys on a
+//!   majority outlive the deadline, and any two majorities share a node.
+//! - **No deadlock**: every key expires with its TTL, so a crashed holder blocks nobody for
+//!   longer than that.
+//! - **Fault tolerance**: with a majority of nodes up and reachable, locks can be taken and
+//!   released.
+//! - **Interoperability**: the wire format is the standard one (plain string key, random value,
+//!   `PX` expiry, compare-and-delete release), so other Redlock clients on the same servers
+//!   respect our locks and we respect theirs.
+//!
+//! # Non-guarantees
+//! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
+//!   got the lock. Check [`Lock::is_valid`] before each step, keep steps short.
+//! - A node that restarts without its data can let a second client gather a majority. Run nodes
+//!   with AOF and `appendfsync always`, or keep a crashed node down for longer than the largest
+//!   TTL in use.
+//! - Mutual exclusion assumes clocks that run at about the same rate (not synchronised ones);
+//!   the drift allowance covers small differences, not jumps of the wall clock of a Redis server.
+//!
+//! # Quick start
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock::Redlock;
+//!
+//! # async fn run() -> Result<(), redlock::Error> {
+//! let manager = Redlock::from_list("redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003")?;
+//! let lock = manager.acquire("invoice:42", Duration::from_secs(10)).await?;
+//! // ... work, checking lock.is_valid() between steps ...
+//! lock.release().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`config`]: the builder, with validated, documented defaults.
+//! - `node`: the only place that talks to Redis: one multiplexed connection per node, timeouts,
+//!   scripts (`src/scripts/*.lua`).
+//! - `quorum`: pure vote counting; decides won, lost or still open.
+//! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
+//! - [`retry`]: the retry policy with jittered delays.
+//! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
+//! - `lock`: the held lock and its clean-up on drop.
+//! - [`error`]: the one error type and per-node replies.
+
+#![warn(missing_docs)]
+#![warn(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod config;
+pub mod error;
+mod lock;
+mod manager;
+mod node;
+mod quorum;
+pub mod retry;
+mod validity;
+
+pub use config::Builder;
+pub use error::{ConfigError, Error, NodeReply, Reply, RoundFailure};
+pub use lock::{Lock, Released};
+pub use manager::Redlock;
+pub use retry::Retry;

@@ -1,0 +1,176 @@
+//! The held lock: its value, its deadline, and the promise to clean up.
+//!
+//! All state of one acquisition lives in its handle, never in the manager: there is no reusable
+//! mutex object that could report "valid" before locking or after unlocking. `release(self)`
+//! consumes the handle, so a released lock cannot be used again.
+//!
+//! # Invariants
+//! 1. A handle is valid only while its deadline is in the future and no extension has failed.
+//!    Once invalid it stays invalid: [`Lock::extend`] never revives it.
+//! 2. A handle (or an acquisition round in progress) that is dropped without being released
+//!    starts a best-effort release on every node, in the background, on the current Tokio
+//!    runtime. `Drop` never blocks, never awaits, and never panics: outside a runtime it only
+//!    logs, and the keys expire with their TTL.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, NodeReply};
+use crate::manager::Shared;
+
+/// What a release did, node by node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// How many nodes held our value and deleted it.
+    pub confirmed: usize,
+    /// Every node's reply: `Granted` (deleted), `Refused` (did not hold our value, e.g. already
+    /// expired), or why it could not be asked.
+    pub replies: Vec<NodeReply>,
+}
+
+/// A resource and value that may be set on some nodes, released on drop unless disarmed
+/// (invariant 2). Shared by an acquisition in progress and the [`Lock`] it becomes.
+#[derive(Debug)]
+pub(crate) struct Held {
+    shared: Arc<Shared>,
+    resource: Arc<str>,
+    value: Arc<str>,
+    armed: bool,
+}
+
+impl Held {
+    pub(crate) fn new(shared: Arc<Shared>, resource: Arc<str>, value: Arc<str>) -> Self {
+        Self {
+            shared,
+            resource,
+            value,
+            armed: true,
+        }
+    }
+
+    pub(crate) fn value(&self) -> &Arc<str> {
+        &self.value
+    }
+
+    /// Releases on every node and waits for the replies.
+    pub(crate) async fn release(mut self) -> Released {
+        self.armed = false;
+        self.shared.release(&self.resource, &self.value).await
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let shared = Arc::clone(&self.shared);
+                let resource = Arc::clone(&self.resource);
+                let value = Arc::clone(&self.value);
+                runtime.spawn(async move {
+                    shared.release(&resource, &value).await;
+                });
+            }
+            Err(_) => tracing::warn!(
+                resource = %self.resource,
+                "lock dropped outside a Tokio runtime; it will expire with its TTL"
+            ),
+        }
+    }
+}
+
+/// A lock held on a quorum of nodes.
+///
+/// Valid until [`deadline`](Self::deadline) unless an extension fails. Release it with
+/// [`release`](Self::release); a handle dropped unreleased is released in the background
+/// (best effort, on the current Tokio runtime; outside a runtime it simply expires with its TTL).
+#[derive(Debug)]
+pub struct Lock {
+    held: Held,
+    deadline: Instant,
+    lost: bool,
+}
+
+impl Lock {
+    pub(crate) fn new(held: Held, deadline: Instant) -> Self {
+        Self {
+            held,
+            deadline,
+            lost: false,
+        }
+    }
+
+    /// The locked resource (the Redis key).
+    pub fn resource(&self) -> &str {
+        &self.held.resource
+    }
+
+    /// The random value that identifies this acquisition (40 hex characters).
+    pub fn value(&self) -> &str {
+        &self.held.value
+    }
+
+    /// The monotonic instant until which the lock may be relied on.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The time left before the deadline; zero once invalid.
+    pub fn remaining(&self) -> Duration {
+        if self.lost {
+            return Duration::ZERO;
+        }
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lock may still be relied on (invariant 1).
+    pub fn is_valid(&self) -> bool {
+        !self.remaining().is_zero()
+    }
+
+    /// Resets the lock's TTL to `ttl` from now on every node that still holds our value.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] if the lock was no longer valid, or fewer than a quorum extended it
+    /// within the new validity; the handle is then invalid for good.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the handle's deadline unchanged (the old, shorter one), which is
+    /// always safe; some nodes may have extended their key.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        if !self.is_valid() {
+            self.lost = true;
+            return Err(Error::LockLost {
+                resource: self.held.resource.to_string(),
+                failure: None,
+            });
+        }
+        match self
+            .held
+            .shared
+            .extend(&self.held.resource, &self.held.value, ttl)
+            .await
+        {
+            Ok(deadline) => {
+                self.deadline = deadline;
+                Ok(())
+            }
+            Err(e @ Error::Config(_)) => Err(e),
+            Err(e) => {
+                self.lost = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Releases the lock on every node and reports how many confirmed.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the key on some nodes until it expires.
+    pub async fn release(self) -> Released {
+        self.held.release().await
+    }
+}

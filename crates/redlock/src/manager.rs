@@ -1,0 +1,419 @@
+//! The Redlock algorithm, top to bottom: fan out, tally, decide, roll back.
+//!
+//! # Invariants
+//! 1. A round sends its request to **every** node at the same instant and measures time from an
+//!    instant taken before the first request ([`validity`](crate::validity) invariant 1).
+//! 2. A round is decided as soon as the outcome is known ([`quorum`](crate::quorum) invariant 3).
+//!    A won round returns at once; the requests still in flight are finished by a background
+//!    task, so a late `OK` simply becomes part of the lock (release and extension go to every
+//!    node anyway). A round that can no longer be won still collects every reply, bounded by the
+//!    node timeout, so that its rollback follows every late `SET`.
+//! 3. A lock is handed out only if a quorum granted **and** the deadline is still in the future
+//!    when the round is decided.
+//! 4. A failed acquisition round is rolled back on **all** nodes, also those that refused or did
+//!    not answer: a timed-out `SET` may still have been applied. Only then do we wait and retry.
+//! 5. Every acquisition uses a fresh random value, so a rolled-back or expired attempt can never
+//!    be mistaken for a later one, ours or anybody's.
+//! 6. An extension counts only with a quorum within the new validity; a lock whose validity has
+//!    run out is never extended (no resurrection: we never `SET NX` again to paper over it).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use crate::config::{Builder, split_list};
+use crate::error::{ConfigError, Error, NodeReply, Reply, RoundFailure};
+use crate::lock::{Held, Lock, Released};
+use crate::node::{Node, Request, reply_of};
+use crate::quorum::{Decision, Tally};
+use crate::retry::Retry;
+use crate::validity;
+
+/// The lock manager: one connection per Redis master, shared by every lock and every clone.
+///
+/// Cheap to clone (an `Arc`); create one per set of servers and share it.
+#[derive(Debug, Clone)]
+pub struct Redlock {
+    shared: Arc<Shared>,
+}
+
+/// What every lock handle shares with its manager.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) retry: Retry,
+}
+
+/// How long a round waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// Return at the first decisive reply if it is a win (acquire, extend). The requests still in
+    /// flight finish in the background, so their keys become part of the lock (invariant 2). A
+    /// loss still waits for every reply, so that the rollback follows every late `SET`.
+    Won,
+    /// Wait for every node or its timeout (release, connect), to report them all.
+    AllReplied,
+}
+
+/// One round of requests, as decided.
+#[derive(Debug)]
+struct Round {
+    start: Instant,
+    decision: Decision,
+    quorum: usize,
+    replies: Vec<Reply>,
+}
+
+impl Round {
+    fn failure(self, shared: &Shared, validity_exhausted: bool) -> RoundFailure {
+        RoundFailure {
+            quorum: self.quorum,
+            replies: shared.label(self.replies),
+            validity_exhausted,
+        }
+    }
+}
+
+impl Shared {
+    /// Sends `request` for `resource` and `value` to every node at once (invariant 1), each
+    /// bounded by `timeout`, and counts the replies.
+    async fn round(
+        self: &Arc<Self>,
+        until: Until,
+        request: Request,
+        resource: &Arc<str>,
+        value: &Arc<str>,
+        timeout: Duration,
+    ) -> Round {
+        let start = Instant::now();
+        let node_deadline = start + timeout;
+        let mut tally = Tally::new(self.nodes.len());
+        let mut replies = vec![Reply::Pending; self.nodes.len()];
+        let mut in_flight: FuturesUnordered<_> = (0..self.nodes.len())
+            .map(|i| {
+                // Owned, so that a won round can leave the stragglers to a background task.
+                let (shared, resource, value) =
+                    (Arc::clone(self), Arc::clone(resource), Arc::clone(value));
+                async move {
+                    let node = &shared.nodes[i];
+                    (
+                        i,
+                        node.send(request, &resource, &value, node_deadline).await,
+                    )
+                }
+            })
+            .collect();
+        while let Some((i, result)) = in_flight.next().await {
+            replies[i] = reply_of(&result);
+            if tally.record(matches!(result, Ok(true))) == Decision::Won && until == Until::Won {
+                break; // invariant 2
+            }
+        }
+        if !in_flight.is_empty() {
+            tokio::spawn(async move { while in_flight.next().await.is_some() {} });
+        }
+        Round {
+            start,
+            decision: tally.decision(),
+            quorum: tally.quorum(),
+            replies,
+        }
+    }
+
+    /// Runs the compare-and-delete script on every node and waits for all of them.
+    pub(crate) async fn release(
+        self: &Arc<Self>,
+        resource: &Arc<str>,
+        value: &Arc<str>,
+    ) -> Released {
+        let round = self
+            .round(
+                Until::AllReplied,
+                Request::Release,
+                resource,
+                value,
+                self.node_timeout,
+            )
+            .await;
+        Released {
+            confirmed: round.replies.iter().filter(|r| r.is_granted()).count(),
+            replies: self.label(round.replies),
+        }
+    }
+
+    /// Runs the compare-and-PEXPIRE script on every node; returns the new deadline.
+    pub(crate) async fn extend(
+        self: &Arc<Self>,
+        resource: &Arc<str>,
+        value: &Arc<str>,
+        ttl: Duration,
+    ) -> Result<Instant, Error> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        let round = self
+            .round(
+                Until::Won,
+                Request::Extend { ttl_ms },
+                resource,
+                value,
+                self.node_timeout,
+            )
+            .await;
+        match self.deadline_if_won(&round, ttl) {
+            Some(deadline) => Ok(deadline),
+            None => {
+                let won = round.decision == Decision::Won;
+                Err(Error::LockLost {
+                    resource: resource.to_string(),
+                    failure: Some(Box::new(round.failure(self, won))),
+                })
+            }
+        }
+    }
+
+    /// Invariant 3: the deadline, if the round was won and it is still in the future.
+    fn deadline_if_won(&self, round: &Round, ttl: Duration) -> Option<Instant> {
+        if round.decision != Decision::Won {
+            return None;
+        }
+        validity::deadline(round.start, ttl, self.drift_factor).filter(|d| *d > Instant::now())
+    }
+
+    /// The TTL in whole milliseconds, if it leaves any validity after the drift allowance.
+    fn check_ttl(&self, ttl: Duration) -> Result<u64, ConfigError> {
+        let ttl_ms = validity::ttl_millis(ttl);
+        let invalid = |reason: String| ConfigError::InvalidTtl { ttl, reason };
+        if ttl_ms == 0 {
+            return Err(invalid(
+                "Redis expiries are whole milliseconds, at least 1 ms".into(),
+            ));
+        }
+        if ttl_ms > i64::MAX as u64 {
+            return Err(invalid("too large for Redis".into()));
+        }
+        if validity::deadline(Instant::now(), ttl, self.drift_factor).is_none() {
+            let drift = validity::drift(ttl, self.drift_factor);
+            return Err(invalid(format!(
+                "the clock-drift allowance ({drift:?}) leaves no validity; use a longer TTL"
+            )));
+        }
+        Ok(ttl_ms)
+    }
+
+    fn label(&self, replies: Vec<Reply>) -> Vec<NodeReply> {
+        self.nodes
+            .iter()
+            .zip(replies)
+            .map(|(node, reply)| NodeReply {
+                node: node.label().to_owned(),
+                reply,
+            })
+            .collect()
+    }
+}
+
+impl Redlock {
+    /// A builder over these servers, one URL per independent Redis master:
+    /// `redis://[user:password@]host[:port][/db]`, `rediss://…` for TLS,
+    /// `redis+unix:///path/to/socket[?db=N&pass=…]`.
+    pub fn builder<I, S>(servers: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Builder::new(servers.into_iter().map(Into::into).collect())
+    }
+
+    /// A builder over a comma-separated list of URLs, the form of the CLI's `--servers` and of
+    /// the `REDLOCK_SERVERS` environment variable.
+    pub fn builder_from_list(list: &str) -> Builder {
+        Builder::new(split_list(list))
+    }
+
+    /// A manager with default settings over a comma-separated list of URLs.
+    pub fn from_list(list: &str) -> Result<Self, Error> {
+        Self::builder_from_list(list).build()
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+
+    /// The nodes' addresses (without credentials), in configuration order.
+    pub fn nodes(&self) -> Vec<String> {
+        self.shared
+            .nodes
+            .iter()
+            .map(|n| n.label().to_owned())
+            .collect()
+    }
+
+    /// How many nodes must grant a request: `N/2 + 1`.
+    pub fn quorum(&self) -> usize {
+        crate::quorum::majority(self.shared.nodes.len())
+    }
+
+    /// Connects to every node and loads the scripts, waiting for all of them (each bounded by
+    /// the connect timeout plus the node timeout). Optional: nodes also connect on first use;
+    /// calling this first keeps connection set-up out of the first lock's validity.
+    ///
+    /// Returns each node's reply: `Granted` when it is ready.
+    pub async fn connect(&self) -> Vec<NodeReply> {
+        let shared = &self.shared;
+        let none: Arc<str> = Arc::from("");
+        let round = shared
+            .round(
+                Until::AllReplied,
+                Request::Connect,
+                &none,
+                &none,
+                shared.connect_timeout + shared.node_timeout,
+            )
+            .await;
+        shared.label(round.replies)
+    }
+
+    /// Acquires `resource` for `ttl`, retrying by the manager's [`Retry`] policy.
+    ///
+    /// On success the lock is valid until [`Lock::deadline`]: the TTL minus the time the round
+    /// took minus the clock-drift allowance.
+    ///
+    /// # Errors
+    /// [`Error::NotAcquired`] with every node's reply to the last attempt when no attempt won;
+    /// [`Error::Config`] when the TTL leaves no validity (nothing is sent then).
+    ///
+    /// # Cancel safety
+    /// If the future is dropped mid-round, a release of the round's value on every node is
+    /// started in the background (as for a dropped [`Lock`]); keys a node stores after that
+    /// expire with the TTL. Nothing is left held by a lock nobody owns for longer than the TTL.
+    pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_with(resource, ttl, &self.shared.retry).await
+    }
+
+    /// A single attempt, no retry (`flock -n`). See [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_with(resource, ttl, &Retry::once()).await
+    }
+
+    /// [`acquire`](Self::acquire) with a retry policy for this call only, e.g.
+    /// `Retry::forever().max_wait(Duration::from_secs(5))`.
+    pub async fn acquire_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        let shared = &self.shared;
+        let ttl_ms = shared.check_ttl(ttl)?;
+        let key: Arc<str> = Arc::from(resource);
+        let mut schedule = retry.schedule(Instant::now());
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            // Armed before the first request: dropping this future mid-round releases (invariant 5
+            // keeps that release from touching anybody else's lock).
+            let held = Held::new(Arc::clone(shared), Arc::clone(&key), new_value());
+            let round = shared
+                .round(
+                    Until::Won,
+                    Request::Set { ttl_ms },
+                    &key,
+                    held.value(),
+                    shared.node_timeout,
+                )
+                .await;
+            if let Some(deadline) = shared.deadline_if_won(&round, ttl) {
+                return Ok(Lock::new(held, deadline));
+            }
+            let won = round.decision == Decision::Won;
+            let mut failure = round.failure(shared, won);
+            let rollback = held.release().await; // invariant 4
+            explain_refusals(&mut failure, &rollback);
+            match schedule.next_delay(Instant::now()) {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => {
+                    return Err(Error::NotAcquired {
+                        resource: resource.to_owned(),
+                        attempts,
+                        failure: Box::new(failure),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Extends a lock known only by its resource and value (e.g. taken by another process of
+    /// ours, as the CLI does) to `ttl` from now; returns its new deadline.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when fewer than a quorum still held `value` and extended it in time.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the TTL reset on some nodes; the lock is then as valid as
+    /// before the call, and no more.
+    pub async fn extend_value(
+        &self,
+        resource: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<Instant, Error> {
+        self.shared
+            .extend(&Arc::from(resource), &Arc::from(value), ttl)
+            .await
+    }
+
+    /// Releases a lock known only by its resource and value on every node. Deletes nothing that
+    /// does not hold `value`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the key on some nodes until it expires.
+    pub async fn release_value(&self, resource: &str, value: &str) -> Released {
+        self.shared
+            .release(&Arc::from(resource), &Arc::from(value))
+            .await
+    }
+}
+
+/// A key of another type makes `SET NX` fail like a held lock; the rollback's `GET` tells the two
+/// apart, at no extra cost, so the error can say `WRONGTYPE` instead of "busy".
+fn explain_refusals(failure: &mut RoundFailure, rollback: &Released) {
+    for (reply, rolled) in failure.replies.iter_mut().zip(&rollback.replies) {
+        if let (Reply::Refused | Reply::Pending, Reply::ServerError(e)) =
+            (&reply.reply, &rolled.reply)
+        {
+            if e.starts_with("WRONGTYPE") {
+                reply.reply = rolled.reply.clone();
+            }
+        }
+    }
+}
+
+/// A fresh lock value: 20 bytes from the thread-local CSPRNG (seeded from the OS), as hex.
+fn new_value() -> Arc<str> {
+    let mut bytes = [0u8; 20];
+    rand::fill(&mut bytes);
+    let mut hex = String::with_capacity(40);
+    for b in bytes {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
+    }
+    hex.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_40_hex_chars_and_fresh() {
+        let a = new_value();
+        let b = new_value();
+        assert_eq!(a.len(), 40);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,186 @@
+//! When to try again after a failed round, and when to give up.
+//!
+//! Competing clients that retry in lock-step split the votes again and again, so every delay is
+//! drawn at random from `[delay/2, delay]` (the reference clients' rule). The random source is
+//! seedable so tests can replay a schedule exactly.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+/// How often and how long [`Redlock::acquire`](crate::Redlock::acquire) tries before it gives up.
+///
+/// Defaults: 3 attempts, delays drawn uniformly from 100–200 ms, no overall deadline.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct Retry {
+    attempts: Option<u32>,
+    delay: Duration,
+    max_wait: Option<Duration>,
+    seed: Option<u64>,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            attempts: Some(3),
+            delay: Duration::from_millis(200),
+            max_wait: None,
+            seed: None,
+        }
+    }
+}
+
+impl Retry {
+    /// The default policy: 3 attempts, 200 ms maximum delay, no deadline.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A single attempt, no retry (`flock -n`).
+    pub fn once() -> Self {
+        Self::default().attempts(1)
+    }
+
+    /// Keep trying until acquired, or until [`max_wait`](Self::max_wait) if one is set.
+    pub fn forever() -> Self {
+        Self {
+            attempts: None,
+            ..Self::default()
+        }
+    }
+
+    /// Total number of attempts, the first one included (default 3). `0` is treated as `1`.
+    pub fn attempts(mut self, attempts: u32) -> Self {
+        self.attempts = Some(attempts.max(1));
+        self
+    }
+
+    /// The maximum delay between attempts (default 200 ms); each delay is drawn uniformly from
+    /// `[delay/2, delay]`.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// An overall deadline, measured from the start of the first attempt (default: none). No
+    /// attempt starts after it.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// Seeds the delay jitter, for reproducible schedules in tests (default: seeded from the OS).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The configured maximum delay.
+    pub fn max_delay(&self) -> Duration {
+        self.delay
+    }
+
+    pub(crate) fn schedule(&self, started: Instant) -> Schedule {
+        let rng = match self.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => rand::make_rng(),
+        };
+        Schedule {
+            attempts_left: self.attempts,
+            delay: self.delay,
+            give_up_at: self.max_wait.and_then(|w| started.checked_add(w)),
+            rng,
+        }
+    }
+}
+
+/// One acquisition's progress through a [`Retry`] policy.
+#[derive(Debug)]
+pub(crate) struct Schedule {
+    attempts_left: Option<u32>,
+    delay: Duration,
+    give_up_at: Option<Instant>,
+    rng: StdRng,
+}
+
+impl Schedule {
+    /// Call after a failed attempt that ended at `now`: how long to sleep before the next
+    /// attempt, or `None` to give up.
+    pub(crate) fn next_delay(&mut self, now: Instant) -> Option<Duration> {
+        if let Some(left) = self.attempts_left.as_mut() {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                return None;
+            }
+        }
+        let delay = self.jitter();
+        match self.give_up_at {
+            Some(give_up_at) if now + delay >= give_up_at => None,
+            _ => Some(delay),
+        }
+    }
+
+    fn jitter(&mut self) -> Duration {
+        let max = u64::try_from(self.delay.as_micros()).unwrap_or(u64::MAX);
+        Duration::from_micros(self.rng.random_range(max / 2..=max))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_policy_makes_three_attempts() {
+        let now = Instant::now();
+        let mut s = Retry::new().schedule(now);
+        assert!(s.next_delay(now).is_some(), "after attempt 1");
+        assert!(s.next_delay(now).is_some(), "after attempt 2");
+        assert_eq!(s.next_delay(now), None, "after attempt 3");
+    }
+
+    #[test]
+    fn once_never_retries() {
+        let now = Instant::now();
+        assert_eq!(Retry::once().schedule(now).next_delay(now), None);
+    }
+
+    #[test]
+    fn delays_stay_within_half_to_full_delay() {
+        let now = Instant::now();
+        let mut s = Retry::forever()
+            .delay(Duration::from_millis(200))
+            .schedule(now);
+        for _ in 0..1_000 {
+            let d = s.next_delay(now).unwrap();
+            assert!(
+                d >= Duration::from_millis(100) && d <= Duration::from_millis(200),
+                "{d:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_seed_replays_the_same_delays() {
+        let now = Instant::now();
+        let draw = |seed| {
+            let mut s = Retry::forever().seed(seed).schedule(now);
+            (0..10).map(|_| s.next_delay(now)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7), draw(7));
+        assert_ne!(draw(7), draw(8));
+    }
+
+    #[test]
+    fn no_attempt_starts_after_max_wait() {
+        let start = Instant::now();
+        let mut s = Retry::forever()
+            .delay(Duration::from_millis(200))
+            .max_wait(Duration::from_secs(1))
+            .schedule(start);
+        assert!(s.next_delay(start + Duration::from_millis(500)).is_some());
+        assert_eq!(s.next_delay(start + Duration::from_millis(950)), None);
+    }
+}
