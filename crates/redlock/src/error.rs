@@ -135,6 +135,17 @@ pub enum Error {
         /// The extension round that failed, if one was sent.
         failure: Option<Box<RoundFailure>>,
     },
+
+    /// A lock kept alive by a [`Guard`](crate::Guard) was lost before its holder released it:
+    /// an extension failed, its validity ran out while an extension was under way, or a bound of
+    /// its [`HoldOptions`](crate::HoldOptions) was reached.
+    #[error("lock on {resource:?} is lost: {reason}")]
+    HoldLost {
+        /// The resource of the lost lock.
+        resource: String,
+        /// Why the guard stopped keeping it.
+        reason: LossReason,
+    },
 }
 
 fn lost_reason(failure: &Option<Box<RoundFailure>>) -> String {
@@ -149,6 +160,65 @@ impl Error {
     /// servers being unreachable or the configuration being wrong).
     pub fn is_busy(&self) -> bool {
         matches!(self, Error::NotAcquired { failure, .. } if failure.busy())
+    }
+
+    /// Whether a lock that was held can no longer be relied on ([`Error::LockLost`] from an
+    /// extension, [`Error::HoldLost`] from a guard), as opposed to one that was never acquired.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::LockLost { .. } | Error::HoldLost { .. })
+    }
+}
+
+/// Why a [`Guard`](crate::Guard) stopped keeping its lock alive. Every reason means the same to
+/// the holder: stop relying on the lock now.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// An extension round did not reach a quorum within the new validity (keys deleted or taken
+    /// over, nodes down); every node's reply.
+    ExtensionFailed(Box<RoundFailure>),
+    /// The validity deadline passed before an extension succeeded, e.g. because the nodes stalled
+    /// and the round could not finish in time.
+    ValidityRanOut,
+    /// A bound set in [`HoldOptions`](crate::HoldOptions) was reached. The keys were not
+    /// released: they stay until the guard is released or dropped, or until they expire.
+    LimitReached(Limit),
+    /// The TTL or the interval cannot keep a lock alive; reported at once, before any extension
+    /// was sent.
+    Invalid(ConfigError),
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LossReason::ExtensionFailed(failure) => write!(f, "extension failed, {failure}"),
+            LossReason::ValidityRanOut => {
+                f.write_str("its validity ran out before an extension succeeded")
+            }
+            LossReason::LimitReached(limit) => write!(f, "{limit} reached"),
+            LossReason::Invalid(e) => write!(f, "it cannot be kept alive, {e}"),
+        }
+    }
+}
+
+/// A bound on how long a [`Guard`](crate::Guard) keeps its lock alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// [`HoldOptions::max_extensions`](crate::HoldOptions::max_extensions): this many extensions
+    /// were made and another one was due.
+    Extensions(u32),
+    /// [`HoldOptions::max_hold`](crate::HoldOptions::max_hold): this long has passed since the
+    /// guard was created.
+    Hold(Duration),
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Extensions(n) => write!(f, "the limit of {n} extension(s)"),
+            Limit::Hold(d) => write!(f, "the maximum hold of {d:?}"),
+        }
     }
 }
 

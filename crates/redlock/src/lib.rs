@@ -19,7 +19,8 @@
 //!
 //! # Non-guarantees
 //! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
-//!   got the lock. Check [`Lock::is_valid`] before each step, keep steps short.
+//!   got the lock. Check [`Lock::is_valid`] (or [`Guard::is_lost`]) before each step, keep steps
+//!   short.
 //! - A node that restarts without its data can let a second client gather a majority. Run nodes
 //!   with AOF and `appendfsync always`, or keep a crashed node down for longer than the largest
 //!   TTL in use.
@@ -48,6 +49,9 @@
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
 //! - `lock`: the held lock and its clean-up on drop.
+//! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
+//!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
+//! - `status`: a read-only look at who holds a resource, node by node (the CLI's `status`).
 //! - [`error`]: the one error type and per-node replies.
 
 #![warn(missing_docs)]
@@ -56,15 +60,24 @@
 
 pub mod config;
 pub mod error;
+mod hold;
 mod lock;
 mod manager;
 mod node;
 mod quorum;
 pub mod retry;
+mod status;
 mod validity;
 
 pub use config::Builder;
-pub use error::{ConfigError, Error, NodeReply, Reply, RoundFailure};
+pub use error::{ConfigError, Error, Limit, LossReason, NodeReply, Reply, RoundFailure};
+pub use hold::{Guard, HoldOptions, LockInfo};
 pub use lock::{Lock, Released};
 pub use manager::Redlock;
 pub use retry::Retry;
+pub use status::{NodeState, NodeStatus};
+
+/// The README's examples, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -53,10 +53,12 @@ impl Held {
         &self.value
     }
 
-    /// Releases on every node and waits for the replies.
+    /// Releases on every node and waits for the replies. Stays armed until the replies are in,
+    /// so dropping this future half-way still releases in the background.
     pub(crate) async fn release(mut self) -> Released {
+        let released = self.shared.release(&self.resource, &self.value).await;
         self.armed = false;
-        self.shared.release(&self.resource, &self.value).await
+        released
     }
 }
 
@@ -101,6 +103,11 @@ impl Lock {
             deadline,
             lost: false,
         }
+    }
+
+    /// The manager this lock belongs to: its drift factor, and its nodes for a release by value.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.held.shared
     }
 
     /// The locked resource (the Redis key).
@@ -169,7 +176,7 @@ impl Lock {
     /// Releases the lock on every node and reports how many confirmed.
     ///
     /// # Cancel safety
-    /// Dropping the future may leave the key on some nodes until it expires.
+    /// Dropping the future half-way starts the same release again in the background.
     pub async fn release(self) -> Released {
         self.held.release().await
     }

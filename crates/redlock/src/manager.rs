@@ -243,6 +243,10 @@ impl Redlock {
         Self { shared }
     }
 
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// The nodes' addresses (without credentials), in configuration order.
     pub fn nodes(&self) -> Vec<String> {
         self.shared

@@ -24,6 +24,7 @@ use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
 use crate::error::{ConfigError, Reply, redact_url, secrets_in};
+use crate::status::NodeState;
 
 /// A Lua script with its SHA1, computed once.
 struct LuaScript {
@@ -44,6 +45,8 @@ static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/release.lua")));
 static EXTEND: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua")));
+static INSPECT: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua")));
 
 /// One request of a round, the same for every node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +70,15 @@ pub(crate) enum NodeError {
 }
 
 impl NodeError {
+    /// The [`Reply`] that reports this error to callers.
+    pub(crate) fn reply(&self) -> Reply {
+        match self {
+            NodeError::Timeout => Reply::Timeout,
+            NodeError::Unreachable(why) => Reply::Unreachable(why.clone()),
+            NodeError::Server(why) => Reply::ServerError(why.clone()),
+        }
+    }
+
     fn from_redis(e: &RedisError) -> Self {
         if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
             return NodeError::Server("NOSCRIPT".to_owned());
@@ -87,9 +99,7 @@ pub(crate) fn reply_of(result: &Result<bool, NodeError>) -> Reply {
     match result {
         Ok(true) => Reply::Granted,
         Ok(false) => Reply::Refused,
-        Err(NodeError::Timeout) => Reply::Timeout,
-        Err(NodeError::Unreachable(why)) => Reply::Unreachable(why.clone()),
-        Err(NodeError::Server(why)) => Reply::ServerError(why.clone()),
+        Err(e) => e.reply(),
     }
 }
 
@@ -248,6 +258,7 @@ impl Node {
             .await
     }
 
+    /// Runs a compare-and-act script: `true` if it found `value` and acted.
     async fn eval(
         &self,
         script: &LuaScript,
@@ -255,38 +266,88 @@ impl Node {
         value: &str,
         ttl_ms: Option<u64>,
     ) -> Result<bool, NodeError> {
-        let build = |verb: &str, body: &str| {
-            let mut cmd = redis::cmd(verb);
-            cmd.arg(body).arg(1).arg(key).arg(value);
-            if let Some(ttl_ms) = ttl_ms {
-                cmd.arg(ttl_ms);
-            }
-            cmd
-        };
-        let reply = match self.query(&build("EVALSHA", &script.sha)).await {
-            Err(NodeError::Server(e)) if e.starts_with("NOSCRIPT") => {
-                self.query(&build("EVAL", script.source)).await
-            }
-            other => other,
-        };
-        match reply? {
+        let mut args = vec![value.to_owned()];
+        args.extend(ttl_ms.map(|ms| ms.to_string()));
+        match self.eval_script(script, key, &args).await? {
             Value::Int(n) => Ok(n == 1),
             other => Err(NodeError::Server(format!(
                 "unexpected script reply: {other:?}"
             ))),
         }
     }
+
+    /// `EVALSHA`, repeated once as `EVAL` on `NOSCRIPT` (see the module docs).
+    async fn eval_script(
+        &self,
+        script: &LuaScript,
+        key: &str,
+        args: &[String],
+    ) -> Result<Value, NodeError> {
+        let build = |verb: &str, body: &str| {
+            let mut cmd = redis::cmd(verb);
+            cmd.arg(body).arg(1).arg(key).arg(args);
+            cmd
+        };
+        match self.query(&build("EVALSHA", &script.sha)).await {
+            Err(NodeError::Server(e)) if e.starts_with("NOSCRIPT") => {
+                self.query(&build("EVAL", script.source)).await
+            }
+            other => other,
+        }
+    }
+
+    /// The inspect script: what `key` holds on this node (type, value, time to live), read in
+    /// one atomic step. Changes nothing.
+    pub(crate) async fn inspect(
+        &self,
+        key: &str,
+        deadline: Instant,
+    ) -> Result<NodeState, NodeError> {
+        let reply = self
+            .bounded(deadline, self.eval_script(&INSPECT, key, &[]))
+            .await?;
+        node_state(reply)
+    }
 }
 
 /// Loads our scripts into the node's script cache, so `EVALSHA` finds them.
 async fn load_scripts(conn: &mut ConnectionManager) -> Result<(), NodeError> {
     let mut pipe = redis::pipe();
-    for script in [&*RELEASE, &*EXTEND] {
+    for script in [&*RELEASE, &*EXTEND, &*INSPECT] {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
     }
     pipe.query_async::<()>(conn)
         .await
         .map_err(|e| NodeError::from_redis(&e))
+}
+
+/// Reads the inspect script's `{type, value or nil, pttl}`.
+fn node_state(reply: Value) -> Result<NodeState, NodeError> {
+    let unexpected =
+        |reply: &Value| NodeError::Server(format!("unexpected inspect reply: {reply:?}"));
+    let Value::Array(items) = &reply else {
+        return Err(unexpected(&reply));
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let (Some(kind), Some(value), Some(Value::Int(pttl))) =
+        (items.first().and_then(text), items.get(1), items.get(2))
+    else {
+        return Err(unexpected(&reply));
+    };
+    // PTTL: -1 means no expiry, -2 no key (which TYPE already said: the script is atomic).
+    let ttl = u64::try_from(*pttl).ok().map(Duration::from_millis);
+    Ok(match kind.as_str() {
+        "none" => NodeState::Free,
+        "string" => NodeState::Held {
+            value: text(value).ok_or_else(|| unexpected(&reply))?,
+            ttl,
+        },
+        _ => NodeState::OtherType { kind, ttl },
+    })
 }
 
 /// Removes the URL's password from a message that might quote it (a parser error may echo the

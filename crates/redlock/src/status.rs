@@ -1,0 +1,94 @@
+//! Who holds a resource, node by node: a read-only look for operators and the CLI's `status`.
+//!
+//! [`Redlock::status`] asks every node at once what the resource's key holds (type, value and
+//! time to live, read atomically by one script, `src/scripts/inspect.lua`) and reports each
+//! node's answer as it is. It does not vote and decides nothing: whether a value is held "by a
+//! quorum" is the caller's reading of the list (the CLI prints it as a summary line).
+//!
+//! This fan-out is deliberately not the manager's voting round: it has no tally, no early exit
+//! and nothing to roll back, only one answer per node, each bounded by the node timeout.
+
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use crate::error::Reply;
+use crate::manager::Redlock;
+
+/// What one node holds for a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeState {
+    /// The key does not exist: the resource is free on this node.
+    Free,
+    /// The key is a string, as every Redlock lock is: held by whoever acquired `value`.
+    Held {
+        /// The stored value, the lock holder's random token (non-UTF-8 bytes are shown lossily).
+        value: String,
+        /// The time left before the key expires; `None` when it has no expiry (not a Redlock
+        /// lock, which always has one).
+        ttl: Option<Duration>,
+    },
+    /// The key exists with another Redis type: it is not a lock, and locking it fails with
+    /// `WRONGTYPE`.
+    OtherType {
+        /// The Redis type, e.g. `hash` or `list`.
+        kind: String,
+        /// The time left before the key expires; `None` when it has no expiry.
+        ttl: Option<Duration>,
+    },
+    /// The node could not be asked: [`Reply::Timeout`], [`Reply::Unreachable`] or
+    /// [`Reply::ServerError`] (e.g. `NOAUTH`).
+    Unavailable(Reply),
+}
+
+/// One node's answer to [`Redlock::status`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeStatus {
+    /// The node's address, without credentials.
+    pub node: String,
+    /// What it holds for the resource, or why it could not be asked.
+    pub state: NodeState,
+}
+
+impl NodeStatus {
+    /// Whether the node answered.
+    pub fn is_reachable(&self) -> bool {
+        !matches!(self.state, NodeState::Unavailable(_))
+    }
+
+    /// The lock value the node holds, if the key is a string.
+    pub fn value(&self) -> Option<&str> {
+        match &self.state {
+            NodeState::Held { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+}
+
+impl Redlock {
+    /// What every node holds for `resource`, in configuration order.
+    ///
+    /// All nodes are asked at once, each bounded by the node timeout. The connection to a node is
+    /// made on first use and counts against that timeout; on a fresh manager, call
+    /// [`connect`](Self::connect) first so that a slow handshake is not reported as a timeout.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future leaves nothing on any server.
+    pub async fn status(&self, resource: &str) -> Vec<NodeStatus> {
+        let shared = self.shared();
+        let deadline = Instant::now() + shared.node_timeout;
+        join_all(shared.nodes.iter().map(|node| async move {
+            let state = node
+                .inspect(resource, deadline)
+                .await
+                .unwrap_or_else(|e| NodeState::Unavailable(e.reply()));
+            NodeStatus {
+                node: node.label().to_owned(),
+                state,
+            }
+        }))
+        .await
+    }
+}
