@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::error::{ConfigError, Error};
 use crate::manager::{Redlock, Shared};
-use crate::node::Node;
+use crate::node::{Node, NodeSettings};
+use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
 
 /// Default bound on each node's reply within a round.
@@ -26,6 +27,13 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default clock drift factor: the reference clients' 1%.
 pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 
+/// Default largest TTL, and so the restart quarantine: one minute. Locks and extensions longer
+/// than this are refused; a node restarted less than this long ago does not vote.
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
+
+/// Default time a resource's fencing counter is kept after its last use: one day.
+pub const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Builds a [`Redlock`] manager. Create one with [`Redlock::builder`] or
 /// [`Redlock::builder_from_list`].
 #[derive(Debug, Clone)]
@@ -36,6 +44,11 @@ pub struct Builder {
     connect_timeout: Duration,
     drift_factor: f64,
     retry: Retry,
+    max_ttl: Duration,
+    quarantine: bool,
+    trust_durable_nodes: bool,
+    fencing: bool,
+    fence_retention: Duration,
 }
 
 impl Builder {
@@ -46,6 +59,11 @@ impl Builder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             drift_factor: DEFAULT_DRIFT_FACTOR,
             retry: Retry::default(),
+            max_ttl: DEFAULT_MAX_TTL,
+            quarantine: true,
+            trust_durable_nodes: true,
+            fencing: true,
+            fence_retention: DEFAULT_FENCE_RETENTION,
         }
     }
 
@@ -76,6 +94,46 @@ impl Builder {
         self
     }
 
+    /// The largest TTL any client of these servers uses (default [`DEFAULT_MAX_TTL`], 60 s).
+    /// Locks and extensions longer than this are refused, and it is the length of the restart
+    /// quarantine: configure the same value on every client.
+    pub fn max_ttl(mut self, max_ttl: Duration) -> Self {
+        self.max_ttl = max_ttl;
+        self
+    }
+
+    /// Whether a node that restarted less than `max_ttl` ago, or whose `run_id` changed under us,
+    /// is quarantined: still sent every request, but not counted toward a majority (default
+    /// `true`). Turning it off gives plain Redlock, which can hand out a lock twice when a node
+    /// restarts without its data.
+    pub fn quarantine(mut self, on: bool) -> Self {
+        self.quarantine = on;
+        self
+    }
+
+    /// Whether a node configured so that it cannot lose acknowledged writes (`appendonly yes`
+    /// and `appendfsync always`, read with `CONFIG GET`) is trusted at once, even right after a
+    /// restart (default `true`). A node where `CONFIG` is not allowed is never taken as durable.
+    pub fn trust_durable_nodes(mut self, on: bool) -> Self {
+        self.trust_durable_nodes = on;
+        self
+    }
+
+    /// Whether every acquisition gets a fencing token (default `true`). It costs one more round
+    /// trip per acquisition: the token is stored on a quorum before the lock is handed out.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
+    /// How long a resource's fencing counter is kept after its last use (default
+    /// [`DEFAULT_FENCE_RETENTION`], one day). Tokens stay increasing across an expired counter
+    /// as long as the nodes' clocks differ by less than half of it (see the README).
+    pub fn fence_retention(mut self, retention: Duration) -> Self {
+        self.fence_retention = retention;
+        self
+    }
+
     /// Checks the configuration and creates the manager. No connection is made yet: each node
     /// connects on first use, so this works outside a runtime and while servers are down.
     pub fn build(self) -> Result<Redlock, Error> {
@@ -91,10 +149,36 @@ impl Builder {
             }
             .into());
         }
+        positive("max_ttl", self.max_ttl)?;
+        if self.max_ttl > Duration::from_secs(365 * 24 * 60 * 60) {
+            return Err(ConfigError::InvalidSetting {
+                setting: "max_ttl",
+                reason: "longer than a year: a restarted node would never vote again".into(),
+            }
+            .into());
+        }
+        if self.fence_retention < self.max_ttl.saturating_mul(2) {
+            return Err(ConfigError::InvalidSetting {
+                setting: "fence_retention",
+                reason: format!(
+                    "must be at least twice max_ttl ({:?}) so a counter outlives every lock that used it",
+                    self.max_ttl
+                ),
+            }
+            .into());
+        }
+        let settings = NodeSettings {
+            connect_timeout: self.connect_timeout,
+            trust: TrustPolicy {
+                enabled: self.quarantine,
+                max_ttl: self.max_ttl,
+                trust_durable: self.trust_durable_nodes,
+            },
+        };
         let mut nodes = Vec::with_capacity(self.servers.len());
         let mut seen = HashSet::new();
         for url in &self.servers {
-            let node = Node::new(url.trim(), self.connect_timeout)?;
+            let node = Node::new(url.trim(), settings)?;
             if !seen.insert(node.server_identity()) {
                 return Err(ConfigError::DuplicateServer(node.server_identity()).into());
             }
@@ -106,6 +190,8 @@ impl Builder {
             connect_timeout: self.connect_timeout,
             drift_factor: self.drift_factor,
             retry: self.retry,
+            max_ttl: self.max_ttl,
+            fence_retention: self.fencing.then_some(self.fence_retention),
         })))
     }
 }

@@ -25,6 +25,9 @@ pub enum Reply {
     ServerError(String),
     /// The round was decided before this node answered.
     Pending,
+    /// The node did what we asked, but it restarted recently (or its `run_id` changed) and is
+    /// quarantined for this much longer: its grant is not a vote.
+    Quarantined(Duration),
 }
 
 impl Reply {
@@ -43,6 +46,11 @@ impl fmt::Display for Reply {
             Reply::Unreachable(why) => write!(f, "unreachable ({why})"),
             Reply::ServerError(why) => write!(f, "error reply ({why})"),
             Reply::Pending => f.write_str("not waited for"),
+            Reply::Quarantined(left) => write!(
+                f,
+                "granted, but quarantined after a restart for another {} ms (not a vote)",
+                left.as_millis()
+            ),
         }
     }
 }

@@ -235,6 +235,7 @@ impl Lock {
         let lost = stop.child_token(); // invariant 4
         let resource: Arc<str> = Arc::from(self.resource());
         let value: Arc<str> = Arc::from(self.value());
+        let fence = self.fence();
         let task = tokio::spawn(keep(
             self,
             plan,
@@ -245,6 +246,7 @@ impl Lock {
         Guard {
             resource,
             value,
+            fence,
             shared,
             status,
             lost,
@@ -342,6 +344,7 @@ fn loss_of(error: Error) -> LossReason {
 pub struct Guard {
     resource: Arc<str>,
     value: Arc<str>,
+    fence: Option<u64>,
     shared: Arc<Shared>,
     status: Arc<Mutex<Status>>,
     lost: CancellationToken,
@@ -359,6 +362,11 @@ impl Guard {
     /// The random value that identifies this acquisition.
     pub fn value(&self) -> &str {
         &self.value
+    }
+
+    /// The acquisition's fencing token; see [`Lock::fence`].
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// The instant until which the lock may be relied on, moved forward by every successful
@@ -461,6 +469,7 @@ impl Guard {
 pub struct LockInfo {
     resource: Arc<str>,
     value: Arc<str>,
+    fence: Option<u64>,
     lost: CancellationToken,
 }
 
@@ -468,6 +477,11 @@ impl LockInfo {
     /// The locked resource (the Redis key).
     pub fn resource(&self) -> &str {
         &self.resource
+    }
+
+    /// The acquisition's fencing token; see [`Lock::fence`].
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// The random value that identifies this acquisition.
@@ -518,6 +532,7 @@ impl Redlock {
         let info = LockInfo {
             resource: Arc::clone(&guard.resource),
             value: Arc::clone(&guard.value),
+            fence: guard.fence,
             lost: guard.lost_token(),
         };
         let output = tokio::select! {

@@ -21,9 +21,9 @@
 //! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
 //!   got the lock. Check [`Lock::is_valid`] (or [`Guard::is_lost`]) before each step, keep steps
 //!   short.
-//! - A node that restarts without its data can let a second client gather a majority. Run nodes
-//!   with AOF and `appendfsync always`, or keep a crashed node down for longer than the largest
-//!   TTL in use.
+//! - A node that restarts without its data could let a second client gather a majority. We
+//!   quarantine such a node (its grants are not votes) until it has been up for `max_ttl`,
+//!   unless it is configured not to lose acknowledged writes (AOF, `appendfsync always`).
 //! - Mutual exclusion assumes clocks that run at about the same rate (not synchronised ones);
 //!   the drift allowance covers small differences, not jumps of the wall clock of a Redis server.
 //!
@@ -45,6 +45,8 @@
 //! - `node`: the only place that talks to Redis: one multiplexed connection per node, timeouts,
 //!   scripts (`src/scripts/*.lua`).
 //! - `quorum`: pure vote counting; decides won, lost or still open.
+//! - `quarantine`: pure judgement of when a restarted node's votes count again.
+//! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
 //! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
@@ -60,10 +62,12 @@
 
 pub mod config;
 pub mod error;
+mod fencing;
 mod hold;
 mod lock;
 mod manager;
 mod node;
+mod quarantine;
 mod quorum;
 pub mod retry;
 mod status;

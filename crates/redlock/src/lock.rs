@@ -93,16 +93,25 @@ impl Drop for Held {
 pub struct Lock {
     held: Held,
     deadline: Instant,
+    fence: Option<u64>,
     lost: bool,
 }
 
 impl Lock {
-    pub(crate) fn new(held: Held, deadline: Instant) -> Self {
+    pub(crate) fn new(held: Held, deadline: Instant, fence: Option<u64>) -> Self {
         Self {
             held,
             deadline,
+            fence,
             lost: false,
         }
+    }
+
+    /// The fencing token of this acquisition (`None` when the manager has fencing off): larger
+    /// than every token handed out for this resource before. Pass it to the protected resource,
+    /// which must refuse any write carrying a smaller token than the largest it has seen.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// The manager this lock belongs to: its drift factor, and its nodes for a release by value.

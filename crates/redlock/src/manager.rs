@@ -16,6 +16,10 @@
 //!    be mistaken for a later one, ours or anybody's.
 //! 6. An extension counts only with a quorum within the new validity; a lock whose validity has
 //!    run out is never extended (no resurrection: we never `SET NX` again to paper over it).
+//! 7. A quarantined node ([`quarantine`](crate::quarantine)) still gets every request, but its
+//!    grants are not votes. No lock or extension is longer than `max_ttl`, the quarantine length.
+//! 8. With fencing on, a lock is handed out only once its token is stored on a quorum
+//!    ([`fencing`](crate::fencing) explains why that makes tokens increase).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +51,9 @@ pub(crate) struct Shared {
     pub(crate) connect_timeout: Duration,
     pub(crate) drift_factor: f64,
     pub(crate) retry: Retry,
+    pub(crate) max_ttl: Duration,
+    /// How long fencing counters are kept after their last use; `None`: fencing is off.
+    pub(crate) fence_retention: Option<Duration>,
 }
 
 /// How long a round waits.
@@ -65,6 +72,8 @@ enum Until {
 struct Round {
     start: Instant,
     decision: Decision,
+    /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
+    fence_floor: Option<u64>,
     quorum: usize,
     replies: Vec<Reply>,
 }
@@ -108,9 +117,18 @@ impl Shared {
                 }
             })
             .collect();
+        let mut fence_floor = None;
         while let Some((i, result)) = in_flight.next().await {
             replies[i] = reply_of(&result);
-            if tally.record(matches!(result, Ok(true))) == Decision::Won && until == Until::Won {
+            let counts = match &result {
+                Ok(answer) if answer.done => {
+                    fence_floor = fence_floor.max(answer.fence_floor);
+                    // Invariant 7: a quarantined node's vote does not count.
+                    !request.is_vote() || answer.quarantined_for.is_none()
+                }
+                _ => false,
+            };
+            if tally.record(counts) == Decision::Won && until == Until::Won {
                 break; // invariant 2
             }
         }
@@ -120,6 +138,7 @@ impl Shared {
         Round {
             start,
             decision: tally.decision(),
+            fence_floor,
             quorum: tally.quorum(),
             replies,
         }
@@ -192,8 +211,11 @@ impl Shared {
                 "Redis expiries are whole milliseconds, at least 1 ms".into(),
             ));
         }
-        if ttl_ms > i64::MAX as u64 {
-            return Err(invalid("too large for Redis".into()));
+        if ttl > self.max_ttl {
+            return Err(invalid(format!(
+                "longer than max_ttl ({:?}), the restart quarantine; raise max_ttl on every client of these servers",
+                self.max_ttl
+            )));
         }
         if validity::deadline(Instant::now(), ttl, self.drift_factor).is_none() {
             let drift = validity::drift(ttl, self.drift_factor);
@@ -321,17 +343,32 @@ impl Redlock {
             // Armed before the first request: dropping this future mid-round releases (invariant 5
             // keeps that release from touching anybody else's lock).
             let held = Held::new(Arc::clone(shared), Arc::clone(&key), new_value());
-            let round = shared
-                .round(
-                    Until::Won,
-                    Request::Set { ttl_ms },
-                    &key,
-                    held.value(),
-                    shared.node_timeout,
-                )
+            let set = match shared.fence_retention {
+                Some(_) => Request::SetFenced { ttl_ms },
+                None => Request::Set { ttl_ms },
+            };
+            let mut round = shared
+                .round(Until::Won, set, &key, held.value(), shared.node_timeout)
                 .await;
-            if let Some(deadline) = shared.deadline_if_won(&round, ttl) {
-                return Ok(Lock::new(held, deadline));
+            let mut deadline = shared.deadline_if_won(&round, ttl);
+            let mut fence = None;
+            if let (Some(valid_until), Some(retention), Some(token)) =
+                (deadline, shared.fence_retention, round.fence_floor)
+            {
+                // Invariant 8: store the token on a quorum before anybody may use it.
+                let store = Request::Fence {
+                    token,
+                    retention_ms: validity::ttl_millis(retention),
+                };
+                round = shared
+                    .round(Until::Won, store, &key, held.value(), shared.node_timeout)
+                    .await;
+                let stored = round.decision == Decision::Won && valid_until > Instant::now();
+                deadline = stored.then_some(valid_until);
+                fence = Some(token);
+            }
+            if let Some(deadline) = deadline {
+                return Ok(Lock::new(held, deadline, fence));
             }
             let won = round.decision == Decision::Won;
             let mut failure = round.failure(shared, won);

@@ -1,10 +1,15 @@
 //! One Redis master: the only place where bytes go to Redis.
 //!
-//! Each node owns one long-lived multiplexed connection, shared by every lock and every task.
-//! It is redis-rs's [`ConnectionManager`], created lazily on first use (so a manager can be built
-//! outside a runtime and while some servers are down) and re-established in the background after
-//! the server goes away and comes back. Requests from many tasks are pipelined on it; no request
-//! ever opens a TCP connection of its own.
+//! Each node owns one long-lived multiplexed connection (redis-rs [`MultiplexedConnection`]),
+//! shared by every lock and every task: requests from many tasks are pipelined on it, and no
+//! request ever opens a TCP connection of its own. It is made lazily on first use (so a manager
+//! can be built outside a runtime and while servers are down) and made again on the next request
+//! after it broke.
+//!
+//! We manage that one connection ourselves rather than through redis-rs's `ConnectionManager`,
+//! because every (re)connection must run the restart-quarantine health check (`INFO server`,
+//! `CONFIG GET`) *before* the connection carries a vote; `ConnectionManager` reconnects behind
+//! our back with no hook to do that.
 //!
 //! Every request is bounded by a deadline given by the caller: the manager sends all requests of a
 //! round at the same instant, so "per-node timeout" and "one deadline for the round" are the same
@@ -13,52 +18,102 @@
 //!
 //! Scripts are sent as `EVALSHA`; on `NOSCRIPT` (a node restarted, or its script cache was flushed)
 //! the same call is repeated once as `EVAL` with the script body, which also caches it again. They
-//! are loaded ahead with `SCRIPT LOAD` when a connection is first made, so the common path never
-//! pays for the fallback.
+//! are loaded with `SCRIPT LOAD` on every connection, so the common path never pays for the
+//! fallback.
 
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
-use tokio::sync::OnceCell;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::error::{ConfigError, Reply, redact_url, secrets_in};
+use crate::fencing;
+use crate::quarantine::{Observation, TrustPolicy, trusted_from};
 use crate::status::NodeState;
 
 /// A Lua script with its SHA1, computed once.
 struct LuaScript {
     source: &'static str,
     sha: String,
+    /// Whether it also takes the resource's fencing counter key (`KEYS[2]`).
+    fenced: bool,
 }
 
 impl LuaScript {
-    fn new(source: &'static str) -> Self {
+    fn new(source: &'static str, fenced: bool) -> Self {
         Self {
             source,
             sha: redis::Script::new(source).get_hash().to_owned(),
+            fenced,
         }
     }
 }
 
 static RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/release.lua")));
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/release.lua"), false));
 static EXTEND: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua")));
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), false));
 static INSPECT: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua")));
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), false));
+static ACQUIRE_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), true));
+static FENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), true));
+
+fn scripts() -> [&'static LuaScript; 5] {
+    [&RELEASE, &EXTEND, &INSPECT, &ACQUIRE_FENCED, &FENCE]
+}
+
+/// The key that holds a resource's fencing counter, next to the lock key. Other Redlock clients
+/// never touch it, so the lock key itself keeps the standard format.
+pub(crate) fn fence_key(resource: &str) -> String {
+    format!("redlock-fence:{resource}")
+}
 
 /// One request of a round, the same for every node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Request {
     /// `SET key value NX PX ttl_ms`.
     Set { ttl_ms: u64 },
+    /// `SET NX PX`, also reading the fencing counter and the node's clock, in one script.
+    SetFenced { ttl_ms: u64 },
+    /// Store a fencing token while the lock still holds our value.
+    Fence { token: u64, retention_ms: u64 },
     /// The compare-and-PEXPIRE script.
     Extend { ttl_ms: u64 },
     /// The compare-and-delete script.
     Release,
-    /// `PING`, then `SCRIPT LOAD` of our scripts: establishes the connection ahead of use.
+    /// Establish the connection (health check and scripts included).
     Connect,
+}
+
+impl Request {
+    /// Whether a reply to this request is a vote, which a quarantined node may not cast.
+    pub(crate) fn is_vote(self) -> bool {
+        matches!(
+            self,
+            Request::Set { .. }
+                | Request::SetFenced { .. }
+                | Request::Fence { .. }
+                | Request::Extend { .. }
+        )
+    }
+}
+
+/// A node's answer to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answer {
+    /// The node did what we asked.
+    pub(crate) done: bool,
+    /// How much longer the node is quarantined, if it is (its votes do not count).
+    pub(crate) quarantined_for: Option<Duration>,
+    /// For [`Request::SetFenced`]: the smallest token this node would accept as new,
+    /// `max(counter + 1, node time in µs)`.
+    pub(crate) fence_floor: Option<u64>,
 }
 
 /// Why a node gave no usable answer.
@@ -94,21 +149,77 @@ impl NodeError {
     }
 }
 
-/// Turns a node's yes/no answer (or error) into the [`Reply`] reported to callers.
-pub(crate) fn reply_of(result: &Result<bool, NodeError>) -> Reply {
+/// Turns a node's answer (or error) into the [`Reply`] reported to callers.
+pub(crate) fn reply_of(result: &Result<Answer, NodeError>) -> Reply {
     match result {
-        Ok(true) => Reply::Granted,
-        Ok(false) => Reply::Refused,
+        Ok(Answer {
+            done: true,
+            quarantined_for: Some(left),
+            ..
+        }) => Reply::Quarantined(*left),
+        Ok(Answer { done: true, .. }) => Reply::Granted,
+        Ok(Answer { done: false, .. }) => Reply::Refused,
         Err(e) => e.reply(),
     }
+}
+
+/// What a node needs to know to connect and to judge its own health.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeSettings {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) trust: TrustPolicy,
+}
+
+/// How often a live connection's health check is repeated: catches a `run_id` change that did
+/// not break our connection (a proxy in between), and is cheap (one `INFO server`).
+const HEALTH_RECHECK: Duration = Duration::from_secs(10);
+
+/// The health check's verdict for one connection.
+#[derive(Debug, Clone)]
+struct Health {
+    trusted_from: Instant,
+    checked_at: Instant,
+}
+
+/// An established connection and what we know of the server behind it.
+#[derive(Debug)]
+struct Live {
+    conn: MultiplexedConnection,
+    generation: u64,
+    health: Mutex<Health>,
+    rechecking: AtomicBool,
+}
+
+impl Live {
+    fn health(&self) -> MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How much longer this node is quarantined, if it is.
+    fn quarantined_for(&self, now: Instant) -> Option<Duration> {
+        let left = self.health().trusted_from.saturating_duration_since(now);
+        (!left.is_zero()).then_some(left)
+    }
+}
+
+type Connecting = Shared<BoxFuture<'static, Result<Arc<Live>, NodeError>>>;
+
+/// The node's one connection, or the attempt to make it.
+enum Slot {
+    Idle,
+    Connecting(Connecting),
+    Live(Arc<Live>),
 }
 
 /// One independent Redis master.
 pub(crate) struct Node {
     label: String,
     client: redis::Client,
-    config: ConnectionManagerConfig,
-    conn: OnceCell<ConnectionManager>,
+    settings: NodeSettings,
+    slot: Mutex<Slot>,
+    /// The `run_id` of the last health check, kept across reconnections to notice a restart.
+    last_run_id: Arc<Mutex<Option<String>>>,
+    generations: AtomicU64,
 }
 
 impl std::fmt::Debug for Node {
@@ -119,10 +230,15 @@ impl std::fmt::Debug for Node {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing under these locks can panic half-way; recover rather than propagate a poison.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Node {
     /// Parses `url` (`redis://`, `rediss://`, `redis+unix://`, with user, password and db) without
     /// connecting.
-    pub(crate) fn new(url: &str, connect_timeout: Duration) -> Result<Self, ConfigError> {
+    pub(crate) fn new(url: &str, settings: NodeSettings) -> Result<Self, ConfigError> {
         let client = redis::Client::open(url).map_err(|e| ConfigError::InvalidUrl {
             url: redact_url(url),
             reason: scrub(&e.to_string(), url),
@@ -134,19 +250,13 @@ impl Node {
         } else {
             format!("{}/{db}", info.addr())
         };
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            // We bound every request ourselves, per round (see the module docs).
-            .set_response_timeout(None)
-            // Fail a connection attempt at once instead of retrying with back-off behind the
-            // caller's back: the next request starts a fresh attempt, so a server that comes back
-            // is picked up on the next round.
-            .set_number_of_retries(0);
         Ok(Self {
             label,
             client,
-            config,
-            conn: OnceCell::new(),
+            settings,
+            slot: Mutex::new(Slot::Idle),
+            last_run_id: Arc::new(Mutex::new(None)),
+            generations: AtomicU64::new(0),
         })
     }
 
@@ -160,30 +270,130 @@ impl Node {
         self.client.get_connection_info().addr().to_string()
     }
 
-    async fn connection(&self) -> Result<ConnectionManager, NodeError> {
-        let conn = self
-            .conn
-            .get_or_try_init(|| async {
-                let conn = ConnectionManager::new_lazy_with_config(
-                    self.client.clone(),
-                    self.config.clone(),
-                )
-                .map_err(|e| NodeError::Unreachable(e.to_string()))?;
-                // Load the scripts ahead, in the background: the first requests need not wait,
-                // and if they overtake it they fall back to EVAL.
-                let mut loader = conn.clone();
-                tokio::spawn(async move { load_scripts(&mut loader).await });
-                Ok::<_, NodeError>(conn)
-            })
-            .await?;
-        Ok(conn.clone())
+    /// The live connection, made (with its health check) if there is none.
+    async fn live(&self) -> Result<Arc<Live>, NodeError> {
+        let attempt = {
+            let mut slot = lock(&self.slot);
+            match &*slot {
+                Slot::Live(live) => {
+                    let live = Arc::clone(live);
+                    drop(slot);
+                    self.maybe_recheck(&live);
+                    return Ok(live);
+                }
+                Slot::Connecting(attempt) => attempt.clone(),
+                Slot::Idle => {
+                    let attempt = self.connect().boxed().shared();
+                    *slot = Slot::Connecting(attempt.clone());
+                    attempt
+                }
+            }
+        };
+        let result = attempt.clone().await;
+        let mut slot = lock(&self.slot);
+        if let Slot::Connecting(current) = &*slot {
+            if current.ptr_eq(&attempt) {
+                *slot = match &result {
+                    Ok(live) => Slot::Live(Arc::clone(live)),
+                    Err(_) => Slot::Idle, // the next request tries again
+                };
+            }
+        }
+        result
     }
 
-    async fn query(&self, cmd: &Cmd) -> Result<Value, NodeError> {
-        let mut conn = self.connection().await?;
-        cmd.query_async(&mut conn)
-            .await
-            .map_err(|e| NodeError::from_redis(&e))
+    /// A connection attempt: connect, check health, load scripts; bounded by the connect timeout
+    /// so that a stalled server cannot leave the slot connecting forever.
+    fn connect(&self) -> impl Future<Output = Result<Arc<Live>, NodeError>> + Send + 'static {
+        let client = self.client.clone();
+        let settings = self.settings;
+        let last_run_id = Arc::clone(&self.last_run_id);
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        async move {
+            let attempt = async {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(settings.connect_timeout))
+                    // We bound every request ourselves, per round (see the module docs).
+                    .set_response_timeout(None);
+                let mut conn = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|e| NodeError::from_redis(&e))?;
+                let mut pipe = redis::pipe();
+                for script in scripts() {
+                    pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
+                }
+                pipe.query_async::<()>(&mut conn)
+                    .await
+                    .map_err(|e| NodeError::from_redis(&e))?;
+                let health = check_health(&mut conn, &settings.trust, &last_run_id).await?;
+                Ok(Arc::new(Live {
+                    conn,
+                    generation,
+                    health: Mutex::new(health),
+                    rechecking: AtomicBool::new(false),
+                }))
+            };
+            tokio::time::timeout(settings.connect_timeout, attempt)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(NodeError::Unreachable(format!(
+                        "no connection within the connect timeout ({:?})",
+                        settings.connect_timeout
+                    )))
+                })
+        }
+    }
+
+    /// Repeats the health check in the background when it is older than [`HEALTH_RECHECK`].
+    fn maybe_recheck(&self, live: &Arc<Live>) {
+        if live.health().checked_at.elapsed() < HEALTH_RECHECK
+            || live.rechecking.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let (live, trust, last_run_id) = (
+            Arc::clone(live),
+            self.settings.trust,
+            Arc::clone(&self.last_run_id),
+        );
+        let timeout = self.settings.connect_timeout;
+        tokio::spawn(async move {
+            let mut conn = live.conn.clone();
+            if let Ok(Ok(health)) =
+                tokio::time::timeout(timeout, check_health(&mut conn, &trust, &last_run_id)).await
+            {
+                *live.health() = health;
+            }
+            live.rechecking.store(false, Ordering::Release);
+        });
+    }
+
+    /// Forgets a connection that broke, so the next request makes a new one.
+    fn forget(&self, generation: u64) {
+        let mut slot = lock(&self.slot);
+        if matches!(&*slot, Slot::Live(live) if live.generation == generation) {
+            *slot = Slot::Idle;
+        }
+    }
+
+    /// How much longer this node is quarantined, as far as we know now (`None` when trusted or
+    /// not connected).
+    pub(crate) fn quarantined_for(&self) -> Option<Duration> {
+        match &*lock(&self.slot) {
+            Slot::Live(live) => live.quarantined_for(Instant::now()),
+            _ => None,
+        }
+    }
+
+    async fn query(&self, live: &Live, cmd: &Cmd) -> Result<Value, NodeError> {
+        let mut conn = live.conn.clone();
+        cmd.query_async(&mut conn).await.map_err(|e| {
+            if e.is_unrecoverable_error() || e.is_io_error() || e.is_connection_dropped() {
+                self.forget(live.generation);
+            }
+            NodeError::from_redis(&e)
+        })
     }
 
     async fn bounded<T>(
@@ -196,101 +406,88 @@ impl Node {
             .unwrap_or(Err(NodeError::Timeout))
     }
 
-    /// Performs `request` before `deadline`: `Ok(true)` if the node did what we asked,
-    /// `Ok(false)` if it refused (key exists, or does not hold our value).
+    /// Performs `request` before `deadline`.
     pub(crate) async fn send(
         &self,
         request: Request,
         key: &str,
         value: &str,
         deadline: Instant,
-    ) -> Result<bool, NodeError> {
-        match request {
-            Request::Set { ttl_ms } => self.set_nx(key, value, ttl_ms, deadline).await,
-            Request::Extend { ttl_ms } => self.extend(key, value, ttl_ms, deadline).await,
-            Request::Release => self.release(key, value, deadline).await,
-            Request::Connect => {
-                let mut conn = self.connection().await?;
-                self.bounded(deadline, load_scripts(&mut conn)).await?;
-                Ok(true)
-            }
-        }
-    }
-
-    /// `SET key value NX PX ttl_ms`: `true` if we stored it, `false` if the key exists.
-    async fn set_nx(
-        &self,
-        key: &str,
-        value: &str,
-        ttl_ms: u64,
-        deadline: Instant,
-    ) -> Result<bool, NodeError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+    ) -> Result<Answer, NodeError> {
         self.bounded(deadline, async {
-            match self.query(&cmd).await? {
-                Value::Okay => Ok(true),
-                Value::Nil => Ok(false),
-                Value::SimpleString(s) if s == "OK" => Ok(true),
-                other => Err(NodeError::Server(format!(
-                    "unexpected reply to SET: {other:?}"
-                ))),
-            }
+            let live = self.live().await?;
+            let (done, fence_floor) = match request {
+                Request::Set { ttl_ms } => {
+                    let mut cmd = redis::cmd("SET");
+                    cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+                    match self.query(&live, &cmd).await? {
+                        Value::Okay => (true, None),
+                        Value::SimpleString(s) if s == "OK" => (true, None),
+                        Value::Nil => (false, None),
+                        other => return Err(unexpected("SET", &other)),
+                    }
+                }
+                Request::SetFenced { ttl_ms } => {
+                    let reply = self
+                        .eval(&live, &ACQUIRE_FENCED, key, Some(value), &[ttl_ms])
+                        .await?;
+                    match reply {
+                        Value::Nil => (false, None),
+                        reply => (true, Some(fence_floor(&reply)?)),
+                    }
+                }
+                Request::Fence {
+                    token,
+                    retention_ms,
+                } => {
+                    let reply = self
+                        .eval(&live, &FENCE, key, Some(value), &[token, retention_ms])
+                        .await?;
+                    (int_reply(&reply)? == 1, None)
+                }
+                Request::Extend { ttl_ms } => {
+                    let reply = self
+                        .eval(&live, &EXTEND, key, Some(value), &[ttl_ms])
+                        .await?;
+                    (int_reply(&reply)? == 1, None)
+                }
+                Request::Release => {
+                    let reply = self.eval(&live, &RELEASE, key, Some(value), &[]).await?;
+                    (int_reply(&reply)? == 1, None)
+                }
+                Request::Connect => (true, None),
+            };
+            Ok(Answer {
+                done,
+                quarantined_for: live.quarantined_for(Instant::now()),
+                fence_floor,
+            })
         })
         .await
     }
 
-    /// The compare-and-delete script: `true` if the key held `value` and is now gone.
-    async fn release(&self, key: &str, value: &str, deadline: Instant) -> Result<bool, NodeError> {
-        self.bounded(deadline, self.eval(&RELEASE, key, value, None))
-            .await
-    }
-
-    /// The compare-and-PEXPIRE script: `true` if the key held `value` and now expires in `ttl_ms`.
-    async fn extend(
-        &self,
-        key: &str,
-        value: &str,
-        ttl_ms: u64,
-        deadline: Instant,
-    ) -> Result<bool, NodeError> {
-        self.bounded(deadline, self.eval(&EXTEND, key, value, Some(ttl_ms)))
-            .await
-    }
-
-    /// Runs a compare-and-act script: `true` if it found `value` and acted.
+    /// Runs `script` on `key` (and its fencing counter key, for fenced scripts) with `value` and
+    /// `numbers` as arguments: `EVALSHA`, repeated once as `EVAL` on `NOSCRIPT`.
     async fn eval(
         &self,
+        live: &Live,
         script: &LuaScript,
         key: &str,
-        value: &str,
-        ttl_ms: Option<u64>,
-    ) -> Result<bool, NodeError> {
-        let mut args = vec![value.to_owned()];
-        args.extend(ttl_ms.map(|ms| ms.to_string()));
-        match self.eval_script(script, key, &args).await? {
-            Value::Int(n) => Ok(n == 1),
-            other => Err(NodeError::Server(format!(
-                "unexpected script reply: {other:?}"
-            ))),
-        }
-    }
-
-    /// `EVALSHA`, repeated once as `EVAL` on `NOSCRIPT` (see the module docs).
-    async fn eval_script(
-        &self,
-        script: &LuaScript,
-        key: &str,
-        args: &[String],
+        value: Option<&str>,
+        numbers: &[u64],
     ) -> Result<Value, NodeError> {
+        let counter = script.fenced.then(|| fence_key(key));
         let build = |verb: &str, body: &str| {
             let mut cmd = redis::cmd(verb);
-            cmd.arg(body).arg(1).arg(key).arg(args);
+            cmd.arg(body)
+                .arg(1 + usize::from(counter.is_some()))
+                .arg(key);
+            cmd.arg(&counter).arg(value).arg(numbers);
             cmd
         };
-        match self.query(&build("EVALSHA", &script.sha)).await {
+        match self.query(live, &build("EVALSHA", &script.sha)).await {
             Err(NodeError::Server(e)) if e.starts_with("NOSCRIPT") => {
-                self.query(&build("EVAL", script.source)).await
+                self.query(live, &build("EVAL", script.source)).await
             }
             other => other,
         }
@@ -303,22 +500,89 @@ impl Node {
         key: &str,
         deadline: Instant,
     ) -> Result<NodeState, NodeError> {
-        let reply = self
-            .bounded(deadline, self.eval_script(&INSPECT, key, &[]))
-            .await?;
-        node_state(reply)
+        self.bounded(deadline, async {
+            let live = self.live().await?;
+            node_state(self.eval(&live, &INSPECT, key, None, &[]).await?)
+        })
+        .await
     }
 }
 
-/// Loads our scripts into the node's script cache, so `EVALSHA` finds them.
-async fn load_scripts(conn: &mut ConnectionManager) -> Result<(), NodeError> {
-    let mut pipe = redis::pipe();
-    for script in [&*RELEASE, &*EXTEND, &*INSPECT] {
-        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
+fn unexpected(what: &str, reply: &Value) -> NodeError {
+    NodeError::Server(format!("unexpected reply to {what}: {reply:?}"))
+}
+
+fn int_reply(reply: &Value) -> Result<i64, NodeError> {
+    match reply {
+        Value::Int(n) => Ok(*n),
+        other => Err(unexpected("script", other)),
     }
-    pipe.query_async::<()>(conn)
+}
+
+/// Reads the fenced acquire script's `{counter, seconds, microseconds}` as
+/// `max(counter + 1, time in µs)`.
+fn fence_floor(reply: &Value) -> Result<u64, NodeError> {
+    let number = |v: Option<&Value>| -> Option<u64> {
+        match v? {
+            Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+            Value::Int(n) => u64::try_from(*n).ok(),
+            _ => None,
+        }
+    };
+    let Value::Array(items) = reply else {
+        return Err(unexpected("fenced SET", reply));
+    };
+    let (Some(counter), Some(secs), Some(micros)) = (
+        number(items.first()),
+        number(items.get(1)),
+        number(items.get(2)),
+    ) else {
+        return Err(unexpected("fenced SET", reply));
+    };
+    Ok(fencing::floor(counter, secs, micros))
+}
+
+/// `INFO server` (and, when durable nodes may be trusted, `CONFIG GET` of the AOF settings), judged
+/// by the quarantine rules.
+async fn check_health(
+    conn: &mut MultiplexedConnection,
+    trust: &TrustPolicy,
+    last_run_id: &Mutex<Option<String>>,
+) -> Result<Health, NodeError> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
         .await
-        .map_err(|e| NodeError::from_redis(&e))
+        .map_err(|e| NodeError::from_redis(&e))?;
+    let durable = trust.enabled && trust.trust_durable && is_durable(conn).await;
+    let seen = Observation::from_info(&info, durable)
+        .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
+    let now = Instant::now();
+    let mut last = lock(last_run_id);
+    let trusted_from = trusted_from(trust, &seen, last.as_deref(), now);
+    if last.as_deref() != Some(seen.run_id.as_str()) && last.is_some() {
+        tracing::warn!(run_id = %seen.run_id, "node restarted or was replaced; quarantined");
+    }
+    *last = Some(seen.run_id.clone());
+    Ok(Health {
+        trusted_from,
+        checked_at: now,
+    })
+}
+
+/// Whether the node cannot lose acknowledged writes: AOF on, fsync on every write. `false` when
+/// `CONFIG` is not allowed (renamed, or denied by an ACL).
+async fn is_durable(conn: &mut MultiplexedConnection) -> bool {
+    let mut pipe = redis::pipe();
+    pipe.cmd("CONFIG").arg("GET").arg("appendonly");
+    pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
+    let Ok((appendonly, appendfsync)): Result<(Vec<String>, Vec<String>), _> =
+        pipe.query_async(conn).await
+    else {
+        return false;
+    };
+    appendonly.get(1).is_some_and(|v| v == "yes")
+        && appendfsync.get(1).is_some_and(|v| v == "always")
 }
 
 /// Reads the inspect script's `{type, value or nil, pttl}`.

@@ -50,6 +50,9 @@ pub struct NodeStatus {
     pub node: String,
     /// What it holds for the resource, or why it could not be asked.
     pub state: NodeState,
+    /// How much longer the node is quarantined after a restart (its grants are not votes), if it
+    /// is; see [`Builder::quarantine`](crate::Builder::quarantine).
+    pub quarantined_for: Option<Duration>,
 }
 
 impl NodeStatus {
@@ -87,6 +90,7 @@ impl Redlock {
             NodeStatus {
                 node: node.label().to_owned(),
                 state,
+                quarantined_for: node.quarantined_for(),
             }
         }))
         .await

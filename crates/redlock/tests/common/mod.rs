@@ -5,10 +5,19 @@
 use std::time::Duration;
 
 use redlock::{Redlock, Retry};
-use redlock_nodes::{Cluster, NodeSpec, RedisNode};
+use redlock_nodes::{Cluster, NodeSpec, Persistence, RedisNode};
 
-/// `n` fresh, independent, non-persistent masters on free loopback ports, stopped on drop.
+/// `n` fresh, independent masters on free loopback ports, stopped on drop. They run with AOF and
+/// `appendfsync always`, so the restart quarantine trusts them from the start, as it trusts the
+/// nodes of `redlock nodes start`.
 pub fn cluster(n: usize) -> Cluster {
+    Cluster::start(n, NodeSpec::new().persistence(Persistence::AofAlways))
+        .expect("start redis-server nodes")
+}
+
+/// `n` fresh masters without persistence: a restart loses every key. The quarantine does not
+/// trust them until they have been up for `max_ttl`.
+pub fn volatile_cluster(n: usize) -> Cluster {
     Cluster::start(n, NodeSpec::new()).expect("start redis-server nodes")
 }
 
