@@ -1,0 +1,293 @@
+//! `redlock bench`: lock cycles per second and their latency, against the configured servers.
+//!
+//! A cycle is one acquisition and its release, timed together from the first request to the last
+//! reply. All workers share one manager, as the tasks of one application would (one multiplexed
+//! connection per node). Two workloads:
+//! - `uncontended`: every worker locks a resource of its own, one attempt per cycle: the cost of
+//!   the algorithm itself (two rounds to every node). A failed attempt is an error.
+//! - `contended`: all workers take turns on one resource, waiting for it (retry delays of up to
+//!   5 ms): how fast the lock changes hands. The latency includes the wait.
+//!
+//! Resources are named `redlock-bench:PID:...`, so parallel runs do not meet; every lock is
+//! released at the end of its cycle.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use redlock::{Redlock, Retry};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{self, Global};
+use crate::exit::{self, Failure, OK, UNAVAILABLE};
+use crate::{Outcome, duration, progress};
+
+const AFTER_HELP: &str = "\
+Drives the library against the configured servers and reports cycles per second (a cycle is an
+acquire and its release), latency percentiles of whole cycles, and errors. uncontended: each worker
+locks its own resource, one attempt per cycle. contended: all workers take turns on one resource,
+waiting for it; the latency includes the wait. With --json, exactly one line:
+{\"workload\", \"concurrency\", \"duration_ms\", \"nodes\", \"quorum\", \"cycles\", \"cycles_per_sec\",
+\"errors\", \"first_error\", \"latency_us\": {\"p50\", \"p90\", \"p99\", \"max\", \"mean\"}}.
+
+Examples:
+  eval \"$(redlock nodes start --count 3)\" && redlock bench
+  redlock bench --workload contended --concurrency 8 --duration 30s --json
+
+Exit status: 0 done (errors are counted, not fatal); 69 fewer than a quorum of servers reachable,
+or not a single cycle succeeded; 64 bad arguments.";
+
+/// Measure lock cycles per second and latency against the configured servers.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// What to measure.
+    #[arg(long, value_enum, default_value_t = Workload::Uncontended)]
+    workload: Workload,
+
+    /// How many concurrent workers.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    concurrency: u16,
+
+    /// How long to run.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
+    duration: Duration,
+
+    /// The TTL of each lock.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "10s")]
+    ttl: Duration,
+
+    /// Print exactly one line of JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Workload {
+    Uncontended,
+    Contended,
+}
+
+/// One worker's results.
+#[derive(Debug)]
+struct Tally {
+    latency_us: Histogram<u64>,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Latency {
+    p50: u64,
+    p90: u64,
+    p99: u64,
+    max: u64,
+    mean: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    workload: Workload,
+    concurrency: u16,
+    duration_ms: u128,
+    nodes: usize,
+    quorum: usize,
+    cycles: u64,
+    cycles_per_sec: f64,
+    errors: u64,
+    first_error: Option<String>,
+    latency_us: Latency,
+}
+
+pub async fn run(args: &Args, global: &Global) -> Outcome {
+    if args.duration.is_zero() {
+        return Err(Failure::usage("--duration must be greater than zero"));
+    }
+    let manager = global.reachable().await?;
+
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        progress::timed(args.duration)
+    };
+    let cycles = Arc::new(AtomicU64::new(0));
+    let stop = CancellationToken::new();
+    let prefix = format!("redlock-bench:{}", std::process::id());
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for worker in 0..args.concurrency {
+        let resource = match args.workload {
+            Workload::Uncontended => format!("{prefix}:{worker}"),
+            Workload::Contended => format!("{prefix}:contended"),
+        };
+        workers.push(tokio::spawn(cycle(
+            manager.clone(),
+            args.workload,
+            resource,
+            args.ttl,
+            Arc::clone(&cycles),
+            stop.clone(),
+        )));
+    }
+    let end = started + args.duration;
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    while Instant::now() < end {
+        ticker.tick().await;
+        let done = cycles.load(Ordering::Relaxed);
+        progress::tick(&bar, started.elapsed(), format!("{done} cycles"));
+    }
+    stop.cancel();
+    let mut total = new_histogram()?;
+    let (mut errors, mut first_error) = (0, None);
+    for worker in workers {
+        let tally = match worker.await {
+            Ok(tally) => tally?,
+            Err(e) => return Err(Failure::os(format!("a benchmark worker failed: {e}"))),
+        };
+        // Same bounds and precision on both sides: adding cannot fail.
+        let _ = total.add(&tally.latency_us);
+        errors += tally.errors;
+        first_error = first_error.or(tally.first_error);
+    }
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+
+    let report = Report {
+        workload: args.workload,
+        concurrency: args.concurrency,
+        duration_ms: elapsed.as_millis(),
+        nodes: manager.nodes().len(),
+        quorum: manager.quorum(),
+        cycles: total.len(),
+        cycles_per_sec: rate(total.len(), elapsed),
+        errors,
+        first_error,
+        latency_us: Latency {
+            p50: total.value_at_quantile(0.5),
+            p90: total.value_at_quantile(0.9),
+            p99: total.value_at_quantile(0.99),
+            max: total.max(),
+            mean: (total.mean() * 10.0).round() / 10.0,
+        },
+    };
+    if args.json {
+        cli::print(&cli::json(&report))?;
+    } else {
+        print_human(&report)?;
+    }
+    if report.cycles == 0 && report.errors > 0 {
+        return Err(Failure::new(
+            UNAVAILABLE,
+            format!(
+                "not a single cycle succeeded: {}",
+                report.first_error.as_deref().unwrap_or("no error recorded")
+            ),
+        ));
+    }
+    Ok(OK)
+}
+
+async fn cycle(
+    manager: Redlock,
+    workload: Workload,
+    resource: String,
+    ttl: Duration,
+    cycles: Arc<AtomicU64>,
+    stop: CancellationToken,
+) -> Result<Tally, Failure> {
+    let retry = match workload {
+        Workload::Uncontended => Retry::once(),
+        Workload::Contended => Retry::forever().delay(Duration::from_millis(5)),
+    };
+    let mut tally = Tally {
+        latency_us: new_histogram()?,
+        errors: 0,
+        first_error: None,
+    };
+    while !stop.is_cancelled() {
+        let start = Instant::now();
+        let lock = tokio::select! {
+            lock = manager.acquire_with(&resource, ttl, &retry) => lock,
+            () = stop.cancelled() => break,
+        };
+        match lock {
+            Ok(lock) => {
+                lock.release().await;
+                let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tally.latency_us.saturating_record(us.max(1));
+                cycles.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e @ redlock::Error::Config(_)) => return Err(exit::from_error(e)),
+            Err(e) => {
+                tally.errors += 1;
+                tally.first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    Ok(tally)
+}
+
+/// Microseconds from 1 µs to 1 h, 3 significant figures.
+fn new_histogram() -> Result<Histogram<u64>, Failure> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .map_err(|e| Failure::os(format!("could not create a histogram: {e}")))
+}
+
+fn rate(count: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        // Precision: a count of cycles is far below 2^52.
+        (count as f64 / secs * 10.0).round() / 10.0
+    } else {
+        0.0
+    }
+}
+
+fn print_human(r: &Report) -> Result<(), Failure> {
+    let ms = |us: u64| format!("{:.2}ms", us as f64 / 1000.0);
+    let workload = match r.workload {
+        Workload::Uncontended => "uncontended",
+        Workload::Contended => "contended",
+    };
+    cli::print(&format!(
+        "{workload}, {} workers, {}, {} nodes (quorum {})",
+        r.concurrency,
+        duration::format(Duration::from_millis(
+            u64::try_from(r.duration_ms).unwrap_or(u64::MAX)
+        )),
+        r.nodes,
+        r.quorum
+    ))?;
+    cli::print(&format!(
+        "cycles: {} ({}/s), errors: {}",
+        r.cycles, r.cycles_per_sec, r.errors
+    ))?;
+    let l = &r.latency_us;
+    cli::print(&format!(
+        "latency per cycle (acquire + release): p50 {}  p90 {}  p99 {}  max {}",
+        ms(l.p50),
+        ms(l.p90),
+        ms(l.p99),
+        ms(l.max)
+    ))?;
+    if let Some(e) = &r.first_error {
+        cli::print(&format!("first error: {e}"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_per_second_with_one_decimal() {
+        assert_eq!(rate(150, Duration::from_secs(2)), 75.0);
+        assert_eq!(rate(1, Duration::from_secs(3)), 0.3);
+        assert_eq!(rate(5, Duration::ZERO), 0.0);
+    }
+}

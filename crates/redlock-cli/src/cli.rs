@@ -1,0 +1,265 @@
+//! The command line: global options, the subcommand list, and turning clap's errors into our
+//! one-line form.
+//!
+//! Each subcommand's own arguments live in its file, next to the code that uses them.
+
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use clap::{Parser, Subcommand};
+use redlock::{NodeReply, Redlock, Retry};
+
+use crate::exit::{self, Failure};
+use crate::{acquire, bench, demo, duration, extend, nodes, release, run, status};
+
+/// The server list used when neither `--servers` nor `REDLOCK_SERVERS` says otherwise.
+pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:6379";
+
+const AFTER_HELP: &str = "\
+Servers: --servers, else $REDLOCK_SERVERS, else redis://127.0.0.1:6379. A comma-separated list of
+independent Redis masters: redis://[user:password@]host[:port][/db], rediss://... (TLS),
+redis+unix:///path.sock. Passwords are never printed.
+
+Durations: 500ms, 30s, 2m, 1h, 1.5s, 1m30s (a unit is required).
+
+Logs: REDLOCK_LOG=debug (a tracing env filter; default: errors only), on stderr.
+
+Examples:
+  export REDLOCK_SERVERS=redis://10.0.0.1,redis://10.0.0.2,redis://10.0.0.3
+  redlock run nightly-report -- ./make-report.sh      # one at a time, waits its turn
+  value=$(redlock acquire invoice:42 --ttl 30s) && ... && redlock release invoice:42 \"$value\"
+  redlock status invoice:42
+  redlock demo                                        # 5 local nodes, contenders, a crash
+
+";
+
+/// Take, inspect, extend and release Redlock distributed locks on Redis, and run a command
+/// while holding one.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlock",
+    version,
+    after_help = after_help(),
+    arg_required_else_help = false,
+    subcommand_required = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+fn after_help() -> String {
+    format!("{AFTER_HELP}{}", exit::HELP)
+}
+
+/// Options every subcommand understands.
+#[derive(Debug, clap::Args)]
+pub struct Global {
+    /// Redis masters, comma-separated
+    // hide_env_values: $REDLOCK_SERVERS may carry a password, and --help must not show it.
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_SERVERS",
+        hide_env_values = true,
+        default_value = DEFAULT_SERVERS,
+        value_name = "URL[,URL...]"
+    )]
+    pub servers: String,
+
+    /// How long each server has to answer one request [default: 100ms]
+    #[arg(long, global = true, value_name = "DUR", value_parser = duration::parse)]
+    pub node_timeout: Option<Duration>,
+}
+
+impl Global {
+    /// A manager over the configured servers; nothing is sent yet.
+    ///
+    /// # Errors
+    /// A usage failure for an empty list, a duplicate or an unparsable URL (shown without its
+    /// password) or a zero node timeout.
+    pub fn manager(&self) -> Result<Redlock, Failure> {
+        let mut builder = Redlock::builder_from_list(&self.servers);
+        if let Some(timeout) = self.node_timeout {
+            builder = builder.node_timeout(timeout);
+        }
+        builder.build().map_err(exit::from_error)
+    }
+
+    /// The node timeout in effect.
+    pub fn node_timeout(&self) -> Duration {
+        self.node_timeout
+            .unwrap_or(redlock::config::DEFAULT_NODE_TIMEOUT)
+    }
+
+    /// Waits for the requests of a won round that are still in flight.
+    ///
+    /// `acquire` and `extend` return as soon as a quorum agreed; the library sends the requests
+    /// to the other nodes on in the background, each bounded by the node timeout, so a late
+    /// `OK` still becomes part of the lock. A process that exits at once would drop them, and
+    /// the lock would sit on a bare quorum: one node lost and nobody can tell it is held. So
+    /// before exiting, give them the node timeout (they started before the round returned), but
+    /// never more than half of `validity`, the lock's time left: a lock that is still valid on a
+    /// quorum is worth more than one on every node. With one node, or as many nodes as the
+    /// quorum, there is nothing to wait for.
+    pub async fn let_stragglers_land(&self, manager: &Redlock, validity: Duration) {
+        if manager.nodes().len() > manager.quorum() {
+            tokio::time::sleep(self.node_timeout().min(validity / 2)).await;
+        }
+    }
+
+    /// [`manager`](Self::manager), connected: every connection is made (each bounded by the
+    /// connect timeout, 1 s, plus the node timeout) before the first lock request, so that
+    /// connection set-up does not eat into a lock's validity. Unreachable servers are not an
+    /// error here; the request that follows reports them.
+    pub async fn connected(&self) -> Result<Redlock, Failure> {
+        Ok(self.connect_all().await?.0)
+    }
+
+    /// [`connected`](Self::connected), but fails (exit 69) unless a quorum of servers answered.
+    pub async fn reachable(&self) -> Result<Redlock, Failure> {
+        let (manager, up, replies) = self.connect_all().await?;
+        if up < manager.quorum() {
+            return Err(Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "servers unavailable: {up} of {} answered, {} needed ({})",
+                    replies.len(),
+                    manager.quorum(),
+                    exit::others(&replies)
+                ),
+            ));
+        }
+        Ok(manager)
+    }
+
+    /// [`connected`](Self::connected), for acquiring; returns the manager and the retry policy
+    /// to acquire with.
+    ///
+    /// When fewer than a quorum of servers can be reached, the policy becomes a single attempt:
+    /// waiting for a lock that cannot be granted would only hang, so the attempt fails at once
+    /// with every node's reply (exit 75, "servers unreachable"), while a TTL that cannot work is
+    /// still reported as such (the library checks it before sending anything). Servers that go
+    /// away later, while waiting for a busy lock, are waited for like the lock itself.
+    pub async fn for_acquiring(&self, retry: Retry) -> Result<(Redlock, Retry), Failure> {
+        let (manager, _, replies) = self.connect_all().await?;
+        let up = replies.iter().filter(|r| !exit::unusable(&r.reply)).count();
+        if up < manager.quorum() {
+            tracing::debug!(up, "too few servers reachable; one attempt only");
+            return Ok((manager, Retry::once()));
+        }
+        Ok((manager, retry))
+    }
+
+    /// The manager, each node's reply to connecting, and how many are ready.
+    async fn connect_all(&self) -> Result<(Redlock, usize, Vec<NodeReply>), Failure> {
+        let manager = self.manager()?;
+        let replies = manager.connect().await;
+        for reply in &replies {
+            tracing::debug!(node = %reply.node, reply = %reply.reply, "connect");
+        }
+        let up = replies.iter().filter(|r| r.reply.is_granted()).count();
+        Ok((manager, up, replies))
+    }
+}
+
+/// Prints one line on stdout. Unlike `println!`, a closed pipe is an error, not a panic.
+pub fn print(line: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::os(format!("could not write to stdout: {e}")))
+}
+
+/// One line of JSON. Serialising our own plain structs cannot fail; should it ever, an empty
+/// object is printed rather than a panic.
+pub fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// Checks a RESOURCE argument: any non-empty string (it is the Redis key, used as given).
+pub fn resource(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("the resource name must not be empty".to_owned());
+    }
+    Ok(text.to_owned())
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Acquire(acquire::Args),
+    Release(release::Args),
+    Extend(extend::Args),
+    Status(status::Args),
+    Run(run::Args),
+    Nodes(nodes::Args),
+    Demo(demo::Args),
+    Bench(bench::Args),
+}
+
+/// What `parse` decided: run a subcommand, or exit now (help, version, or a usage error).
+#[derive(Debug)]
+pub enum Parsed {
+    Run(Box<Cli>),
+    Exit(std::process::ExitCode),
+}
+
+/// Parses the command line. `--help` and `--version` print and exit 0; any other clap error
+/// becomes one line on stderr and exit status 64.
+pub fn parse() -> Parsed {
+    match Cli::try_parse() {
+        Ok(cli) => Parsed::Run(Box::new(cli)),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            // Best effort: a closed stdout (`redlock --help | head -1`) is not worth an error.
+            let _ = e.print();
+            Parsed::Exit(std::process::ExitCode::SUCCESS)
+        }
+        Err(e) => Parsed::Exit(Failure::usage(one_line(&e.render().to_string())).report()),
+    }
+}
+
+/// clap's message without its `error:` prefix, usage block and `--help` hint, on one line.
+fn one_line(rendered: &str) -> String {
+    let message = rendered.trim_start();
+    let message = message.strip_prefix("error:").unwrap_or(message);
+    // The message proper ends at the first blank line; usage and hints follow.
+    let message = message.split("\n\n").next().unwrap_or(message);
+    let mut line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        line = "invalid command line".to_owned();
+    }
+    format!("{line} (see redlock --help)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let rendered = "error: the following required arguments were not provided:\n  \
+                        --ttl <DUR>\n\nUsage: redlock acquire --ttl <DUR> <RESOURCE>\n\n\
+                        For more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "the following required arguments were not provided: --ttl <DUR> (see redlock --help)"
+        );
+    }
+
+    #[test]
+    fn bad_durations_are_usage_errors() {
+        let err = Cli::try_parse_from(["redlock", "acquire", "r", "--ttl", "30"]).unwrap_err();
+        let line = one_line(&err.render().to_string());
+        assert!(line.contains("missing unit"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+}

@@ -1,0 +1,250 @@
+//! Exit statuses, and the one-line failure every subcommand returns instead of panicking.
+//!
+//! The statuses follow `sysexits.h` where one fits, so shell scripts can tell "try again later"
+//! from "fix your command line" from "the lock is gone":
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | `release`/`extend`: the lock is not held with that value (expired, released, taken over, or a wrong value); `demo`: the verdict found a violation |
+//! | 64 | usage error: bad arguments, server URL, duration or TTL; no COMMAND after `--` |
+//! | 65 | the resource exists on a server with another Redis type (`WRONGTYPE`): it is not a lock |
+//! | 69 | servers unavailable: too few answered to give a definite answer (`release`, `extend`, `status`, `bench`); `nodes start`: no `redis-server` binary |
+//! | 71 | an operating-system error: a file, a process or the runtime could not be set up |
+//! | 75 | not acquired in time (`acquire`, `run`): busy, or servers unreachable; the message says which |
+//! | 76 | `run`: the lock was lost while COMMAND ran; COMMAND was terminated |
+//! | 126, 127 | `run`: COMMAND could not be executed / was not found (as in `env`, `timeout`) |
+//! | other | `run`: COMMAND's own status; 128+N when it died from signal N |
+//!
+//! 76 is `EX_PROTOCOL` in `sysexits.h`; we reuse the number for our own meaning, next to 75.
+
+use std::fmt;
+use std::process::ExitCode;
+
+use redlock::{Error, NodeReply, Reply};
+
+/// Success.
+pub const OK: u8 = 0;
+/// The lock is not held with that value; or the demo's verdict failed.
+pub const NOT_HELD: u8 = 1;
+/// `EX_USAGE`: bad input.
+pub const USAGE: u8 = 64;
+/// `EX_DATAERR`: the resource key has another Redis type.
+pub const WRONG_TYPE: u8 = 65;
+/// `EX_UNAVAILABLE`: too few servers answered.
+pub const UNAVAILABLE: u8 = 69;
+/// `EX_OSERR`: the operating system refused something we needed.
+pub const OS_ERROR: u8 = 71;
+/// `EX_TEMPFAIL`: not acquired in time.
+pub const NOT_ACQUIRED: u8 = 75;
+/// The lock was lost while COMMAND ran.
+pub const LOST: u8 = 76;
+/// COMMAND exists but could not be executed.
+pub const CANNOT_EXECUTE: u8 = 126;
+/// COMMAND was not found.
+pub const COMMAND_NOT_FOUND: u8 = 127;
+
+/// The exit-status table for `--help`, kept next to the constants it describes.
+pub const HELP: &str = "\
+Exit status:
+  0        success
+  1        release/extend: the lock is not held with that value; demo: a violation was found
+  64       usage error: bad arguments, server URL, duration or TTL; no COMMAND after --
+  65       the resource exists with another Redis type (WRONGTYPE): it is not a lock
+  69       servers unavailable: too few answered to give a definite answer
+  71       operating-system error (files, processes)
+  75       not acquired in time (busy, or servers unreachable; the message says which)
+  76       run: the lock was lost while COMMAND ran (COMMAND was terminated)
+  126/127  run: COMMAND could not be executed / was not found
+  other    run: COMMAND's own status, 128+N if it died from signal N";
+
+/// Why a subcommand failed: a status and one line for stderr.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: u8,
+    message: String,
+}
+
+impl Failure {
+    /// A failure with this status; line breaks in `message` become spaces, so the error stays on
+    /// one line whatever a server or the OS said.
+    pub fn new(status: u8, message: impl Into<String>) -> Self {
+        let message: String = message.into();
+        let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+        Self { status, message }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(USAGE, message)
+    }
+
+    pub fn os(message: impl Into<String>) -> Self {
+        Self::new(OS_ERROR, message)
+    }
+
+    /// Prints `redlock: error: MESSAGE` to stderr and returns the status to exit with.
+    pub fn report(&self) -> ExitCode {
+        eprintln!("redlock: error: {}", self.message);
+        ExitCode::from(self.status)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The first `WRONGTYPE` reply of a round, if any node gave one.
+pub fn wrong_type(replies: &[NodeReply]) -> Option<&NodeReply> {
+    replies
+        .iter()
+        .find(|r| matches!(&r.reply, Reply::ServerError(e) if e.starts_with("WRONGTYPE")))
+}
+
+/// Whether a node gave no usable answer: anything but a grant or a refusal (a timeout, no
+/// connection, an error reply, and whatever the library may add), so it may hold the key.
+pub fn unanswered(reply: &Reply) -> bool {
+    !matches!(reply, Reply::Granted | Reply::Refused)
+}
+
+/// Whether a node could not be used at all: no connection, no reply in time, or an error reply
+/// (`NOAUTH`, ...), as opposed to a node that answered, whether it granted or not.
+pub fn unusable(reply: &Reply) -> bool {
+    matches!(
+        reply,
+        Reply::Timeout | Reply::Unreachable(_) | Reply::ServerError(_)
+    )
+}
+
+/// Whether the nodes that did not answer could have made the difference: with their votes, a
+/// quorum would have been possible, so "not held" cannot be concluded.
+pub fn undecided<'a>(replies: impl IntoIterator<Item = &'a Reply>, quorum: usize) -> bool {
+    let (mut granted, mut silent) = (0, 0);
+    for reply in replies {
+        if reply.is_granted() {
+            granted += 1;
+        } else if unanswered(reply) {
+            silent += 1;
+        }
+    }
+    silent > 0 && granted + silent >= quorum
+}
+
+/// The nodes that did not grant, as `node: reply; node: reply`, for messages.
+pub fn others(replies: &[NodeReply]) -> String {
+    replies
+        .iter()
+        .filter(|r| !r.reply.is_granted())
+        .map(|r| format!("{}: {}", r.node, r.reply))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Classifies a failed acquisition: bad TTL (64), a key of another type (65), or not acquired
+/// because busy or unreachable (75, the message says which).
+pub fn not_acquired(error: Error) -> Failure {
+    match &error {
+        Error::NotAcquired {
+            resource,
+            attempts,
+            failure,
+        } => {
+            if let Some(reply) = wrong_type(&failure.replies) {
+                return wrong_type_failure(resource, reply);
+            }
+            let why = if error.is_busy() {
+                format!("{resource:?} is busy, held by someone else")
+            } else if failure
+                .replies
+                .iter()
+                .all(|r| r.reply.is_granted() || unusable(&r.reply))
+            {
+                "servers unreachable".to_owned()
+            } else {
+                // Neither: e.g. validity used up by slow replies; the details say which.
+                "no quorum".to_owned()
+            };
+            let plural = if *attempts == 1 { "" } else { "s" };
+            Failure::new(
+                NOT_ACQUIRED,
+                format!("not acquired, {why} ({failure}; {attempts} attempt{plural})"),
+            )
+        }
+        _ => from_error(error),
+    }
+}
+
+/// The failure for a resource whose key has another Redis type.
+pub fn wrong_type_failure(resource: &str, reply: &NodeReply) -> Failure {
+    Failure::new(
+        WRONG_TYPE,
+        format!(
+            "{resource:?} exists on {} with another Redis type, so it is not a lock ({})",
+            reply.node, reply.reply
+        ),
+    )
+}
+
+/// Any other library error: configuration problems are usage errors.
+pub fn from_error(error: Error) -> Failure {
+    match error {
+        Error::Config(e) => Failure::usage(e.to_string()),
+        other => Failure::new(UNAVAILABLE, other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_stay_on_one_line() {
+        let f = Failure::new(1, "a\nb\r\n  c");
+        assert_eq!(f.to_string(), "a b c");
+    }
+
+    #[test]
+    fn silent_nodes_leave_the_answer_open_only_if_they_could_reach_a_quorum() {
+        use Reply::*;
+        let unreachable = || Unreachable("refused".into());
+        for (replies, expected) in [
+            (vec![Granted, unreachable(), Refused], true),
+            (vec![Timeout, Timeout, Timeout], true),
+            (vec![Refused, Refused, unreachable()], false),
+            (vec![Refused, Refused, Refused], false),
+            (vec![Granted, Refused, Refused], false),
+            (vec![Refused, Refused, Timeout, Timeout, Timeout], true),
+            (vec![Refused, Refused, Refused, Timeout, Timeout], false),
+        ] {
+            let quorum = replies.len() / 2 + 1;
+            assert_eq!(undecided(&replies, quorum), expected, "{replies:?}");
+        }
+    }
+
+    /// A real `NotAcquired`: the library's failure records have no public constructor.
+    fn not_acquired_from_nowhere() -> Error {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Port 1: nothing listens there, the connection is refused at once.
+            let manager = redlock::Redlock::builder(["redis://127.0.0.1:1"])
+                .build()
+                .unwrap();
+            manager
+                .try_acquire("r", std::time::Duration::from_secs(1))
+                .await
+                .unwrap_err()
+        })
+    }
+
+    #[test]
+    fn unreachable_servers_are_not_called_busy() {
+        let f = not_acquired(not_acquired_from_nowhere());
+        assert_eq!(f.status, NOT_ACQUIRED);
+        assert!(f.to_string().contains("servers unreachable"), "{f}");
+        assert!(f.to_string().contains("127.0.0.1:1"), "{f}");
+    }
+}

@@ -1,0 +1,109 @@
+//! `redlock extend RESOURCE VALUE --ttl DUR`: give a lock taken by `acquire` a new TTL.
+//!
+//! Runs the compare-and-PEXPIRE script on every node. The extension counts only when a quorum
+//! still held VALUE and answered within the new validity; an expired lock is never revived
+//! (no `SET NX` again). Like `release`, a failure says whether the lock is gone (exit 1) or too
+//! few nodes answered to tell (exit 69).
+
+use std::time::{Duration, Instant};
+
+use redlock::Error;
+use serde::Serialize;
+
+use crate::cli::{self, Global};
+use crate::exit::{self, Failure, NOT_HELD, OK, UNAVAILABLE};
+use crate::{Outcome, duration};
+
+const AFTER_HELP: &str = "\
+Sets the lock's TTL to DUR from now on every node that still holds VALUE. Prints the new validity
+(with --json: {\"resource\", \"value\", \"validity_ms\", \"ttl_ms\"}).
+
+Examples:
+  value=$(redlock acquire backup --ttl 1m) || exit 1
+  while step; do redlock extend backup \"$value\" --ttl 1m || exit 1; done
+  redlock release backup \"$value\"
+
+Exit status: 0 extended on a quorum; 1 not held with VALUE (expired, released, or another value:
+it is not revived); 69 too few nodes answered to tell; 65 the resource has another Redis type;
+64 bad arguments.";
+
+/// Extend a lock by its value to a new TTL.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The locked resource.
+    #[arg(value_parser = cli::resource)]
+    resource: String,
+
+    /// The lock's value, as printed by `redlock acquire`.
+    value: String,
+
+    /// The new time to live, from now, e.g. 30s.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse)]
+    ttl: Duration,
+
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Extended<'a> {
+    resource: &'a str,
+    value: &'a str,
+    validity_ms: u128,
+    ttl_ms: u128,
+}
+
+pub async fn run(args: &Args, global: &Global) -> Outcome {
+    let manager = global.connected().await?;
+    let resource = &args.resource;
+    match manager.extend_value(resource, &args.value, args.ttl).await {
+        Ok(deadline) => {
+            let validity = deadline.saturating_duration_since(Instant::now());
+            global.let_stragglers_land(&manager, validity).await;
+            let validity = deadline.saturating_duration_since(Instant::now());
+            let line = if args.json {
+                cli::json(&Extended {
+                    resource,
+                    value: &args.value,
+                    validity_ms: validity.as_millis(),
+                    ttl_ms: args.ttl.as_millis(),
+                })
+            } else {
+                format!(
+                    "extended {resource:?} to {}, valid for {}",
+                    duration::format(args.ttl),
+                    duration::format(validity)
+                )
+            };
+            cli::print(&line)?;
+            Ok(OK)
+        }
+        Err(Error::LockLost {
+            failure: Some(failure),
+            ..
+        }) => {
+            if let Some(reply) = exit::wrong_type(&failure.replies) {
+                return Err(exit::wrong_type_failure(resource, reply));
+            }
+            let status = if !failure.validity_exhausted
+                && exit::undecided(failure.replies.iter().map(|r| &r.reply), failure.quorum)
+            {
+                UNAVAILABLE
+            } else {
+                NOT_HELD
+            };
+            let message = if status == UNAVAILABLE {
+                format!("could not extend {resource:?}, too few nodes answered ({failure})")
+            } else {
+                format!(
+                    "not extended, {resource:?} is not held with value {:?} ({failure})",
+                    args.value
+                )
+            };
+            Err(Failure::new(status, message))
+        }
+        Err(e) => Err(exit::from_error(e)),
+    }
+}

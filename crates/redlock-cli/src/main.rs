@@ -1,0 +1,110 @@
+//! `redlock`: Redlock distributed locks from the shell.
+//!
+//! Take a lock in one command and release it in another (`acquire`, `extend`, `release`), look
+//! at who holds a resource (`status`), run a command while holding a lock that is kept extended
+//! (`run`, like `flock(1)` across machines), start throw-away local Redis nodes (`nodes`), watch
+//! the algorithm at work (`demo`) and measure it (`bench`).
+//!
+//! # Exit statuses
+//! 0 success; 1 not held with that value (`release`, `extend`) or a failed `demo` verdict;
+//! 64 usage error; 65 the resource has another Redis type; 69 servers unavailable; 71 OS error;
+//! 75 not acquired in time; 76 lock lost while `run`'s COMMAND ran; 126/127 COMMAND not
+//! executable / not found; else COMMAND's own status (128+N for signal N). The full table, and
+//! the reasons for each choice, are in [`exit`]; `redlock --help` prints it.
+//!
+//! Every failure is one line on stderr, `redlock: error: ...`, never a panic; server URLs appear
+//! only as `host:port`, never with their password.
+//!
+//! # Layout
+//! - `cli`: global options (`--servers`, `--node-timeout`), the subcommand list, clap errors
+//!   made one-line.
+//! - `exit`: exit statuses and the one-line [`exit::Failure`].
+//! - `duration`: `30s`, `500ms`, `2m`, `1h`.
+//! - `progress`: the live progress line of `demo` and `bench`.
+//! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `nodes`, `demo`,
+//!   `bench`; each holds its arguments, help text and examples.
+
+#![warn(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod acquire;
+mod bench;
+mod cli;
+mod demo;
+mod duration;
+mod exit;
+mod extend;
+mod nodes;
+mod progress;
+mod release;
+mod run;
+mod status;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Command, Parsed};
+use crate::exit::Failure;
+
+/// What a subcommand ends with: the exit status, or a failure to report.
+pub type Outcome = Result<u8, Failure>;
+
+fn main() -> ExitCode {
+    let cli = match cli::parse() {
+        Parsed::Run(cli) => cli,
+        Parsed::Exit(code) => return code,
+    };
+    init_logging();
+    let global = &cli.global;
+    let outcome = match cli.command {
+        // Synchronous: redlock-nodes manages processes with blocking calls, no runtime needed.
+        Command::Nodes(args) => nodes::run(&args),
+        // The demo's servers die with the thread that started them (PR_SET_PDEATHSIG), so it
+        // starts them on this thread, outside the runtime's workers.
+        Command::Demo(args) => with_runtime(|rt| demo::run(&args, rt)),
+        Command::Acquire(args) => with_runtime(|rt| rt.block_on(acquire::run(&args, global))),
+        Command::Release(args) => with_runtime(|rt| rt.block_on(release::run(&args, global))),
+        Command::Extend(args) => with_runtime(|rt| rt.block_on(extend::run(&args, global))),
+        Command::Status(args) => with_runtime(|rt| rt.block_on(status::run(&args, global))),
+        Command::Run(args) => with_runtime(|rt| rt.block_on(run::run(args, global))),
+        Command::Bench(args) => with_runtime(|rt| rt.block_on(bench::run(&args, global))),
+    };
+    match outcome {
+        Ok(status) => ExitCode::from(status),
+        Err(failure) => failure.report(),
+    }
+}
+
+/// Runs `f` on a fresh multi-threaded runtime.
+fn with_runtime(f: impl FnOnce(&tokio::runtime::Runtime) -> Outcome) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::os(format!("could not start the async runtime: {e}")))?;
+    let outcome = f(&runtime);
+    // Whatever is still running in the background (requests the library finishes after a won
+    // round, idle connections) is not worth waiting for: every lock operation we started has
+    // been awaited by now.
+    runtime.shutdown_background();
+    outcome
+}
+
+/// Logs on stderr, filtered by `REDLOCK_LOG` (e.g. `debug`). By default only errors: what a
+/// warning would say (a lost lock, an unreachable node) is already in the one-line failure.
+fn init_logging() {
+    const DEFAULT: &str = "error";
+    let filter = match std::env::var("REDLOCK_LOG") {
+        Err(_) => EnvFilter::new(DEFAULT),
+        Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("redlock: warning: ignoring REDLOCK_LOG ({e})");
+            EnvFilter::new(DEFAULT)
+        }),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

@@ -1,0 +1,211 @@
+//! Bad input of every kind: one line on stderr, `redlock: error: ...`, a non-zero status, and
+//! never a panic or a backtrace.
+
+mod common;
+
+use common::{cluster, dead_url, redlock, run};
+
+/// Runs `redlock ARGS` against `servers` and checks the one-line error and the status.
+#[track_caller]
+fn rejects(servers: &str, args: &[&str], code: i32, needle: &str) -> String {
+    let out = run(redlock(servers).args(args));
+    out.expect_code(code);
+    out.one_line_error(needle).to_owned()
+}
+
+#[test]
+fn unparsable_arguments_are_usage_errors() {
+    // No server is contacted for any of these.
+    let servers = dead_url();
+    for (args, needle) in [
+        (&["acquire", "r", "--ttl", "30"][..], "missing unit"),
+        (&["acquire", "r", "--ttl", "soon"], "expected a number"),
+        (&["acquire", "r", "--ttl", "5x"], "unknown unit"),
+        (
+            &["acquire", "r", "--ttl", "1s", "--wait=-1s"],
+            "expected a number",
+        ),
+        (
+            &["acquire", "r", "--ttl", "1s", "--wait", "-1s"],
+            "unexpected argument",
+        ),
+        (&["acquire", "r"], "--ttl"),
+        (&["acquire", "", "--ttl", "1s"], "must not be empty"),
+        (&["run", "r"], "no COMMAND given after --"),
+        (&["run", "r", "--"], "no COMMAND given after --"),
+        (&["run", "r", "echo", "hi"], "unexpected argument"),
+        (
+            &["run", "r", "--wait", "1s", "--no-wait", "--", "true"],
+            "cannot be used with",
+        ),
+        (&["run", "r", "--ttl", "1h30", "--", "true"], "missing unit"),
+        (&["--node-timeout", "fast", "status", "r"], "--node-timeout"),
+        (&["release", "r"], "VALUE"),
+        (&["frobnicate"], "unrecognized subcommand"),
+        (&[], "requires a subcommand"),
+        (&["nodes"], "requires a subcommand"),
+        (&["bench", "--workload", "heavy"], "invalid value 'heavy'"),
+        (
+            &["demo", "--duration", "0s"],
+            "--duration must be greater than zero",
+        ),
+    ] {
+        let out = run(redlock(&servers).args(args));
+        assert_eq!(out.code(), 64, "{args:?}: {out:#?}");
+        out.one_line_error(needle);
+    }
+}
+
+#[test]
+fn bad_server_lists_are_usage_errors_and_passwords_stay_hidden() {
+    for (servers, needle) in [
+        ("not-a-url", "invalid server URL"),
+        ("http://127.0.0.1:6379", "invalid server URL"),
+        (
+            "redis://alice:hunter2@127.0.0.1:99999",
+            "redis://alice:***@127.0.0.1:99999",
+        ),
+        (" , ", "no Redis servers given"),
+        (
+            "redis://127.0.0.1:7001,redis://127.0.0.1:7001",
+            "listed more than once",
+        ),
+    ] {
+        for args in [&["status", "r"][..], &["acquire", "r", "--ttl", "1s"]] {
+            let line = rejects(servers, args, 64, needle);
+            assert!(!line.contains("hunter2"), "{line}");
+        }
+    }
+    // --servers overrides the environment.
+    let line = rejects(
+        "redis://127.0.0.1:6379",
+        &["--servers", "nonsense", "status", "r"],
+        64,
+        "nonsense",
+    );
+    assert!(line.contains("invalid server URL"));
+}
+
+#[test]
+fn a_ttl_that_leaves_no_validity_is_a_usage_error_even_with_servers_down() {
+    rejects(
+        &dead_url(),
+        &["acquire", "r", "--ttl", "1ms"],
+        64,
+        "invalid TTL",
+    );
+    rejects(
+        &dead_url(),
+        &["run", "r", "--ttl", "2ms", "--", "true"],
+        64,
+        "invalid TTL",
+    );
+    rejects(
+        &dead_url(),
+        &["--node-timeout", "0s", "status", "r"],
+        64,
+        "node_timeout",
+    );
+}
+
+#[test]
+fn unreachable_servers_are_reported_promptly() {
+    let servers = format!("{},{},{}", dead_url(), dead_url(), dead_url());
+    let password = format!("redis://:hunter2@{}", &dead_url()["redis://".len()..]);
+    for (servers, args, code, needle) in [
+        (
+            &servers,
+            &["acquire", "r", "--ttl", "10s"][..],
+            75,
+            "servers unreachable",
+        ),
+        (
+            &servers,
+            &["acquire", "r", "--ttl", "10s", "--wait", "1h"],
+            75,
+            "servers unreachable",
+        ),
+        (
+            &servers,
+            &["run", "r", "--", "true"],
+            75,
+            "servers unreachable",
+        ),
+        (&servers, &["release", "r", "v"], 69, "could not confirm"),
+        (
+            &servers,
+            &["extend", "r", "v", "--ttl", "10s"],
+            69,
+            "could not extend",
+        ),
+        (
+            &servers,
+            &["status", "r"],
+            69,
+            "only 0 of 3 servers answered",
+        ),
+        (
+            &servers,
+            &["bench", "--duration", "1s"],
+            69,
+            "servers unavailable",
+        ),
+        (
+            &password,
+            &["acquire", "r", "--ttl", "10s"],
+            75,
+            "unreachable",
+        ),
+    ] {
+        let out = run(redlock(servers).args(args));
+        assert_eq!(out.code(), code, "{args:?}: {out:#?}");
+        let line = out.one_line_error(needle);
+        assert!(!line.contains("hunter2"), "{line}");
+        // Refused connections answer at once; the bound is for a loaded machine.
+        assert!(
+            out.elapsed.as_secs() < 15,
+            "{args:?} took {:?}",
+            out.elapsed
+        );
+    }
+}
+
+#[test]
+fn a_password_the_server_refuses_is_reported_without_being_printed() {
+    let cluster = cluster(1);
+    let url = cluster.urls()[0].replace("redis://", "redis://:hunter2@");
+    let out = run(redlock(&url).args(["acquire", "r", "--ttl", "10s"]));
+    assert_ne!(out.code(), 0, "{out:#?}");
+    let line = out.one_line_error("");
+    assert!(!line.contains("hunter2"), "{line}");
+}
+
+#[test]
+fn help_is_printed_with_examples_and_exit_statuses() {
+    let servers = dead_url();
+    for args in [
+        &["--help"][..],
+        &["acquire", "--help"],
+        &["release", "--help"],
+        &["extend", "--help"],
+        &["status", "--help"],
+        &["run", "--help"],
+        &["nodes", "--help"],
+        &["nodes", "start", "--help"],
+        &["demo", "--help"],
+        &["bench", "--help"],
+    ] {
+        let out = run(redlock(&servers).args(args));
+        out.expect_code(0);
+        assert!(out.stdout.contains("Examples:"), "{args:?}: {}", out.stdout);
+        assert!(
+            out.stdout.contains("Exit status"),
+            "{args:?}: {}",
+            out.stdout
+        );
+        assert!(out.stderr.is_empty());
+    }
+    // The environment's server list may hold a password: --help must not show it.
+    let out = run(redlock("redis://:hunter2@127.0.0.1:1").arg("--help"));
+    assert!(!out.stdout.contains("hunter2"), "{}", out.stdout);
+}

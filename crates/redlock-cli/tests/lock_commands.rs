@@ -1,0 +1,206 @@
+//! `acquire`, `status`, `extend` and `release` as separate processes, the way scripts use them.
+
+mod common;
+
+use common::{cluster, redlock, run};
+use serde_json::Value;
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"))
+}
+
+#[test]
+fn acquire_status_extend_release_round_trip_in_json() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+
+    let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s", "--json"]));
+    out.expect_code(0);
+    assert_eq!(out.stdout.lines().count(), 1, "{out:#?}");
+    let acquired = json(&out.stdout);
+    assert_eq!(acquired["resource"], "job");
+    let value = acquired["value"].as_str().expect("value").to_owned();
+    assert_eq!(value.len(), 40);
+    let validity = acquired["validity_ms"].as_u64().expect("validity_ms");
+    assert!(validity > 0 && validity <= 30_000, "{acquired}");
+    assert_eq!(acquired["ttl_ms"], 30_000);
+
+    // The process has exited: the lock must still be held, everywhere, by that value.
+    let out = run(redlock(&servers).args(["status", "job", "--json"]));
+    out.expect_code(0);
+    let status = json(&out.stdout);
+    assert_eq!(status["holder"], value.as_str(), "{status}");
+    assert_eq!(status["held_on"], 3);
+    assert_eq!(status["quorum"], 2);
+    assert_eq!(status["reachable"], 3);
+    let nodes = status["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 3);
+    for node in nodes {
+        assert_eq!(node["state"], "held", "{node}");
+        assert_eq!(node["value"], value.as_str());
+        assert_eq!(node["reachable"], true);
+        let pttl = node["pttl_ms"].as_u64().expect("pttl_ms");
+        assert!(pttl > 0 && pttl <= 30_000, "{node}");
+    }
+
+    let out = run(redlock(&servers).args(["extend", "job", &value, "--ttl", "50s", "--json"]));
+    out.expect_code(0);
+    let extended = json(&out.stdout);
+    assert!(extended["validity_ms"].as_u64().expect("validity_ms") > 30_000);
+    let status = json(&run(redlock(&servers).args(["status", "job", "--json"])).stdout);
+    assert!(status["nodes"][0]["pttl_ms"].as_u64().expect("pttl_ms") > 30_000);
+
+    let out = run(redlock(&servers).args(["release", "job", &value, "--json"]));
+    out.expect_code(0);
+    let released = json(&out.stdout);
+    assert_eq!(released["released"], true);
+    assert_eq!(released["confirmed"], 3);
+
+    let status = json(&run(redlock(&servers).args(["status", "job", "--json"])).stdout);
+    assert_eq!(status["holder"], Value::Null);
+    assert!(
+        status["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .all(|n| n["state"] == "free"),
+        "{status}"
+    );
+}
+
+#[test]
+fn plain_output_is_the_bare_value_and_a_summary() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    // A generous node timeout: on a loaded machine, the third node's late OK still counts.
+    let out =
+        run(redlock(&servers).args(["--node-timeout", "2s", "acquire", "job", "--ttl", "30s"]));
+    out.expect_code(0);
+    let value = out.stdout.trim().to_owned();
+    assert!(value.len() == 40 && value.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(out.stderr.is_empty(), "{out:#?}");
+
+    let out = run(redlock(&servers).args(["status", "job"]));
+    out.expect_code(0);
+    let last = out.stdout.lines().last().expect("summary line");
+    assert_eq!(last, format!("held by {value} on 3/3 nodes (quorum 2)"));
+    assert_eq!(out.stdout.lines().count(), 4, "{out:#?}");
+}
+
+#[test]
+fn a_busy_resource_is_not_acquired_and_says_busy() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    run(redlock(&servers).args(["acquire", "job", "--ttl", "30s"])).expect_code(0);
+    let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s"]));
+    out.expect_code(75);
+    out.one_line_error("busy");
+    assert!(out.stdout.is_empty());
+
+    // --wait retries, and still gives up with 75 while the holder keeps it.
+    let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s", "--wait", "300ms"]));
+    out.expect_code(75);
+    out.one_line_error("busy");
+}
+
+#[test]
+fn wait_gets_the_lock_once_it_expires() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    run(redlock(&servers).args(["acquire", "job", "--ttl", "1s"])).expect_code(0);
+    let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s", "--wait", "30s"]));
+    out.expect_code(0);
+}
+
+#[test]
+fn release_and_extend_of_a_lock_not_held_with_that_value_fail_with_1() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let value = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s"]))
+        .stdout
+        .trim()
+        .to_owned();
+
+    let out = run(redlock(&servers).args(["release", "job", "not-the-value"]));
+    out.expect_code(1);
+    out.one_line_error("not held with value");
+    let out = run(redlock(&servers).args(["extend", "job", "not-the-value", "--ttl", "1m"]));
+    out.expect_code(1);
+    out.one_line_error("not held");
+    let out = run(redlock(&servers).args(["release", "other", &value, "--json"]));
+    out.expect_code(1);
+    assert_eq!(json(&out.stdout)["released"], false);
+
+    // The right value still works, once; a second release finds nothing.
+    run(redlock(&servers).args(["release", "job", &value])).expect_code(0);
+    let out = run(redlock(&servers).args(["release", "job", &value]));
+    out.expect_code(1);
+    out.one_line_error("released on 0 of 3 nodes");
+}
+
+#[test]
+fn a_key_of_another_type_is_reported_as_not_a_lock() {
+    let mut cluster = cluster(3);
+    for i in 0..3 {
+        cluster.node(i).cli(&["HSET", "job", "f", "v"]).unwrap();
+    }
+    let servers = cluster.servers();
+    let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s"]));
+    out.expect_code(65);
+    out.one_line_error("another Redis type");
+    let out = run(redlock(&servers).args(["run", "job", "--no-wait", "--", "true"]));
+    out.expect_code(65);
+    out.one_line_error("another Redis type");
+    let out = run(redlock(&servers).args(["release", "job", "v"]));
+    out.expect_code(65);
+    out.one_line_error("WRONGTYPE");
+
+    let out = run(redlock(&servers).args(["status", "job", "--json"]));
+    out.expect_code(0);
+    let status = json(&out.stdout);
+    assert_eq!(status["nodes"][0]["state"], "other_type");
+    assert_eq!(status["nodes"][0]["type"], "hash");
+    assert_eq!(status["nodes"][0]["pttl_ms"], Value::Null);
+    assert!(status["summary"].as_str().unwrap().contains("not a lock"));
+}
+
+#[test]
+fn status_with_a_node_down_still_answers_and_without_a_quorum_exits_69() {
+    let mut cluster = cluster(3);
+    let servers = cluster.servers();
+    // The lock must reach all three nodes, so that it outlives one of them.
+    let value =
+        run(redlock(&servers).args(["--node-timeout", "2s", "acquire", "job", "--ttl", "30s"]))
+            .stdout
+            .trim()
+            .to_owned();
+    cluster.node(0).kill().unwrap();
+    let out = run(redlock(&servers).args(["status", "job", "--json"]));
+    out.expect_code(0);
+    let status = json(&out.stdout);
+    assert_eq!(status["holder"], value.as_str());
+    assert_eq!(status["reachable"], 2);
+    assert_eq!(status["nodes"][0]["state"], "unavailable");
+    assert_eq!(status["nodes"][0]["reachable"], false);
+
+    cluster.node(1).kill().unwrap();
+    let out = run(redlock(&servers).args(["status", "job"]));
+    out.expect_code(69);
+    out.one_line_error("only 1 of 3 servers answered");
+    assert!(out.stdout.contains("unknown"), "{out:#?}");
+}
+
+#[test]
+fn release_with_nodes_down_that_could_have_held_it_exits_69() {
+    let mut cluster = cluster(3);
+    let servers = cluster.servers();
+    let value = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s"]))
+        .stdout
+        .trim()
+        .to_owned();
+    cluster.node(0).kill().unwrap();
+    cluster.node(1).kill().unwrap();
+    let out = run(redlock(&servers).args(["release", "job", &value]));
+    out.expect_code(69);
+    out.one_line_error("could not confirm the release");
+}

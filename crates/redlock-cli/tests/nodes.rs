@@ -1,0 +1,102 @@
+//! `redlock nodes start|status|stop` in a temporary directory.
+
+mod common;
+
+use std::fs;
+
+use common::{dead_url, redlock, run};
+use serde_json::Value;
+
+#[test]
+fn start_status_stop_in_a_temporary_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("nodes");
+    let dir_arg = dir.to_str().unwrap();
+    let unused = dead_url();
+
+    let out = run(redlock(&unused).args(["nodes", "start", "--count", "3", "--dir", dir_arg]));
+    out.expect_code(0);
+    // Only the export line on stdout, so `eval "$(redlock nodes start)"` works.
+    let line = out.stdout.trim();
+    let servers = line
+        .strip_prefix("export REDLOCK_SERVERS=")
+        .unwrap_or_else(|| panic!("{out:#?}"))
+        .to_owned();
+    assert_eq!(servers.split(',').count(), 3, "{servers}");
+    assert!(dir.join("nodes.json").exists());
+    for i in 0..3 {
+        assert!(dir.join(format!("node-{i}")).join("redis.pid").exists());
+    }
+
+    // The nodes outlived `nodes start` and take locks, with AOF on.
+    let out = run(redlock(&servers).args(["acquire", "res", "--ttl", "30s"]));
+    out.expect_code(0);
+    let out = run(redlock(&servers).args(["status", "res"]));
+    out.expect_code(0);
+    assert!(out.stdout.contains("on 3/3 nodes"), "{out:#?}");
+
+    // Starting again in the same dir is refused while they run.
+    let out = run(redlock(&unused).args(["nodes", "start", "--dir", dir_arg]));
+    out.expect_code(64);
+    out.one_line_error("still running");
+
+    let out = run(redlock(&unused).args(["nodes", "status", "--dir", dir_arg, "--json"]));
+    out.expect_code(0);
+    let status: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(status["servers"], servers.as_str());
+    let nodes = status["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    let pids: Vec<u64> = nodes
+        .iter()
+        .map(|n| {
+            assert_eq!(n["running"], true, "{n}");
+            n["pid"].as_u64().unwrap()
+        })
+        .collect();
+
+    let out = run(redlock(&unused).args(["nodes", "stop", "--dir", dir_arg]));
+    out.expect_code(0);
+    for pid in pids {
+        assert!(
+            !fs::exists(format!("/proc/{pid}")).unwrap()
+                || fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .map(|s| s.contains(") Z "))
+                    .unwrap_or(true),
+            "pid {pid} still running"
+        );
+    }
+    assert!(!dir.join("nodes.json").exists());
+
+    let out = run(redlock(&unused).args(["nodes", "status", "--dir", dir_arg]));
+    out.expect_code(69);
+    out.one_line_error("no nodes recorded");
+    // Stopping twice is harmless.
+    run(redlock(&unused).args(["nodes", "stop", "--dir", dir_arg])).expect_code(0);
+}
+
+#[test]
+fn status_reports_a_node_that_died() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let unused = dead_url();
+    run(redlock(&unused).args(["nodes", "start", "--count", "2", "--dir", dir])).expect_code(0);
+    let status: Value = serde_json::from_str(
+        run(redlock(&unused).args(["nodes", "status", "--dir", dir, "--json"]))
+            .stdout
+            .trim(),
+    )
+    .unwrap();
+    let port = status["nodes"][0]["port"].as_u64().unwrap();
+    // Shut one down behind our back (redis-cli, not a signal: nothing found by name).
+    let _ = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "SHUTDOWN", "NOSAVE"])
+        .output();
+    assert!(common::eventually(
+        std::time::Duration::from_secs(10),
+        || { run(redlock(&unused).args(["nodes", "status", "--dir", dir])).code() == 69 }
+    ));
+    let out = run(redlock(&unused).args(["nodes", "status", "--dir", dir]));
+    out.one_line_error("1 of 2 nodes");
+    assert!(out.stdout.contains("not running"), "{out:#?}");
+    run(redlock(&unused).args(["nodes", "stop", "--dir", dir])).expect_code(0);
+}
