@@ -128,9 +128,17 @@ impl RedisNode {
                 (dir, None)
             }
             None => {
-                let tempdir = tempfile::Builder::new()
-                    .prefix("redlock-node-")
-                    .tempdir()
+                // RAM (/dev/shm) where there is one: an `appendfsync always` node then pays
+                // nothing for its fsyncs, so durable test nodes are as fast as volatile ones and
+                // a loaded CI machine's disk cannot stall them past a lock's timeouts.
+                let builder = || {
+                    let mut b = tempfile::Builder::new();
+                    b.prefix("redlock-node-");
+                    b
+                };
+                let tempdir = builder()
+                    .tempdir_in("/dev/shm")
+                    .or_else(|_| builder().tempdir())
                     .map_err(|source| LaunchError::Io {
                         action: "create temporary directory in",
                         path: std::env::temp_dir(),

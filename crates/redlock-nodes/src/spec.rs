@@ -91,8 +91,9 @@ impl NodeSpec {
     }
 
     /// Keep data, log (`redis.log`) and pid file (`redis.pid`, detached only) in this directory,
-    /// created if missing and never removed by us. Default: a fresh temporary directory, removed
-    /// when the node is dropped (kept if the node is detached). In a [`Cluster`](crate::Cluster),
+    /// created if missing and never removed by us. Default: a fresh temporary directory (in RAM,
+    /// `/dev/shm`, where there is one), removed when the node is dropped (kept if the node is
+    /// detached). In a [`Cluster`](crate::Cluster),
     /// node `i` uses `dir/node-i`.
     pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.dir = Some(dir.into());
