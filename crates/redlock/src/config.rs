@@ -13,6 +13,7 @@ use crate::manager::{Redlock, Shared};
 use crate::node::{Node, NodeSettings};
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
+use tokio_util::task::TaskTracker;
 
 /// Default bound on each node's reply within a round.
 ///
@@ -192,6 +193,7 @@ impl Builder {
             retry: self.retry,
             max_ttl: self.max_ttl,
             fence_retention: self.fencing.then_some(self.fence_retention),
+            background: TaskTracker::new(),
         })))
     }
 }

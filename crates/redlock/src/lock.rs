@@ -72,9 +72,12 @@ impl Drop for Held {
                 let shared = Arc::clone(&self.shared);
                 let resource = Arc::clone(&self.resource);
                 let value = Arc::clone(&self.value);
-                runtime.spawn(async move {
-                    shared.release(&resource, &value).await;
-                });
+                self.shared.background.spawn_on(
+                    async move {
+                        shared.release(&resource, &value).await;
+                    },
+                    &runtime,
+                );
             }
             Err(_) => tracing::warn!(
                 resource = %self.resource,
