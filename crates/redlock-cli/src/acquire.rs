@@ -1,7 +1,8 @@
 //! `redlock acquire RESOURCE --ttl DUR [--wait DUR]`: take a lock and leave it held.
 //!
-//! Prints the lock's value, which `extend` and `release` need. The lock stays held after this
-//! process exits, until it is released or its TTL runs out: that is the point of the command.
+//! Prints the lock's value, which `extend` and `release` need (with `--json`, also its fencing
+//! token). The lock stays held after this process exits, until it is released or its TTL runs
+//! out: that is the point of the command.
 //!
 //! The library releases a dropped [`Lock`](redlock::Lock) handle in the background (its
 //! invariant 2). Here that would be wrong, and also a race: exiting right after the drop might
@@ -21,9 +22,12 @@ use crate::exit::{self, OK};
 use crate::{Outcome, duration};
 
 const AFTER_HELP: &str = "\
-Prints the lock's value (with --json: {\"resource\", \"value\", \"validity_ms\", \"ttl_ms\"}). The lock
-stays held after redlock exits: release it with `redlock release RESOURCE VALUE`, or let it expire.
-validity_ms is how long it may be relied on: the TTL minus the time taken and a clock-drift allowance.
+Prints the lock's value, and nothing else (with --json: {\"resource\", \"value\", \"fence\",
+\"validity_ms\", \"ttl_ms\"}). The lock stays held after redlock exits: release it with
+`redlock release RESOURCE VALUE`, or let it expire. validity_ms is how long it may be relied on: the
+TTL minus the time taken and a clock-drift allowance. fence is the fencing token, larger than every
+earlier one for RESOURCE (null with --no-fencing): have the protected resource refuse writes that
+carry a smaller token than the largest it has seen. The TTL may not exceed --max-ttl.
 
 Without --wait, one attempt is made; with --wait, attempts repeat (100-200 ms apart) until the lock
 is taken or the time is up.
@@ -32,8 +36,9 @@ Examples:
   value=$(redlock acquire invoice:42 --ttl 30s) || exit 1
   redlock acquire nightly --ttl 45s --wait 1m --json
 
-Exit status: 0 acquired; 75 not acquired (busy, or servers unreachable: the message says which);
-65 the resource exists with another Redis type; 64 bad arguments.";
+Exit status: 0 acquired; 75 not acquired (busy, servers unreachable, or nodes quarantined after a
+restart: the message says which); 65 the resource exists with another Redis type; 64 bad arguments
+(also a TTL above --max-ttl).";
 
 /// Take a lock and leave it held; prints its value.
 #[derive(Debug, clap::Args)]
@@ -60,11 +65,14 @@ pub struct Args {
 struct Acquired<'a> {
     resource: &'a str,
     value: &'a str,
+    /// `null` with fencing off.
+    fence: Option<u64>,
     validity_ms: u128,
     ttl_ms: u128,
 }
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
+    global.check_ttl(args.ttl)?;
     let retry = match args.wait {
         None => Retry::once(),
         Some(wait) => Retry::forever().max_wait(wait),
@@ -79,6 +87,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     let acquired = Acquired {
         resource: lock.resource(),
         value: lock.value(),
+        fence: lock.fence(),
         validity_ms: lock.remaining().as_millis(),
         ttl_ms: args.ttl.as_millis(),
     };

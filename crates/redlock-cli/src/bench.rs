@@ -36,9 +36,11 @@ waiting for it; the latency includes the wait. With --json, exactly one line:
 Examples:
   eval \"$(redlock nodes start --count 3)\" && redlock bench
   redlock bench --workload contended --concurrency 8 --duration 30s --json
+  redlock bench --no-fencing       # without the fencing token's extra round trip
 
-Exit status: 0 done (errors are counted, not fatal); 69 fewer than a quorum of servers reachable,
-or not a single cycle succeeded; 64 bad arguments.";
+Exit status: 0 done (errors are counted, not fatal); 69 fewer than a quorum of servers reachable
+(or out of restart quarantine), or not a single cycle succeeded; 64 bad arguments (also a TTL
+above --max-ttl).";
 
 /// Measure lock cycles per second and latency against the configured servers.
 #[derive(Debug, clap::Args)]
@@ -107,6 +109,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     if args.duration.is_zero() {
         return Err(Failure::usage("--duration must be greater than zero"));
     }
+    global.check_ttl(args.ttl)?;
     let manager = global.reachable().await?;
 
     let bar = if args.json {

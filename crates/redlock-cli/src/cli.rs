@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
-use redlock::{NodeReply, Redlock, Retry};
+use redlock::config::DEFAULT_FENCE_RETENTION;
+use redlock::{Builder, NodeReply, Redlock, Reply, Retry};
 
 use crate::exit::{self, Failure};
 use crate::{acquire, bench, demo, duration, extend, nodes, release, run, status};
@@ -15,12 +16,24 @@ use crate::{acquire, bench, demo, duration, extend, nodes, release, run, status}
 /// The server list used when neither `--servers` nor `REDLOCK_SERVERS` says otherwise.
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:6379";
 
+/// `--max-ttl` when neither it nor `REDLOCK_MAX_TTL` is given: the library's default
+/// ([`redlock::config::DEFAULT_MAX_TTL`]; a test checks they agree), written out so `--help`
+/// can show it.
+const DEFAULT_MAX_TTL: &str = "60s";
+
 const AFTER_HELP: &str = "\
 Servers: --servers, else $REDLOCK_SERVERS, else redis://127.0.0.1:6379. A comma-separated list of
 independent Redis masters: redis://[user:password@]host[:port][/db], rediss://... (TLS),
 redis+unix:///path.sock. Passwords are never printed.
 
 Durations: 500ms, 30s, 2m, 1h, 1.5s, 1m30s (a unit is required).
+
+Safety: every client of the same servers must use the same --max-ttl ($REDLOCK_MAX_TTL): no lock
+may be longer, and a node up for less than that (restarted, maybe without its data) is
+quarantined: it still gets every request, but its grants are not votes. Nodes with appendonly yes
+and appendfsync always cannot lose a lock and are trusted at once (`redlock nodes start` runs them
+so). Each acquisition gets a fencing token, larger than every earlier one for the resource
+(`run`: $REDLOCK_FENCE; `acquire --json`: \"fence\"); --no-fencing skips it, saving a round trip.
 
 Logs: REDLOCK_LOG=debug (a tracing env filter; default: errors only), on stderr.
 
@@ -72,6 +85,28 @@ pub struct Global {
     /// How long each server has to answer one request [default: 100ms]
     #[arg(long, global = true, value_name = "DUR", value_parser = duration::parse)]
     pub node_timeout: Option<Duration>,
+
+    /// The longest TTL any client of these servers uses, and how long a restarted node is
+    /// quarantined; use the same value on every client
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_MAX_TTL",
+        hide_env_values = true,
+        value_name = "DUR",
+        value_parser = duration::parse,
+        default_value = DEFAULT_MAX_TTL
+    )]
+    pub max_ttl: Duration,
+
+    /// Count the votes of recently restarted nodes too (plain Redlock). Unsafe if a node can
+    /// restart without its data: a lock can then be granted twice
+    #[arg(long, global = true)]
+    pub no_quarantine: bool,
+
+    /// Hand out no fencing tokens (one round trip less per acquisition)
+    #[arg(long, global = true)]
+    pub no_fencing: bool,
 }
 
 impl Global {
@@ -81,11 +116,43 @@ impl Global {
     /// A usage failure for an empty list, a duplicate or an unparsable URL (shown without its
     /// password) or a zero node timeout.
     pub fn manager(&self) -> Result<Redlock, Failure> {
-        let mut builder = Redlock::builder_from_list(&self.servers);
+        self.configure(Redlock::builder_from_list(&self.servers))
+    }
+
+    /// Applies every global option to `builder` and builds the manager: the one place the CLI
+    /// configures one, whether for `--servers` or for the demo's own nodes.
+    ///
+    /// # Errors
+    /// A usage failure for a setting the library refuses (a zero node timeout or `--max-ttl`, a
+    /// bad server list).
+    pub fn configure(&self, builder: Builder) -> Result<Redlock, Failure> {
+        let mut builder = builder
+            .max_ttl(self.max_ttl)
+            .quarantine(!self.no_quarantine)
+            .fencing(!self.no_fencing)
+            // The library wants fencing counters kept for at least twice max_ttl. The CLI has no
+            // option for that, so a long --max-ttl lengthens the retention instead of failing on
+            // a setting nobody can change.
+            .fence_retention(DEFAULT_FENCE_RETENTION.max(self.max_ttl.saturating_mul(2)));
         if let Some(timeout) = self.node_timeout {
             builder = builder.node_timeout(timeout);
         }
         builder.build().map_err(exit::from_error)
+    }
+
+    /// Refuses a TTL longer than `--max-ttl` before anything is sent. The library refuses it
+    /// too, but in its own terms (`max_ttl`); this says which flag to change, and where.
+    pub fn check_ttl(&self, ttl: Duration) -> Result<(), Failure> {
+        if ttl > self.max_ttl {
+            return Err(Failure::usage(format!(
+                "--ttl {} is longer than --max-ttl {}: raise --max-ttl (or REDLOCK_MAX_TTL) on \
+                 every client of these servers, as it is also how long a restarted node is \
+                 quarantined",
+                duration::format(ttl),
+                duration::format(self.max_ttl)
+            )));
+        }
+        Ok(())
     }
 
     /// The node timeout in effect.
@@ -100,14 +167,11 @@ impl Global {
     /// to the other nodes on in the background, each bounded by the node timeout, so a late
     /// `OK` still becomes part of the lock. A process that exits at once would drop them, and
     /// the lock would sit on a bare quorum: one node lost and nobody can tell it is held. So
-    /// before exiting, give them the node timeout (they started before the round returned), but
-    /// never more than half of `validity`, the lock's time left: a lock that is still valid on a
-    /// quorum is worth more than one on every node. With one node, or as many nodes as the
-    /// quorum, there is nothing to wait for.
+    /// before exiting, wait for them ([`Redlock::settle`]), but never more than half of
+    /// `validity`, the lock's time left: a lock that is still valid on a quorum is worth more
+    /// than one on every node.
     pub async fn let_stragglers_land(&self, manager: &Redlock, validity: Duration) {
-        if manager.nodes().len() > manager.quorum() {
-            tokio::time::sleep(self.node_timeout().min(validity / 2)).await;
-        }
+        let _ = tokio::time::timeout(validity / 2, manager.settle()).await;
     }
 
     /// [`manager`](Self::manager), connected: every connection is made (each bounded by the
@@ -118,17 +182,28 @@ impl Global {
         Ok(self.connect_all().await?.0)
     }
 
-    /// [`connected`](Self::connected), but fails (exit 69) unless a quorum of servers answered.
+    /// [`connected`](Self::connected), but fails (exit 69) unless a quorum of servers answered
+    /// and can vote (are not quarantined).
     pub async fn reachable(&self) -> Result<Redlock, Failure> {
         let (manager, up, replies) = self.connect_all().await?;
-        if up < manager.quorum() {
+        let (n, quorum) = (replies.len(), manager.quorum());
+        if up < quorum {
             return Err(Failure::new(
                 exit::UNAVAILABLE,
                 format!(
-                    "servers unavailable: {up} of {} answered, {} needed ({})",
-                    replies.len(),
-                    manager.quorum(),
+                    "servers unavailable: {up} of {n} answered, {quorum} needed ({})",
                     exit::others(&replies)
+                ),
+            ));
+        }
+        let voters = replies.iter().filter(|r| r.reply.is_granted()).count();
+        let quarantine = exit::Quarantine::of(exit::replies(&replies));
+        if let Some(quarantine) = quarantine.filter(|_| voters < quorum) {
+            return Err(Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "servers unavailable: {voters} of {n} nodes can vote, {quorum} needed; \
+                     {quarantine}"
                 ),
             ));
         }
@@ -142,25 +217,32 @@ impl Global {
     /// waiting for a lock that cannot be granted would only hang, so the attempt fails at once
     /// with every node's reply (exit 75, "servers unreachable"), while a TTL that cannot work is
     /// still reported as such (the library checks it before sending anything). Servers that go
-    /// away later, while waiting for a busy lock, are waited for like the lock itself.
+    /// away later, while waiting for a busy lock, are waited for like the lock itself. So are
+    /// quarantined servers: they answer, and their quarantine ends by itself within `--max-ttl`.
     pub async fn for_acquiring(&self, retry: Retry) -> Result<(Redlock, Retry), Failure> {
-        let (manager, _, replies) = self.connect_all().await?;
-        let up = replies.iter().filter(|r| !exit::unusable(&r.reply)).count();
+        let (manager, up, replies) = self.connect_all().await?;
         if up < manager.quorum() {
             tracing::debug!(up, "too few servers reachable; one attempt only");
             return Ok((manager, Retry::once()));
         }
+        if let Some(quarantine) = exit::Quarantine::of(exit::replies(&replies)) {
+            tracing::debug!(%quarantine, "acquiring with quarantined nodes");
+        }
         Ok((manager, retry))
     }
 
-    /// The manager, each node's reply to connecting, and how many are ready.
+    /// The manager, each node's reply to connecting, and how many are ready (quarantined ones
+    /// included: they answer, they just do not vote yet).
     async fn connect_all(&self) -> Result<(Redlock, usize, Vec<NodeReply>), Failure> {
         let manager = self.manager()?;
         let replies = manager.connect().await;
         for reply in &replies {
             tracing::debug!(node = %reply.node, reply = %reply.reply, "connect");
         }
-        let up = replies.iter().filter(|r| r.reply.is_granted()).count();
+        let up = replies
+            .iter()
+            .filter(|r| matches!(r.reply, Reply::Granted | Reply::Quarantined(_)))
+            .count();
         Ok((manager, up, replies))
     }
 }
@@ -253,6 +335,24 @@ mod tests {
             one_line(rendered),
             "the following required arguments were not provided: --ttl <DUR> (see redlock --help)"
         );
+    }
+
+    #[test]
+    fn the_max_ttl_default_is_the_librarys() {
+        assert_eq!(
+            duration::parse(DEFAULT_MAX_TTL),
+            Ok(redlock::config::DEFAULT_MAX_TTL)
+        );
+    }
+
+    #[test]
+    fn a_ttl_above_max_ttl_names_the_flag_to_raise() {
+        let cli = Cli::try_parse_from(["redlock", "--max-ttl", "30s", "status", "r"]).unwrap();
+        assert!(cli.global.check_ttl(Duration::from_secs(30)).is_ok());
+        let failure = cli.global.check_ttl(Duration::from_secs(31)).unwrap_err();
+        assert_eq!(failure.status, exit::USAGE);
+        let message = failure.to_string();
+        assert!(message.starts_with("--ttl 31.0s is longer than --max-ttl 30.0s: raise --max-ttl"));
     }
 
     #[test]

@@ -23,16 +23,18 @@ use redlock_nodes::{Cluster, NodeSpec, Persistence};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::Global;
 use crate::exit::{Failure, NOT_HELD, OK};
 use crate::{Outcome, duration, nodes, progress};
 
 const AFTER_HELP: &str = "\
-Starts 5 local redis-server nodes (appendonly, fsync always) and 6 contenders, each with its own
-lock manager as separate processes would have. They take turns on one lock and, inside it, do an
-unsafe read-modify-write of a shared counter (read, pause, write back +1). Half-way, one node is
-killed: a majority is left, so the work goes on. The verdict checks that the counter equals the
-number of completed critical sections, that no two holders ever overlapped, and that locks were
-still taken after the crash. The nodes are stopped at the end, also on Ctrl-C.
+Starts 5 local redis-server nodes (appendonly, fsync always: trusted at once, never quarantined)
+and 6 contenders, each with its own lock manager as separate processes would have. They take turns
+on one lock and, inside it, do an unsafe read-modify-write of a shared counter (read, pause, write
+back +1). Half-way, one node is killed: a majority is left, so the work goes on. The verdict
+checks that the counter equals the number of completed critical sections, that no two holders
+ever overlapped, and that locks were still taken after the crash. The nodes are stopped at the
+end, also on Ctrl-C.
 
 Examples:
   redlock demo
@@ -101,9 +103,16 @@ impl Shared {
     }
 }
 
-pub fn run(args: &Args, runtime: &tokio::runtime::Runtime) -> Outcome {
+pub fn run(args: &Args, global: &Global, runtime: &tokio::runtime::Runtime) -> Outcome {
     if args.duration.is_zero() {
         return Err(Failure::usage("--duration must be greater than zero"));
+    }
+    if TTL > global.max_ttl {
+        // Checked before any node starts: every acquisition would be refused.
+        return Err(Failure::usage(format!(
+            "the demo's locks last {}: --max-ttl must be at least that",
+            duration::format(TTL)
+        )));
     }
     // On this thread, which lives as long as the nodes should (see the module docs).
     let mut cluster = Cluster::start(
@@ -111,12 +120,12 @@ pub fn run(args: &Args, runtime: &tokio::runtime::Runtime) -> Outcome {
         NodeSpec::new().persistence(Persistence::AofAlways),
     )
     .map_err(nodes::launch_failure)?;
-    let outcome = runtime.block_on(demo(args, &mut cluster));
+    let outcome = runtime.block_on(demo(args, global, &mut cluster));
     drop(cluster); // kills the servers and removes their directories
     outcome
 }
 
-async fn demo(args: &Args, cluster: &mut Cluster) -> Outcome {
+async fn demo(args: &Args, global: &Global, cluster: &mut Cluster) -> Outcome {
     // Before anything is printed, so whoever saw the first line can interrupt us cleanly.
     let listen =
         |kind| signal(kind).map_err(|e| Failure::os(format!("could not listen for signals: {e}")));
@@ -148,10 +157,9 @@ async fn demo(args: &Args, cluster: &mut Cluster) -> Outcome {
     let end = started + args.duration;
     let mut contenders = Vec::new();
     for id in 1..=usize::from(args.contenders) {
-        // Each contender has its own manager and connections, as a separate process would.
-        let manager = Redlock::builder(urls.clone())
-            .build()
-            .map_err(crate::exit::from_error)?;
+        // Each contender has its own manager and connections, as a separate process would,
+        // configured by the global options like any other.
+        let manager = global.configure(Redlock::builder(urls.clone()))?;
         contenders.push(tokio::spawn(contend(
             id,
             manager,

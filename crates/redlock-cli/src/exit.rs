@@ -7,21 +7,27 @@
 //! |---|---|
 //! | 0 | success |
 //! | 1 | `release`/`extend`: the lock is not held with that value (expired, released, taken over, or a wrong value); `demo`: the verdict found a violation |
-//! | 64 | usage error: bad arguments, server URL, duration or TTL; no COMMAND after `--` |
+//! | 64 | usage error: bad arguments, server URL, duration or TTL (also a TTL above `--max-ttl`); no COMMAND after `--` |
 //! | 65 | the resource exists on a server with another Redis type (`WRONGTYPE`): it is not a lock |
-//! | 69 | servers unavailable: too few answered to give a definite answer (`release`, `extend`, `status`, `bench`); `nodes start`: no `redis-server` binary |
+//! | 69 | servers unavailable: too few answered to give a definite answer, counting only nodes out of restart quarantine (`release`, `extend`, `status`, `bench`); `nodes start`: no `redis-server` binary |
 //! | 71 | an operating-system error: a file, a process or the runtime could not be set up |
-//! | 75 | not acquired in time (`acquire`, `run`): busy, or servers unreachable; the message says which |
+//! | 75 | not acquired in time (`acquire`, `run`): busy, servers unreachable, or too many of them quarantined after a restart; the message says which |
 //! | 76 | `run`: the lock was lost while COMMAND ran; COMMAND was terminated |
 //! | 126, 127 | `run`: COMMAND could not be executed / was not found (as in `env`, `timeout`) |
 //! | other | `run`: COMMAND's own status; 128+N when it died from signal N |
 //!
 //! 76 is `EX_PROTOCOL` in `sysexits.h`; we reuse the number for our own meaning, next to 75.
+//!
+//! A quarantined node (restarted less than `--max-ttl` ago) answers, but its grants are not
+//! votes: for these statuses it is neither "busy" nor "unreachable", and messages say so.
 
 use std::fmt;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use redlock::{Error, NodeReply, Reply};
+
+use crate::duration;
 
 /// Success.
 pub const OK: u8 = 0;
@@ -49,11 +55,13 @@ pub const HELP: &str = "\
 Exit status:
   0        success
   1        release/extend: the lock is not held with that value; demo: a violation was found
-  64       usage error: bad arguments, server URL, duration or TTL; no COMMAND after --
+  64       usage error: bad arguments, server URL, duration or TTL (or a TTL above --max-ttl);
+           no COMMAND after --
   65       the resource exists with another Redis type (WRONGTYPE): it is not a lock
-  69       servers unavailable: too few answered to give a definite answer
+  69       servers unavailable: too few answered (out of quarantine) to give a definite answer
   71       operating-system error (files, processes)
-  75       not acquired in time (busy, or servers unreachable; the message says which)
+  75       not acquired in time (busy, servers unreachable, or nodes quarantined after a
+           restart; the message says which)
   76       run: the lock was lost while COMMAND ran (COMMAND was terminated)
   126/127  run: COMMAND could not be executed / was not found
   other    run: COMMAND's own status, 128+N if it died from signal N";
@@ -102,8 +110,9 @@ pub fn wrong_type(replies: &[NodeReply]) -> Option<&NodeReply> {
         .find(|r| matches!(&r.reply, Reply::ServerError(e) if e.starts_with("WRONGTYPE")))
 }
 
-/// Whether a node gave no usable answer: anything but a grant or a refusal (a timeout, no
-/// connection, an error reply, and whatever the library may add), so it may hold the key.
+/// Whether a node gave no answer that counts: anything but a grant or a refusal (a timeout, no
+/// connection, an error reply, a quarantined node's grant, and whatever the library may add),
+/// so it may hold the key without that being known for sure.
 pub fn unanswered(reply: &Reply) -> bool {
     !matches!(reply, Reply::Granted | Reply::Refused)
 }
@@ -131,6 +140,51 @@ pub fn undecided<'a>(replies: impl IntoIterator<Item = &'a Reply>, quorum: usize
     silent > 0 && granted + silent >= quorum
 }
 
+/// Just the replies of a round, for the functions here that judge them.
+pub fn replies(round: &[NodeReply]) -> impl Iterator<Item = &Reply> + Clone {
+    round.iter().map(|r| &r.reply)
+}
+
+/// The quarantined nodes of a round: how many, and the longest quarantine left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quarantine {
+    pub nodes: usize,
+    pub longest: Duration,
+}
+
+impl Quarantine {
+    /// `None` when no node replied as quarantined.
+    pub fn of<'a>(replies: impl IntoIterator<Item = &'a Reply>) -> Option<Self> {
+        replies
+            .into_iter()
+            .filter_map(|r| match r {
+                Reply::Quarantined(left) => Some(*left),
+                _ => None,
+            })
+            .fold(None, |seen: Option<Self>, left| {
+                let (nodes, longest) = seen.map_or((0, left), |q| (q.nodes, q.longest.max(left)));
+                Some(Self {
+                    nodes: nodes + 1,
+                    longest,
+                })
+            })
+    }
+}
+
+impl fmt::Display for Quarantine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (nodes, verb) = match self.nodes {
+            1 => ("1 node".to_owned(), "is"),
+            n => (format!("{n} nodes"), "are"),
+        };
+        write!(
+            f,
+            "{nodes} restarted recently and {verb} quarantined for up to {}",
+            duration::format(self.longest)
+        )
+    }
+}
+
 /// The nodes that did not grant, as `node: reply; node: reply`, for messages.
 pub fn others(replies: &[NodeReply]) -> String {
     replies
@@ -142,7 +196,7 @@ pub fn others(replies: &[NodeReply]) -> String {
 }
 
 /// Classifies a failed acquisition: bad TTL (64), a key of another type (65), or not acquired
-/// because busy or unreachable (75, the message says which).
+/// because busy, unreachable or quarantined (75, the message says which).
 pub fn not_acquired(error: Error) -> Failure {
     match &error {
         Error::NotAcquired {
@@ -153,17 +207,12 @@ pub fn not_acquired(error: Error) -> Failure {
             if let Some(reply) = wrong_type(&failure.replies) {
                 return wrong_type_failure(resource, reply);
             }
-            let why = if error.is_busy() {
-                format!("{resource:?} is busy, held by someone else")
-            } else if failure
-                .replies
-                .iter()
-                .all(|r| r.reply.is_granted() || unusable(&r.reply))
-            {
-                "servers unreachable".to_owned()
-            } else {
-                // Neither: e.g. validity used up by slow replies; the details say which.
-                "no quorum".to_owned()
+            let why = match Cause::of(replies(&failure.replies), failure.quorum) {
+                Cause::Quarantine(q) => format!("{q}, so too few nodes could vote"),
+                Cause::Busy => format!("{resource:?} is busy, held by someone else"),
+                Cause::Unreachable => "servers unreachable".to_owned(),
+                // E.g. validity used up by slow replies; the details say which.
+                Cause::Other => "no quorum".to_owned(),
             };
             let plural = if *attempts == 1 { "" } else { "s" };
             Failure::new(
@@ -172,6 +221,48 @@ pub fn not_acquired(error: Error) -> Failure {
             )
         }
         _ => from_error(error),
+    }
+}
+
+/// Why a round of acquisition did not reach its quorum, as the message tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// Had the quarantined nodes' grants counted, the round was won; that is the cause, even if
+    /// some other node refused.
+    Quarantine(Quarantine),
+    /// A node refused: somebody else holds the resource there.
+    Busy,
+    /// Every node that did not grant could not be used (or was quarantined, too few to matter).
+    Unreachable,
+    /// None of these, e.g. a quorum granted but used up the validity.
+    Other,
+}
+
+impl Cause {
+    fn of<'a>(replies: impl IntoIterator<Item = &'a Reply> + Clone, quorum: usize) -> Self {
+        let granted = replies
+            .clone()
+            .into_iter()
+            .filter(|r| r.is_granted())
+            .count();
+        if granted >= quorum {
+            return Cause::Other; // won, but too late: no validity was left
+        }
+        if let Some(q) = Quarantine::of(replies.clone()) {
+            if granted + q.nodes >= quorum {
+                return Cause::Quarantine(q);
+            }
+        }
+        if replies.clone().into_iter().any(|r| *r == Reply::Refused) {
+            Cause::Busy
+        } else if replies
+            .into_iter()
+            .all(|r| r.is_granted() || unusable(r) || matches!(r, Reply::Quarantined(_)))
+        {
+            Cause::Unreachable
+        } else {
+            Cause::Other
+        }
     }
 }
 
@@ -238,6 +329,61 @@ mod tests {
                 .await
                 .unwrap_err()
         })
+    }
+
+    #[test]
+    fn quarantines_are_counted_with_the_longest_time_left() {
+        let ms = Duration::from_millis;
+        assert_eq!(Quarantine::of(&[Reply::Granted]), None);
+        let q = Quarantine::of(&[
+            Reply::Quarantined(ms(1200)),
+            Reply::Refused,
+            Reply::Quarantined(ms(29_800)),
+        ])
+        .unwrap();
+        assert_eq!(
+            q,
+            Quarantine {
+                nodes: 2,
+                longest: ms(29_800)
+            }
+        );
+        assert_eq!(
+            q.to_string(),
+            "2 nodes restarted recently and are quarantined for up to 29.8s"
+        );
+        let one = Quarantine::of(&[Reply::Quarantined(ms(500))]).unwrap();
+        assert_eq!(
+            one.to_string(),
+            "1 node restarted recently and is quarantined for up to 500ms"
+        );
+    }
+
+    #[test]
+    fn a_failure_is_blamed_on_quarantine_only_if_it_made_the_difference() {
+        use Reply::*;
+        let q = Quarantined(Duration::from_secs(10));
+        let quarantine = |nodes| {
+            Cause::Quarantine(Quarantine {
+                nodes,
+                longest: Duration::from_secs(10),
+            })
+        };
+        for (replies, expected) in [
+            (vec![q.clone(), q.clone(), q.clone()], quarantine(3)),
+            (vec![Granted, q.clone(), Refused], quarantine(1)),
+            (vec![Refused, q.clone(), q.clone()], quarantine(2)),
+            (vec![Refused, Refused, q.clone()], Cause::Busy),
+            (vec![q.clone(), Timeout, Timeout], Cause::Unreachable),
+            (vec![Granted, Refused, Timeout], Cause::Busy),
+            (vec![Granted, Timeout, Timeout], Cause::Unreachable),
+            (vec![Granted, Pending, Pending], Cause::Other),
+            (vec![Granted, Granted, q.clone()], Cause::Other),
+            (vec![Granted, Granted, Timeout], Cause::Other),
+        ] {
+            let quorum = replies.len() / 2 + 1;
+            assert_eq!(Cause::of(&replies, quorum), expected, "{replies:?}");
+        }
     }
 
     #[test]

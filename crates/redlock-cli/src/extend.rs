@@ -25,7 +25,7 @@ Examples:
 
 Exit status: 0 extended on a quorum; 1 not held with VALUE (expired, released, or another value:
 it is not revived); 69 too few nodes answered to tell; 65 the resource has another Redis type;
-64 bad arguments.";
+64 bad arguments (also a TTL above --max-ttl).";
 
 /// Extend a lock by its value to a new TTL.
 #[derive(Debug, clap::Args)]
@@ -56,6 +56,7 @@ struct Extended<'a> {
 }
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
+    global.check_ttl(args.ttl)?;
     let manager = global.connected().await?;
     let resource = &args.resource;
     match manager.extend_value(resource, &args.value, args.ttl).await {
@@ -88,14 +89,18 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
                 return Err(exit::wrong_type_failure(resource, reply));
             }
             let status = if !failure.validity_exhausted
-                && exit::undecided(failure.replies.iter().map(|r| &r.reply), failure.quorum)
+                && exit::undecided(exit::replies(&failure.replies), failure.quorum)
             {
                 UNAVAILABLE
             } else {
                 NOT_HELD
             };
             let message = if status == UNAVAILABLE {
-                format!("could not extend {resource:?}, too few nodes answered ({failure})")
+                let why = match exit::Quarantine::of(exit::replies(&failure.replies)) {
+                    Some(q) => format!("too few nodes answered that can vote: {q}"),
+                    None => "too few nodes answered".to_owned(),
+                };
+                format!("could not extend {resource:?}, {why} ({failure})")
             } else {
                 format!(
                     "not extended, {resource:?} is not held with value {:?} ({failure})",

@@ -7,7 +7,8 @@
 //!
 //! # Exit statuses
 //! 0 success; 1 not held with that value (`release`, `extend`) or a failed `demo` verdict;
-//! 64 usage error; 65 the resource has another Redis type; 69 servers unavailable; 71 OS error;
+//! 64 usage error (also a TTL above `--max-ttl`); 65 the resource has another Redis type;
+//! 69 servers unavailable (too few answered, or too few out of restart quarantine); 71 OS error;
 //! 75 not acquired in time; 76 lock lost while `run`'s COMMAND ran; 126/127 COMMAND not
 //! executable / not found; else COMMAND's own status (128+N for signal N). The full table, and
 //! the reasons for each choice, are in [`exit`]; `redlock --help` prints it.
@@ -16,8 +17,9 @@
 //! only as `host:port`, never with their password.
 //!
 //! # Layout
-//! - `cli`: global options (`--servers`, `--node-timeout`), the subcommand list, clap errors
-//!   made one-line.
+//! - `cli`: global options (`--servers`, `--node-timeout`, `--max-ttl`, `--no-quarantine`,
+//!   `--no-fencing`) and the one place they configure a manager, the subcommand list, clap
+//!   errors made one-line.
 //! - `exit`: exit statuses and the one-line [`exit::Failure`].
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.
@@ -63,7 +65,7 @@ fn main() -> ExitCode {
         Command::Nodes(args) => nodes::run(&args),
         // The demo's servers die with the thread that started them (PR_SET_PDEATHSIG), so it
         // starts them on this thread, outside the runtime's workers.
-        Command::Demo(args) => with_runtime(|rt| demo::run(&args, rt)),
+        Command::Demo(args) => with_runtime(|rt| demo::run(&args, global, rt)),
         Command::Acquire(args) => with_runtime(|rt| rt.block_on(acquire::run(&args, global))),
         Command::Release(args) => with_runtime(|rt| rt.block_on(release::run(&args, global))),
         Command::Extend(args) => with_runtime(|rt| rt.block_on(extend::run(&args, global))),

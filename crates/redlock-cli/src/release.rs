@@ -83,12 +83,16 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         return Err(exit::wrong_type_failure(resource, reply));
     }
     let others = exit::others(&released.replies);
-    if exit::undecided(released.replies.iter().map(|r| &r.reply), quorum) {
+    if exit::undecided(exit::replies(&released.replies), quorum) {
+        // A quarantined node's delete is not a vote either: it cannot confirm the lock was held.
+        let quarantine = exit::Quarantine::of(exit::replies(&released.replies))
+            .map_or_else(String::new, |q| format!("; {q}"));
         return Err(Failure::new(
             UNAVAILABLE,
             format!(
                 "could not confirm the release of {resource:?}: released on {confirmed} of \
-                 {nodes} nodes, {quorum} needed ({others}); what is left expires with its TTL"
+                 {nodes} nodes, {quorum} needed ({others}){quarantine}; what is left expires \
+                 with its TTL"
             ),
         ));
     }

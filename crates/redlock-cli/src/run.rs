@@ -1,9 +1,10 @@
 //! `redlock run RESOURCE [--ttl DUR] [--wait DUR | --no-wait] -- COMMAND [ARGS...]`: run a command
 //! while holding a lock, like `flock(1)` across machines.
 //!
-//! Acquire (waiting until acquired by default), start COMMAND with `REDLOCK_RESOURCE` and
-//! `REDLOCK_VALUE` in its environment, keep the lock extended while it runs (a
-//! [`Guard`](redlock::Guard)), release when it exits, and exit with its status.
+//! Acquire (waiting until acquired by default), start COMMAND with `REDLOCK_RESOURCE`,
+//! `REDLOCK_VALUE` and `REDLOCK_FENCE` (the fencing token; unset with `--no-fencing`) in its
+//! environment, keep the lock extended while it runs (a [`Guard`](redlock::Guard)), release when
+//! it exits, and exit with its status.
 //!
 //! # Invariants
 //! 1. COMMAND starts only while the lock is held, and the lock is released only after COMMAND
@@ -46,8 +47,9 @@ use crate::exit::{self, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
 use crate::{Outcome, duration};
 
 const AFTER_HELP: &str = "\
-COMMAND runs with REDLOCK_RESOURCE and REDLOCK_VALUE in its environment, while the lock is kept
-extended (every third of the TTL). The lock is released when COMMAND exits. If the lock is lost
+COMMAND runs with REDLOCK_RESOURCE, REDLOCK_VALUE and REDLOCK_FENCE (the fencing token, a decimal
+number larger than every earlier one for RESOURCE; unset with --no-fencing) in its environment,
+while the lock is kept extended (every third of the TTL; the TTL may not exceed --max-ttl). The lock is released when COMMAND exits. If the lock is lost
 while COMMAND runs (keys deleted, servers gone), COMMAND's process group gets SIGTERM at once and
 SIGKILL after --kill-grace. SIGINT, SIGTERM and SIGHUP sent to redlock are passed on to COMMAND;
 the lock is released once it has exited. COMMAND runs in its own process group (so a lost lock
@@ -58,11 +60,13 @@ Examples:
   redlock run deploy:prod --wait 5m -- ./deploy.sh
   redlock run cron:cleanup --no-wait -- ./cleanup.sh || echo \"someone else is cleaning up\"
   redlock run job --ttl 10s -- sh -c 'echo \"$REDLOCK_RESOURCE held as $REDLOCK_VALUE\"'
+  redlock run ledger -- sh -c 'psql -c \"... WHERE fence < $REDLOCK_FENCE\"'  # refuse stale writers
 
-Exit status: COMMAND's own (128+N if it died from signal N); 75 not acquired in time (busy, or
-servers unreachable); 76 the lock was lost while COMMAND ran; 126/127 COMMAND could not be
-executed / was not found; 65 the resource has another Redis type; 64 bad arguments (e.g. no
-COMMAND after --); 128+N when signal N ended the wait for the lock.";
+Exit status: COMMAND's own (128+N if it died from signal N); 75 not acquired in time (busy,
+servers unreachable, or nodes quarantined after a restart); 76 the lock was lost while COMMAND
+ran; 126/127 COMMAND could not be executed / was not found; 65 the resource has another Redis
+type; 64 bad arguments (e.g. no COMMAND after --, a TTL above --max-ttl); 128+N when signal N
+ended the wait for the lock.";
 
 /// Run a command while holding a lock (waits for the lock by default).
 #[derive(Debug, clap::Args)]
@@ -137,6 +141,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
             "no COMMAND given after --: write e.g. redlock run RESOURCE -- ./job.sh",
         ));
     };
+    global.check_ttl(args.ttl)?;
     let retry = match (args.no_wait, args.wait) {
         (true, _) => Retry::once(),
         (false, Some(wait)) => Retry::forever().max_wait(wait),
@@ -164,6 +169,12 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         .args(program_args)
         .env("REDLOCK_RESOURCE", &args.resource)
         .env("REDLOCK_VALUE", guard.value());
+    // Removed when there is none, so a token inherited from an outer `redlock run` is never
+    // mistaken for this lock's.
+    match guard.fence() {
+        Some(fence) => command.env("REDLOCK_FENCE", fence.to_string()),
+        None => command.env_remove("REDLOCK_FENCE"),
+    };
     if !args.foreground {
         command.process_group(0);
     }

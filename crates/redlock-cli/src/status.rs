@@ -5,6 +5,10 @@
 //! held on a quorum is "held"; a resource free on every node that answered is "free"; anything
 //! else (a lock that expired on some nodes, a failed attempt not yet rolled back, a key of another
 //! type) is described as it is.
+//!
+//! A node in restart quarantine is shown with what it holds, but the summary does not count it,
+//! just as its grants are not votes: it may have restarted without the locks it held, so neither
+//! "held" nor "free" there says anything about the lock. The summary says how many there are.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,22 +17,26 @@ use redlock::NodeState;
 use serde::Serialize;
 
 use crate::cli::{self, Global};
-use crate::exit::{Failure, OK, UNAVAILABLE};
+use crate::exit::{Failure, OK, Quarantine, UNAVAILABLE};
 use crate::{Outcome, duration};
 
 const AFTER_HELP: &str = "\
 Prints one line per server (free, held by VALUE with its remaining time, another Redis type, or
-unreachable) and a summary, e.g. `held by 3f2a... on 3/5 nodes (quorum 3)`. With --json, one object:
-{\"resource\", \"quorum\", \"reachable\", \"holder\", \"held_on\", \"summary\", \"nodes\": [{\"node\",
-\"reachable\", \"state\" (free|held|other_type|unavailable), \"value\", \"type\", \"pttl_ms\", \"error\"}]};
-absent facts are null, pttl_ms is null for a key without expiry.
+unreachable; and whether it is quarantined after a restart, for how much longer) and a summary,
+e.g. `held by 3f2a... on 3/5 nodes (quorum 3), 1 quarantined`. Quarantined nodes are not counted
+in the summary: their grants are not votes. With --json, one object: {\"resource\", \"quorum\",
+\"reachable\", \"quarantined\", \"holder\", \"held_on\", \"summary\", \"nodes\": [{\"node\",
+\"reachable\", \"state\" (free|held|other_type|unavailable), \"value\", \"type\", \"pttl_ms\",
+\"quarantined_ms\", \"error\"}]}; absent facts are null, pttl_ms is null for a key without expiry,
+quarantined_ms is null for a node that is not quarantined.
 
 Examples:
   redlock status invoice:42
   redlock status invoice:42 --json | jq -r .holder
 
-Exit status: 0 when a quorum of servers answered (whatever they hold); 69 when fewer did, so who
-holds the resource cannot be told (the report is still printed); 64 bad arguments.";
+Exit status: 0 when a quorum of servers answered and is out of quarantine (whatever they hold);
+69 when fewer did, so who holds the resource cannot be told (the report is still printed);
+64 bad arguments.";
 
 /// Show who holds a resource on each server.
 #[derive(Debug, clap::Args)]
@@ -53,6 +61,7 @@ struct NodeJson<'a> {
     #[serde(rename = "type")]
     kind: Option<&'a str>,
     pttl_ms: Option<u128>,
+    quarantined_ms: Option<u128>,
     error: Option<String>,
 }
 
@@ -61,20 +70,34 @@ struct Report<'a> {
     resource: &'a str,
     quorum: usize,
     reachable: usize,
+    quarantined: usize,
     holder: Option<&'a str>,
     held_on: usize,
     summary: &'a str,
     nodes: Vec<NodeJson<'a>>,
 }
 
+/// One node as the summary sees it.
+#[derive(Debug, Clone, Copy)]
+struct Seen<'a> {
+    state: &'a NodeState,
+    /// In restart quarantine: shown, not counted.
+    quarantined: bool,
+}
+
 /// What the nodes add up to.
 #[derive(Debug, PartialEq, Eq)]
 struct Summary<'a> {
-    /// The value held on a quorum, if any.
+    /// The value held on a quorum of counted nodes, if any.
     holder: Option<&'a str>,
-    /// On how many nodes the most common value is held.
+    /// On how many counted nodes the most common value is held.
     held_on: usize,
+    /// The nodes that answered, quarantined or not.
     reachable: usize,
+    /// The nodes that answered and are out of quarantine: the ones the summary counts.
+    counted: usize,
+    /// The nodes that answered and are quarantined.
+    quarantined: usize,
     text: String,
 }
 
@@ -82,18 +105,25 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     let manager = global.connected().await?;
     let statuses = manager.status(&args.resource).await;
     let quorum = manager.quorum();
-    let states: Vec<&NodeState> = statuses.iter().map(|s| &s.state).collect();
-    let summary = summarize(&states, quorum);
+    let seen: Vec<Seen> = statuses
+        .iter()
+        .map(|s| Seen {
+            state: &s.state,
+            quarantined: s.is_reachable() && s.quarantined_for.is_some(),
+        })
+        .collect();
+    let summary = summarize(&seen, quorum);
 
     if args.json {
         let nodes = statuses
             .iter()
-            .map(|s| node_json(&s.node, &s.state))
+            .map(|s| node_json(&s.node, &s.state, s.quarantined_for))
             .collect();
         cli::print(&cli::json(&Report {
             resource: &args.resource,
             quorum,
             reachable: summary.reachable,
+            quarantined: summary.quarantined,
             holder: summary.holder,
             held_on: summary.held_on,
             summary: &summary.text,
@@ -102,42 +132,72 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     } else {
         let width = statuses.iter().map(|s| s.node.len()).max().unwrap_or(0);
         for s in &statuses {
-            cli::print(&format!("{:width$}  {}", s.node, describe(&s.state)))?;
+            let mut line = format!("{:width$}  {}", s.node, describe(&s.state));
+            if let Some(left) = s.quarantined_for {
+                line.push_str(&format!(
+                    "; quarantined for another {} (restarted recently: its grants are not votes)",
+                    duration::format(left)
+                ));
+            }
+            cli::print(&line)?;
         }
         cli::print(&summary.text)?;
     }
-    if summary.reachable < quorum {
-        return Err(Failure::new(
-            UNAVAILABLE,
-            format!(
-                "only {} of {} servers answered, {quorum} needed to tell who holds {:?}",
-                summary.reachable,
-                statuses.len(),
-                args.resource
+    if summary.counted < quorum {
+        let (resource, n) = (&args.resource, statuses.len());
+        let longest = statuses
+            .iter()
+            .filter(|s| s.is_reachable())
+            .filter_map(|s| s.quarantined_for)
+            .max();
+        let message = match longest {
+            Some(longest) => format!(
+                "only {} of {n} servers answered and can vote, {quorum} needed to tell who holds \
+                 {resource:?}: {}",
+                summary.counted,
+                Quarantine {
+                    nodes: summary.quarantined,
+                    longest
+                }
             ),
-        ));
+            None => format!(
+                "only {} of {n} servers answered, {quorum} needed to tell who holds {resource:?}",
+                summary.reachable
+            ),
+        };
+        return Err(Failure::new(UNAVAILABLE, message));
     }
     Ok(OK)
 }
 
-fn summarize<'a>(states: &[&'a NodeState], quorum: usize) -> Summary<'a> {
-    let n = states.len();
-    let mut reachable = 0;
-    let mut free = 0;
+fn summarize<'a>(nodes: &[Seen<'a>], quorum: usize) -> Summary<'a> {
+    let n = nodes.len();
+    let (mut reachable, mut counted, mut quarantined, mut free) = (0, 0, 0, 0);
     let mut counts: Vec<(&str, usize)> = Vec::new();
     let mut other_types: HashMap<&str, usize> = HashMap::new();
-    for state in states {
-        match state {
-            NodeState::Unavailable(_) => continue,
+    for node in nodes {
+        let answered = matches!(
+            node.state,
+            NodeState::Free | NodeState::Held { .. } | NodeState::OtherType { .. }
+        );
+        if !answered {
+            continue;
+        }
+        reachable += 1;
+        if node.quarantined {
+            quarantined += 1;
+            continue;
+        }
+        counted += 1;
+        match node.state {
             NodeState::Free => free += 1,
             NodeState::Held { value, .. } => match counts.iter_mut().find(|(v, _)| v == value) {
                 Some((_, count)) => *count += 1,
                 None => counts.push((value, 1)),
             },
             NodeState::OtherType { kind, .. } => *other_types.entry(kind).or_default() += 1,
-            _ => continue,
+            _ => {}
         }
-        reachable += 1;
     }
     // The most common value; on a tie, the one seen first (configuration order).
     let top = counts
@@ -151,11 +211,15 @@ fn summarize<'a>(states: &[&'a NodeState], quorum: usize) -> Summary<'a> {
 
     let mut text = if let Some(value) = holder {
         format!("held by {value} on {held_on}/{n} nodes (quorum {quorum})")
-    } else if reachable < quorum {
-        format!("unknown: only {reachable}/{n} nodes answered (quorum {quorum})")
+    } else if counted < quorum && quarantined == 0 {
+        format!("unknown: only {counted}/{n} nodes answered (quorum {quorum})")
+    } else if counted < quorum {
+        format!(
+            "unknown: only {counted}/{n} nodes answered that are not quarantined (quorum {quorum})"
+        )
     } else if let Some((kind, count)) = other_types.iter().max_by_key(|(_, c)| **c) {
         format!("not a lock: the key is a {kind} on {count}/{n} nodes")
-    } else if free == reachable {
+    } else if free == counted {
         format!("free on {free}/{n} nodes")
     } else {
         let mut parts: Vec<String> = counts
@@ -170,8 +234,12 @@ fn summarize<'a>(states: &[&'a NodeState], quorum: usize) -> Summary<'a> {
             parts.join(", ")
         )
     };
-    if reachable < n && reachable >= quorum {
-        let down = n - reachable;
+    if quarantined > 0 {
+        text.push_str(&format!(", {quarantined} quarantined"));
+    }
+    let down = n - reachable;
+    // Without quarantined nodes, "only k/n nodes answered" already says it.
+    if down > 0 && (counted >= quorum || quarantined > 0) {
         text.push_str(&format!(
             "; {down} node{} unreachable",
             if down == 1 { "" } else { "s" }
@@ -181,6 +249,8 @@ fn summarize<'a>(states: &[&'a NodeState], quorum: usize) -> Summary<'a> {
         holder,
         held_on,
         reachable,
+        counted,
+        quarantined,
         text,
     }
 }
@@ -202,7 +272,11 @@ fn describe(state: &NodeState) -> String {
     }
 }
 
-fn node_json<'a>(node: &'a str, state: &'a NodeState) -> NodeJson<'a> {
+fn node_json<'a>(
+    node: &'a str,
+    state: &'a NodeState,
+    quarantined_for: Option<Duration>,
+) -> NodeJson<'a> {
     let mut json = NodeJson {
         node,
         reachable: true,
@@ -210,6 +284,7 @@ fn node_json<'a>(node: &'a str, state: &'a NodeState) -> NodeJson<'a> {
         value: None,
         kind: None,
         pttl_ms: None,
+        quarantined_ms: quarantined_for.map(|d| d.as_millis()),
         error: None,
     };
     match state {
@@ -259,16 +334,32 @@ mod tests {
         holder: Option<String>,
         held_on: usize,
         reachable: usize,
+        counted: usize,
+        quarantined: usize,
         text: String,
     }
 
     fn summary(states: &[NodeState]) -> Owned {
-        let refs: Vec<&NodeState> = states.iter().collect();
-        let s = summarize(&refs, states.len() / 2 + 1);
+        with_quarantined(states, &[])
+    }
+
+    /// The summary when the nodes at `quarantined` (indexes) are in restart quarantine.
+    fn with_quarantined(states: &[NodeState], quarantined: &[usize]) -> Owned {
+        let seen: Vec<Seen> = states
+            .iter()
+            .enumerate()
+            .map(|(i, state)| Seen {
+                state,
+                quarantined: quarantined.contains(&i),
+            })
+            .collect();
+        let s = summarize(&seen, states.len() / 2 + 1);
         Owned {
             holder: s.holder.map(str::to_owned),
             held_on: s.held_on,
             reachable: s.reachable,
+            counted: s.counted,
+            quarantined: s.quarantined,
             text: s.text,
         }
     }
@@ -310,6 +401,41 @@ mod tests {
     }
 
     #[test]
+    fn quarantined_nodes_are_shown_but_not_counted_toward_the_quorum() {
+        let five = [held("a"), held("a"), held("a"), held("a"), NodeState::Free];
+        let s = with_quarantined(&five, &[0]);
+        assert_eq!(s.holder.as_deref(), Some("a"));
+        assert_eq!(s.held_on, 3);
+        assert_eq!((s.reachable, s.counted, s.quarantined), (5, 4, 1));
+        assert_eq!(s.text, "held by a on 3/5 nodes (quorum 3), 1 quarantined");
+
+        // Held on a quorum only with the quarantined node's copy: not held.
+        let s = with_quarantined(&[held("a"), held("a"), NodeState::Free], &[1]);
+        assert_eq!(s.holder, None);
+        assert_eq!(s.held_on, 1);
+        assert_eq!(
+            s.text,
+            "not held by a quorum (quorum 2): held by a on 1/3, free on 1/3, 1 quarantined"
+        );
+
+        // "Free" on a node that may have lost its keys says nothing.
+        let s = with_quarantined(&[NodeState::Free, NodeState::Free, down()], &[0]);
+        assert_eq!(s.counted, 1);
+        assert_eq!(
+            s.text,
+            "unknown: only 1/3 nodes answered that are not quarantined (quorum 2), \
+             1 quarantined; 1 node unreachable"
+        );
+        let s = with_quarantined(&[NodeState::Free], &[0]);
+        assert_eq!(
+            s.text,
+            "unknown: only 0/1 nodes answered that are not quarantined (quorum 1), 1 quarantined"
+        );
+        let s = with_quarantined(&[NodeState::Free, NodeState::Free, NodeState::Free], &[2]);
+        assert_eq!(s.text, "free on 2/3 nodes, 1 quarantined");
+    }
+
+    #[test]
     fn another_type_is_not_a_lock() {
         let hash = NodeState::OtherType {
             kind: "hash".into(),
@@ -322,12 +448,16 @@ mod tests {
     #[test]
     fn json_nodes_say_what_is_known() {
         let state = held("v");
-        let json = serde_json::to_value(node_json("n:1", &state)).unwrap();
+        let json = serde_json::to_value(node_json("n:1", &state, None)).unwrap();
         assert_eq!(json["state"], "held");
         assert_eq!(json["value"], "v");
         assert_eq!(json["pttl_ms"], 5000);
+        assert!(json["quarantined_ms"].is_null());
+        let quarantined = Some(Duration::from_millis(29_500));
+        let json = serde_json::to_value(node_json("n:1", &state, quarantined)).unwrap();
+        assert_eq!(json["quarantined_ms"], 29_500);
         let state = down();
-        let json = serde_json::to_value(node_json("n:1", &state)).unwrap();
+        let json = serde_json::to_value(node_json("n:1", &state, None)).unwrap();
         assert_eq!(json["reachable"], false);
         assert_eq!(json["error"], "timed out");
         assert!(json["value"].is_null());

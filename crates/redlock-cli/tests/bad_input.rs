@@ -109,6 +109,61 @@ fn a_ttl_that_leaves_no_validity_is_a_usage_error_even_with_servers_down() {
 }
 
 #[test]
+fn a_ttl_above_max_ttl_is_a_usage_error_naming_the_flag_to_raise() {
+    // Refused before any server is contacted.
+    let servers = dead_url();
+    for args in [
+        &["acquire", "r", "--ttl", "61s"][..],
+        &["--max-ttl", "30s", "acquire", "r", "--ttl", "31s"],
+        &["acquire", "r", "--ttl", "31s", "--max-ttl", "30s"],
+        &["--max-ttl", "10s", "run", "r", "--", "true"],
+        &["--max-ttl", "5s", "extend", "r", "v", "--ttl", "6s"],
+        &["--max-ttl", "5s", "bench"],
+        &["--max-ttl", "1s", "demo"],
+    ] {
+        let out = run(redlock(&servers).args(args));
+        assert_eq!(out.code(), 64, "{args:?}: {out:#?}");
+        out.one_line_error("--max-ttl");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:#?}");
+    }
+    let line = rejects(
+        &servers,
+        &["acquire", "r", "--ttl", "90s"],
+        64,
+        "raise --max-ttl",
+    );
+    assert_eq!(
+        line,
+        "redlock: error: --ttl 1m30s is longer than --max-ttl 1m: raise --max-ttl (or \
+         REDLOCK_MAX_TTL) on every client of these servers, as it is also how long a restarted \
+         node is quarantined"
+    );
+    // The environment sets it too, and the flag wins over it.
+    let out = run(redlock(&servers)
+        .env("REDLOCK_MAX_TTL", "10s")
+        .args(["acquire", "r", "--ttl", "20s"]));
+    out.expect_code(64);
+    out.one_line_error("longer than --max-ttl 10.0s");
+    let out = run(redlock(&servers).env("REDLOCK_MAX_TTL", "10s").args([
+        "--max-ttl",
+        "30s",
+        "acquire",
+        "r",
+        "--ttl",
+        "20s",
+    ]));
+    out.expect_code(75); // past the check: the servers are down
+    // A max-ttl the library refuses is a usage error too.
+    rejects(&servers, &["--max-ttl", "0s", "status", "r"], 64, "max_ttl");
+    rejects(
+        &servers,
+        &["--max-ttl", "2y", "status", "r"],
+        64,
+        "unknown unit",
+    );
+}
+
+#[test]
 fn unreachable_servers_are_reported_promptly() {
     let servers = format!("{},{},{}", dead_url(), dead_url(), dead_url());
     let password = format!("redis://:hunter2@{}", &dead_url()["redis://".len()..]);

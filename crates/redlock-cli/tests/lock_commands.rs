@@ -24,6 +24,8 @@ fn acquire_status_extend_release_round_trip_in_json() {
     let validity = acquired["validity_ms"].as_u64().expect("validity_ms");
     assert!(validity > 0 && validity <= 30_000, "{acquired}");
     assert_eq!(acquired["ttl_ms"], 30_000);
+    let fence = acquired["fence"].as_u64().expect("a numeric fence");
+    assert!(fence > 0, "{acquired}");
 
     // The process has exited: the lock must still be held, everywhere, by that value.
     let out = run(redlock(&servers).args(["status", "job", "--json"]));
@@ -33,12 +35,15 @@ fn acquire_status_extend_release_round_trip_in_json() {
     assert_eq!(status["held_on"], 3);
     assert_eq!(status["quorum"], 2);
     assert_eq!(status["reachable"], 3);
+    assert_eq!(status["quarantined"], 0);
     let nodes = status["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 3);
     for node in nodes {
         assert_eq!(node["state"], "held", "{node}");
         assert_eq!(node["value"], value.as_str());
         assert_eq!(node["reachable"], true);
+        // Present, and null: AOF with fsync always is trusted at once.
+        assert_eq!(node.get("quarantined_ms"), Some(&Value::Null), "{node}");
         let pttl = node["pttl_ms"].as_u64().expect("pttl_ms");
         assert!(pttl > 0 && pttl <= 30_000, "{node}");
     }
@@ -85,6 +90,56 @@ fn plain_output_is_the_bare_value_and_a_summary() {
     let last = out.stdout.lines().last().expect("summary line");
     assert_eq!(last, format!("held by {value} on 3/3 nodes (quorum 2)"));
     assert_eq!(out.stdout.lines().count(), 4, "{out:#?}");
+}
+
+#[test]
+fn fences_grow_with_each_acquisition_and_are_null_without_fencing() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let mut last = 0;
+    for _ in 0..2 {
+        let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "10s", "--json"]));
+        out.expect_code(0);
+        let acquired = json(&out.stdout);
+        let fence = acquired["fence"].as_u64().expect("a numeric fence");
+        assert!(fence > last, "{fence} after {last}");
+        last = fence;
+        let value = acquired["value"].as_str().expect("value");
+        run(redlock(&servers).args(["release", "job", value])).expect_code(0);
+    }
+
+    let out =
+        run(redlock(&servers).args(["--no-fencing", "acquire", "job", "--ttl", "10s", "--json"]));
+    out.expect_code(0);
+    let acquired = json(&out.stdout);
+    assert_eq!(acquired.get("fence"), Some(&Value::Null), "{acquired}");
+}
+
+#[test]
+fn max_ttl_can_be_raised_for_longer_locks() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "90s"]));
+    out.expect_code(64);
+    out.one_line_error("raise --max-ttl");
+    let out = run(redlock(&servers).args([
+        "--max-ttl",
+        "2m",
+        "acquire",
+        "job",
+        "--ttl",
+        "90s",
+        "--json",
+    ]));
+    out.expect_code(0);
+    let value = json(&out.stdout)["value"]
+        .as_str()
+        .expect("value")
+        .to_owned();
+    let out = run(redlock(&servers)
+        .env("REDLOCK_MAX_TTL", "2m")
+        .args(["extend", "job", &value, "--ttl", "2m"]));
+    out.expect_code(0);
 }
 
 #[test]

@@ -117,6 +117,40 @@ fn the_command_status_is_passed_through_and_the_lock_released() {
 }
 
 #[test]
+fn the_command_gets_a_growing_fencing_token_unless_fencing_is_off() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fence");
+    let script = format!("echo $REDLOCK_FENCE > '{}'", file.display());
+    let fence = || -> u64 {
+        let text = fs::read_to_string(&file).unwrap();
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("REDLOCK_FENCE {text:?}: {e}"))
+    };
+    run(redlock(&servers).args(["run", "job", "--", "sh", "-c", &script])).expect_code(0);
+    let first = fence();
+    run(redlock(&servers).args(["run", "job", "--", "sh", "-c", &script])).expect_code(0);
+    let second = fence();
+    assert!(second > first, "{second} after {first}");
+
+    // Off: unset, even when redlock itself was started with one (an outer `redlock run`).
+    let script = format!("echo ${{REDLOCK_FENCE-unset}} > '{}'", file.display());
+    run(redlock(&servers).env("REDLOCK_FENCE", "12345").args([
+        "--no-fencing",
+        "run",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]))
+    .expect_code(0);
+    assert_eq!(fs::read_to_string(&file).unwrap().trim(), "unset");
+}
+
+#[test]
 fn a_command_that_cannot_run_is_127_or_126_and_the_lock_is_released() {
     let cluster = cluster(3);
     let servers = cluster.servers();

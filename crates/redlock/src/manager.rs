@@ -22,7 +22,7 @@
 //!    ([`fencing`](crate::fencing) explains why that makes tokens increase).
 
 use std::future::poll_fn;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -94,8 +94,8 @@ impl Round {
 }
 
 impl Shared {
-    /// Sends `request` for `resource` and `value` to every node at once (invariant 1), each
-    /// bounded by `timeout`, and counts the replies.
+    /// Sends `request` for `resource` and `value` to every node at once (invariant 1), all
+    /// bounded by one deadline `timeout` from now, and counts the replies.
     async fn round(
         self: &Arc<Self>,
         until: Until,
@@ -115,16 +115,31 @@ impl Shared {
                     (Arc::clone(self), Arc::clone(resource), Arc::clone(value));
                 async move {
                     let node = &shared.nodes[i];
-                    (
-                        i,
-                        node.send(request, &resource, &value, node_deadline).await,
-                    )
+                    (i, node.send(request, &resource, &value).await)
                 }
             })
             .collect();
         let mut fence_floor = None;
-        while let Some((i, result)) = in_flight.next().await {
-            replies[i] = reply_of(&result);
+        // One timer for the round, not one per request: they would all share this deadline.
+        let mut deadline = pin!(tokio::time::sleep_until(node_deadline.into()));
+        loop {
+            let (i, result) = tokio::select! {
+                // A reply that is in counts, even at the deadline.
+                biased;
+                next = in_flight.next() => match next {
+                    Some(next) => next,
+                    None => break,
+                },
+                () = &mut deadline => {
+                    for reply in replies.iter_mut().filter(|r| matches!(r, Reply::Pending)) {
+                        *reply = Reply::Timeout;
+                        tally.record(false);
+                    }
+                    in_flight.cancel();
+                    break;
+                }
+            };
+            replies[i] = reply_of(request, &result);
             let counts = match &result {
                 Ok(answer) if answer.done => {
                     fence_floor = fence_floor.max(answer.fence_floor);
@@ -139,7 +154,9 @@ impl Shared {
         }
         if !in_flight.is_empty() {
             self.background
-                .spawn(async move { while in_flight.next().await.is_some() {} });
+                .spawn(tokio::time::timeout_at(node_deadline.into(), async move {
+                    while in_flight.next().await.is_some() {}
+                }));
         }
         Round {
             start,
@@ -511,6 +528,11 @@ impl<F: Future> FromIterator<F> for InFlight<F> {
 impl<F: Future> InFlight<F> {
     fn is_empty(&self) -> bool {
         self.slots.iter().all(|slot| matches!(slot, Slot::Taken))
+    }
+
+    /// Drops every future still pending (its request may or may not have reached the node).
+    fn cancel(&mut self) {
+        self.slots.clear();
     }
 
     /// The next output, `None` once all are taken.

@@ -132,6 +132,17 @@ async fn durable_nodes_are_trusted_at_once_only_when_configured() {
             .any(|r| matches!(r.reply, Reply::Quarantined(_))),
         "{err}"
     );
+
+    // Quarantine withholds votes, not work: a release still deletes and is reported as done.
+    let mut cluster = cluster;
+    for i in 0..3 {
+        cluster
+            .node(i)
+            .cli(&["SET", "other", "v", "PX", "10000"])
+            .unwrap();
+    }
+    let released = strict.release_value("other", "v").await;
+    assert_eq!(released.confirmed, 3, "{released:?}");
 }
 
 #[tokio::test]
