@@ -13,7 +13,9 @@
 //!    logs, and the keys expire with their TTL.
 
 use std::sync::Arc;
+
 use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
 
 use crate::error::{Error, NodeReply};
 use crate::manager::Shared;
@@ -36,6 +38,8 @@ pub(crate) struct Held {
     shared: Arc<Shared>,
     resource: Arc<str>,
     value: Arc<str>,
+    /// The acquisition's requests still in flight; a release waits for them (manager invariant 2).
+    stragglers: Option<JoinHandle<()>>,
     armed: bool,
 }
 
@@ -45,7 +49,15 @@ impl Held {
             shared,
             resource,
             value,
+            stragglers: None,
             armed: true,
+        }
+    }
+
+    /// Makes the release wait for `stragglers`, the requests of the acquisition still in flight.
+    pub(crate) fn follows(&mut self, stragglers: Option<JoinHandle<()>>) {
+        if stragglers.is_some() {
+            self.stragglers = stragglers;
         }
     }
 
@@ -56,6 +68,9 @@ impl Held {
     /// Releases on every node and waits for the replies. Stays armed until the replies are in,
     /// so dropping this future half-way still releases in the background.
     pub(crate) async fn release(mut self) -> Released {
+        if let Some(stragglers) = self.stragglers.as_mut() {
+            let _ = stragglers.await; // bounded by the node timeout
+        }
         let released = self.shared.release(&self.resource, &self.value).await;
         self.armed = false;
         released
@@ -72,8 +87,12 @@ impl Drop for Held {
                 let shared = Arc::clone(&self.shared);
                 let resource = Arc::clone(&self.resource);
                 let value = Arc::clone(&self.value);
+                let stragglers = self.stragglers.take();
                 self.shared.background.spawn_on(
                     async move {
+                        if let Some(stragglers) = stragglers {
+                            let _ = stragglers.await;
+                        }
                         shared.release(&resource, &value).await;
                     },
                     &runtime,

@@ -6,8 +6,10 @@
 //! 2. A round is decided as soon as the outcome is known ([`quorum`](crate::quorum) invariant 3).
 //!    A won round returns at once; the requests still in flight are finished by a background
 //!    task, so a late `OK` simply becomes part of the lock (release and extension go to every
-//!    node anyway). A round that can no longer be won still collects every reply, bounded by the
-//!    node timeout, so that its rollback follows every late `SET`.
+//!    node anyway). The lock's release waits for that task first: a `SET` may not even have
+//!    been queued on its connection when the round was won, and a release that overtook it
+//!    would leave the key behind until its TTL. A round that can no longer be won still collects
+//!    every reply, bounded by the node timeout, so that its rollback follows every late `SET`.
 //! 3. A lock is handed out only if a quorum granted **and** the deadline is still in the future
 //!    when the round is decided.
 //! 4. A failed acquisition round is rolled back on **all** nodes, also those that refused or did
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Builder, split_list};
@@ -77,6 +80,8 @@ enum Until {
 struct Round {
     start: Instant,
     decision: Decision,
+    /// The requests of a won round still in flight, finishing in the background.
+    stragglers: Option<JoinHandle<()>>,
     /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
     fence_floor: Option<u64>,
     quorum: usize,
@@ -152,16 +157,17 @@ impl Shared {
                 break; // invariant 2
             }
         }
-        if !in_flight.is_empty() {
-            self.background
-                .spawn(tokio::time::timeout_at(node_deadline.into(), async move {
-                    while in_flight.next().await.is_some() {}
-                }));
-        }
+        let stragglers = (!in_flight.is_empty()).then(|| {
+            self.background.spawn(async move {
+                let all = async { while in_flight.next().await.is_some() {} };
+                let _ = tokio::time::timeout_at(node_deadline.into(), all).await;
+            })
+        });
         Round {
             start,
             decision: tally.decision(),
             fence_floor,
+            stragglers,
             quorum: tally.quorum(),
             replies,
         }
@@ -381,7 +387,7 @@ impl Redlock {
             attempts += 1;
             // Armed before the first request: dropping this future mid-round releases (invariant 5
             // keeps that release from touching anybody else's lock).
-            let held = Held::new(Arc::clone(shared), Arc::clone(&key), new_value());
+            let mut held = Held::new(Arc::clone(shared), Arc::clone(&key), new_value());
             let set = match shared.fence_retention {
                 Some(_) => Request::SetFenced { ttl_ms },
                 None => Request::Set { ttl_ms },
@@ -389,6 +395,8 @@ impl Redlock {
             let mut round = shared
                 .round(Until::Won, set, &key, held.value(), shared.node_timeout)
                 .await;
+            // A release must not overtake a `SET` still on its way (invariant 2).
+            held.follows(round.stragglers.take());
             let mut deadline = shared.deadline_if_won(&round, ttl);
             let mut fence = None;
             if let (Some(valid_until), Some(retention), Some(token)) =
