@@ -11,6 +11,26 @@
 //! `CONFIG GET`) *before* the connection carries a vote; `ConnectionManager` reconnects behind
 //! our back with no hook to do that.
 //!
+//! # Invariants
+//! 1. One connection per node: a new one is made only when none is published and no attempt is
+//!    under way; every request waiting for it awaits the same shared attempt, bounded by the
+//!    connect timeout.
+//! 2. A connection is published only after its health check (and `SCRIPT LOAD`) succeeded, so no
+//!    reply on it is counted before the node's quarantine is known.
+//! 3. `forget(generation)` forgets only the connection of that generation: a request that failed
+//!    on an old connection cannot drop its replacement.
+//! 4. Only the connect/forget lock writes the published connection (and only while holding it),
+//!    so "published" and "attempt under way" never both hold and are never lost.
+//!
+//! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
+//! read with one atomic load, and the health verdict is two atomics. Profiling
+//! `examples/bench.rs` with 32 tasks on two worker threads put part of the library's overhead at
+//! N = 3 and 5 in the `Mutex` around the connection slot (contended between the threads) and the
+//! one around the health verdict (taken twice per request, with two clock reads). Throughput
+//! alone did not show the difference on a noisy two-core machine (both builds ranged over
+//! 0.80–0.97× the raw baseline), so this rests on the profile, not on cycles/s. Each request reads
+//! the clock once, after its reply, for both the quarantine verdict and the re-check decision.
+//!
 //! Every request is bounded in time, never by this layer alone: the manager sends all requests of
 //! a round at the same instant, so "per-node timeout" and "one deadline for the round" are the
 //! same thing, and the manager enforces that deadline with one timer per round: a timer per
@@ -27,6 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
@@ -185,42 +206,83 @@ struct Health {
     checked_at: Instant,
 }
 
+/// Nanoseconds from `epoch` to `t`; 0 for instants before it, which only ever stand for "already
+/// past" (every `now` we compare with is later than the node's epoch).
+fn nanos_since(epoch: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// An established connection and what we know of the server behind it.
 #[derive(Debug)]
 struct Live {
     conn: MultiplexedConnection,
     generation: u64,
-    health: Mutex<Health>,
+    /// The node's base instant for the two atomics below.
+    epoch: Instant,
+    /// [`Health::trusted_from`], in nanoseconds since `epoch`.
+    trusted_from: AtomicU64,
+    /// [`Health::checked_at`], in nanoseconds since `epoch`.
+    checked_at: AtomicU64,
     rechecking: AtomicBool,
 }
 
 impl Live {
-    fn health(&self) -> MutexGuard<'_, Health> {
-        self.health.lock().unwrap_or_else(PoisonError::into_inner)
+    fn new(conn: MultiplexedConnection, generation: u64, epoch: Instant, health: &Health) -> Self {
+        let live = Self {
+            conn,
+            generation,
+            epoch,
+            trusted_from: AtomicU64::new(0),
+            checked_at: AtomicU64::new(0),
+            rechecking: AtomicBool::new(false),
+        };
+        live.set_health(health);
+        live
     }
 
-    /// How much longer this node is quarantined, if it is.
+    /// Records a health check's verdict. The two values need not change together: each is only
+    /// compared with the clock on its own.
+    fn set_health(&self, health: &Health) {
+        self.trusted_from.store(
+            nanos_since(self.epoch, health.trusted_from),
+            Ordering::Release,
+        );
+        self.checked_at.store(
+            nanos_since(self.epoch, health.checked_at),
+            Ordering::Release,
+        );
+    }
+
+    /// How much longer this node is quarantined at `now`, if it is.
     fn quarantined_for(&self, now: Instant) -> Option<Duration> {
-        let left = self.health().trusted_from.saturating_duration_since(now);
-        (!left.is_zero()).then_some(left)
+        let left = self
+            .trusted_from
+            .load(Ordering::Acquire)
+            .saturating_sub(nanos_since(self.epoch, now));
+        (left != 0).then(|| Duration::from_nanos(left))
+    }
+
+    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `now`.
+    fn health_is_stale(&self, now: Instant) -> bool {
+        let age =
+            nanos_since(self.epoch, now).saturating_sub(self.checked_at.load(Ordering::Acquire));
+        u128::from(age) >= HEALTH_RECHECK.as_nanos()
     }
 }
 
 type Connecting = Shared<BoxFuture<'static, Result<Arc<Live>, NodeError>>>;
-
-/// The node's one connection, or the attempt to make it.
-enum Slot {
-    Idle,
-    Connecting(Connecting),
-    Live(Arc<Live>),
-}
 
 /// One independent Redis master.
 pub(crate) struct Node {
     label: String,
     client: redis::Client,
     settings: NodeSettings,
-    slot: Mutex<Slot>,
+    /// The published connection (invariants 2, 4), read lock-free by every request.
+    live: ArcSwapOption<Live>,
+    /// The attempt under way, if any; also serializes every write to `live` (invariant 4).
+    connecting: Mutex<Option<Connecting>>,
+    /// The base instant of every connection's health atomics.
+    epoch: Instant,
     /// The `run_id` of the last health check, kept across reconnections to notice a restart.
     last_run_id: Arc<Mutex<Option<String>>>,
     generations: AtomicU64,
@@ -258,7 +320,9 @@ impl Node {
             label,
             client,
             settings,
-            slot: Mutex::new(Slot::Idle),
+            live: ArcSwapOption::empty(),
+            connecting: Mutex::new(None),
+            epoch: Instant::now(),
             last_run_id: Arc::new(Mutex::new(None)),
             generations: AtomicU64::new(0),
         })
@@ -276,31 +340,29 @@ impl Node {
 
     /// The live connection, made (with its health check) if there is none.
     async fn live(&self) -> Result<Arc<Live>, NodeError> {
+        if let Some(live) = self.live.load_full() {
+            return Ok(live);
+        }
         let attempt = {
-            let mut slot = lock(&self.slot);
-            match &*slot {
-                Slot::Live(live) => {
-                    let live = Arc::clone(live);
-                    drop(slot);
-                    self.maybe_recheck(&live);
-                    return Ok(live);
-                }
-                Slot::Connecting(attempt) => attempt.clone(),
-                Slot::Idle => {
-                    let attempt = self.connect().boxed().shared();
-                    *slot = Slot::Connecting(attempt.clone());
-                    attempt
-                }
+            let mut connecting = lock(&self.connecting);
+            // Published while we waited for the lock (invariant 1).
+            if let Some(live) = self.live.load_full() {
+                return Ok(live);
             }
+            connecting
+                .get_or_insert_with(|| self.connect().boxed().shared())
+                .clone()
         };
         let result = attempt.clone().await;
-        let mut slot = lock(&self.slot);
-        if let Slot::Connecting(current) = &*slot {
-            if current.ptr_eq(&attempt) {
-                *slot = match &result {
-                    Ok(live) => Slot::Live(Arc::clone(live)),
-                    Err(_) => Slot::Idle, // the next request tries again
-                };
+        let mut connecting = lock(&self.connecting);
+        if connecting
+            .as_ref()
+            .is_some_and(|current| current.ptr_eq(&attempt))
+        {
+            *connecting = None;
+            // On an error nothing is published: the next request tries again.
+            if let Ok(live) = &result {
+                self.live.store(Some(Arc::clone(live)));
             }
         }
         result
@@ -313,6 +375,7 @@ impl Node {
         let settings = self.settings;
         let last_run_id = Arc::clone(&self.last_run_id);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        let epoch = self.epoch;
         async move {
             let attempt = async {
                 let config = AsyncConnectionConfig::new()
@@ -331,12 +394,7 @@ impl Node {
                     .await
                     .map_err(|e| NodeError::from_redis(&e))?;
                 let health = check_health(&mut conn, &settings.trust, &last_run_id).await?;
-                Ok(Arc::new(Live {
-                    conn,
-                    generation,
-                    health: Mutex::new(health),
-                    rechecking: AtomicBool::new(false),
-                }))
+                Ok(Arc::new(Live::new(conn, generation, epoch, &health)))
             };
             tokio::time::timeout(settings.connect_timeout, attempt)
                 .await
@@ -349,11 +407,10 @@ impl Node {
         }
     }
 
-    /// Repeats the health check in the background when it is older than [`HEALTH_RECHECK`].
-    fn maybe_recheck(&self, live: &Arc<Live>) {
-        if live.health().checked_at.elapsed() < HEALTH_RECHECK
-            || live.rechecking.swap(true, Ordering::AcqRel)
-        {
+    /// Repeats the health check in the background when it is older than [`HEALTH_RECHECK`] at
+    /// `now`.
+    fn maybe_recheck(&self, live: &Arc<Live>, now: Instant) {
+        if !live.health_is_stale(now) || live.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
         let (live, trust, last_run_id) = (
@@ -367,7 +424,7 @@ impl Node {
             if let Ok(Ok(health)) =
                 tokio::time::timeout(timeout, check_health(&mut conn, &trust, &last_run_id)).await
             {
-                *live.health() = health;
+                live.set_health(&health);
             }
             live.rechecking.store(false, Ordering::Release);
         });
@@ -375,19 +432,24 @@ impl Node {
 
     /// Forgets a connection that broke, so the next request makes a new one.
     fn forget(&self, generation: u64) {
-        let mut slot = lock(&self.slot);
-        if matches!(&*slot, Slot::Live(live) if live.generation == generation) {
-            *slot = Slot::Idle;
+        let _writer = lock(&self.connecting); // invariant 4
+        if self
+            .live
+            .load()
+            .as_ref()
+            .is_some_and(|live| live.generation == generation)
+        {
+            self.live.store(None);
         }
     }
 
     /// How much longer this node is quarantined, as far as we know now (`None` when trusted or
     /// not connected).
     pub(crate) fn quarantined_for(&self) -> Option<Duration> {
-        match &*lock(&self.slot) {
-            Slot::Live(live) => live.quarantined_for(Instant::now()),
-            _ => None,
-        }
+        self.live
+            .load()
+            .as_ref()
+            .and_then(|live| live.quarantined_for(Instant::now()))
     }
 
     async fn query(&self, live: &Live, cmd: &Cmd) -> Result<Value, NodeError> {
@@ -418,55 +480,69 @@ impl Node {
         key: &str,
         value: &str,
     ) -> Result<Answer, NodeError> {
-        {
-            let live = self.live().await?;
-            let (done, fence_floor) = match request {
-                Request::Set { ttl_ms } => {
-                    let mut cmd = redis::cmd("SET");
-                    cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
-                    match self.query(&live, &cmd).await? {
-                        Value::Okay => (true, None),
-                        Value::SimpleString(s) if s == "OK" => (true, None),
-                        Value::Nil => (false, None),
-                        other => return Err(unexpected("SET", &other)),
-                    }
+        let live = self.live().await?;
+        let outcome = self.perform(&live, request, key, value).await;
+        // The one clock read of the request, after the reply: a node trusted "from now" by the
+        // health check of the connection just made is not reported as quarantined.
+        let now = Instant::now();
+        self.maybe_recheck(&live, now);
+        let (done, fence_floor) = outcome?;
+        Ok(Answer {
+            done,
+            quarantined_for: live.quarantined_for(now),
+            fence_floor,
+        })
+    }
+
+    /// Sends `request` on `live`: whether it was done, and the fenced acquire's floor.
+    async fn perform(
+        &self,
+        live: &Live,
+        request: Request,
+        key: &str,
+        value: &str,
+    ) -> Result<(bool, Option<u64>), NodeError> {
+        Ok(match request {
+            Request::Set { ttl_ms } => {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+                match self.query(live, &cmd).await? {
+                    Value::Okay => (true, None),
+                    Value::SimpleString(s) if s == "OK" => (true, None),
+                    Value::Nil => (false, None),
+                    other => return Err(unexpected("SET", &other)),
                 }
-                Request::SetFenced { ttl_ms } => {
-                    let reply = self
-                        .eval(&live, &ACQUIRE_FENCED, key, Some(value), &[ttl_ms])
-                        .await?;
-                    match reply {
-                        Value::Nil => (false, None),
-                        reply => (true, Some(fence_floor(&reply)?)),
-                    }
+            }
+            Request::SetFenced { ttl_ms } => {
+                let reply = self
+                    .eval(live, &ACQUIRE_FENCED, key, Some(value), &[ttl_ms])
+                    .await?;
+                match reply {
+                    Value::Nil => (false, None),
+                    reply => (true, Some(fence_floor(&reply)?)),
                 }
-                Request::Fence {
-                    token,
-                    retention_ms,
-                } => {
-                    let reply = self
-                        .eval(&live, &FENCE, key, Some(value), &[token, retention_ms])
-                        .await?;
-                    (int_reply(&reply)? == 1, None)
-                }
-                Request::Extend { ttl_ms } => {
-                    let reply = self
-                        .eval(&live, &EXTEND, key, Some(value), &[ttl_ms])
-                        .await?;
-                    (int_reply(&reply)? == 1, None)
-                }
-                Request::Release => {
-                    let reply = self.eval(&live, &RELEASE, key, Some(value), &[]).await?;
-                    (int_reply(&reply)? == 1, None)
-                }
-                Request::Connect => (true, None),
-            };
-            Ok(Answer {
-                done,
-                quarantined_for: live.quarantined_for(Instant::now()),
-                fence_floor,
-            })
-        }
+            }
+            Request::Fence {
+                token,
+                retention_ms,
+            } => {
+                let reply = self
+                    .eval(live, &FENCE, key, Some(value), &[token, retention_ms])
+                    .await?;
+                (int_reply(&reply)? == 1, None)
+            }
+            Request::Extend { ttl_ms } => {
+                let reply = self
+                    .eval(live, &EXTEND, key, Some(value), &[ttl_ms])
+                    .await?;
+                (int_reply(&reply)? == 1, None)
+            }
+            Request::Release => {
+                let reply = self.eval(live, &RELEASE, key, Some(value), &[]).await?;
+                (int_reply(&reply)? == 1, None)
+            }
+            Request::Connect => (true, None),
+        })
     }
 
     /// Runs `script` on `key` (and its fencing counter key, for fenced scripts) with `value` and
@@ -505,7 +581,9 @@ impl Node {
     ) -> Result<NodeState, NodeError> {
         self.bounded(deadline, async {
             let live = self.live().await?;
-            node_state(self.eval(&live, &INSPECT, key, None, &[]).await?)
+            let reply = self.eval(&live, &INSPECT, key, None, &[]).await;
+            self.maybe_recheck(&live, Instant::now());
+            node_state(reply?)
         })
         .await
     }
