@@ -50,6 +50,7 @@
 //! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
+//! - `in_flight`: the requests of one round, polled together.
 //! - `lock`: the held lock and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
 //!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
@@ -64,6 +65,7 @@ pub mod config;
 pub mod error;
 mod fencing;
 mod hold;
+mod in_flight;
 mod lock;
 mod manager;
 mod node;

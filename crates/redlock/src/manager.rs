@@ -23,10 +23,8 @@
 //! 8. With fencing on, a lock is handed out only once its token is stored on a quorum
 //!    ([`fencing`](crate::fencing) explains why that makes tokens increase).
 
-use std::future::poll_fn;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -34,6 +32,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Builder, split_list};
 use crate::error::{ConfigError, Error, NodeReply, Reply, RoundFailure};
+use crate::in_flight::InFlight;
 use crate::lock::{Held, Lock, Released};
 use crate::node::{Node, Request, reply_of};
 use crate::quorum::{Decision, Tally};
@@ -490,82 +489,6 @@ fn new_value() -> Arc<str> {
         hex.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
     }
     hex.into()
-}
-
-/// The requests of a round, polled together; each output is taken as soon as it is ready.
-///
-/// Not `FuturesUnordered`: once it has polled all of its futures in one go, which every round
-/// does first, it wakes its own task and returns `Pending` (a yield, futures-rs#2333). That sends
-/// every round through the scheduler once more and often wakes another worker thread: measured
-/// with `examples/bench.rs`, 2.5 more context switches and about 30 µs more per lock + release
-/// with one task. With the handful of nodes of a Redlock deployment, polling every request that
-/// is still pending on each wake-up is cheaper.
-struct InFlight<F: Future> {
-    slots: Vec<Slot<F>>,
-}
-
-enum Slot<F: Future> {
-    Pending(Pin<Box<F>>),
-    Ready(F::Output),
-    Taken,
-}
-
-impl<F: Future> Slot<F> {
-    fn take_ready(&mut self) -> Option<F::Output> {
-        match std::mem::replace(self, Slot::Taken) {
-            Slot::Ready(output) => Some(output),
-            other => {
-                *self = other;
-                None
-            }
-        }
-    }
-}
-
-impl<F: Future> FromIterator<F> for InFlight<F> {
-    fn from_iter<I: IntoIterator<Item = F>>(futures: I) -> Self {
-        Self {
-            slots: futures
-                .into_iter()
-                .map(|f| Slot::Pending(Box::pin(f)))
-                .collect(),
-        }
-    }
-}
-
-impl<F: Future> InFlight<F> {
-    fn is_empty(&self) -> bool {
-        self.slots.iter().all(|slot| matches!(slot, Slot::Taken))
-    }
-
-    /// Drops every future still pending (its request may or may not have reached the node).
-    fn cancel(&mut self) {
-        self.slots.clear();
-    }
-
-    /// The next output, `None` once all are taken.
-    async fn next(&mut self) -> Option<F::Output> {
-        poll_fn(|cx| self.poll_next(cx)).await
-    }
-
-    /// Polls every pending future (so every request of a round is sent on the first call), then
-    /// hands out one output that is ready.
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
-        let mut pending = false;
-        for slot in &mut self.slots {
-            if let Slot::Pending(future) = slot {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(output) => *slot = Slot::Ready(output),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        match self.slots.iter_mut().find_map(Slot::take_ready) {
-            Some(output) => Poll::Ready(Some(output)),
-            None if pending => Poll::Pending,
-            None => Poll::Ready(None),
-        }
-    }
 }
 
 #[cfg(test)]
