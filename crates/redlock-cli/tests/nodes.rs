@@ -7,12 +7,25 @@ use std::fs;
 use common::{dead_url, redlock, run};
 use serde_json::Value;
 
+/// Stops the nodes of `dir` when the test ends, also when it fails half-way: detached nodes
+/// outlive the test process otherwise.
+struct StopOnDrop(String);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = redlock(&dead_url())
+            .args(["nodes", "stop", "--dir", &self.0])
+            .output();
+    }
+}
+
 #[test]
 fn start_status_stop_in_a_temporary_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("nodes");
     let dir_arg = dir.to_str().unwrap();
     let unused = dead_url();
+    let _stop = StopOnDrop(dir_arg.to_owned());
 
     let out = run(redlock(&unused).args(["nodes", "start", "--count", "3", "--dir", dir_arg]));
     out.expect_code(0);
@@ -79,6 +92,7 @@ fn status_reports_a_node_that_died() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_str().unwrap();
     let unused = dead_url();
+    let _stop = StopOnDrop(dir.to_owned());
     run(redlock(&unused).args(["nodes", "start", "--count", "2", "--dir", dir])).expect_code(0);
     let status: Value = serde_json::from_str(
         run(redlock(&unused).args(["nodes", "status", "--dir", dir, "--json"]))
