@@ -11,7 +11,7 @@ use redlock::config::DEFAULT_FENCE_RETENTION;
 use redlock::{Builder, NodeReply, Redlock, Reply, Retry};
 
 use crate::exit::{self, Failure};
-use crate::{acquire, bench, demo, duration, extend, nodes, release, run, status};
+use crate::{acquire, bench, chaos, demo, duration, extend, nodes, release, run, status};
 
 /// The server list used when neither `--servers` nor `REDLOCK_SERVERS` says otherwise.
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:6379";
@@ -280,6 +280,7 @@ pub enum Command {
     Nodes(nodes::Args),
     Demo(demo::Args),
     Bench(bench::Args),
+    Chaos(chaos::Args),
 }
 
 /// What `parse` decided: run a subcommand, or exit now (help, version, or a usage error).

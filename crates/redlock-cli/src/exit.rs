@@ -54,7 +54,7 @@ pub const COMMAND_NOT_FOUND: u8 = 127;
 pub const HELP: &str = "\
 Exit status:
   0        success
-  1        release/extend: the lock is not held with that value; demo: a violation was found
+  1        release/extend: the lock is not held with that value; demo, chaos: a violation was found
   64       usage error: bad arguments, server URL, duration or TTL (or a TTL above --max-ttl);
            no COMMAND after --
   65       the resource exists with another Redis type (WRONGTYPE): it is not a lock

@@ -24,13 +24,14 @@
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.
 //! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `nodes`, `demo`,
-//!   `bench`; each holds its arguments, help text and examples.
+//!   `bench`, `chaos`; each holds its arguments, help text and examples.
 
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod acquire;
 mod bench;
+mod chaos;
 mod cli;
 mod demo;
 mod duration;
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
         Command::Status(args) => with_runtime(|rt| rt.block_on(status::run(&args, global))),
         Command::Run(args) => with_runtime(|rt| rt.block_on(run::run(args, global))),
         Command::Bench(args) => with_runtime(|rt| rt.block_on(bench::run(&args, global))),
+        Command::Chaos(args) => with_runtime(|rt| rt.block_on(chaos::run(&args))),
     };
     match outcome {
         Ok(status) => ExitCode::from(status),

@@ -68,7 +68,9 @@ impl Held {
     /// Releases on every node and waits for the replies. Stays armed until the replies are in,
     /// so dropping this future half-way still releases in the background.
     pub(crate) async fn release(mut self) -> Released {
-        if let Some(stragglers) = self.stragglers.as_mut() {
+        // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
+        // the same handle again (a finished `JoinHandle` panics when polled twice).
+        if let Some(stragglers) = self.stragglers.take() {
             let _ = stragglers.await; // bounded by the node timeout
         }
         let released = self.shared.release(&self.resource, &self.value).await;

@@ -642,7 +642,8 @@ async fn check_health(
     let mut last = lock(last_run_id);
     let trusted_from = trusted_from(trust, &seen, last.as_deref(), now);
     if last.as_deref() != Some(seen.run_id.as_str()) && last.is_some() {
-        tracing::warn!(run_id = %seen.run_id, "node restarted or was replaced; quarantined");
+        let quarantined_ms = trusted_from.saturating_duration_since(now).as_millis();
+        tracing::warn!(run_id = %seen.run_id, quarantined_ms, "node restarted or was replaced");
     }
     *last = Some(seen.run_id.clone());
     Ok(Health {

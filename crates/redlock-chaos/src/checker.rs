@@ -1,0 +1,870 @@
+//! The pure checker: from a recorded [`History`] alone, decide per resource whether mutual
+//! exclusion held, whether fencing tokens only went up, how many stale writes fencing refused,
+//! and how long the lock sat unused while a majority of nodes was up.
+//!
+//! It knows nothing about Redis or about how the history was produced; it is plain synchronous
+//! code, tested on hand-made histories. It runs in O(n log n + k) for n sections and k reported
+//! overlaps: sort by entry, then sweep.
+//!
+//! # Invariants
+//!
+//! 1. A holder is judged only on what it *believed*: its believed-valid interval is the
+//!    half-open `[enter_us, min(exit_us, valid_until_us))`. A client that kept working past its
+//!    own deadline knew it was no longer valid; what it did then is fencing's business (counted as
+//!    a stale write), not a mutual-exclusion violation.
+//! 2. Two sections overlap only if they come from different acquisitions (different `value`) and
+//!    their believed-valid intervals share a positive length. Touching intervals (one ends exactly
+//!    when the other starts) do not overlap; an empty interval overlaps nothing.
+//! 3. Fencing tokens must strictly increase in order of entry: a section whose token is ≤ the
+//!    largest token of any earlier section is a violation, unless that token came from the same
+//!    acquisition. Sections without a token are skipped. Sections entering at the same
+//!    microsecond are ordered by token, since their true order is unknown; two of them with equal
+//!    tokens still violate.
+//! 4. Stale writes refused by fencing are counted, not violations: fencing did its job.
+//! 5. Liveness is reported, never a violation: the longest stretch during which no section was
+//!    believed valid *and* a majority (`nodes / 2 + 1`) of nodes was up. Only stretches between
+//!    two holders count, not before the first or after the last.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::{History, NodeUp, Section, WriteOutcome};
+
+/// The checker's verdict on a whole history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// One verdict per resource, sorted by resource name.
+    pub resources: Vec<ResourceVerdict>,
+    /// The number of violations over all resources: overlaps plus token violations.
+    pub violations: usize,
+}
+
+impl Verdict {
+    /// Whether the history shows no violation at all.
+    #[must_use]
+    pub fn is_safe(&self) -> bool {
+        self.violations == 0
+    }
+}
+
+/// The verdict on one resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceVerdict {
+    /// The resource.
+    pub resource: String,
+    /// How many critical sections it had.
+    pub sections: usize,
+    /// Pairs of acquisitions that both believed they held it at once (invariant 2).
+    pub overlaps: Vec<Overlap>,
+    /// Writes that fencing refused as stale (invariant 4; not a violation).
+    pub stale_writes_rejected: usize,
+    /// Sections whose fencing token did not go up (invariant 3).
+    pub token_violations: Vec<TokenViolation>,
+    /// The longest stretch with no holder while a majority of nodes was up (invariant 5), if any.
+    pub longest_gap: Option<Gap>,
+}
+
+impl ResourceVerdict {
+    /// The number of violations on this resource.
+    #[must_use]
+    pub fn violations(&self) -> usize {
+        self.overlaps.len() + self.token_violations.len()
+    }
+}
+
+/// Two sections of different acquisitions whose believed-valid intervals intersect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overlap {
+    /// The section that entered first (or, entering together, the one with the lower token).
+    pub first: Section,
+    /// The section that entered second.
+    pub second: Section,
+    /// Start of the shared interval.
+    pub from_us: u64,
+    /// End (exclusive) of the shared interval; always greater than `from_us`.
+    pub to_us: u64,
+}
+
+/// A section whose fencing token was not greater than that of a section entered earlier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenViolation {
+    /// The earlier section holding the largest token seen so far.
+    pub earlier: Section,
+    /// The later section, whose token is less than or equal to `earlier`'s.
+    pub later: Section,
+}
+
+/// A half-open stretch of time `[from_us, to_us)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// Start of the stretch.
+    pub from_us: u64,
+    /// End (exclusive) of the stretch.
+    pub to_us: u64,
+}
+
+impl Gap {
+    /// The length of the stretch in microseconds.
+    #[must_use]
+    pub fn len_us(&self) -> u64 {
+        self.to_us - self.from_us
+    }
+}
+
+/// Checks a history; see the module's invariants for the rules.
+#[must_use]
+pub fn check(history: &History) -> Verdict {
+    let majority = majority_up(history.nodes, &history.node_up);
+    let mut by_resource: BTreeMap<&str, Vec<&Section>> = BTreeMap::new();
+    for section in &history.sections {
+        by_resource
+            .entry(&section.resource)
+            .or_default()
+            .push(section);
+    }
+    let resources: Vec<ResourceVerdict> = by_resource
+        .into_iter()
+        .map(|(resource, sections)| check_resource(resource, sections, &majority))
+        .collect();
+    let violations = resources.iter().map(ResourceVerdict::violations).sum();
+    Verdict {
+        resources,
+        violations,
+    }
+}
+
+fn check_resource(
+    resource: &str,
+    mut sections: Vec<&Section>,
+    majority: &[Gap],
+) -> ResourceVerdict {
+    // Ties on entry go to the lower token first (invariant 3); tokenless sections sort first
+    // among ties, which is harmless since they take no part in the token check.
+    sections.sort_by_key(|s| (s.enter_us, s.fence));
+    let gaps = holder_gaps(&sections);
+    ResourceVerdict {
+        resource: resource.to_owned(),
+        sections: sections.len(),
+        overlaps: overlaps(&sections),
+        stale_writes_rejected: sections
+            .iter()
+            .filter(|s| s.write == WriteOutcome::RejectedStale)
+            .count(),
+        token_violations: token_violations(&sections),
+        longest_gap: longest_common(&gaps, majority),
+    }
+}
+
+/// Invariant 2, by sweeping `sections` (sorted by entry) with the set of intervals still open.
+fn overlaps(sections: &[&Section]) -> Vec<Overlap> {
+    // Open intervals keyed by (end, index), so the ones that have closed come off the front.
+    let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
+    let mut found = Vec::new();
+    for (i, second) in sections.iter().enumerate() {
+        let end = second.believed_until_us();
+        if end <= second.enter_us {
+            continue;
+        }
+        // `end <= enter`: it closed before (or exactly when) this one opened.
+        while open.first().is_some_and(|&(e, _)| e <= second.enter_us) {
+            open.pop_first();
+        }
+        for &(first_end, j) in &open {
+            let first = sections[j];
+            if first.value != second.value {
+                found.push(Overlap {
+                    first: first.clone(),
+                    second: (*second).clone(),
+                    from_us: second.enter_us,
+                    to_us: first_end.min(end),
+                });
+            }
+        }
+        open.insert((end, i));
+    }
+    found
+}
+
+/// Invariant 3 over `sections` sorted by entry.
+fn token_violations(sections: &[&Section]) -> Vec<TokenViolation> {
+    // The first section with the largest token so far, and one of another acquisition that
+    // repeated that token, if any: a repeat by `top`'s own acquisition still clashes with it.
+    let mut top: Option<&Section> = None;
+    let mut rival: Option<&Section> = None;
+    let mut found = Vec::new();
+    for &section in sections {
+        let Some(fence) = section.fence else { continue };
+        let clash = match top {
+            Some(t) if t.fence > Some(fence) => Some(t),
+            Some(t) if t.fence == Some(fence) && t.value != section.value => {
+                rival = rival.or(Some(section));
+                Some(t)
+            }
+            Some(t) if t.fence == Some(fence) => rival,
+            _ => {
+                (top, rival) = (Some(section), None);
+                None
+            }
+        };
+        if let Some(earlier) = clash {
+            found.push(TokenViolation {
+                earlier: earlier.clone(),
+                later: section.clone(),
+            });
+        }
+    }
+    found
+}
+
+/// The stretches between holders: gaps in the union of believed-valid intervals, from the
+/// first holder's entry to the last one's end. `sections` is sorted by entry.
+fn holder_gaps(sections: &[&Section]) -> Vec<Gap> {
+    let mut covered_until: Option<u64> = None;
+    let mut gaps = Vec::new();
+    for section in sections {
+        let end = section.believed_until_us();
+        if end <= section.enter_us {
+            continue; // never believed itself a holder
+        }
+        match covered_until {
+            Some(until) if section.enter_us > until => {
+                gaps.push(Gap {
+                    from_us: until,
+                    to_us: section.enter_us,
+                });
+                covered_until = Some(end);
+            }
+            Some(until) => covered_until = Some(until.max(end)),
+            None => covered_until = Some(end),
+        }
+    }
+    gaps
+}
+
+/// The sorted, disjoint, non-adjacent stretches during which at least `nodes / 2 + 1` distinct
+/// nodes were up. Overlapping `node_up` intervals of one node count that node once.
+pub(crate) fn majority_up(nodes: usize, node_up: &[NodeUp]) -> Vec<Gap> {
+    let quorum = nodes / 2 + 1;
+    let mut per_node: BTreeMap<usize, Vec<Gap>> = BTreeMap::new();
+    for up in node_up.iter().filter(|u| u.to_us > u.from_us) {
+        per_node.entry(up.node).or_default().push(Gap {
+            from_us: up.from_us,
+            to_us: up.to_us,
+        });
+    }
+    // Each merged interval contributes +1 at its start and -1 at its end; at equal times both
+    // apply before the count is read, as the intervals are half-open.
+    let mut events: Vec<(u64, i64)> = Vec::new();
+    for intervals in per_node.into_values() {
+        for merged in merge(intervals) {
+            events.push((merged.from_us, 1));
+            events.push((merged.to_us, -1));
+        }
+    }
+    events.sort_unstable();
+    let mut result: Vec<Gap> = Vec::new();
+    let mut count: i64 = 0;
+    let mut started: Option<u64> = None;
+    let mut i = 0;
+    while i < events.len() {
+        let at = events[i].0;
+        while i < events.len() && events[i].0 == at {
+            count += events[i].1;
+            i += 1;
+        }
+        let has_quorum = usize::try_from(count).is_ok_and(|c| c >= quorum);
+        match (started, has_quorum) {
+            (None, true) => started = Some(at),
+            (Some(from), false) => {
+                result.push(Gap {
+                    from_us: from,
+                    to_us: at,
+                });
+                started = None;
+            }
+            _ => {}
+        }
+    }
+    result
+}
+
+/// Merges overlapping or touching intervals into sorted, disjoint ones.
+fn merge(mut intervals: Vec<Gap>) -> Vec<Gap> {
+    intervals.sort_unstable_by_key(|g| g.from_us);
+    let mut merged: Vec<Gap> = Vec::with_capacity(intervals.len());
+    for gap in intervals {
+        match merged.last_mut() {
+            Some(last) if gap.from_us <= last.to_us => last.to_us = last.to_us.max(gap.to_us),
+            _ => merged.push(gap),
+        }
+    }
+    merged
+}
+
+/// The longest positive-length intersection between two lists of sorted, disjoint intervals.
+fn longest_common(a: &[Gap], b: &[Gap]) -> Option<Gap> {
+    let (mut i, mut j) = (0, 0);
+    let mut best: Option<Gap> = None;
+    while i < a.len() && j < b.len() {
+        let from_us = a[i].from_us.max(b[j].from_us);
+        let to_us = a[i].to_us.min(b[j].to_us);
+        if to_us > from_us && best.is_none_or(|g| to_us - from_us > g.len_us()) {
+            best = Some(Gap { from_us, to_us });
+        }
+        if a[i].to_us <= b[j].to_us {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{FaultEvent, WriteOutcome};
+
+    /// A section on `resource` whose lock value is `value`, entering at `enter`, leaving at
+    /// `exit`, with its own deadline at `valid_until`.
+    fn sec(resource: &str, value: &str, enter: u64, exit: u64, valid_until: u64) -> Section {
+        Section {
+            resource: resource.to_owned(),
+            client: value.bytes().map(u32::from).sum(),
+            value: value.to_owned(),
+            fence: None,
+            enter_us: enter,
+            exit_us: exit,
+            valid_until_us: valid_until,
+            write: WriteOutcome::NotAttempted,
+        }
+    }
+
+    fn fenced(value: &str, enter: u64, fence: u64) -> Section {
+        Section {
+            fence: Some(fence),
+            ..sec("r", value, enter, enter + 10, enter + 10)
+        }
+    }
+
+    /// Three nodes, all up for the whole run.
+    fn history(sections: Vec<Section>) -> History {
+        History {
+            strategy: "test".to_owned(),
+            seed: 1,
+            nodes: 3,
+            clients: 2,
+            duration_us: 10_000,
+            sections,
+            faults: Vec::<FaultEvent>::new(),
+            node_up: (0..3)
+                .map(|node| NodeUp {
+                    node,
+                    from_us: 0,
+                    to_us: 10_000,
+                })
+                .collect(),
+        }
+    }
+
+    fn only(verdict: &Verdict) -> &ResourceVerdict {
+        assert_eq!(verdict.resources.len(), 1, "{verdict:#?}");
+        &verdict.resources[0]
+    }
+
+    fn overlap_spans(verdict: &Verdict) -> Vec<(&str, &str, u64, u64)> {
+        let r = only(verdict);
+        r.overlaps
+            .iter()
+            .map(|o| {
+                (
+                    o.first.value.as_str(),
+                    o.second.value.as_str(),
+                    o.from_us,
+                    o.to_us,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn overlapping_holders_are_a_violation() {
+        let a = sec("r", "a", 0, 100, 100);
+        let b = sec("r", "b", 50, 150, 150);
+        let verdict = check(&history(vec![b.clone(), a.clone()]));
+        let r = only(&verdict);
+        assert_eq!(
+            r.overlaps,
+            vec![Overlap {
+                first: a,
+                second: b,
+                from_us: 50,
+                to_us: 100
+            }]
+        );
+        assert_eq!(r.sections, 2);
+        assert_eq!(verdict.violations, 1);
+        assert!(!verdict.is_safe());
+    }
+
+    #[test]
+    fn disjoint_holders_are_safe() {
+        let verdict = check(&history(vec![
+            sec("r", "a", 0, 100, 100),
+            sec("r", "b", 200, 300, 300),
+        ]));
+        assert!(only(&verdict).overlaps.is_empty());
+        assert_eq!(verdict.violations, 0);
+        assert!(verdict.is_safe());
+    }
+
+    #[test]
+    fn touching_intervals_do_not_overlap() {
+        let verdict = check(&history(vec![
+            sec("r", "a", 0, 100, 100),
+            sec("r", "b", 100, 200, 200),
+        ]));
+        assert!(verdict.is_safe(), "{verdict:#?}");
+    }
+
+    #[test]
+    fn interval_ends_at_the_earlier_of_exit_and_deadline() {
+        // `a` stays until 300 but its deadline is 100: after that it knew it was not valid.
+        let a = sec("r", "a", 0, 300, 100);
+        let after_deadline = check(&history(vec![a.clone(), sec("r", "b", 150, 250, 250)]));
+        assert!(after_deadline.is_safe(), "{after_deadline:#?}");
+        let at_deadline = check(&history(vec![a.clone(), sec("r", "b", 100, 250, 250)]));
+        assert!(at_deadline.is_safe(), "{at_deadline:#?}");
+        // Entering before `a`'s deadline overlaps only up to that deadline.
+        let before_deadline = check(&history(vec![a, sec("r", "b", 90, 250, 250)]));
+        assert_eq!(overlap_spans(&before_deadline), [("a", "b", 90, 100)]);
+        // And the other way: `a` left at 50 although its deadline was later.
+        let left_early = check(&history(vec![
+            sec("r", "a", 0, 50, 500),
+            sec("r", "b", 50, 90, 90),
+        ]));
+        assert!(left_early.is_safe(), "{left_early:#?}");
+    }
+
+    #[test]
+    fn sections_of_one_acquisition_do_not_overlap_each_other() {
+        let verdict = check(&history(vec![
+            sec("r", "a", 0, 100, 100),
+            sec("r", "a", 50, 150, 150),
+        ]));
+        assert!(verdict.is_safe(), "{verdict:#?}");
+    }
+
+    #[test]
+    fn empty_believed_interval_overlaps_nothing() {
+        // Entered already past its deadline, or left at once.
+        let verdict = check(&history(vec![
+            sec("r", "a", 0, 100, 100),
+            sec("r", "late", 20, 80, 10),
+            sec("r", "instant", 50, 50, 500),
+        ]));
+        assert!(verdict.is_safe(), "{verdict:#?}");
+        assert_eq!(only(&verdict).sections, 3);
+    }
+
+    #[test]
+    fn every_pair_of_a_long_holder_is_listed() {
+        let verdict = check(&history(vec![
+            sec("r", "long", 0, 1000, 1000),
+            sec("r", "x", 100, 200, 200),
+            sec("r", "y", 200, 300, 300),
+            sec("r", "z", 900, 1100, 1100),
+        ]));
+        assert_eq!(
+            overlap_spans(&verdict),
+            [
+                ("long", "x", 100, 200),
+                ("long", "y", 200, 300),
+                ("long", "z", 900, 1000)
+            ]
+        );
+        assert_eq!(verdict.violations, 3);
+    }
+
+    #[test]
+    fn token_going_backwards_is_a_violation() {
+        let verdict = check(&history(vec![
+            fenced("a", 0, 5),
+            fenced("b", 100, 7),
+            fenced("c", 200, 6),
+        ]));
+        let r = only(&verdict);
+        assert_eq!(
+            r.token_violations,
+            vec![TokenViolation {
+                earlier: fenced("b", 100, 7),
+                later: fenced("c", 200, 6)
+            }]
+        );
+        assert!(r.overlaps.is_empty());
+        assert_eq!(verdict.violations, 1);
+    }
+
+    #[test]
+    fn token_is_compared_with_the_largest_so_far_not_the_previous() {
+        // 9 after 7 is fine, 8 after 9 is not, and neither is 8 again (compared with 9, not 8).
+        let verdict = check(&history(vec![
+            fenced("a", 0, 7),
+            fenced("b", 100, 9),
+            fenced("c", 200, 8),
+            fenced("d", 300, 8),
+            fenced("e", 400, 10),
+        ]));
+        let pairs: Vec<(&str, &str)> = only(&verdict)
+            .token_violations
+            .iter()
+            .map(|v| (v.earlier.value.as_str(), v.later.value.as_str()))
+            .collect();
+        assert_eq!(pairs, [("b", "c"), ("b", "d")]);
+    }
+
+    #[test]
+    fn equal_tokens_are_a_violation() {
+        let verdict = check(&history(vec![fenced("a", 0, 5), fenced("b", 100, 5)]));
+        assert_eq!(only(&verdict).token_violations.len(), 1);
+        assert_eq!(verdict.violations, 1);
+    }
+
+    #[test]
+    fn equal_tokens_of_one_acquisition_are_not() {
+        let verdict = check(&history(vec![fenced("a", 0, 5), fenced("a", 100, 5)]));
+        assert!(verdict.is_safe(), "{verdict:#?}");
+    }
+
+    #[test]
+    fn sections_without_a_token_are_skipped() {
+        let unfenced = |value: &str, enter: u64| sec("r", value, enter, enter + 10, enter + 10);
+        let rising = check(&history(vec![
+            unfenced("a", 0),
+            fenced("b", 100, 3),
+            unfenced("c", 200),
+            fenced("d", 300, 4),
+        ]));
+        assert!(rising.is_safe(), "{rising:#?}");
+        let falling = check(&history(vec![
+            unfenced("a", 0),
+            fenced("b", 100, 4),
+            unfenced("c", 200),
+            fenced("d", 300, 3),
+        ]));
+        assert_eq!(only(&falling).token_violations.len(), 1);
+        let none = check(&history(vec![unfenced("a", 0), unfenced("b", 100)]));
+        assert!(none.is_safe(), "{none:#?}");
+    }
+
+    #[test]
+    fn simultaneous_entries_are_ordered_by_token() {
+        // Listed high token first: the checker must not read "8 then 7" into a tie.
+        let verdict = check(&history(vec![fenced("b", 100, 8), fenced("a", 100, 7)]));
+        assert!(only(&verdict).token_violations.is_empty(), "{verdict:#?}");
+        let equal = check(&history(vec![fenced("b", 100, 7), fenced("a", 100, 7)]));
+        assert_eq!(only(&equal).token_violations.len(), 1);
+    }
+
+    #[test]
+    fn stale_writes_rejected_are_counted_not_violations() {
+        let with = |value: &str, enter: u64, write: WriteOutcome| Section {
+            write,
+            ..sec("r", value, enter, enter + 10, enter + 10)
+        };
+        let verdict = check(&history(vec![
+            with("a", 0, WriteOutcome::Accepted),
+            with("b", 100, WriteOutcome::RejectedStale),
+            with("c", 200, WriteOutcome::Unfenced),
+            with("d", 300, WriteOutcome::RejectedStale),
+            with("e", 400, WriteOutcome::NotAttempted),
+        ]));
+        assert_eq!(only(&verdict).stale_writes_rejected, 2);
+        assert!(verdict.is_safe());
+    }
+
+    fn gaps_history() -> History {
+        // Holders on [0,100), [400,500) and [600,700): gaps [100,400) and [500,600).
+        history(vec![
+            sec("r", "a", 0, 100, 100),
+            sec("r", "b", 400, 500, 500),
+            sec("r", "c", 600, 700, 700),
+        ])
+    }
+
+    #[test]
+    fn longest_gap_with_majority_up() {
+        let verdict = check(&gaps_history());
+        assert_eq!(
+            only(&verdict).longest_gap,
+            Some(Gap {
+                from_us: 100,
+                to_us: 400
+            })
+        );
+        assert!(verdict.is_safe(), "a gap is reported, not a violation");
+    }
+
+    #[test]
+    fn gap_counts_only_while_a_majority_is_up() {
+        // One node down of three: still a majority, same answer.
+        let mut one_down = gaps_history();
+        one_down.node_up[0] = NodeUp {
+            node: 0,
+            from_us: 0,
+            to_us: 50,
+        };
+        assert_eq!(
+            only(&check(&one_down)).longest_gap,
+            Some(Gap {
+                from_us: 100,
+                to_us: 400
+            })
+        );
+
+        // Two down on [150,350): the first gap shrinks to [100,150) and [350,400).
+        let mut two_down = gaps_history();
+        two_down.node_up = vec![
+            NodeUp {
+                node: 0,
+                from_us: 0,
+                to_us: 150,
+            },
+            NodeUp {
+                node: 0,
+                from_us: 350,
+                to_us: 10_000,
+            },
+            NodeUp {
+                node: 1,
+                from_us: 0,
+                to_us: 150,
+            },
+            NodeUp {
+                node: 1,
+                from_us: 350,
+                to_us: 10_000,
+            },
+            NodeUp {
+                node: 2,
+                from_us: 0,
+                to_us: 10_000,
+            },
+        ];
+        assert_eq!(
+            only(&check(&two_down)).longest_gap,
+            Some(Gap {
+                from_us: 500,
+                to_us: 600
+            })
+        );
+
+        let mut never_up = gaps_history();
+        never_up.node_up.clear();
+        assert_eq!(only(&check(&never_up)).longest_gap, None);
+    }
+
+    #[test]
+    fn gap_is_measured_between_believed_intervals() {
+        // `a` stays until 300 but was valid only until 100; `b`'s interval covers `c`'s.
+        let verdict = check(&history(vec![
+            sec("r", "a", 0, 300, 100),
+            sec("r", "b", 150, 1000, 1000),
+            sec("r", "c", 200, 300, 300),
+            sec("r", "d", 1200, 1300, 1300),
+        ]));
+        assert_eq!(
+            only(&verdict).longest_gap,
+            Some(Gap {
+                from_us: 1000,
+                to_us: 1200
+            })
+        );
+        let single = check(&history(vec![sec("r", "a", 100, 200, 200)]));
+        assert_eq!(
+            only(&single).longest_gap,
+            None,
+            "no gap before the first or after the last"
+        );
+    }
+
+    #[test]
+    fn majority_counts_each_node_once() {
+        let up = |node, from_us, to_us| NodeUp {
+            node,
+            from_us,
+            to_us,
+        };
+        // Node 0 reported twice over [0,100): still one node, so no majority of three there.
+        let majority = majority_up(3, &[up(0, 0, 100), up(0, 50, 100), up(1, 50, 200)]);
+        assert_eq!(
+            majority,
+            [Gap {
+                from_us: 50,
+                to_us: 100
+            }]
+        );
+        // Four nodes need three; handover at 100 keeps the majority without a break.
+        let majority = majority_up(
+            4,
+            &[up(0, 0, 100), up(1, 0, 300), up(2, 0, 300), up(3, 100, 200)],
+        );
+        assert_eq!(
+            majority,
+            [Gap {
+                from_us: 0,
+                to_us: 200
+            }]
+        );
+        assert_eq!(
+            majority_up(1, &[up(0, 10, 20)]),
+            [Gap {
+                from_us: 10,
+                to_us: 20
+            }]
+        );
+        assert!(majority_up(0, &[]).is_empty());
+    }
+
+    #[test]
+    fn resources_are_judged_independently() {
+        let mut sections = vec![
+            // "x": overlap between a and b, but the same times on "y" belong to other resources.
+            sec("x", "a", 0, 100, 100),
+            sec("x", "b", 50, 150, 150),
+            sec("y", "c", 60, 70, 70),
+            Section {
+                fence: Some(9),
+                ..sec("z", "d", 0, 10, 10)
+            },
+            Section {
+                fence: Some(3),
+                ..sec("z", "e", 100, 110, 110)
+            },
+        ];
+        // Token 1 on "y" after token 9 on "z" is fine: tokens are per resource.
+        sections.push(Section {
+            fence: Some(1),
+            ..sec("y", "f", 200, 210, 210)
+        });
+        let verdict = check(&history(sections));
+        let summary: Vec<(&str, usize, usize, usize)> = verdict
+            .resources
+            .iter()
+            .map(|r| {
+                (
+                    r.resource.as_str(),
+                    r.sections,
+                    r.overlaps.len(),
+                    r.token_violations.len(),
+                )
+            })
+            .collect();
+        assert_eq!(summary, [("x", 2, 1, 0), ("y", 2, 0, 0), ("z", 2, 0, 1)]);
+        assert_eq!(verdict.violations, 2);
+    }
+
+    #[test]
+    fn empty_history_is_safe() {
+        let verdict = check(&history(Vec::new()));
+        assert!(verdict.resources.is_empty());
+        assert!(verdict.is_safe());
+    }
+
+    /// Small deterministic generator, so the comparison below needs no dependency.
+    struct Lcg(u64);
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    #[test]
+    fn sweep_agrees_with_checking_every_pair() {
+        for seed in 0..1000 {
+            let mut rng = Lcg(seed);
+            let n = rng.below(12) + 1;
+            let sections: Vec<Section> = (0..n)
+                .map(|_| {
+                    let enter = rng.below(50);
+                    let exit = enter + rng.below(20);
+                    let valid_until = enter + rng.below(25);
+                    let value = format!("v{}", rng.below(6));
+                    let fence = (rng.below(3) > 0).then(|| rng.below(8));
+                    Section {
+                        fence,
+                        ..sec("r", &value, enter, exit, valid_until)
+                    }
+                })
+                .collect();
+            let verdict = check(&history(sections.clone()));
+
+            let mut expected: Vec<(u64, u64, String, String)> = Vec::new();
+            for (i, a) in sections.iter().enumerate() {
+                for b in &sections[i + 1..] {
+                    let from = a.enter_us.max(b.enter_us);
+                    let to = a.believed_until_us().min(b.believed_until_us());
+                    if a.value != b.value && to > from {
+                        let mut pair = [a.value.clone(), b.value.clone()];
+                        pair.sort();
+                        let [x, y] = pair;
+                        expected.push((from, to, x, y));
+                    }
+                }
+            }
+            let mut got: Vec<(u64, u64, String, String)> = only(&verdict)
+                .overlaps
+                .iter()
+                .map(|o| {
+                    let mut pair = [o.first.value.clone(), o.second.value.clone()];
+                    pair.sort();
+                    let [x, y] = pair;
+                    (o.from_us, o.to_us, x, y)
+                })
+                .collect();
+            expected.sort();
+            got.sort();
+            assert_eq!(got, expected, "seed {seed}: {sections:#?}");
+
+            // Tokens, by the definition: a later-entered section whose token is at most an
+            // earlier one's, other than an equal token of its own acquisition.
+            let mut ordered = sections.clone();
+            ordered.sort_by_key(|s| (s.enter_us, s.fence));
+            let expected_tokens = ordered
+                .iter()
+                .enumerate()
+                .filter(|&(i, s)| {
+                    s.fence.is_some_and(|f| {
+                        ordered[..i].iter().any(|e| {
+                            e.fence
+                                .is_some_and(|g| f < g || (f == g && e.value != s.value))
+                        })
+                    })
+                })
+                .count();
+            assert_eq!(
+                only(&verdict).token_violations.len(),
+                expected_tokens,
+                "seed {seed}: {ordered:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hundred_thousand_sections() {
+        let sections: Vec<Section> = (0..100_000u64)
+            .map(|i| Section {
+                fence: Some(i),
+                ..sec("r", &format!("v{i}"), i * 10, i * 10 + 10, i * 10 + 10)
+            })
+            .collect();
+        let verdict = check(&history(sections));
+        assert!(verdict.is_safe());
+        assert_eq!(only(&verdict).sections, 100_000);
+    }
+}

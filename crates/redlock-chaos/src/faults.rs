@@ -1,0 +1,657 @@
+//! The fault scheduler: a reproducible plan drawn from the seed ([`plan`], pure), and the
+//! injector that carries it out against the run's servers, proxies and clients, recording every
+//! applied event as a [`FaultEvent`] and every node's up-time.
+//!
+//! # The plan
+//! The first fault starts [`FIRST_AT`] into the run, then one every 1–3 s; each lasts 0.5–2 s and
+//! is over [`QUIET_END`] before the run ends, so recovery is part of the record. Each fault is of
+//! one of the enabled kinds, drawn at random:
+//!
+//! | kind | what it does to a node (or client) | undone by |
+//! |---|---|---|
+//! | `kill` | `SIGKILL` (in a failover pair: and promote the replica) | restart with its data (AOF, `appendfsync always`) |
+//! | `restart` | `SIGKILL` (in a failover pair: and promote the replica) | restart with its data deleted (a lost disk) |
+//! | `pause` | `SIGSTOP`: connections stay open, nothing is answered | `SIGCONT` |
+//! | `delay` | its proxy holds every chunk back 50–300 ms | heal |
+//! | `drop` | its proxy closes every open connection | (instant) |
+//! | `client-pause` | the client, in its next critical section, sleeps past its validity by 100–700 ms after its last validity check and before its write | (instant) |
+//!
+//! # Invariants
+//! 1. The plan is a pure function of its inputs: the same seed gives the same faults, in the
+//!    same order, at the same offsets. Only the moment each is applied varies with the machine.
+//! 2. At most a minority of slots is impaired (killed, paused or delayed) at any time: at most
+//!    `max(1, (slots − 1) / 2)`, so a single node can still be taken down. The plan keeps a
+//!    margin ([`SLACK`]) for late starts, and the injector checks again before applying.
+//! 3. Every fault is undone before the run ends, and on stop every paused node is resumed; the
+//!    injector performs at most two steps per planned fault, each bounded in time.
+//! 4. Kills and restarts are aimed: the injector waits up to [`AIM_WAIT`] for a client that has
+//!    just entered a critical section (at most [`FRESH`] ago, with at least [`STAYS`] of work
+//!    left) while another client is trying to acquire the same resource, because a node lost
+//!    right after granting a lock somebody else wants is the case that matters. In a
+//!    failover pair it also waits for the replica to lack that lock's key (`EXISTS`), which is
+//!    the race of the Redlock page: the master dies before the write reaches the replica. After
+//!    [`AIM_WAIT`] the fault is applied anyway.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::history::{FaultEvent, FaultKind};
+use crate::record::Recorder;
+use crate::topology::Topology;
+
+/// When the first fault may start: the clients are busy by then.
+pub const FIRST_AT: Duration = Duration::from_secs(1);
+/// Every fault is over this long before the run ends.
+pub const QUIET_END: Duration = Duration::from_secs(1);
+/// Margin kept after a node fault's planned end before the plan counts the node as whole again:
+/// a restart takes time, and an aimed kill may start late.
+pub const SLACK: Duration = Duration::from_secs(1);
+/// How long a kill waits for a fresh lock holder to aim at (invariant 4).
+pub const AIM_WAIT: Duration = Duration::from_secs(1);
+/// A holder is fresh for this long after entering its section.
+pub const FRESH: Duration = Duration::from_millis(100);
+/// The work a fresh holder must have left.
+pub const STAYS: Duration = Duration::from_millis(250);
+
+/// A kind of fault, as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fault {
+    /// `SIGKILL`, then a restart with the node's data.
+    Kill,
+    /// `SIGKILL`, then a restart without the node's data.
+    Restart,
+    /// `SIGSTOP`, then `SIGCONT`.
+    Pause,
+    /// Added latency on the node's proxy.
+    Delay,
+    /// The node's proxy closes every open connection.
+    Drop,
+    /// A client sleeps past its validity inside its critical section.
+    ClientPause,
+}
+
+impl Fault {
+    /// Every kind.
+    pub const ALL: [Fault; 6] = [
+        Fault::Kill,
+        Fault::Restart,
+        Fault::Pause,
+        Fault::Delay,
+        Fault::Drop,
+        Fault::ClientPause,
+    ];
+
+    /// The kinds enabled when none are named: all but `drop`.
+    pub const DEFAULT: [Fault; 5] = [
+        Fault::Kill,
+        Fault::Pause,
+        Fault::Restart,
+        Fault::Delay,
+        Fault::ClientPause,
+    ];
+
+    /// The name on the command line.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Restart => "restart",
+            Fault::Pause => "pause",
+            Fault::Delay => "delay",
+            Fault::Drop => "drop",
+            Fault::ClientPause => "client-pause",
+        }
+    }
+
+    /// Parses a comma-separated list (`kill,pause`), ignoring blanks and repeats; `none` or an
+    /// empty list enables no fault.
+    ///
+    /// # Errors
+    /// A one-line message naming the unknown kind and the known ones.
+    pub fn parse_list(list: &str) -> Result<Vec<Fault>, String> {
+        let mut faults = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if name == "none" {
+                continue;
+            }
+            let fault = name.parse()?;
+            if !faults.contains(&fault) {
+                faults.push(fault);
+            }
+        }
+        Ok(faults)
+    }
+
+    /// Whether it leaves its node impaired for a while (invariant 2).
+    fn impairs(self) -> bool {
+        matches!(
+            self,
+            Fault::Kill | Fault::Restart | Fault::Pause | Fault::Delay
+        )
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = Fault::ALL.iter().map(|f| f.name()).collect();
+                format!(
+                    "unknown fault {name:?}: expected a comma-separated list of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// One fault of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planned {
+    /// When it starts, from the start of the run.
+    pub at: Duration,
+    /// How long it lasts (for kinds that are undone).
+    pub lasts: Duration,
+    /// What it does.
+    pub action: Action,
+}
+
+/// What a planned fault does, to whom. Nodes are named by slot: the client-facing position,
+/// which in a failover pair is whichever node is master when the fault starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Kill the node, bring it back with its data.
+    Kill {
+        /// The slot.
+        slot: usize,
+    },
+    /// Kill the node, bring it back without its data.
+    Restart {
+        /// The slot.
+        slot: usize,
+    },
+    /// Stop the node, then continue it.
+    Pause {
+        /// The slot.
+        slot: usize,
+    },
+    /// Delay the node's traffic, then heal.
+    Delay {
+        /// The slot.
+        slot: usize,
+        /// The added delay per chunk, each way.
+        ms: u64,
+    },
+    /// Close the node's connections.
+    Drop {
+        /// The slot.
+        slot: usize,
+    },
+    /// Pause a client past its validity in its next critical section.
+    ClientPause {
+        /// The client.
+        client: u32,
+        /// How far past its validity, in ms.
+        extra_ms: u64,
+    },
+}
+
+impl Action {
+    /// The kind of fault this is.
+    #[must_use]
+    pub fn kind(self) -> Fault {
+        match self {
+            Action::Kill { .. } => Fault::Kill,
+            Action::Restart { .. } => Fault::Restart,
+            Action::Pause { .. } => Fault::Pause,
+            Action::Delay { .. } => Fault::Delay,
+            Action::Drop { .. } => Fault::Drop,
+            Action::ClientPause { .. } => Fault::ClientPause,
+        }
+    }
+}
+
+/// At most this many slots impaired at once (invariant 2).
+#[must_use]
+pub fn max_impaired(slots: usize) -> usize {
+    (slots.saturating_sub(1) / 2).max(1)
+}
+
+/// Plans the faults of a run of `duration` over `slots` nodes and `clients` clients, from
+/// `faults` (the enabled kinds) and `seed` (invariant 1).
+#[must_use]
+pub fn plan(
+    faults: &[Fault],
+    slots: usize,
+    clients: u32,
+    duration: Duration,
+    seed: u64,
+) -> Vec<Planned> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut planned = Vec::new();
+    // Usable kinds only: no node faults without nodes, no client pauses without clients.
+    let kinds: Vec<Fault> = faults
+        .iter()
+        .copied()
+        .filter(|f| {
+            if *f == Fault::ClientPause {
+                clients > 0
+            } else {
+                slots > 0
+            }
+        })
+        .collect();
+    let Some(last_end) = duration.checked_sub(QUIET_END) else {
+        return planned;
+    };
+    if kinds.is_empty() {
+        return planned;
+    }
+    let min_lasts = Duration::from_millis(500);
+    // Per slot: until when it is counted as impaired (planned end + SLACK).
+    let mut busy_until = vec![Duration::ZERO; slots];
+    let mut at = FIRST_AT;
+    // At most one fault per second of run: the loop is bounded by the duration.
+    while at + min_lasts <= last_end {
+        let kind = kinds[rng.random_range(0..kinds.len())];
+        let lasts = Duration::from_millis(rng.random_range(500..=2000)).min(last_end - at);
+        let action = match kind {
+            Fault::ClientPause => Some(Action::ClientPause {
+                client: rng.random_range(0..clients),
+                extra_ms: rng.random_range(100..=700),
+            }),
+            _ => {
+                let free: Vec<usize> = (0..slots).filter(|&s| busy_until[s] <= at).collect();
+                let impaired = slots - free.len();
+                // A drop impairs nothing for long, so it may hit any slot.
+                let slot = if kind.impairs() {
+                    free.get(rng.random_range(0..free.len().max(1))).copied()
+                } else {
+                    Some(rng.random_range(0..slots))
+                };
+                match slot {
+                    Some(slot) if !kind.impairs() || impaired < max_impaired(slots) => {
+                        if kind.impairs() {
+                            busy_until[slot] = at + lasts + SLACK;
+                        }
+                        Some(match kind {
+                            Fault::Kill => Action::Kill { slot },
+                            Fault::Restart => Action::Restart { slot },
+                            Fault::Pause => Action::Pause { slot },
+                            Fault::Delay => Action::Delay {
+                                slot,
+                                ms: rng.random_range(50..=300),
+                            },
+                            _ => Action::Drop { slot },
+                        })
+                    }
+                    // A minority is already impaired: skip this turn (invariant 2).
+                    _ => None,
+                }
+            }
+        };
+        if let Some(action) = action {
+            planned.push(Planned { at, lasts, action });
+        }
+        at += Duration::from_millis(rng.random_range(1000..=3000));
+    }
+    planned
+}
+
+/// A step of the injector's timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    /// Apply planned fault `i`.
+    Start(usize),
+    /// Undo planned fault `i`, which hit `node`.
+    End(usize, usize),
+}
+
+/// Carries out `plan` against `topology`, with times relative to the record's origin, then
+/// waits; returns when a message (or a hang-up) arrives on `stop`. Blocks; runs on the thread
+/// that owns the servers. Faults still in force when it stops are undone where that is cheap
+/// (paused nodes are resumed, proxies healed); killed nodes stay down, since the run is over.
+pub(crate) fn inject<T>(
+    plan: &[Planned],
+    topology: &mut Topology,
+    record: &Recorder,
+    stop: &Receiver<T>,
+) {
+    let origin = record.origin();
+    let mut timeline: BinaryHeap<Reverse<(Instant, Step)>> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Reverse((origin + p.at, Step::Start(i))))
+        .collect();
+    let mut impaired: Vec<Option<Fault>> = vec![None; topology.slots()];
+    let mut paused: Vec<usize> = Vec::new();
+    // Invariant 3: each planned fault pushes at most one End, so this ends; then only the stop
+    // is awaited, as the servers must stay up until the clients are done.
+    let mut stopped = false;
+    while let Some(Reverse((due, step))) = timeline.pop() {
+        stopped = wait_until(due, stop);
+        if stopped {
+            break;
+        }
+        match step {
+            Step::Start(i) => {
+                let fault = plan[i];
+                let slot = slot_of(fault.action);
+                if let Some(slot) = slot {
+                    let busy = impaired.iter().filter(|f| f.is_some()).count();
+                    if fault.action.kind().impairs()
+                        && (impaired.get(slot).is_none_or(Option::is_some)
+                            || busy >= max_impaired(topology.slots()))
+                    {
+                        tracing::debug!(?fault, "skipped: a minority is already impaired");
+                        continue;
+                    }
+                }
+                if matches!(fault.action, Action::Kill { .. } | Action::Restart { .. }) {
+                    stopped = aim(record, topology, stop);
+                    if stopped {
+                        break;
+                    }
+                }
+                match start(fault.action, topology, record) {
+                    Ok(Some(node)) => {
+                        if let Some(slot) = slot {
+                            impaired[slot] = Some(fault.action.kind());
+                        }
+                        if matches!(fault.action, Action::Pause { .. }) {
+                            paused.push(node);
+                        }
+                        timeline.push(Reverse((Instant::now() + fault.lasts, Step::End(i, node))));
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(?fault, "fault not applied: {e}"),
+                }
+            }
+            Step::End(i, node) => {
+                let action = plan[i].action;
+                paused.retain(|&p| p != node);
+                if let Err(e) = end(action, node, topology, record) {
+                    tracing::warn!(?action, node, "fault not undone: {e}");
+                }
+                if let Some(slot) = slot_of(action) {
+                    impaired[slot] = None;
+                }
+            }
+        }
+    }
+    if !stopped {
+        // Whatever arrives (a message or a hang-up) means stop.
+        let _ = stop.recv();
+    }
+    for node in paused {
+        if topology.resume(node).is_ok() {
+            record.node_up(node);
+        }
+    }
+    for slot in 0..topology.slots() {
+        topology.proxy(slot).heal();
+    }
+}
+
+/// Sleeps until `due`; `true` if told to stop meanwhile.
+fn wait_until<T>(due: Instant, stop: &Receiver<T>) -> bool {
+    let left = due.saturating_duration_since(Instant::now());
+    !matches!(stop.recv_timeout(left), Err(RecvTimeoutError::Timeout))
+}
+
+/// Waits (at most [`AIM_WAIT`]) for a fresh lock holder whose lock a crash would lose
+/// (invariant 4); `true` if told to stop.
+fn aim<T>(record: &Recorder, topology: &Topology, stop: &Receiver<T>) -> bool {
+    let give_up = Instant::now() + AIM_WAIT;
+    // Bounded by AIM_WAIT: every pass waits 2 ms unless stopped.
+    while Instant::now() < give_up {
+        let fresh = record.fresh_holds(FRESH, STAYS);
+        if fresh
+            .iter()
+            .any(|resource| topology.replica_lacks(resource))
+        {
+            tracing::debug!(?fresh, "aimed");
+            return false;
+        }
+        if wait_until(Instant::now() + Duration::from_millis(2), stop) {
+            return true;
+        }
+    }
+    tracing::debug!("nothing to aim at");
+    false
+}
+
+fn slot_of(action: Action) -> Option<usize> {
+    match action {
+        Action::Kill { slot }
+        | Action::Restart { slot }
+        | Action::Pause { slot }
+        | Action::Delay { slot, .. }
+        | Action::Drop { slot } => Some(slot),
+        Action::ClientPause { .. } => None,
+    }
+}
+
+fn event(record: &Recorder, node: Option<usize>, kind: FaultKind, detail: String) {
+    record.fault(FaultEvent {
+        at_us: record.now_us(),
+        node,
+        client: None,
+        kind,
+        detail,
+    });
+}
+
+/// Applies `action`; the node it hit, if it is to be undone later.
+fn start(
+    action: Action,
+    topology: &mut Topology,
+    record: &Recorder,
+) -> Result<Option<usize>, crate::ChaosError> {
+    match action {
+        Action::Kill { slot } | Action::Restart { slot } => {
+            let killed = topology.kill(slot)?;
+            record.node_down(killed.node);
+            let comes_back = if matches!(action, Action::Kill { .. }) {
+                "back later with its data"
+            } else {
+                "back later without its data"
+            };
+            event(
+                record,
+                Some(killed.node),
+                FaultKind::Kill,
+                format!("SIGKILL node {}, {comes_back}", killed.node),
+            );
+            if let Some(promoted) = killed.promoted {
+                event(
+                    record,
+                    Some(promoted),
+                    FaultKind::Failover,
+                    format!(
+                        "REPLICAOF NO ONE on node {promoted}; clients and replication now go to it"
+                    ),
+                );
+            }
+            Ok(Some(killed.node))
+        }
+        Action::Pause { slot } => {
+            let node = topology.pause(slot)?;
+            record.node_down(node);
+            event(record, Some(node), FaultKind::Pause, "SIGSTOP".to_owned());
+            Ok(Some(node))
+        }
+        Action::Delay { slot, ms } => {
+            topology.proxy(slot).set_delay(Duration::from_millis(ms));
+            let node = topology.node_of(slot);
+            event(
+                record,
+                Some(node),
+                FaultKind::Delay { ms },
+                format!("proxy holds every chunk back {ms} ms"),
+            );
+            Ok(Some(node))
+        }
+        Action::Drop { slot } => {
+            topology.proxy(slot).drop_connections();
+            let node = topology.node_of(slot);
+            event(
+                record,
+                Some(node),
+                FaultKind::DropConnections,
+                "proxy closed every open connection".to_owned(),
+            );
+            Ok(None)
+        }
+        Action::ClientPause { client, extra_ms } => {
+            // Recorded by the client when it takes the pause, with its real length.
+            record.arm_pause(client, extra_ms);
+            Ok(None)
+        }
+    }
+}
+
+/// Undoes `action`, which hit `node`.
+fn end(
+    action: Action,
+    node: usize,
+    topology: &mut Topology,
+    record: &Recorder,
+) -> Result<(), crate::ChaosError> {
+    match action {
+        Action::Kill { .. } | Action::Restart { .. } => {
+            let with_data = matches!(action, Action::Kill { .. });
+            topology.bring_back(node, with_data)?;
+            record.node_up(node);
+            let detail = if with_data {
+                "restarted with its data (AOF, appendfsync always)"
+            } else {
+                "restarted with its data deleted"
+            };
+            event(
+                record,
+                Some(node),
+                FaultKind::Restart { with_data },
+                detail.to_owned(),
+            );
+        }
+        Action::Pause { .. } => {
+            if topology.is_running(node) {
+                topology.resume(node)?;
+                record.node_up(node);
+                event(record, Some(node), FaultKind::Resume, "SIGCONT".to_owned());
+            }
+        }
+        Action::Delay { slot, .. } => {
+            topology.proxy(slot).heal();
+            event(
+                record,
+                Some(node),
+                FaultKind::Heal,
+                "proxy delay removed".to_owned(),
+            );
+        }
+        Action::Drop { .. } | Action::ClientPause { .. } => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn the_same_seed_gives_the_same_plan() {
+        let a = plan(&Fault::DEFAULT, 5, 8, RUN, 42);
+        assert_eq!(a, plan(&Fault::DEFAULT, 5, 8, RUN, 42));
+        assert_ne!(a, plan(&Fault::DEFAULT, 5, 8, RUN, 43));
+        assert!(a.len() >= 10, "a fault every 1-3 s: {}", a.len());
+    }
+
+    #[test]
+    fn faults_stay_inside_the_run_and_use_only_enabled_kinds() {
+        for seed in 0..50 {
+            for kinds in [&[Fault::Kill][..], &[Fault::ClientPause, Fault::Delay]] {
+                for p in plan(kinds, 5, 4, Duration::from_secs(20), seed) {
+                    assert!(p.at >= FIRST_AT, "{p:?}");
+                    assert!(p.at + p.lasts <= Duration::from_secs(19), "{p:?}");
+                    assert!(kinds.contains(&p.action.kind()), "{p:?}");
+                    if let Action::ClientPause { client, .. } = p.action {
+                        assert!(client < 4);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn never_more_than_a_minority_is_impaired() {
+        for slots in 1..=7 {
+            for seed in 0..50 {
+                let planned = plan(&Fault::ALL, slots, 4, RUN, seed);
+                // Sweep every start: count the impairing faults in force then.
+                for p in &planned {
+                    let at_once = planned
+                        .iter()
+                        .filter(|q| {
+                            q.action.kind().impairs() && q.at <= p.at && p.at < q.at + q.lasts
+                        })
+                        .count();
+                    assert!(
+                        at_once <= max_impaired(slots),
+                        "{slots} slots, seed {seed}: {at_once} at {:?}",
+                        p.at
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn minorities() {
+        assert_eq!(
+            (1..=7).map(max_impaired).collect::<Vec<_>>(),
+            [1, 1, 1, 1, 2, 2, 3]
+        );
+    }
+
+    #[test]
+    fn no_kinds_or_a_short_run_plan_nothing() {
+        assert!(plan(&[], 5, 4, RUN, 1).is_empty());
+        assert!(plan(&Fault::DEFAULT, 5, 4, Duration::from_secs(2), 1).is_empty());
+        assert!(plan(&[Fault::ClientPause], 5, 0, RUN, 1).is_empty());
+    }
+
+    #[test]
+    fn lists_parse_and_unknown_kinds_are_named() {
+        assert_eq!(
+            Fault::parse_list(" kill,pause,,kill "),
+            Ok(vec![Fault::Kill, Fault::Pause])
+        );
+        assert_eq!(Fault::parse_list("none"), Ok(vec![]));
+        for f in Fault::ALL {
+            assert_eq!(f.name().parse::<Fault>(), Ok(f));
+        }
+        let err = Fault::parse_list("kill,partition").unwrap_err();
+        assert!(err.contains("\"partition\""), "{err}");
+        assert!(err.contains("client-pause"), "{err}");
+    }
+}

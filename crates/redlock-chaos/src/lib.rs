@@ -1,0 +1,49 @@
+//! A Jepsen-style checker for redlock: run lock clients against real local servers while faults
+//! are injected, record what every client believed, and check from that history alone whether
+//! two holders of one resource ever overlapped.
+//!
+//! The crate has two halves. The pure half ([`history`], [`checker`], [`report`]) knows nothing
+//! about Redis, processes or time: it takes a recorded [`History`] and gives a [`Verdict`], so
+//! every rule can be unit-tested on hand-made histories. The runner half starts the nodes,
+//! injects the faults and drives the clients; it only ever *produces* a [`History`].
+//!
+//! # Layout
+//!
+//! - [`history`]: the recorded run: critical sections, fault events, node up-time (the format
+//!   both halves agree on; serialised as one JSON document).
+//! - [`checker`]: pure verdict per resource: overlapping holders, fencing-token order, stale
+//!   writes refused, the longest wait with no holder.
+//! - [`report`]: a text summary table, and HTML / SVG / JSON reports with a timeline.
+//! - [`runner`]: [`run`] / [`run_until`]: starts everything, drives the clients, returns the
+//!   [`History`]; the fenced in-memory store that plays the protected resource.
+//! - [`strategies`]: the lock designs under test behind one small trait: ours, ours without
+//!   quarantine, a single instance, a master with a replica promoted on crash, and the old
+//!   `SETNX`/`GETSET` recipe.
+//! - [`faults`]: the seeded, reproducible fault plan and its injector.
+//! - [`proxy`]: the loopback TCP proxy in front of each node (latency, dropped connections).
+//! - `topology`: the servers and proxies of a run; `record`: live state turned into a history;
+//!   `error`: [`ChaosError`].
+
+#![warn(missing_docs)]
+
+pub mod checker;
+pub mod history;
+pub mod report;
+
+pub use checker::{Gap, Overlap, ResourceVerdict, TokenViolation, Verdict, check};
+pub use history::{FaultEvent, FaultKind, History, NodeUp, Section, WriteOutcome};
+pub use report::{summary_table, write_report};
+
+// The runner half: servers, proxies, faults and clients of a run, producing a History.
+mod error;
+pub mod faults;
+pub mod proxy;
+mod record;
+pub mod runner;
+pub mod strategies;
+mod topology;
+
+pub use error::ChaosError;
+pub use faults::Fault;
+pub use runner::{ChaosConfig, Phase, Progress, Snapshot, run, run_until};
+pub use strategies::Strategy;

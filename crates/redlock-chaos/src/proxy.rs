@@ -1,0 +1,292 @@
+//! A loopback TCP proxy in front of one node, so that network faults can be injected without
+//! touching anything but our own sockets.
+//!
+//! Clients (and, for the failover strategy, the replica's replication link) connect to the
+//! proxy's port instead of the node's; every accepted connection gets its own connection to the
+//! current upstream port, and bytes are pumped both ways. At run time, from any thread:
+//!
+//! - [`Proxy::set_delay`]: every chunk read afterwards is held back for this long before it is
+//!   written on. Chunks are delayed, not throttled: a pipeline of requests keeps its throughput
+//!   and simply arrives later, as behind a slow link.
+//! - [`Proxy::drop_connections`]: every connection open now is closed at once (both sides);
+//!   new ones are accepted as usual.
+//! - [`Proxy::set_upstream`]: new connections go to another port (a failover), current ones are
+//!   dropped.
+//! - [`Proxy::heal`]: no more delay.
+//!
+//! # Invariants
+//! 1. Bytes of one connection and direction are written in the order they were read, whatever
+//!    the delay does in between (one queue, one writer per direction).
+//! 2. A connection ends as a whole: when either side closes or fails, or on a drop, both sockets
+//!    are closed, so a client sees a dead node as a closed connection, never a half-open one.
+//! 3. Every task of a proxy ends when its shutdown token is cancelled; nothing outlives the run.
+//! 4. The proxy listens on 127.0.0.1 only and connects to 127.0.0.1 only.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How long connecting to the upstream node may take. A stopped (`SIGSTOP`) node still
+/// completes TCP handshakes from its backlog, so this only bounds a truly unreachable port.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The largest chunk read at once.
+const CHUNK: usize = 16 * 1024;
+/// Chunks queued per direction while they wait out their delay; a full queue stops reading, so
+/// a slow link pushes back instead of buffering without bound.
+const QUEUE: usize = 256;
+
+/// A running proxy. Cheap to clone; all clones control the same proxy.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    port: u16,
+    /// The node's port; 0 while there is none (connections are then closed at once).
+    upstream: AtomicU16,
+    delay_ms: AtomicU64,
+    /// Cancelled to drop every connection open now; replaced by a fresh one each time.
+    generation: Mutex<CancellationToken>,
+    shutdown: CancellationToken,
+}
+
+impl Proxy {
+    /// Binds a free port on 127.0.0.1 and starts accepting, forwarding to `upstream` (a port on
+    /// 127.0.0.1; 0 for "not yet", see [`set_upstream`](Self::set_upstream)). The proxy stops,
+    /// and closes all its connections, when `shutdown` is cancelled.
+    ///
+    /// # Errors
+    /// If the port cannot be bound.
+    ///
+    /// # Cancel safety
+    /// Nothing is started before the port is bound, so dropping the future leaves nothing behind.
+    pub async fn start(upstream: u16, shutdown: CancellationToken) -> io::Result<Self> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let port = listener.local_addr()?.port();
+        let inner = Arc::new(Inner {
+            port,
+            upstream: AtomicU16::new(upstream),
+            delay_ms: AtomicU64::new(0),
+            generation: Mutex::new(shutdown.child_token()),
+            shutdown,
+        });
+        tokio::spawn(accept_loop(listener, Arc::clone(&inner)));
+        Ok(Self { inner })
+    }
+
+    /// The port clients connect to.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.inner.port
+    }
+
+    /// `redis://127.0.0.1:PORT` for this proxy.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.inner.port)
+    }
+
+    /// Delays every chunk read from now on by `delay`, in both directions.
+    pub fn set_delay(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.inner.delay_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Closes every connection open now, both sides (invariant 2).
+    pub fn drop_connections(&self) {
+        let fresh = self.inner.shutdown.child_token();
+        let old = std::mem::replace(&mut *self.inner.generation(), fresh);
+        old.cancel();
+    }
+
+    /// Sends new connections to `port` on 127.0.0.1 and drops the current ones.
+    pub fn set_upstream(&self, port: u16) {
+        self.inner.upstream.store(port, Ordering::Relaxed);
+        self.drop_connections();
+    }
+
+    /// Removes the delay. Dropped connections are not restored: clients reconnect by themselves.
+    pub fn heal(&self) {
+        self.set_delay(Duration::ZERO);
+    }
+}
+
+impl Inner {
+    fn generation(&self) -> std::sync::MutexGuard<'_, CancellationToken> {
+        self.generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn delay(&self) -> Duration {
+        Duration::from_millis(self.delay_ms.load(Ordering::Relaxed))
+    }
+}
+
+async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = inner.shutdown.cancelled() => return, // invariant 3
+        };
+        let Ok((client, _)) = accepted else {
+            // E.g. too many open files: back off a little rather than spin.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let dropped = inner.generation().clone();
+        tokio::spawn(connection(client, Arc::clone(&inner), dropped));
+    }
+}
+
+/// One proxied connection, from accept to close (invariant 2).
+async fn connection(client: TcpStream, inner: Arc<Inner>, dropped: CancellationToken) {
+    let port = inner.upstream.load(Ordering::Relaxed);
+    if port == 0 {
+        return;
+    }
+    let upstream = tokio::select! {
+        connected = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port))),
+        ) => match connected {
+            Ok(Ok(upstream)) => upstream,
+            _ => return, // dropping `client` closes it: the node looks down, as it is
+        },
+        () = dropped.cancelled() => return,
+    };
+    // Redis requests are small; without this, Nagle would add its own delay on top of ours.
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    tokio::select! {
+        () = pump(client_read, upstream_write, &inner) => {}
+        () = pump(upstream_read, client_write, &inner) => {}
+        () = dropped.cancelled() => {}
+    }
+    // Returning drops all four halves, which closes both sockets.
+}
+
+/// Copies `from` to `to`, each chunk held back by the delay in force when it was read. Ends when
+/// `from` closes or either side fails, after writing out what was already read.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, inner: &Inner) {
+    let (queue, mut queued) = mpsc::channel::<(Instant, Vec<u8>)>(QUEUE);
+    let read = async move {
+        let mut buf = vec![0; CHUNK];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    let due = Instant::now() + inner.delay();
+                    if queue.send((due, buf[..n].to_vec())).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        // `queue` is dropped here, which ends the writer once it has drained (invariant 1).
+    };
+    let write = async move {
+        while let Some((due, chunk)) = queued.recv().await {
+            // Not even a timer without a delay: tokio's timer would round up to the next ms.
+            if due > Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::join!(read, write);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-connection echo server; returns its port.
+    async fn echo() -> u16 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = socket.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        port
+    }
+
+    async fn round_trip(stream: &mut TcpStream, message: &[u8]) -> io::Result<Vec<u8>> {
+        stream.write_all(message).await?;
+        let mut got = vec![0; message.len()];
+        stream.read_exact(&mut got).await?;
+        Ok(got)
+    }
+
+    #[tokio::test]
+    async fn forwards_delays_drops_and_repoints() {
+        let shutdown = CancellationToken::new();
+        let proxy = Proxy::start(echo().await, shutdown.clone()).await.unwrap();
+        let mut stream = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        assert_eq!(round_trip(&mut stream, b"ping").await.unwrap(), b"ping");
+
+        proxy.set_delay(Duration::from_millis(100));
+        let started = std::time::Instant::now();
+        assert_eq!(round_trip(&mut stream, b"slow").await.unwrap(), b"slow");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(200),
+            "two delayed legs, took {took:?}"
+        );
+        proxy.heal();
+
+        proxy.drop_connections();
+        let mut buf = [0; 1];
+        let closed = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0) | Err(_))),
+            "a dropped connection reads as closed: {closed:?}"
+        );
+
+        proxy.set_upstream(echo().await);
+        let mut again = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        assert_eq!(round_trip(&mut again, b"back").await.unwrap(), b"back");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_dead_upstream_closes_the_client() {
+        let shutdown = CancellationToken::new();
+        let dead = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let proxy = Proxy::start(dead, shutdown.clone()).await.unwrap();
+        let mut stream = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        let mut buf = [0; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+        assert!(matches!(read, Ok(Ok(0) | Err(_))), "{read:?}");
+        shutdown.cancel();
+    }
+}

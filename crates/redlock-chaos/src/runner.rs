@@ -1,0 +1,661 @@
+//! The runner: starts the servers, proxies, clients and fault injector of one run, stops them
+//! all by the deadline, and returns what happened as a [`History`].
+//!
+//! # A run, step by step
+//! 1. One proxy per client-facing node (and, for a failover pair, one for the replication link)
+//!    is bound on 127.0.0.1; clients only ever see proxy ports.
+//! 2. A dedicated thread starts the servers (AOF, `appendfsync always`) and keeps them: the
+//!    launcher ties a server's life to the thread that started it, and every blocking operation
+//!    on processes stays off the async runtime. The same thread later injects the faults.
+//! 3. For strategies with the restart quarantine, the run waits until fresh nodes may vote.
+//! 4. Every client gets its own lock manager (or connection), as a separate process would, and
+//!    connects. Then the clock starts (time 0 of the history), the fault plan is handed to the
+//!    injector, and the clients loop until the deadline: pick a resource, acquire it, work a
+//!    little, check validity, maybe take an injected pause, write to the protected resource,
+//!    leave, release.
+//! 5. At the deadline (or on Ctrl-C) clients are stopped, the injector is told to stop, and the
+//!    servers are killed as their thread ends.
+//!
+//! # The protected resource
+//! Each resource has an in-memory store that stands for what the lock protects. It accepts a
+//! write whose fencing token is at least the largest it has seen and refuses an older one
+//! ([`WriteOutcome::RejectedStale`]); writes without a token are accepted blindly
+//! ([`WriteOutcome::Unfenced`]).
+//!
+//! # Invariants
+//! 1. Every loop and wait is bounded: clients end at the deadline (each step races the stop
+//!    token), joining them and the injector has a time limit, and the injector's own steps are
+//!    bounded (see [`faults`]).
+//! 2. Every process started is ours and is killed when the run ends, whichever way it ends:
+//!    the server thread kills its servers when it is told to stop or when the runner is dropped
+//!    (its channel hangs up), and the proxies stop with their shutdown token.
+//! 3. Times in the history come from one monotonic clock in this one process (see
+//!    [`history`](crate::history)).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::ChaosError;
+use crate::faults::{self, Fault, Planned};
+use crate::history::{FaultEvent, FaultKind, History, Section, WriteOutcome};
+use crate::proxy::Proxy;
+use crate::record::Recorder;
+use crate::strategies::{
+    Acquired, Design, Layout, LibraryClient, LockClient, SetnxClient, Strategy,
+};
+use crate::topology::Topology;
+
+/// How long a critical section's work takes, in ms, drawn per section. Long enough that a lock
+/// lost right after it was granted is still relied on for a while (the failover race needs
+/// that), short enough for many sections per run.
+const WORK_MS: std::ops::RangeInclusive<u64> = 20..=400;
+/// How long clients may take to notice the stop; their every step races it, so this is slack.
+const CLIENTS_STOP_WITHIN: Duration = Duration::from_secs(5);
+/// How long the server thread may take to stop: a restart in progress may need its full startup
+/// timeout (10 s) before it notices.
+const SERVERS_STOP_WITHIN: Duration = Duration::from_secs(30);
+/// How often the progress counters are refreshed.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChaosConfig {
+    /// The lock design under test (default [`Strategy::Redlock`]).
+    pub strategy: Strategy,
+    /// Independent nodes for the multi-node strategies (default 5); the single-node strategies
+    /// use one (plus a replica for the failover pair).
+    pub nodes: usize,
+    /// Lock clients (default 8).
+    pub clients: u32,
+    /// Resources the clients compete for (default 2).
+    pub resources: usize,
+    /// How long the workload runs, warm-up not included (default 60 s).
+    pub duration: Duration,
+    /// The enabled fault kinds (default [`Fault::DEFAULT`]).
+    pub faults: Vec<Fault>,
+    /// Drives the fault plan and every client's choices (default 0).
+    pub seed: u64,
+}
+
+impl Default for ChaosConfig {
+    fn default() -> Self {
+        Self {
+            strategy: Strategy::Redlock,
+            nodes: 5,
+            clients: 8,
+            resources: 2,
+            duration: Duration::from_secs(60),
+            faults: Fault::DEFAULT.to_vec(),
+            seed: 0,
+        }
+    }
+}
+
+impl ChaosConfig {
+    /// Checks the limits: 1–15 nodes, 1–64 clients, 1–64 resources, a duration of 1 s to 24 h.
+    ///
+    /// # Errors
+    /// [`ChaosError::Config`] naming the setting.
+    pub fn validate(&self) -> Result<(), ChaosError> {
+        let bad = |what: &str| Err(ChaosError::Config(what.to_owned()));
+        if !(1..=15).contains(&self.nodes) {
+            return bad("nodes must be between 1 and 15");
+        }
+        if !(1..=64).contains(&self.clients) {
+            return bad("clients must be between 1 and 64");
+        }
+        if !(1..=64).contains(&self.resources) {
+            return bad("resources must be between 1 and 64");
+        }
+        if self.duration < Duration::from_secs(1) || self.duration > Duration::from_secs(86_400) {
+            return bad("the duration must be between 1s and 24h");
+        }
+        Ok(())
+    }
+}
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Starting servers and proxies.
+    Starting,
+    /// Waiting for fresh nodes to leave their restart quarantine.
+    WarmingUp,
+    /// Clients are running and faults are injected.
+    Running,
+    /// Stopping clients and servers.
+    Stopping,
+}
+
+/// Live counters of a run, for a progress display; refreshed every 100 ms.
+#[derive(Debug, Default)]
+pub struct Progress {
+    phase: AtomicU8,
+    elapsed_ms: AtomicU64,
+    sections: AtomicU64,
+    faults: AtomicU64,
+}
+
+/// A reading of [`Progress`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Where the run is.
+    pub phase: Phase,
+    /// Time since the workload started.
+    pub elapsed: Duration,
+    /// Critical sections recorded so far.
+    pub sections: u64,
+    /// Fault events recorded so far.
+    pub faults: u64,
+}
+
+impl Progress {
+    /// The counters now.
+    #[must_use]
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            phase: match self.phase.load(Ordering::Relaxed) {
+                0 => Phase::Starting,
+                1 => Phase::WarmingUp,
+                2 => Phase::Running,
+                _ => Phase::Stopping,
+            },
+            elapsed: Duration::from_millis(self.elapsed_ms.load(Ordering::Relaxed)),
+            sections: self.sections.load(Ordering::Relaxed),
+            faults: self.faults.load(Ordering::Relaxed),
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        let n = match phase {
+            Phase::Starting => 0,
+            Phase::WarmingUp => 1,
+            Phase::Running => 2,
+            Phase::Stopping => 3,
+        };
+        self.phase.store(n, Ordering::Relaxed);
+    }
+
+    fn update(&self, record: &Recorder) {
+        let elapsed = record.origin().elapsed().as_millis();
+        self.elapsed_ms.store(
+            u64::try_from(elapsed).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        self.sections
+            .store(count(record.sections_so_far()), Ordering::Relaxed);
+        self.faults
+            .store(count(record.faults_so_far()), Ordering::Relaxed);
+    }
+}
+
+/// Runs `config` to its end and returns the history; Ctrl-C stops it early.
+///
+/// # Errors
+/// [`ChaosError::Interrupted`] after Ctrl-C, else see [`run_until`].
+///
+/// # Cancel safety
+/// Dropping the future stops the run: the server thread sees its channel hang up and kills every
+/// server, and the proxies stop. Client tasks end at their next step.
+pub async fn run(config: &ChaosConfig) -> Result<History, ChaosError> {
+    let stop = CancellationToken::new();
+    let on_ctrl_c = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.cancel();
+            }
+        })
+    };
+    let result = run_until(config, &stop, &Progress::default()).await;
+    on_ctrl_c.abort();
+    result
+}
+
+/// Runs `config` until its end or until `stop` is cancelled, updating `progress` on the way.
+///
+/// # Errors
+/// [`ChaosError::Config`] for a configuration that cannot work, [`ChaosError::Launch`] or
+/// [`ChaosError::Replication`] if the servers cannot be started, [`ChaosError::Io`] if a port or
+/// thread cannot be had, [`ChaosError::Interrupted`] if `stop` was cancelled before the end.
+/// Violations are not errors: check the history.
+///
+/// # Cancel safety
+/// As [`run`].
+pub async fn run_until(
+    config: &ChaosConfig,
+    stop: &CancellationToken,
+    progress: &Progress,
+) -> Result<History, ChaosError> {
+    config.validate()?;
+    progress.set_phase(Phase::Starting);
+    let layout = config.strategy.layout(config.nodes);
+    // Invariant 2: every proxy task stops when this guard goes, whichever way we leave.
+    let proxies_stop = CancellationToken::new();
+    let _proxies_guard = proxies_stop.clone().drop_guard();
+    let (slots, replicated) = Topology::proxies_needed(layout);
+    let mut proxies = Vec::with_capacity(slots);
+    for _ in 0..slots {
+        proxies.push(start_proxy(&proxies_stop).await?);
+    }
+    let replication = if replicated {
+        Some(start_proxy(&proxies_stop).await?)
+    } else {
+        None
+    };
+    let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+
+    let (mut servers, ready) = Servers::spawn(layout, proxies, replication)?;
+    let node_count = tokio::select! {
+        ready = ready => ready.unwrap_or_else(|_| Err(ChaosError::Io {
+            action: "start the servers",
+            source: std::io::Error::other("the server thread ended early"),
+        }))?,
+        () = stop.cancelled() => return servers.stopped_early().await,
+    };
+    progress.set_phase(Phase::WarmingUp);
+    tokio::select! {
+        () = tokio::time::sleep(config.strategy.warm_up()) => {}
+        () = stop.cancelled() => return servers.stopped_early().await,
+    }
+    let clients = tokio::select! {
+        clients = Clients::new(config, &urls) => clients?,
+        () = stop.cancelled() => return servers.stopped_early().await,
+    };
+
+    let record = Arc::new(Recorder::new(Instant::now(), node_count, config.clients));
+    // The seed itself, so that `faults::plan` with the same arguments shows a run's plan.
+    let plan = faults::plan(
+        &config.faults,
+        slots,
+        config.clients,
+        config.duration,
+        config.seed,
+    );
+    servers.go(plan, Arc::clone(&record));
+    let clients_stop = stop.child_token();
+    let workload = Workload {
+        record: Arc::clone(&record),
+        store: Arc::new(ProtectedStore::default()),
+        resources: (0..config.resources)
+            .map(|i| format!("chaos:{i}"))
+            .collect(),
+        stop: clients_stop.clone(),
+    };
+    let tasks = clients.spawn(config.seed, &workload);
+    progress.set_phase(Phase::Running);
+
+    let end = tokio::time::Instant::from_std(record.origin() + config.duration);
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    // Invariant 1: ends at `end` at the latest.
+    let interrupted = loop {
+        tokio::select! {
+            _ = tick.tick() => progress.update(&record),
+            () = tokio::time::sleep_until(end) => break false,
+            () = stop.cancelled() => break true,
+        }
+    };
+    progress.set_phase(Phase::Stopping);
+    clients_stop.cancel();
+    join_within(tasks, CLIENTS_STOP_WITHIN).await;
+    let clients_done_us = record.now_us();
+    servers.stop().await;
+    progress.update(&record);
+    if interrupted {
+        return Err(ChaosError::Interrupted);
+    }
+    Ok(record.take_history(
+        config.strategy.name().to_owned(),
+        config.seed,
+        config.clients,
+        clients_done_us,
+    ))
+}
+
+async fn start_proxy(shutdown: &CancellationToken) -> Result<Proxy, ChaosError> {
+    Proxy::start(0, shutdown.clone())
+        .await
+        .map_err(|source| ChaosError::Io {
+            action: "bind a proxy port on 127.0.0.1",
+            source,
+        })
+}
+
+/// Waits for `tasks` to end, at most `limit` in all; aborts those still running then.
+async fn join_within(tasks: Vec<JoinHandle<()>>, limit: Duration) {
+    let give_up = tokio::time::Instant::now() + limit;
+    for task in tasks {
+        let abort = task.abort_handle();
+        if tokio::time::timeout_at(give_up, task).await.is_err() {
+            tracing::warn!("a client did not stop in time; aborted");
+            abort.abort();
+        }
+    }
+}
+
+/// A stream of seeds derived from one (SplitMix64): independent choices per client and for the
+/// fault plan, all reproducible from `--seed`.
+fn derive(seed: u64, stream: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(stream.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// What the server thread is told.
+enum Command {
+    /// Start injecting `plan`, recording into the record.
+    Go(Vec<Planned>, Arc<Recorder>),
+    /// Stop injecting (or do not start) and kill the servers.
+    Stop,
+}
+
+/// The thread that owns the servers (see the module docs, step 2).
+struct Servers {
+    commands: mpsc::Sender<Command>,
+    done: Option<oneshot::Receiver<()>>,
+}
+
+/// Tells, once, how many servers answer, or why they could not be started.
+type Ready = oneshot::Receiver<Result<usize, ChaosError>>;
+
+impl Servers {
+    fn spawn(
+        layout: Layout,
+        proxies: Vec<Proxy>,
+        replication: Option<Proxy>,
+    ) -> Result<(Self, Ready), ChaosError> {
+        let (commands, inbox) = mpsc::channel();
+        let (ready_tx, ready) = oneshot::channel();
+        let (done_tx, done) = oneshot::channel();
+        thread::Builder::new()
+            .name("chaos-servers".to_owned())
+            .spawn(move || {
+                match Topology::start(layout, proxies, replication) {
+                    Ok(mut topology) => {
+                        let _ = ready_tx.send(Ok(topology.node_count()));
+                        if let Ok(Command::Go(plan, record)) = inbox.recv() {
+                            faults::inject(&plan, &mut topology, &record, &inbox);
+                        }
+                        drop(topology); // kills every server (invariant 2)
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+                let _ = done_tx.send(());
+            })
+            .map_err(|source| ChaosError::Io {
+                action: "start the server thread",
+                source,
+            })?;
+        let servers = Self {
+            commands,
+            done: Some(done),
+        };
+        Ok((servers, ready))
+    }
+
+    fn go(&self, plan: Vec<Planned>, record: Arc<Recorder>) {
+        let _ = self.commands.send(Command::Go(plan, record));
+    }
+
+    /// Tells the thread to stop and waits (bounded) until its servers are gone.
+    async fn stop(&mut self) {
+        let _ = self.commands.send(Command::Stop);
+        if let Some(done) = self.done.take() {
+            if tokio::time::timeout(SERVERS_STOP_WITHIN, done)
+                .await
+                .is_err()
+            {
+                tracing::warn!("the servers did not stop in time; they die with their thread");
+            }
+        }
+    }
+
+    async fn stopped_early(mut self) -> Result<History, ChaosError> {
+        self.stop().await;
+        Err(ChaosError::Interrupted)
+    }
+}
+
+/// Every client of a run, of one design.
+enum Clients {
+    Library(Vec<LibraryClient>),
+    Setnx(Vec<SetnxClient>),
+}
+
+impl Clients {
+    /// One client per `config.clients`, each with its own manager or connection, connected.
+    async fn new(config: &ChaosConfig, urls: &[String]) -> Result<Self, ChaosError> {
+        let seed = |id: u32| derive(config.seed, 1_000 + u64::from(id));
+        match config.strategy.design(urls) {
+            Design::Library(builder) => {
+                let mut clients = Vec::new();
+                for id in 0..config.clients {
+                    let client = LibraryClient::new(builder.clone().build()?, seed(id));
+                    client.connect().await;
+                    clients.push(client);
+                }
+                Ok(Clients::Library(clients))
+            }
+            Design::OldRecipe => {
+                let url = urls.first().map_or("", String::as_str);
+                let clients = (0..config.clients)
+                    .map(|id| SetnxClient::new(url, id, seed(id)))
+                    .collect::<Result<_, _>>()?;
+                Ok(Clients::Setnx(clients))
+            }
+        }
+    }
+
+    fn spawn(self, seed: u64, workload: &Workload) -> Vec<JoinHandle<()>> {
+        match self {
+            Clients::Library(clients) => spawn_all(clients, seed, workload),
+            Clients::Setnx(clients) => spawn_all(clients, seed, workload),
+        }
+    }
+}
+
+fn spawn_all<C: LockClient>(
+    clients: Vec<C>,
+    seed: u64,
+    workload: &Workload,
+) -> Vec<JoinHandle<()>> {
+    (0u32..)
+        .zip(clients)
+        .map(|(id, client)| {
+            let rng = StdRng::seed_from_u64(derive(seed, 2_000 + u64::from(id)));
+            tokio::spawn(client_loop(id, client, rng, workload.clone()))
+        })
+        .collect()
+}
+
+/// What every client shares.
+#[derive(Clone)]
+struct Workload {
+    record: Arc<Recorder>,
+    store: Arc<ProtectedStore>,
+    resources: Arc<[String]>,
+    stop: CancellationToken,
+}
+
+/// One client, until the stop (invariant 1).
+///
+/// Acquisitions and releases are not raced against the stop: each is bounded by itself (a short
+/// retry, node timeouts), and letting them finish leaves no lock half taken or half released
+/// behind. Only the critical section's sleeps end early.
+async fn client_loop<C: LockClient>(id: u32, mut client: C, mut rng: StdRng, w: Workload) {
+    while !w.stop.is_cancelled() {
+        let resource = &w.resources[rng.random_range(0..w.resources.len())];
+        let work = Duration::from_millis(rng.random_range(WORK_MS));
+        w.record.wants(id, Some(resource));
+        let acquired = client.acquire(resource).await;
+        w.record.wants(id, None);
+        let Some(acquired) = acquired else {
+            // Every design retries within `acquire`; this only keeps a design that fails at
+            // once from spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let section = critical_section(id, resource, &acquired, work, &w).await;
+        w.record.section(section);
+        client.release(acquired.held).await;
+    }
+}
+
+/// Enter, work, check validity, maybe pause (an injected fault), write, leave.
+async fn critical_section<H>(
+    id: u32,
+    resource: &str,
+    lock: &Acquired<H>,
+    work: Duration,
+    w: &Workload,
+) -> Section {
+    let entered = Instant::now();
+    let enter_us = w.record.us(entered);
+    w.record.enter(id, resource, enter_us, entered + work);
+    let mut write = WriteOutcome::NotAttempted;
+    let mut stopped = sleep_unless(work, &w.stop).await;
+    if !stopped && Instant::now() < lock.valid_until {
+        // The lock was valid when checked; a pause taken now lands between check and write,
+        // as a GC pause would.
+        if let Some(extra_ms) = w.record.take_pause(id) {
+            let pause = lock.valid_until.saturating_duration_since(Instant::now()) + ms(extra_ms);
+            w.record.fault(FaultEvent {
+                at_us: w.record.now_us(),
+                node: None,
+                client: Some(id),
+                kind: FaultKind::ClientPause {
+                    ms: u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+                },
+                detail: format!(
+                    "client {id} paused after its validity check, {extra_ms} ms past its deadline"
+                ),
+            });
+            stopped = sleep_unless(pause, &w.stop).await;
+        }
+        if !stopped {
+            write = w.store.write(resource, lock.fence);
+        }
+    }
+    let exit_us = w.record.now_us();
+    w.record.leave(id);
+    Section {
+        resource: resource.to_owned(),
+        client: id,
+        value: lock.value.clone(),
+        fence: lock.fence,
+        enter_us,
+        exit_us,
+        valid_until_us: w.record.us(lock.valid_until),
+        write,
+    }
+}
+
+/// Sleeps for `duration`; `true` if stopped first.
+async fn sleep_unless(duration: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(duration) => false,
+        () = stop.cancelled() => true,
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The protected resources: per resource, the largest fencing token written so far.
+#[derive(Debug, Default)]
+struct ProtectedStore {
+    largest: Mutex<HashMap<String, u64>>,
+}
+
+impl ProtectedStore {
+    /// Writes to `resource` with `fence`: accepted if the token is at least the largest seen,
+    /// refused as stale otherwise; without a token, accepted blindly.
+    fn write(&self, resource: &str, fence: Option<u64>) -> WriteOutcome {
+        let Some(token) = fence else {
+            return WriteOutcome::Unfenced;
+        };
+        let mut largest = self.largest.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = largest.entry(resource.to_owned()).or_insert(0);
+        if token >= *seen {
+            *seen = token;
+            WriteOutcome::Accepted
+        } else {
+            WriteOutcome::RejectedStale
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_refuses_older_tokens_only() {
+        let store = ProtectedStore::default();
+        assert_eq!(store.write("a", Some(5)), WriteOutcome::Accepted);
+        assert_eq!(
+            store.write("a", Some(5)),
+            WriteOutcome::Accepted,
+            "equal is fine"
+        );
+        assert_eq!(store.write("a", Some(4)), WriteOutcome::RejectedStale);
+        assert_eq!(
+            store.write("b", Some(1)),
+            WriteOutcome::Accepted,
+            "per resource"
+        );
+        assert_eq!(store.write("a", None), WriteOutcome::Unfenced);
+        assert_eq!(store.write("a", Some(9)), WriteOutcome::Accepted);
+    }
+
+    #[test]
+    fn derived_seeds_differ_per_stream_and_repeat() {
+        assert_eq!(derive(7, 1), derive(7, 1));
+        assert_ne!(derive(7, 1), derive(7, 2));
+        assert_ne!(derive(7, 1), derive(8, 1));
+    }
+
+    #[test]
+    fn configs_are_checked() {
+        assert!(ChaosConfig::default().validate().is_ok());
+        for bad in [
+            ChaosConfig {
+                nodes: 0,
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                clients: 0,
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                resources: 0,
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                duration: Duration::from_millis(500),
+                ..ChaosConfig::default()
+            },
+        ] {
+            assert!(
+                matches!(bad.validate(), Err(ChaosError::Config(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}
