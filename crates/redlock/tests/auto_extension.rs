@@ -22,6 +22,15 @@ fn reason_of(err: &Error) -> &LossReason {
     }
 }
 
+/// `res`, acquired in one attempt and kept alive with `options`.
+async fn kept(redlock: &Redlock, ttl: Duration, options: HoldOptions) -> redlock::Guard {
+    redlock
+        .try_acquire("res", ttl)
+        .await
+        .expect("the resource is free")
+        .keep_alive_with(ttl, options)
+}
+
 fn gone_everywhere(cluster: &mut Cluster, key: &str) {
     for i in 0..cluster.len() {
         assert_eq!(value_on(cluster.node(i), key), None, "key left on node {i}");
@@ -34,11 +43,7 @@ async fn a_guard_keeps_its_lock_across_many_ttls() {
     let redlock = connected(&cluster).await;
     let other = manager(&cluster);
     let ttl = Duration::from_millis(500);
-    let guard = redlock
-        .try_acquire("res", ttl)
-        .await
-        .unwrap()
-        .keep_alive(ttl);
+    let guard = kept(&redlock, ttl, HoldOptions::new()).await;
     let first_deadline = guard.deadline();
 
     let job_end = Instant::now() + Duration::from_millis(2500);
@@ -96,11 +101,7 @@ async fn deleting_the_key_on_a_majority_fires_the_loss_signal() {
     let mut cluster = cluster(3);
     let redlock = connected(&cluster).await;
     let ttl = Duration::from_secs(1);
-    let guard = redlock
-        .try_acquire("res", ttl)
-        .await
-        .unwrap()
-        .keep_alive(ttl);
+    let guard = kept(&redlock, ttl, HoldOptions::new()).await;
     let token = guard.lost_token();
     assert!(!token.is_cancelled());
 
@@ -174,11 +175,7 @@ async fn killing_a_majority_fires_the_loss_signal() {
     let mut cluster = cluster(3);
     let redlock = connected(&cluster).await;
     let ttl = Duration::from_secs(1);
-    let guard = redlock
-        .try_acquire("res", ttl)
-        .await
-        .unwrap()
-        .keep_alive(ttl);
+    let guard = kept(&redlock, ttl, HoldOptions::new()).await;
 
     cluster.node(0).kill().unwrap();
     cluster.node(1).kill().unwrap();
@@ -213,11 +210,7 @@ async fn stalled_nodes_let_the_validity_run_out_and_the_signal_still_fires() {
         .unwrap();
     redlock.connect().await;
     let ttl = Duration::from_secs(1);
-    let guard = redlock
-        .try_acquire("res", ttl)
-        .await
-        .unwrap()
-        .keep_alive(ttl);
+    let guard = kept(&redlock, ttl, HoldOptions::new()).await;
 
     cluster.node(0).pause().unwrap();
     cluster.node(1).pause().unwrap();
@@ -250,11 +243,7 @@ async fn max_extensions_ends_the_hold_while_the_lock_is_still_valid() {
     let options = HoldOptions::new()
         .interval(Duration::from_millis(100))
         .max_extensions(2);
-    let guard = redlock
-        .try_acquire("res", ttl)
-        .await
-        .unwrap()
-        .keep_alive_with(ttl, options);
+    let guard = kept(&redlock, ttl, options).await;
 
     tokio::time::timeout(SIGNAL_WITHIN, guard.lost())
         .await
@@ -313,11 +302,7 @@ async fn an_interval_that_cannot_work_is_reported_at_once() {
     let cluster = cluster(3);
     let redlock = connected(&cluster).await;
     let ttl = Duration::from_secs(10);
-    let guard = redlock
-        .try_acquire("res", ttl)
-        .await
-        .unwrap()
-        .keep_alive_with(ttl, HoldOptions::new().interval(ttl));
+    let guard = kept(&redlock, ttl, HoldOptions::new().interval(ttl)).await;
     tokio::time::timeout(SIGNAL_WITHIN, guard.lost())
         .await
         .expect("reported at once, not after an interval");
@@ -334,11 +319,7 @@ async fn a_dropped_guard_stops_extending_and_releases_in_the_background() {
     let mut cluster = cluster(3);
     let redlock = connected(&cluster).await;
     let ttl = Duration::from_secs(30);
-    let guard = redlock
-        .try_acquire("res", ttl)
-        .await
-        .unwrap()
-        .keep_alive(ttl);
+    let guard = kept(&redlock, ttl, HoldOptions::new()).await;
     let token = guard.lost_token();
     drop(guard);
     tokio::time::timeout(SIGNAL_WITHIN, token.cancelled())
