@@ -113,7 +113,7 @@ async fn a_paused_node_costs_no_more_than_the_node_timeout() {
     let started = std::time::Instant::now();
     let statuses = redlock.status("res").await;
     // Generous: the bound is 200 ms, the margin is for a loaded 2-core machine.
-    assert!(started.elapsed() < Duration::from_secs(2), "{statuses:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{statuses:?}");
     assert_eq!(statuses[2].state, NodeState::Unavailable(Reply::Timeout));
     assert_eq!(statuses[0].state, NodeState::Free);
     cluster.node(2).resume().unwrap();
