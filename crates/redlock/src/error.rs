@@ -126,7 +126,7 @@ pub enum Error {
     /// The failure describes the last attempt.
     #[error("could not lock {resource:?} after {attempts} attempt(s): {failure}")]
     NotAcquired {
-        /// The resource that was asked for.
+        /// The resource that was asked for; for a set, its members sorted and joined by `, `.
         resource: String,
         /// How many rounds were tried.
         attempts: u32,
@@ -138,7 +138,7 @@ pub enum Error {
     /// validity, or the validity ran out before the extension started.
     #[error("lock on {resource:?} is lost: {}", lost_reason(.failure))]
     LockLost {
-        /// The resource of the lost lock.
+        /// The resource of the lost lock; for a set, its members sorted and joined by `, `.
         resource: String,
         /// The extension round that failed, if one was sent.
         failure: Option<Box<RoundFailure>>,
@@ -149,7 +149,7 @@ pub enum Error {
     /// its [`HoldOptions`](crate::HoldOptions) was reached.
     #[error("lock on {resource:?} is lost: {reason}")]
     HoldLost {
-        /// The resource of the lost lock.
+        /// The resource of the lost lock; for a set, its members sorted and joined by `, `.
         resource: String,
         /// Why the guard stopped keeping it.
         reason: LossReason,
@@ -258,6 +258,9 @@ pub enum ConfigError {
         /// Why it cannot work.
         reason: String,
     },
+    /// A lock on several resources was asked for with an empty list.
+    #[error("no resources given: a lock needs at least one resource")]
+    NoResources,
     /// Another setting is out of range.
     #[error("invalid {setting}: {reason}")]
     InvalidSetting {

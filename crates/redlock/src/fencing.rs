@@ -14,9 +14,13 @@
 //!    still holds our value (counter := max(counter, token)), and hands the lock out only once a
 //!    quorum stored it, within the validity. Otherwise the attempt fails and is rolled back.
 //!
+//! A lock on a set of resources gets one token: step 1 returns the largest counter of the set,
+//! and step 3 stores the token in the counter of every resource of the set, while all of its keys
+//! still hold our value. The invariants below then hold for each resource of the set.
+//!
 //! # Invariants (why tokens increase)
 //! 1. A token handed out is stored on a quorum `S` of nodes before anybody may use it.
-//! 2. A later acquisition of the same resource wins on a quorum `M`; `S` and `M` share a node
+//! 2. A later acquisition of the same resource (alone or in a set) wins on a quorum `M`; `S` and `M` share a node
 //!    (two majorities always do), and that node's `SET NX` succeeded only after the earlier
 //!    lock's key was gone there, so after the earlier store. Its counter is at least the
 //!    earlier token, and the later token is larger (step 2 adds one).

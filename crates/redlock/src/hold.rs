@@ -40,6 +40,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::error::{ConfigError, Error, Limit, LossReason};
 use crate::lock::{Lock, Released};
 use crate::manager::{Redlock, Shared};
+use crate::resources::Resources;
 use crate::validity;
 
 /// How a [`Guard`] keeps its lock alive. Every setting has a default; the bounds are off unless
@@ -233,7 +234,7 @@ impl Lock {
         }));
         let stop = CancellationToken::new();
         let lost = stop.child_token(); // invariant 4
-        let resource: Arc<str> = Arc::from(self.resource());
+        let resources = self.resource_set().clone();
         let value: Arc<str> = Arc::from(self.value());
         let fence = self.fence();
         let task = tokio::spawn(keep(
@@ -244,7 +245,7 @@ impl Lock {
             lost.clone(),
         ));
         Guard {
-            resource,
+            resources,
             value,
             fence,
             shared,
@@ -342,7 +343,7 @@ fn loss_of(error: Error) -> LossReason {
 /// the background, like a dropped [`Lock`].
 #[derive(Debug)]
 pub struct Guard {
-    resource: Arc<str>,
+    resources: Resources,
     value: Arc<str>,
     fence: Option<u64>,
     shared: Arc<Shared>,
@@ -354,9 +355,14 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// The locked resource (the Redis key).
+    /// The locked resource (the Redis key); for several, the first; see [`Lock::resource`].
     pub fn resource(&self) -> &str {
-        &self.resource
+        self.resources.first()
+    }
+
+    /// Every locked resource; see [`Lock::resources`].
+    pub fn resources(&self) -> &[String] {
+        self.resources.keys()
     }
 
     /// The random value that identifies this acquisition.
@@ -427,7 +433,7 @@ impl Guard {
     /// under way, dropping the future is [`Lock::release`]'s cancel safety.
     pub async fn release(self) -> Result<Released, Error> {
         let Guard {
-            resource,
+            resources,
             value,
             shared,
             status: status_of,
@@ -442,20 +448,20 @@ impl Guard {
                 // Only a panic or a runtime shutting down ends the task without handing the lock
                 // back. The lock was dropped with the task, which started a release already;
                 // releasing by value again is harmless and gives us the replies.
-                tracing::error!(resource = %resource, error = %e, "keep-alive task failed");
-                shared.release(&resource, &value).await
+                tracing::error!(resource = %resources, error = %e, "keep-alive task failed");
+                shared.release(&resources, &value).await
             }
         };
         let loss = status(&status_of).loss.take();
         match loss {
             Some(reason) => {
                 tracing::debug!(
-                    resource = %resource,
+                    resource = %resources,
                     confirmed = released.confirmed,
                     "released a lost lock"
                 );
                 Err(Error::HoldLost {
-                    resource: resource.to_string(),
+                    resource: resources.to_string(),
                     reason,
                 })
             }
@@ -530,7 +536,7 @@ impl Redlock {
     {
         let guard = self.acquire(resource, ttl).await?.keep_alive(ttl);
         let info = LockInfo {
-            resource: Arc::clone(&guard.resource),
+            resource: Arc::from(guard.resource()),
             value: Arc::clone(&guard.value),
             fence: guard.fence,
             lost: guard.lost_token(),

@@ -16,6 +16,11 @@
 //! - **Interoperability**: the wire format is the standard one (plain string key, random value,
 //!   `PX` expiry, compare-and-delete release), so other Redlock clients on the same servers
 //!   respect our locks and we respect theirs.
+//! - **Several resources at once** ([`Redlock::acquire_many`]): each node grants every key of
+//!   the set or none, in one script call, and the set follows the same quorum, validity and
+//!   fencing rules as one resource. No deadlock, whatever order callers list the resources in;
+//!   a lock on one resource excludes every set containing it. Only sets use our own scripts: a
+//!   one-element set is an ordinary lock in the standard wire format.
 //!
 //! # Non-guarantees
 //! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
@@ -46,6 +51,7 @@
 //!   scripts (`src/scripts/*.lua`).
 //! - `quorum`: pure vote counting; decides won, lost or still open.
 //! - `quarantine`: pure judgement of when a restarted node's votes count again.
+//! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
 //! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
 //! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
 //! - [`retry`]: the retry policy with jittered delays.
@@ -71,6 +77,7 @@ mod manager;
 mod node;
 mod quarantine;
 mod quorum;
+mod resources;
 pub mod retry;
 mod status;
 mod validity;

@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{Error, NodeReply};
 use crate::manager::Shared;
+use crate::resources::Resources;
 
 /// What a release did, node by node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,12 +32,12 @@ pub struct Released {
     pub replies: Vec<NodeReply>,
 }
 
-/// A resource and value that may be set on some nodes, released on drop unless disarmed
+/// Resources and a value that may be set on some nodes, released on drop unless disarmed
 /// (invariant 2). Shared by an acquisition in progress and the [`Lock`] it becomes.
 #[derive(Debug)]
 pub(crate) struct Held {
     shared: Arc<Shared>,
-    resource: Arc<str>,
+    resources: Resources,
     value: Arc<str>,
     /// The acquisition's requests still in flight; a release waits for them (manager invariant 2).
     stragglers: Option<JoinHandle<()>>,
@@ -44,10 +45,10 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    pub(crate) fn new(shared: Arc<Shared>, resource: Arc<str>, value: Arc<str>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, resources: Resources, value: Arc<str>) -> Self {
         Self {
             shared,
-            resource,
+            resources,
             value,
             stragglers: None,
             armed: true,
@@ -73,7 +74,7 @@ impl Held {
         if let Some(stragglers) = self.stragglers.take() {
             let _ = stragglers.await; // bounded by the node timeout
         }
-        let released = self.shared.release(&self.resource, &self.value).await;
+        let released = self.shared.release(&self.resources, &self.value).await;
         self.armed = false;
         released
     }
@@ -87,7 +88,7 @@ impl Drop for Held {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 let shared = Arc::clone(&self.shared);
-                let resource = Arc::clone(&self.resource);
+                let resources = self.resources.clone();
                 let value = Arc::clone(&self.value);
                 let stragglers = self.stragglers.take();
                 self.shared.background.spawn_on(
@@ -95,13 +96,13 @@ impl Drop for Held {
                         if let Some(stragglers) = stragglers {
                             let _ = stragglers.await;
                         }
-                        shared.release(&resource, &value).await;
+                        shared.release(&resources, &value).await;
                     },
                     &runtime,
                 );
             }
             Err(_) => tracing::warn!(
-                resource = %self.resource,
+                resource = %self.resources,
                 "lock dropped outside a Tokio runtime; it will expire with its TTL"
             ),
         }
@@ -143,9 +144,21 @@ impl Lock {
         &self.held.shared
     }
 
-    /// The locked resource (the Redis key).
+    /// The locked resource (the Redis key); for a lock on several resources, the first of
+    /// [`resources`](Self::resources).
     pub fn resource(&self) -> &str {
-        &self.held.resource
+        self.held.resources.first()
+    }
+
+    /// Every locked resource, sorted and without duplicates (one for [`Redlock::acquire`]).
+    ///
+    /// [`Redlock::acquire`]: crate::Redlock::acquire
+    pub fn resources(&self) -> &[String] {
+        self.held.resources.keys()
+    }
+
+    pub(crate) fn resource_set(&self) -> &Resources {
+        &self.held.resources
     }
 
     /// The random value that identifies this acquisition (40 hex characters).
@@ -171,7 +184,8 @@ impl Lock {
         !self.remaining().is_zero()
     }
 
-    /// Resets the lock's TTL to `ttl` from now on every node that still holds our value.
+    /// Resets the lock's TTL to `ttl` from now on every node that still holds our value (for a
+    /// set: on every node where all of its keys still do; the others change nothing).
     ///
     /// # Errors
     /// [`Error::LockLost`] if the lock was no longer valid, or fewer than a quorum extended it
@@ -184,14 +198,14 @@ impl Lock {
         if !self.is_valid() {
             self.lost = true;
             return Err(Error::LockLost {
-                resource: self.held.resource.to_string(),
+                resource: self.held.resources.to_string(),
                 failure: None,
             });
         }
         match self
             .held
             .shared
-            .extend(&self.held.resource, &self.held.value, ttl)
+            .extend(&self.held.resources, &self.held.value, ttl)
             .await
         {
             Ok(deadline) => {

@@ -36,6 +36,7 @@ use crate::in_flight::InFlight;
 use crate::lock::{Held, Lock, Released};
 use crate::node::{Node, Request, reply_of};
 use crate::quorum::{Decision, Tally};
+use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::validity;
 
@@ -98,13 +99,13 @@ impl Round {
 }
 
 impl Shared {
-    /// Sends `request` for `resource` and `value` to every node at once (invariant 1), all
+    /// Sends `request` for `resources` and `value` to every node at once (invariant 1), all
     /// bounded by one deadline `timeout` from now, and counts the replies.
     async fn round(
         self: &Arc<Self>,
         until: Until,
         request: Request,
-        resource: &Arc<str>,
+        resources: &Resources,
         value: &Arc<str>,
         timeout: Duration,
     ) -> Round {
@@ -115,11 +116,11 @@ impl Shared {
         let mut in_flight: InFlight<_> = (0..self.nodes.len())
             .map(|i| {
                 // Owned, so that a won round can leave the stragglers to a background task.
-                let (shared, resource, value) =
-                    (Arc::clone(self), Arc::clone(resource), Arc::clone(value));
+                let (shared, resources, value) =
+                    (Arc::clone(self), resources.clone(), Arc::clone(value));
                 async move {
                     let node = &shared.nodes[i];
-                    (i, node.send(request, &resource, &value).await)
+                    (i, node.send(request, &resources, &value).await)
                 }
             })
             .collect();
@@ -175,14 +176,14 @@ impl Shared {
     /// Runs the compare-and-delete script on every node and waits for all of them.
     pub(crate) async fn release(
         self: &Arc<Self>,
-        resource: &Arc<str>,
+        resources: &Resources,
         value: &Arc<str>,
     ) -> Released {
         let round = self
             .round(
                 Until::AllReplied,
                 Request::Release,
-                resource,
+                resources,
                 value,
                 self.node_timeout,
             )
@@ -196,7 +197,7 @@ impl Shared {
     /// Runs the compare-and-PEXPIRE script on every node; returns the new deadline.
     pub(crate) async fn extend(
         self: &Arc<Self>,
-        resource: &Arc<str>,
+        resources: &Resources,
         value: &Arc<str>,
         ttl: Duration,
     ) -> Result<Instant, Error> {
@@ -205,7 +206,7 @@ impl Shared {
             .round(
                 Until::Won,
                 Request::Extend { ttl_ms },
-                resource,
+                resources,
                 value,
                 self.node_timeout,
             )
@@ -215,7 +216,7 @@ impl Shared {
             None => {
                 let won = round.decision == Decision::Won;
                 Err(Error::LockLost {
-                    resource: resource.to_string(),
+                    resource: resources.to_string(),
                     failure: Some(Box::new(round.failure(self, won))),
                 })
             }
@@ -323,7 +324,7 @@ impl Redlock {
             .round(
                 Until::AllReplied,
                 Request::Connect,
-                &none,
+                &Resources::one(""),
                 &none,
                 shared.connect_timeout + shared.node_timeout,
             )
@@ -377,22 +378,83 @@ impl Redlock {
         ttl: Duration,
         retry: &Retry,
     ) -> Result<Lock, Error> {
+        self.acquire_resources(Resources::one(resource), ttl, retry)
+            .await
+    }
+
+    /// Acquires every resource in `resources` as one lock, all-or-nothing on each node, retrying
+    /// by the manager's [`Retry`] policy. The order of `resources` does not matter and duplicates
+    /// are ignored: they are locked sorted, so `["b", "a"]` and `["a", "b", "a"]` are the same
+    /// lock.
+    ///
+    /// The same rules as [`acquire`](Self::acquire) hold for the set as a whole: a node grants
+    /// every key of the set or none (one script call), the lock is held when a quorum granted
+    /// within the validity, and one fencing token covers the set, larger than every earlier token
+    /// of each of its resources. No deadlock, whatever order callers list the resources in: no
+    /// node ever holds part of a set. A lock on a single resource blocks every set that
+    /// contains it, and the other way round.
+    ///
+    /// A one-resource list is exactly [`acquire`](Self::acquire) (standard wire format); sets
+    /// of two or more use our own scripts, which other Redlock clients do not know, although they
+    /// still see each key as held.
+    ///
+    /// # Errors
+    /// [`Error::NotAcquired`] as for [`acquire`](Self::acquire), its `resource` naming the sorted
+    /// set as `a, b`; [`Error::Config`] for an empty list or a TTL that leaves no validity
+    /// (nothing is sent then).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire): a release of every key of the set is started in the
+    /// background.
+    pub async fn acquire_many(&self, resources: &[&str], ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_many_with(resources, ttl, &self.shared.retry)
+            .await
+    }
+
+    /// A single attempt at a set, no retry. See [`acquire_many`](Self::acquire_many).
+    pub async fn try_acquire_many(&self, resources: &[&str], ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_many_with(resources, ttl, &Retry::once()).await
+    }
+
+    /// [`acquire_many`](Self::acquire_many) with a retry policy for this call only.
+    pub async fn acquire_many_with(
+        &self,
+        resources: &[&str],
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        self.acquire_resources(Resources::set(resources)?, ttl, retry)
+            .await
+    }
+
+    /// The acquisition loop, for one resource or a set ([`Resources`] decides the wire format).
+    async fn acquire_resources(
+        &self,
+        resources: Resources,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
         let shared = &self.shared;
         let ttl_ms = shared.check_ttl(ttl)?;
-        let key: Arc<str> = Arc::from(resource);
         let mut schedule = retry.schedule(Instant::now());
         let mut attempts = 0;
         loop {
             attempts += 1;
             // Armed before the first request: dropping this future mid-round releases (invariant 5
             // keeps that release from touching anybody else's lock).
-            let mut held = Held::new(Arc::clone(shared), Arc::clone(&key), new_value());
+            let mut held = Held::new(Arc::clone(shared), resources.clone(), new_value());
             let set = match shared.fence_retention {
                 Some(_) => Request::SetFenced { ttl_ms },
                 None => Request::Set { ttl_ms },
             };
             let mut round = shared
-                .round(Until::Won, set, &key, held.value(), shared.node_timeout)
+                .round(
+                    Until::Won,
+                    set,
+                    &resources,
+                    held.value(),
+                    shared.node_timeout,
+                )
                 .await;
             // A release must not overtake a `SET` still on its way (invariant 2).
             held.follows(round.stragglers.take());
@@ -407,7 +469,13 @@ impl Redlock {
                     retention_ms: validity::ttl_millis(retention),
                 };
                 round = shared
-                    .round(Until::Won, store, &key, held.value(), shared.node_timeout)
+                    .round(
+                        Until::Won,
+                        store,
+                        &resources,
+                        held.value(),
+                        shared.node_timeout,
+                    )
                     .await;
                 let stored = round.decision == Decision::Won && valid_until > Instant::now();
                 deadline = stored.then_some(valid_until);
@@ -424,7 +492,7 @@ impl Redlock {
                 Some(delay) => tokio::time::sleep(delay).await,
                 None => {
                     return Err(Error::NotAcquired {
-                        resource: resource.to_owned(),
+                        resource: resources.to_string(),
                         attempts,
                         failure: Box::new(failure),
                     });
@@ -449,7 +517,7 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<Instant, Error> {
         self.shared
-            .extend(&Arc::from(resource), &Arc::from(value), ttl)
+            .extend(&Resources::one(resource), &Arc::from(value), ttl)
             .await
     }
 
@@ -460,7 +528,7 @@ impl Redlock {
     /// Dropping the future may leave the key on some nodes until it expires.
     pub async fn release_value(&self, resource: &str, value: &str) -> Released {
         self.shared
-            .release(&Arc::from(resource), &Arc::from(value))
+            .release(&Resources::one(resource), &Arc::from(value))
             .await
     }
 }

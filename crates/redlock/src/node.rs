@@ -56,13 +56,15 @@ use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, ServerErrorKind, 
 use crate::error::{ConfigError, Reply, redact_url, secrets_in};
 use crate::fencing;
 use crate::quarantine::{Observation, TrustPolicy, trusted_from};
+use crate::resources::Resources;
 use crate::status::NodeState;
 
 /// A Lua script with its SHA1, computed once.
 struct LuaScript {
     source: &'static str,
     sha: String,
-    /// Whether it also takes the resource's fencing counter key (`KEYS[2]`).
+    /// Whether it also takes the resources' fencing counter keys, after the resources
+    /// (`KEYS[n+1..2n]`).
     fenced: bool,
 }
 
@@ -86,9 +88,44 @@ static ACQUIRE_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), true));
 static FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), true));
+static ACQUIRE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), false));
+static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many_fenced.lua"), true));
+static FENCE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), true));
+static EXTEND_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), false));
+static RELEASE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/release_many.lua"), false));
 
-fn scripts() -> [&'static LuaScript; 5] {
-    [&RELEASE, &EXTEND, &INSPECT, &ACQUIRE_FENCED, &FENCE]
+fn scripts() -> [&'static LuaScript; 10] {
+    [
+        &RELEASE,
+        &EXTEND,
+        &INSPECT,
+        &ACQUIRE_FENCED,
+        &FENCE,
+        &ACQUIRE_MANY,
+        &ACQUIRE_MANY_FENCED,
+        &FENCE_MANY,
+        &EXTEND_MANY,
+        &RELEASE_MANY,
+    ]
+}
+
+/// The script for one resource (the standard format, where there is one) or for a set of them
+/// ([`resources`](crate::resources) invariant 2).
+fn one_or_many(
+    resources: &Resources,
+    one: &'static LazyLock<LuaScript>,
+    many: &'static LazyLock<LuaScript>,
+) -> &'static LuaScript {
+    if resources.keys().len() > 1 {
+        many
+    } else {
+        one
+    }
 }
 
 /// The key that holds a resource's fencing counter, next to the lock key. Other Redlock clients
@@ -97,10 +134,12 @@ pub(crate) fn fence_key(resource: &str) -> String {
     format!("redlock-fence:{resource}")
 }
 
-/// One request of a round, the same for every node.
+/// One request of a round, the same for every node. Each applies to all the resources of a
+/// lock at once: on a set, a node does it for every key or for none (except a release, which
+/// deletes every key that still holds our value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Request {
-    /// `SET key value NX PX ttl_ms`.
+    /// `SET key value NX PX ttl_ms`; for a set, a script that sets every key only if none exists.
     Set { ttl_ms: u64 },
     /// `SET NX PX`, also reading the fencing counter and the node's clock, in one script.
     SetFenced { ttl_ms: u64 },
@@ -135,7 +174,7 @@ pub(crate) struct Answer {
     /// How much longer the node is quarantined, if it is (its votes do not count).
     pub(crate) quarantined_for: Option<Duration>,
     /// For [`Request::SetFenced`]: the smallest token this node would accept as new,
-    /// `max(counter + 1, node time in µs)`.
+    /// `max(counter + 1, node time in µs)`, the counter being the largest of the set's.
     pub(crate) fence_floor: Option<u64>,
 }
 
@@ -477,11 +516,11 @@ impl Node {
     pub(crate) async fn send(
         &self,
         request: Request,
-        key: &str,
+        resources: &Resources,
         value: &str,
     ) -> Result<Answer, NodeError> {
         let live = self.live().await?;
-        let outcome = self.perform(&live, request, key, value).await;
+        let outcome = self.perform(&live, request, resources, value).await;
         // The one clock read of the request, after the reply: a node trusted "from now" by the
         // health check of the connection just made is not reported as quarantined.
         let now = Instant::now();
@@ -499,13 +538,20 @@ impl Node {
         &self,
         live: &Live,
         request: Request,
-        key: &str,
+        resources: &Resources,
         value: &str,
     ) -> Result<(bool, Option<u64>), NodeError> {
+        let keys = resources.keys();
+        let many = keys.len() > 1;
         Ok(match request {
-            Request::Set { ttl_ms } => {
+            // Plain `SET NX PX` for one resource: the standard format other clients expect.
+            Request::Set { ttl_ms } if !many => {
                 let mut cmd = redis::cmd("SET");
-                cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+                cmd.arg(resources.first())
+                    .arg(value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms);
                 match self.query(live, &cmd).await? {
                     Value::Okay => (true, None),
                     Value::SimpleString(s) if s == "OK" => (true, None),
@@ -513,9 +559,19 @@ impl Node {
                     other => return Err(unexpected("SET", &other)),
                 }
             }
+            Request::Set { ttl_ms } => {
+                match self
+                    .eval(live, &ACQUIRE_MANY, keys, Some(value), &[ttl_ms])
+                    .await?
+                {
+                    Value::Nil => (false, None),
+                    reply => (int_reply(&reply)? == 1, None),
+                }
+            }
             Request::SetFenced { ttl_ms } => {
+                let script = one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED);
                 let reply = self
-                    .eval(live, &ACQUIRE_FENCED, key, Some(value), &[ttl_ms])
+                    .eval(live, script, keys, Some(value), &[ttl_ms])
                     .await?;
                 match reply {
                     Value::Nil => (false, None),
@@ -526,42 +582,48 @@ impl Node {
                 token,
                 retention_ms,
             } => {
+                let script = one_or_many(resources, &FENCE, &FENCE_MANY);
                 let reply = self
-                    .eval(live, &FENCE, key, Some(value), &[token, retention_ms])
+                    .eval(live, script, keys, Some(value), &[token, retention_ms])
                     .await?;
                 (int_reply(&reply)? == 1, None)
             }
             Request::Extend { ttl_ms } => {
+                let script = one_or_many(resources, &EXTEND, &EXTEND_MANY);
                 let reply = self
-                    .eval(live, &EXTEND, key, Some(value), &[ttl_ms])
+                    .eval(live, script, keys, Some(value), &[ttl_ms])
                     .await?;
                 (int_reply(&reply)? == 1, None)
             }
+            // Done when at least one key still held our value: the keys of a set are set and
+            // extended together, so they expire together, and all or none were still ours.
             Request::Release => {
-                let reply = self.eval(live, &RELEASE, key, Some(value), &[]).await?;
-                (int_reply(&reply)? == 1, None)
+                let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
+                let reply = self.eval(live, script, keys, Some(value), &[]).await?;
+                (int_reply(&reply)? >= 1, None)
             }
             Request::Connect => (true, None),
         })
     }
 
-    /// Runs `script` on `key` (and its fencing counter key, for fenced scripts) with `value` and
-    /// `numbers` as arguments: `EVALSHA`, repeated once as `EVAL` on `NOSCRIPT`.
-    async fn eval(
+    /// Runs `script` on `keys` (then their fencing counter keys, for fenced scripts) with
+    /// `value` and `numbers` as arguments: `EVALSHA`, repeated once as `EVAL` on `NOSCRIPT`.
+    async fn eval<K: AsRef<str> + redis::ToRedisArgs>(
         &self,
         live: &Live,
         script: &LuaScript,
-        key: &str,
+        keys: &[K],
         value: Option<&str>,
         numbers: &[u64],
     ) -> Result<Value, NodeError> {
-        let counter = script.fenced.then(|| fence_key(key));
+        let counters: Vec<String> = match script.fenced {
+            true => keys.iter().map(|k| fence_key(k.as_ref())).collect(),
+            false => Vec::new(),
+        };
         let build = |verb: &str, body: &str| {
             let mut cmd = redis::cmd(verb);
-            cmd.arg(body)
-                .arg(1 + usize::from(counter.is_some()))
-                .arg(key);
-            cmd.arg(&counter).arg(value).arg(numbers);
+            cmd.arg(body).arg(keys.len() + counters.len()).arg(keys);
+            cmd.arg(&counters).arg(value).arg(numbers);
             cmd
         };
         match self.query(live, &build("EVALSHA", &script.sha)).await {
@@ -581,7 +643,7 @@ impl Node {
     ) -> Result<NodeState, NodeError> {
         self.bounded(deadline, async {
             let live = self.live().await?;
-            let reply = self.eval(&live, &INSPECT, key, None, &[]).await;
+            let reply = self.eval(&live, &INSPECT, &[key], None, &[]).await;
             self.maybe_recheck(&live, Instant::now());
             node_state(reply?)
         })
