@@ -12,13 +12,7 @@ use redlock::{Redlock, Retry};
 use redlock_nodes::{Cluster, NodeSpec, Persistence, RedisNode};
 
 /// The storage's rule, atomically: refuse a write whose token is below the largest seen so far.
-/// KEYS[1] = data, KEYS[2] = largest token seen; ARGV[1] = token, ARGV[2] = new value.
-const CHECKED_WRITE: &str = r#"
-local seen = tonumber(redis.call("get", KEYS[2]) or "0")
-if tonumber(ARGV[1]) < seen then return 0 end
-redis.call("set", KEYS[2], ARGV[1])
-redis.call("set", KEYS[1], ARGV[2])
-return 1"#;
+const CHECKED_WRITE: &str = include_str!("checked_write.lua");
 
 async fn write(storage: &redis::Client, token: u64, value: &str) -> redis::RedisResult<bool> {
     let mut conn = storage.get_multiplexed_async_connection().await?;

@@ -134,13 +134,8 @@ async fn tokens_keep_increasing_when_consecutive_majorities_differ() {
 }
 
 /// The protected resource: a Redis key that accepts a write only with a token at least as large
-/// as the largest it has seen (same check as `examples/fenced_write.rs`).
-const CHECKED_WRITE: &str = r#"
-local seen = tonumber(redis.call("get", KEYS[2]) or "0")
-if tonumber(ARGV[1]) < seen then return 0 end
-redis.call("set", KEYS[2], ARGV[1])
-redis.call("set", KEYS[1], ARGV[2])
-return 1"#;
+/// as the largest it has seen (the script of `examples/fenced_write.rs`).
+const CHECKED_WRITE: &str = include_str!("../examples/checked_write.lua");
 
 fn write(storage: &RedisNode, token: u64, value: &str) -> bool {
     storage
