@@ -50,6 +50,8 @@ pub struct Builder {
     trust_durable_nodes: bool,
     fencing: bool,
     fence_retention: Duration,
+    notify: bool,
+    fair: bool,
 }
 
 impl Builder {
@@ -65,6 +67,8 @@ impl Builder {
             trust_durable_nodes: true,
             fencing: true,
             fence_retention: DEFAULT_FENCE_RETENTION,
+            notify: true,
+            fair: false,
         }
     }
 
@@ -135,6 +139,27 @@ impl Builder {
         self
     }
 
+    /// Whether a waiter for a busy lock is woken by its release (default `true`). Our release
+    /// script publishes on the resource's channel; a waiter subscribes over one shared subscriber
+    /// connection per node and tries again at once, instead of sleeping its whole retry delay.
+    /// The retry delay stays as the fallback for releases that do not publish (other clients,
+    /// expiries, lost messages). Off: plain random-delay polling.
+    pub fn notify(mut self, on: bool) -> Self {
+        self.notify = on;
+        self
+    }
+
+    /// Whether waiters are served in arrival order (default `false`). On: every attempt goes
+    /// through a per-resource queue on each node that only lets the waiter at its head *try*, so a
+    /// client that releases and locks again at once goes to the back instead of winning forever.
+    /// Safety still rests on `SET NX` on a quorum alone. It costs a Lua script instead of a plain
+    /// `SET` per acquisition; clients that do not use the queue (other libraries, or ours with
+    /// this off) are not held back by it. See the README's "Waiting for a busy lock".
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
+        self
+    }
+
     /// Checks the configuration and creates the manager. No connection is made yet: each node
     /// connects on first use, so this works outside a runtime and while servers are down.
     pub fn build(self) -> Result<Redlock, Error> {
@@ -193,6 +218,8 @@ impl Builder {
             retry: self.retry,
             max_ttl: self.max_ttl,
             fence_retention: self.fencing.then_some(self.fence_retention),
+            notify: self.notify,
+            fair: self.fair,
             background: TaskTracker::new(),
         })))
     }

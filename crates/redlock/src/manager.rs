@@ -59,6 +59,10 @@ pub(crate) struct Shared {
     pub(crate) max_ttl: Duration,
     /// How long fencing counters are kept after their last use; `None`: fencing is off.
     pub(crate) fence_retention: Option<Duration>,
+    /// Whether waiters are woken by releases ([`Builder::notify`]).
+    pub(crate) notify: bool,
+    /// Whether waiters queue in arrival order ([`Builder::fair`]).
+    pub(crate) fair: bool,
     /// Requests still in flight after their caller moved on: stragglers of won rounds, releases
     /// of dropped locks. Each is bounded by the node timeout. See [`Redlock::settle`].
     pub(crate) background: TaskTracker,
