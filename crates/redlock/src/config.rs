@@ -13,6 +13,7 @@ use crate::manager::{Redlock, Shared};
 use crate::node::{Node, NodeSettings};
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
+use crate::waiting::Waiters;
 use tokio_util::task::TaskTracker;
 
 /// Default bound on each node's reply within a round.
@@ -211,6 +212,7 @@ impl Builder {
             nodes.push(node);
         }
         Ok(Redlock::from_shared(Arc::new(Shared {
+            waiters: Waiters::new(nodes.iter().map(Node::subscriber).collect()),
             nodes,
             node_timeout: self.node_timeout,
             connect_timeout: self.connect_timeout,

@@ -449,7 +449,8 @@ impl Guard {
                 // back. The lock was dropped with the task, which started a release already;
                 // releasing by value again is harmless and gives us the replies.
                 tracing::error!(resource = %resources, error = %e, "keep-alive task failed");
-                shared.release(&resources, &value).await
+                // Its queue place, if any, runs out with its lease.
+                shared.release(&resources, &value, None).await
             }
         };
         let loss = status(&status_of).loss.take();

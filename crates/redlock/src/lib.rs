@@ -47,8 +47,9 @@
 //!
 //! # Layout
 //! - [`config`]: the builder, with validated, documented defaults.
-//! - `node`: the only place that talks to Redis: one multiplexed connection per node, timeouts,
-//!   scripts (`src/scripts/*.lua`).
+//! - `node`: where requests go to Redis: one multiplexed connection per node, timeouts, scripts
+//!   (`src/scripts/*.lua`).
+//! - `subscriber`: the one other connection per node, listening for releases; only ever a hint.
 //! - `quorum`: pure vote counting; decides won, lost or still open.
 //! - `quarantine`: pure judgement of when a restarted node's votes count again.
 //! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
@@ -57,6 +58,7 @@
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
 //! - `in_flight`: the requests of one round, polled together.
+//! - `waiting`: waiting for a busy lock: woken by its release, and in arrival order when fair.
 //! - `lock`: the held lock and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
 //!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
@@ -80,7 +82,9 @@ mod quorum;
 mod resources;
 pub mod retry;
 mod status;
+mod subscriber;
 mod validity;
+mod waiting;
 
 pub use config::Builder;
 pub use error::{ConfigError, Error, Limit, LossReason, NodeReply, Reply, RoundFailure};

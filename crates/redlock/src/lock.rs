@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use crate::error::{Error, NodeReply};
 use crate::manager::Shared;
 use crate::resources::Resources;
+use crate::waiting::WaiterId;
 
 /// What a release did, node by node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,17 +40,26 @@ pub(crate) struct Held {
     shared: Arc<Shared>,
     resources: Resources,
     value: Arc<str>,
+    /// The acquisition's place in the fair queue, given up by the release
+    /// ([`waiting`](crate::waiting) invariant 4).
+    queued: Option<WaiterId>,
     /// The acquisition's requests still in flight; a release waits for them (manager invariant 2).
     stragglers: Option<JoinHandle<()>>,
     armed: bool,
 }
 
 impl Held {
-    pub(crate) fn new(shared: Arc<Shared>, resources: Resources, value: Arc<str>) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        resources: Resources,
+        value: Arc<str>,
+        queued: Option<WaiterId>,
+    ) -> Self {
         Self {
             shared,
             resources,
             value,
+            queued,
             stragglers: None,
             armed: true,
         }
@@ -66,15 +76,37 @@ impl Held {
         &self.value
     }
 
-    /// Releases on every node and waits for the replies. Stays armed until the replies are in,
-    /// so dropping this future half-way still releases in the background.
-    pub(crate) async fn release(mut self) -> Released {
+    /// Releases on every node and waits for the replies, giving up the queue place. Stays armed
+    /// until the replies are in, so dropping this future half-way still releases in the
+    /// background.
+    pub(crate) async fn release(self) -> Released {
+        let leave = self.queued;
+        self.release_leaving(leave).await
+    }
+
+    /// Rolls back a failed round: releases, but keeps the queue place for the next attempt
+    /// ([`waiting`](crate::waiting) invariant 3).
+    pub(crate) async fn roll_back(self) -> Released {
+        self.release_leaving(None).await
+    }
+
+    /// Forgets the value without releasing it: for a round that every node refused, so that it
+    /// is set nowhere (a refusal is an answer: the node did not set our fresh value).
+    pub(crate) fn set_nowhere(mut self) {
+        debug_assert!(self.stragglers.is_none(), "every node answered");
+        self.armed = false;
+    }
+
+    async fn release_leaving(mut self, leave: Option<WaiterId>) -> Released {
         // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
         // the same handle again (a finished `JoinHandle` panics when polled twice).
         if let Some(stragglers) = self.stragglers.take() {
             let _ = stragglers.await; // bounded by the node timeout
         }
-        let released = self.shared.release(&self.resources, &self.value).await;
+        let released = self
+            .shared
+            .release(&self.resources, &self.value, leave)
+            .await;
         self.armed = false;
         released
     }
@@ -90,13 +122,14 @@ impl Drop for Held {
                 let shared = Arc::clone(&self.shared);
                 let resources = self.resources.clone();
                 let value = Arc::clone(&self.value);
+                let leave = self.queued;
                 let stragglers = self.stragglers.take();
                 self.shared.background.spawn_on(
                     async move {
                         if let Some(stragglers) = stragglers {
                             let _ = stragglers.await;
                         }
-                        shared.release(&resources, &value).await;
+                        shared.release(&resources, &value, leave).await;
                     },
                     &runtime,
                 );

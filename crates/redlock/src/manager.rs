@@ -14,6 +14,9 @@
 //!    when the round is decided.
 //! 4. A failed acquisition round is rolled back on **all** nodes, also those that refused or did
 //!    not answer: a timed-out `SET` may still have been applied. Only then do we wait and retry.
+//!    The one exception: a round that every node refused set nothing anywhere (a refusal is an
+//!    answer, and our value is fresh), so it has nothing to roll back. That spares a busy lock's
+//!    waiters a round per attempt.
 //! 5. Every acquisition uses a fresh random value, so a rolled-back or expired attempt can never
 //!    be mistaken for a later one, ours or anybody's.
 //! 6. An extension counts only with a quorum within the new validity; a lock whose validity has
@@ -39,6 +42,7 @@ use crate::quorum::{Decision, Tally};
 use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::validity;
+use crate::waiting::{QueuePlace, WaiterId, Waiters};
 
 /// The lock manager: one connection per Redis master, shared by every lock and every clone.
 ///
@@ -63,6 +67,8 @@ pub(crate) struct Shared {
     pub(crate) notify: bool,
     /// Whether waiters queue in arrival order ([`Builder::fair`]).
     pub(crate) fair: bool,
+    /// The waiters of this manager and the subscribers that wake them.
+    pub(crate) waiters: Waiters,
     /// Requests still in flight after their caller moved on: stragglers of won rounds, releases
     /// of dropped locks. Each is bounded by the node timeout. See [`Redlock::settle`].
     pub(crate) background: TaskTracker,
@@ -177,16 +183,18 @@ impl Shared {
         }
     }
 
-    /// Runs the compare-and-delete script on every node and waits for all of them.
+    /// Runs the compare-and-delete script on every node and waits for all of them; `leave`
+    /// gives up that waiter's place in the fair queue.
     pub(crate) async fn release(
         self: &Arc<Self>,
         resources: &Resources,
         value: &Arc<str>,
+        leave: Option<WaiterId>,
     ) -> Released {
         let round = self
             .round(
                 Until::AllReplied,
-                Request::Release,
+                Request::Release { leave },
                 resources,
                 value,
                 self.node_timeout,
@@ -441,14 +449,37 @@ impl Redlock {
         let shared = &self.shared;
         let ttl_ms = shared.check_ttl(ttl)?;
         let mut schedule = retry.schedule(Instant::now());
+        // One queue place for the whole acquisition (`waiting` invariant 3): a waiter joins the
+        // queue at once after its first refusal (fair ones from the first attempt), which is what
+        // makes releases announce themselves to it.
+        let place = (shared.fair || shared.notify)
+            .then(|| QueuePlace::new(retry.max_delay(), shared.node_timeout));
+        let mut joined = false;
+        // The delay a joining attempt took the place of; it is waited after that attempt instead.
+        let mut carried = None;
+        let mut waiting = None;
         let mut attempts = 0;
+        let fenced = shared.fence_retention.is_some();
         loop {
             attempts += 1;
+            let join = place.filter(|_| shared.fair || joined || carried.is_some());
+            joined |= join.is_some();
             // Armed before the first request: dropping this future mid-round releases (invariant 5
             // keeps that release from touching anybody else's lock).
-            let mut held = Held::new(Arc::clone(shared), resources.clone(), new_value());
-            let set = match shared.fence_retention {
-                Some(_) => Request::SetFenced { ttl_ms },
+            let mut held = Held::new(
+                Arc::clone(shared),
+                resources.clone(),
+                new_value(),
+                join.map(|p| p.id),
+            );
+            let set = match join {
+                Some(place) => Request::SetQueued {
+                    ttl_ms,
+                    fenced,
+                    place,
+                    fair: shared.fair,
+                },
+                None if fenced => Request::SetFenced { ttl_ms },
                 None => Request::Set { ttl_ms },
             };
             let mut round = shared
@@ -490,17 +521,37 @@ impl Redlock {
             }
             let won = round.decision == Decision::Won;
             let mut failure = round.failure(shared, won);
-            let rollback = held.release().await; // invariant 4
-            explain_refusals(&mut failure, &rollback);
-            match schedule.next_delay(Instant::now()) {
-                Some(delay) => tokio::time::sleep(delay).await,
-                None => {
-                    return Err(Error::NotAcquired {
-                        resource: resources.to_string(),
-                        attempts,
-                        failure: Box::new(failure),
-                    });
+            let next = match carried.take() {
+                Some(delay) => Some(delay),
+                None => schedule.next_delay(Instant::now()),
+            };
+            // Invariant 4; the last rollback also gives up the queue place (`waiting` inv. 4) and
+            // tells WRONGTYPE from busy.
+            match next {
+                Some(_) if failure.replies.iter().all(|r| r.reply == Reply::Refused) => {
+                    held.set_nowhere();
                 }
+                Some(_) => drop(held.roll_back().await),
+                None => explain_refusals(&mut failure, &held.release().await),
+            }
+            let Some(delay) = next else {
+                return Err(Error::NotAcquired {
+                    resource: resources.to_string(),
+                    attempts,
+                    failure: Box::new(failure),
+                });
+            };
+            if shared.notify && waiting.is_none() {
+                let id = place.map_or_else(WaiterId::new, |p| p.id);
+                waiting = Some(shared.waiters.register(&resources, id, shared.fair));
+            }
+            if place.is_some() && !joined {
+                carried = Some(delay); // join the queue at once, then wait
+                continue;
+            }
+            match &waiting {
+                Some(waiting) => waiting.woken_or(delay).await,
+                None => tokio::time::sleep(delay).await,
             }
         }
     }
@@ -532,7 +583,7 @@ impl Redlock {
     /// Dropping the future may leave the key on some nodes until it expires.
     pub async fn release_value(&self, resource: &str, value: &str) -> Released {
         self.shared
-            .release(&Resources::one(resource), &Arc::from(value))
+            .release(&Resources::one(resource), &Arc::from(value), None)
             .await
     }
 }

@@ -58,48 +58,87 @@ use crate::fencing;
 use crate::quarantine::{Observation, TrustPolicy, trusted_from};
 use crate::resources::Resources;
 use crate::status::NodeState;
+use crate::subscriber::Subscriber;
+use crate::waiting::{QueuePlace, WaiterId};
 
 /// A Lua script with its SHA1, computed once.
 struct LuaScript {
     source: &'static str,
     sha: String,
-    /// Whether it also takes the resources' fencing counter keys, after the resources
-    /// (`KEYS[n+1..2n]`).
-    fenced: bool,
+    /// The keys it takes after the resources, one group of `n` per kind, in this order.
+    groups: &'static [KeyGroup],
 }
 
 impl LuaScript {
-    fn new(source: &'static str, fenced: bool) -> Self {
+    fn new(source: &'static str, groups: &'static [KeyGroup]) -> Self {
         Self {
             source,
             sha: redis::Script::new(source).get_hash().to_owned(),
-            fenced,
+            groups,
         }
     }
 }
 
-static RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/release.lua"), false));
-static EXTEND: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), false));
-static INSPECT: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), false));
-static ACQUIRE_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), true));
-static FENCE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), true));
-static ACQUIRE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), false));
-static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many_fenced.lua"), true));
-static FENCE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), true));
-static EXTEND_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), false));
-static RELEASE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/release_many.lua"), false));
+/// A key a script needs next to each lock key. Other Redlock clients never touch these, so the
+/// lock key itself keeps the standard format.
+#[derive(Debug, Clone, Copy)]
+enum KeyGroup {
+    /// The resource's fencing counter.
+    Fence,
+    /// The resource's waiting queue: waiters by ticket.
+    Queue,
+    /// The same waiters by lease expiry.
+    Leases,
+}
 
-fn scripts() -> [&'static LuaScript; 10] {
+impl KeyGroup {
+    fn key(self, resource: &str) -> String {
+        match self {
+            KeyGroup::Fence => fence_key(resource),
+            KeyGroup::Queue => format!("redlock-queue:{resource}"),
+            KeyGroup::Leases => format!("redlock-queue-lease:{resource}"),
+        }
+    }
+}
+
+const QUEUED: &[KeyGroup] = &[KeyGroup::Queue, KeyGroup::Leases];
+const QUEUED_FENCED: &[KeyGroup] = &[KeyGroup::Queue, KeyGroup::Leases, KeyGroup::Fence];
+const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
+
+/// A script that uses the waiting queue, with the queue's shared functions in front.
+macro_rules! queue_script {
+    ($file:literal) => {
+        concat!(include_str!("scripts/queue.lua"), include_str!($file))
+    };
+}
+
+static RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), QUEUED));
+static EXTEND: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), &[]));
+static INSPECT: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
+static ACQUIRE_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED));
+static FENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
+static ACQUIRE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), &[]));
+static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many_fenced.lua"), FENCED));
+static FENCE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), FENCED));
+static EXTEND_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), &[]));
+static RELEASE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), QUEUED));
+static ACQUIRE_QUEUED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), QUEUED));
+// The same script: it finds the counters after the queues' keys.
+static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), QUEUED_FENCED));
+
+fn scripts() -> [&'static LuaScript; 11] {
     [
         &RELEASE,
         &EXTEND,
@@ -111,6 +150,7 @@ fn scripts() -> [&'static LuaScript; 10] {
         &FENCE_MANY,
         &EXTEND_MANY,
         &RELEASE_MANY,
+        &ACQUIRE_QUEUED,
     ]
 }
 
@@ -128,8 +168,7 @@ fn one_or_many(
     }
 }
 
-/// The key that holds a resource's fencing counter, next to the lock key. Other Redlock clients
-/// never touch it, so the lock key itself keeps the standard format.
+/// The key that holds a resource's fencing counter, next to the lock key.
 pub(crate) fn fence_key(resource: &str) -> String {
     format!("redlock-fence:{resource}")
 }
@@ -143,12 +182,21 @@ pub(crate) enum Request {
     Set { ttl_ms: u64 },
     /// `SET NX PX`, also reading the fencing counter and the node's clock, in one script.
     SetFenced { ttl_ms: u64 },
+    /// As a waiter: join or keep `place` in the resources' queues, and set the keys if they are
+    /// free (and, when `fair`, it is our turn); fenced as [`Request::SetFenced`] when asked.
+    SetQueued {
+        ttl_ms: u64,
+        fenced: bool,
+        place: QueuePlace,
+        fair: bool,
+    },
     /// Store a fencing token while the lock still holds our value.
     Fence { token: u64, retention_ms: u64 },
     /// The compare-and-PEXPIRE script.
     Extend { ttl_ms: u64 },
-    /// The compare-and-delete script.
-    Release,
+    /// The compare-and-delete script; also takes `leave` out of the waiting queue. Whatever it
+    /// frees is announced to the resource's waiters.
+    Release { leave: Option<WaiterId> },
     /// Establish the connection (health check and scripts included).
     Connect,
 }
@@ -160,6 +208,7 @@ impl Request {
             self,
             Request::Set { .. }
                 | Request::SetFenced { .. }
+                | Request::SetQueued { .. }
                 | Request::Fence { .. }
                 | Request::Extend { .. }
         )
@@ -220,7 +269,7 @@ pub(crate) fn reply_of(request: Request, result: &Result<Answer, NodeError>) -> 
             done: true,
             quarantined_for: Some(left),
             ..
-        }) if request != Request::Release => Reply::Quarantined(*left),
+        }) if !matches!(request, Request::Release { .. }) => Reply::Quarantined(*left),
         Ok(Answer { done: true, .. }) => Reply::Granted,
         Ok(Answer { done: false, .. }) => Reply::Refused,
         Err(e) => e.reply(),
@@ -370,6 +419,11 @@ impl Node {
     /// The node's address without credentials, e.g. `127.0.0.1:6379` or `/run/redis.sock/2`.
     pub(crate) fn label(&self) -> &str {
         &self.label
+    }
+
+    /// A subscriber for this node's release messages, on a connection of its own.
+    pub(crate) fn subscriber(&self) -> Subscriber {
+        Subscriber::new(self.client.clone(), self.settings.connect_timeout)
     }
 
     /// What makes two nodes the same server: the address, whatever the db.
@@ -578,6 +632,31 @@ impl Node {
                     reply => (true, Some(fence_floor(&reply)?)),
                 }
             }
+            Request::SetQueued {
+                ttl_ms,
+                fenced,
+                place,
+                fair,
+            } => {
+                let script: &LuaScript = if fenced {
+                    &ACQUIRE_QUEUED_FENCED
+                } else {
+                    &ACQUIRE_QUEUED
+                };
+                let tail = (
+                    ttl_ms,
+                    place.id.to_string(),
+                    place.ticket_us,
+                    place.lease_ms,
+                    keys.len(),
+                    u8::from(fair),
+                );
+                match self.eval(live, script, keys, Some(value), tail).await? {
+                    Value::Nil => (false, None),
+                    reply if fenced => (true, Some(fence_floor(&reply)?)),
+                    reply => (int_reply(&reply)? == 1, None),
+                }
+            }
             Request::Fence {
                 token,
                 retention_ms,
@@ -597,33 +676,36 @@ impl Node {
             }
             // Done when at least one key still held our value: the keys of a set are set and
             // extended together, so they expire together, and all or none were still ours.
-            Request::Release => {
+            Request::Release { leave } => {
                 let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
-                let reply = self.eval(live, script, keys, Some(value), &[]).await?;
+                let leave = leave.map(|id| id.to_string()).unwrap_or_default();
+                let reply = self.eval(live, script, keys, Some(value), leave).await?;
                 (int_reply(&reply)? >= 1, None)
             }
             Request::Connect => (true, None),
         })
     }
 
-    /// Runs `script` on `keys` (then their fencing counter keys, for fenced scripts) with
-    /// `value` and `numbers` as arguments: `EVALSHA`, repeated once as `EVAL` on `NOSCRIPT`.
+    /// Runs `script` on `keys` (then, for each of the script's key groups, every key's key of that
+    /// group) with `value` and `tail` as arguments: `EVALSHA`, repeated once as `EVAL` on
+    /// `NOSCRIPT`.
     async fn eval<K: AsRef<str> + redis::ToRedisArgs>(
         &self,
         live: &Live,
         script: &LuaScript,
         keys: &[K],
         value: Option<&str>,
-        numbers: &[u64],
+        tail: impl redis::ToRedisArgs,
     ) -> Result<Value, NodeError> {
-        let counters: Vec<String> = match script.fenced {
-            true => keys.iter().map(|k| fence_key(k.as_ref())).collect(),
-            false => Vec::new(),
-        };
+        let grouped: Vec<String> = script
+            .groups
+            .iter()
+            .flat_map(|group| keys.iter().map(|k| group.key(k.as_ref())))
+            .collect();
         let build = |verb: &str, body: &str| {
             let mut cmd = redis::cmd(verb);
-            cmd.arg(body).arg(keys.len() + counters.len()).arg(keys);
-            cmd.arg(&counters).arg(value).arg(numbers);
+            cmd.arg(body).arg(keys.len() + grouped.len()).arg(keys);
+            cmd.arg(&grouped).arg(value).arg(&tail);
             cmd
         };
         match self.query(live, &build("EVALSHA", &script.sha)).await {
@@ -643,7 +725,7 @@ impl Node {
     ) -> Result<NodeState, NodeError> {
         self.bounded(deadline, async {
             let live = self.live().await?;
-            let reply = self.eval(&live, &INSPECT, &[key], None, &[]).await;
+            let reply = self.eval(&live, &INSPECT, &[key], None, &[0u64; 0]).await;
             self.maybe_recheck(&live, Instant::now());
             node_state(reply?)
         })

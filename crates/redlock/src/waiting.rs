@@ -1,0 +1,332 @@
+//! Waiting for a busy lock: woken by its release, and served in arrival order when asked.
+//!
+//! Every Redlock client we measured waits for a busy lock by sleeping a random delay and trying
+//! again. The holder that releases and locks again at once wins nearly every time, and a waiter
+//! learns of a release only when its delay runs out. Two mechanisms fix that, and neither carries
+//! any part of the safety argument, which stays with `SET NX` on a quorum:
+//!
+//! - **Notification** ([`Builder::notify`](crate::Builder::notify), on by default). Our release
+//!   script publishes on `redlock-released:<resource>` whenever it frees the key. A waiter
+//!   registers here, the manager subscribes to the resource's channel on every node over one
+//!   subscriber connection per node ([`subscriber`](crate::subscriber)), and a message wakes the
+//!   waiter, which tries again at once. The random delay stays as the fallback: a release by a
+//!   client that does not publish, an expiry, a lost message or a dead subscriber connection only
+//!   cost the delay, as before.
+//! - **Fair queue** ([`Builder::fair`](crate::Builder::fair), off by default). Every attempt goes
+//!   through a queue on each node (`scripts/acquire_queued.lua`): only the waiter at the head may
+//!   take the keys; anyone else joins the queue (or keeps its place) and is refused. A release
+//!   names the head in its message, so only that waiter wakes. The queue orders waiters by a
+//!   ticket they choose once per acquisition (their clock when they first tried), the same on every
+//!   node, so every node agrees on the head.
+//!
+//! # Invariants
+//! 1. A waiter is woken or its delay runs out, whichever comes first: a missing message never
+//!    makes a wait longer than without notification.
+//! 2. A wake-up that arrives while the waiter is busy trying is kept (one permit), so a release
+//!    between a refused attempt and the next wait is not lost.
+//! 3. A waiter keeps one queue place (id and ticket) for its whole acquisition, so a failed round
+//!    or a lease that ran out never sends it to the back.
+//! 4. A queue place is given up when the acquisition ends: by the lock's release once held, or by
+//!    the last rollback when it gives up or is dropped. A waiter that dies without doing so holds
+//!    the head for at most its lease, which every attempt renews.
+//! 5. Only our own clients with fairness on use the queue; safety never depends on it, and a client
+//!    that ignores it can still take a free lock (it is merely not fair to the queue).
+//! 6. A waiter wakes once a quorum of nodes announced a release it may use since it last woke:
+//!    an attempt made before that many nodes are free cannot win, and would cost a rollback. (With
+//!    more than 64 nodes, nodes share bits, which can only make a wake later, never wrong.)
+//! 7. A release wakes one waiter of this process, not all: only one can win, and the others
+//!    would only cost the nodes a refused attempt each. It is the named head if that is ours,
+//!    else the longest-registered waiter the message is for.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::Notify;
+
+use crate::resources::Resources;
+use crate::subscriber::Subscriber;
+
+/// Identifies one waiter (one acquisition) in the queues and in release messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct WaiterId(u128);
+
+impl WaiterId {
+    /// A fresh random id (the thread-local CSPRNG): ids of different clients must not collide.
+    pub(crate) fn new() -> Self {
+        Self(rand::random())
+    }
+}
+
+/// 32 hex digits, as stored in the queues and sent in messages.
+impl fmt::Display for WaiterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// A waiter's place in the fair queue, the same on every node (invariant 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueuePlace {
+    pub(crate) id: WaiterId,
+    /// Microseconds since the Unix epoch when the acquisition started: arrival order. Below
+    /// 2^53 for the next two centuries, so Redis's double scores hold it exactly.
+    pub(crate) ticket_us: u64,
+    /// How long a node keeps the place without a renewal (invariant 4).
+    pub(crate) lease_ms: u64,
+}
+
+impl QueuePlace {
+    /// A place for an acquisition starting now, that tries at least every `retry_delay`.
+    pub(crate) fn new(retry_delay: Duration, node_timeout: Duration) -> Self {
+        let ticket_us = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        Self {
+            id: WaiterId::new(),
+            ticket_us,
+            lease_ms: crate::validity::ttl_millis(lease(retry_delay, node_timeout)),
+        }
+    }
+}
+
+/// How long a queue place outlives its last renewal: four retry delays and a round, and at least
+/// a second, so that a live waiter, which renews it on every attempt, never loses it to a slow
+/// scheduler, while a dead one blocks the queue only briefly.
+pub(crate) fn lease(retry_delay: Duration, node_timeout: Duration) -> Duration {
+    (retry_delay.saturating_mul(4) + node_timeout).max(Duration::from_secs(1))
+}
+
+/// One registered waiter: what wakes it.
+#[derive(Debug)]
+struct Wake {
+    id: WaiterId,
+    /// Fair waiters wake only on their own turn; others on every release.
+    fair: bool,
+    /// The nodes that announced a release for us since we last woke, one bit per node index
+    /// (modulo 64), and how many it takes to wake us: a quorum, since that many must be free for
+    /// an attempt to win (invariant 6).
+    heard: AtomicU64,
+    quorum: u32,
+    notify: Notify,
+}
+
+impl Wake {
+    /// Whether a release message with this payload may wake this waiter: an empty payload (no
+    /// live waiter queued) may wake anyone; a named head only that waiter, or a waiter that is not
+    /// fair (it does not care whose turn it is).
+    fn is_for(&self, head: &str) -> bool {
+        head.is_empty() || !self.fair || head == self.id.to_string()
+    }
+}
+
+/// The waiters of one manager, by resource.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    by_resource: Mutex<HashMap<String, Vec<Arc<Wake>>>>,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Wake>>>> {
+        // Nothing under this lock can panic half-way; recover rather than propagate a poison.
+        self.by_resource
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that `node` announced a release of `resource` naming `head` for the one waiter it
+    /// is for (invariant 7), and wakes it once a quorum of nodes has (invariant 6).
+    pub(crate) fn released(&self, resource: &str, head: &str, node: usize) {
+        let by_resource = self.lock();
+        let Some(wakes) = by_resource.get(resource) else {
+            return;
+        };
+        let Some(wake) = wakes.iter().find(|w| w.is_for(head)) else {
+            return;
+        };
+        let bit = 1u64 << (node % 64);
+        let heard = wake.heard.fetch_or(bit, Ordering::AcqRel) | bit;
+        if heard.count_ones() >= wake.quorum {
+            wake.notify.notify_one(); // a permit if it is not waiting yet (invariant 2)
+        }
+    }
+
+    /// Whether anybody still waits for `resource`.
+    pub(crate) fn is_waited_for(&self, resource: &str) -> bool {
+        self.lock().contains_key(resource)
+    }
+}
+
+/// Notified waiting for one manager: its registry and one subscriber per node.
+#[derive(Debug)]
+pub(crate) struct Waiters {
+    registry: Arc<Registry>,
+    subscribers: Vec<Subscriber>,
+}
+
+impl Waiters {
+    pub(crate) fn new(subscribers: Vec<Subscriber>) -> Self {
+        Self {
+            registry: Arc::default(),
+            subscribers,
+        }
+    }
+
+    /// Registers a waiter for `resources` and makes sure every node's subscriber listens for
+    /// their release. Deregisters when the returned [`Waiting`] is dropped.
+    pub(crate) fn register(&self, resources: &Resources, id: WaiterId, fair: bool) -> Waiting {
+        let quorum = crate::quorum::majority(self.subscribers.len()).min(64);
+        let wake = Arc::new(Wake {
+            id,
+            fair,
+            heard: AtomicU64::new(0),
+            quorum: u32::try_from(quorum).unwrap_or(64),
+            notify: Notify::new(),
+        });
+        {
+            let mut by_resource = self.registry.lock();
+            for resource in resources.keys() {
+                by_resource
+                    .entry(resource.clone())
+                    .or_default()
+                    .push(Arc::clone(&wake));
+            }
+        }
+        for (node, subscriber) in self.subscribers.iter().enumerate() {
+            subscriber.listen(node, resources, &self.registry);
+        }
+        Waiting {
+            wake,
+            resources: resources.clone(),
+            registry: Arc::clone(&self.registry),
+        }
+    }
+}
+
+/// A registered waiter; deregisters on drop.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    wake: Arc<Wake>,
+    resources: Resources,
+    registry: Arc<Registry>,
+}
+
+impl Waiting {
+    /// Waits until a release wakes us or `delay` has passed (invariant 1).
+    pub(crate) async fn woken_or(&self, delay: Duration) {
+        let _ = tokio::time::timeout(delay, self.wake.notify.notified()).await;
+        self.wake.heard.store(0, Ordering::Release);
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut by_resource = self.registry.lock();
+        for resource in self.resources.keys() {
+            if let Some(wakes) = by_resource.get_mut(resource) {
+                wakes.retain(|w| !Arc::ptr_eq(w, &self.wake));
+                if wakes.is_empty() {
+                    by_resource.remove(resource);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wake(fair: bool) -> Wake {
+        Wake {
+            id: WaiterId(0xab),
+            fair,
+            heard: AtomicU64::new(0),
+            quorum: 1,
+            notify: Notify::new(),
+        }
+    }
+
+    #[test]
+    fn ids_are_32_hex_digits() {
+        assert_eq!(
+            WaiterId(0xab).to_string(),
+            "000000000000000000000000000000ab"
+        );
+        assert_ne!(WaiterId::new(), WaiterId::new());
+    }
+
+    #[test]
+    fn a_fair_waiter_wakes_only_on_its_turn_or_an_open_release() {
+        let fair = wake(true);
+        assert!(fair.is_for(""));
+        assert!(fair.is_for("000000000000000000000000000000ab"));
+        assert!(!fair.is_for("000000000000000000000000000000cd"));
+        let polling = wake(false);
+        assert!(polling.is_for("000000000000000000000000000000cd"));
+    }
+
+    #[test]
+    fn leases_outlast_several_retries_and_at_least_a_second() {
+        let ms = Duration::from_millis;
+        assert_eq!(lease(ms(5), ms(100)), Duration::from_secs(1));
+        assert_eq!(lease(ms(500), ms(100)), ms(2100));
+    }
+
+    #[tokio::test]
+    async fn a_waiter_wakes_once_a_quorum_of_distinct_nodes_announced() {
+        let registry = Arc::new(Registry::default());
+        let waiting = Waiting {
+            wake: Arc::new(Wake {
+                quorum: 2,
+                ..wake(false)
+            }),
+            resources: Resources::one("r"),
+            registry: Arc::clone(&registry),
+        };
+        registry
+            .lock()
+            .insert("r".into(), vec![Arc::clone(&waiting.wake)]);
+        registry.released("r", "", 0);
+        registry.released("r", "", 0); // the same node again
+        let short = Duration::from_millis(50);
+        let early = tokio::time::timeout(short, waiting.wake.notify.notified()).await;
+        assert!(early.is_err(), "woken by one node");
+        registry.released("r", "", 1);
+        let woke = tokio::time::timeout(
+            Duration::from_secs(30),
+            waiting.woken_or(Duration::from_secs(3600)),
+        )
+        .await;
+        assert!(woke.is_ok(), "not woken by a quorum");
+        assert_eq!(
+            waiting.wake.heard.load(Ordering::Acquire),
+            0,
+            "a wake starts a new count"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wake_before_the_wait_is_kept_and_a_dropped_waiter_is_forgotten() {
+        let registry = Arc::new(Registry::default());
+        let resources = Resources::one("r");
+        let waiters = Waiters {
+            registry: Arc::clone(&registry),
+            subscribers: Vec::new(),
+        };
+        let waiting = waiters.register(&resources, WaiterId(1), false);
+        assert!(registry.is_waited_for("r"));
+        registry.released("r", "", 0);
+        // The permit is kept (invariant 2): this returns at once, not after an hour.
+        let woke = tokio::time::timeout(
+            Duration::from_secs(30),
+            waiting.woken_or(Duration::from_secs(3600)),
+        )
+        .await;
+        assert!(woke.is_ok());
+        drop(waiting);
+        assert!(!registry.is_waited_for("r"));
+    }
+}

@@ -1,0 +1,292 @@
+//! Waiting for a busy lock: a release wakes the waiter long before its poll delay would have;
+//! releases that do not announce themselves (another client, an expiry) still let it in by
+//! polling; with fairness on, waiters are served in arrival order across processes, and a dead
+//! waiter at the head of the queue blocks nobody past its lease.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{cluster, eventually, patient};
+use redlock::{Error, Redlock, Reply, Retry};
+use redlock_nodes::Cluster;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A poll delay no test waits for: an acquisition that ends before it was woken.
+const NEVER_POLLS: Duration = Duration::from_secs(120);
+
+/// The limit for things that happen "at once": loose, for a loaded two-core machine, and far
+/// below [`NEVER_POLLS`].
+const SOON: Duration = Duration::from_secs(20);
+
+async fn built(cluster: &Cluster, notify: bool, fair: bool) -> Redlock {
+    let manager = Redlock::builder(cluster.urls())
+        .notify(notify)
+        .fair(fair)
+        .build()
+        .unwrap();
+    manager.connect().await;
+    manager
+}
+
+/// Whether `waiters` waiters are queued for `resource` on a majority of nodes.
+fn queued_on_majority(cluster: &Cluster, resource: &str, waiters: usize) -> bool {
+    let queue = format!("redlock-queue:{resource}");
+    let queued = cluster
+        .iter()
+        .filter(|node| {
+            node.cli(&["ZCARD", &queue])
+                .is_ok_and(|n| n.parse::<usize>().is_ok_and(|n| n >= waiters))
+        })
+        .count();
+    queued > cluster.len() / 2
+}
+
+/// Whether the subscriber connections of a majority of nodes listen for `resource`.
+fn subscribed_on_majority(cluster: &Cluster, resource: &str) -> bool {
+    let channel = format!("redlock-released:{resource}");
+    let listening = cluster
+        .iter()
+        .filter(|node| {
+            node.cli(&["PUBSUB", "NUMSUB", &channel])
+                .is_ok_and(|out| out.lines().nth(1).is_some_and(|n| n != "0"))
+        })
+        .count();
+    listening > cluster.len() / 2
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_long_before_its_poll_delay() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let waiter = built(&cluster, true, false).await;
+    let lock = holder.acquire("wake", TTL).await.unwrap();
+
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let waiting = tokio::spawn(async move { waiter.acquire_with("wake", TTL, &retry).await });
+    assert!(
+        eventually(SOON, || queued_on_majority(&cluster, "wake", 1)
+            && subscribed_on_majority(&cluster, "wake"))
+        .await,
+        "the waiter never queued and subscribed"
+    );
+    assert!(!waiting.is_finished(), "acquired a held lock");
+
+    lock.release().await;
+    let woken = tokio::time::timeout(SOON, waiting).await;
+    let acquired = woken.expect("not woken by the release").unwrap();
+    assert!(acquired.unwrap().is_valid());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_notification_a_waiter_only_polls() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let waiter = built(&cluster, false, false).await;
+    let lock = holder.acquire("poll", TTL).await.unwrap();
+
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let mut waiting = tokio::spawn(async move { waiter.acquire_with("poll", TTL, &retry).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !queued_on_majority(&cluster, "poll", 1),
+        "a polling waiter does not queue"
+    );
+    lock.release().await;
+    // The contrast with the test above: nothing wakes this waiter before its delay.
+    let early = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
+    assert!(early.is_err(), "a polling waiter acquired without a poll");
+    waiting.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_by_a_client_that_does_not_announce_it_still_lets_the_waiter_in() {
+    let cluster = cluster(3);
+    for node in cluster.iter() {
+        node.cli(&["SET", "foreign", "their-value", "PX", "60000"])
+            .unwrap();
+    }
+    let waiter = built(&cluster, true, false).await;
+    let retry = Retry::forever().delay(Duration::from_millis(200));
+    let waiting = tokio::spawn(async move { waiter.acquire_with("foreign", TTL, &retry).await });
+    assert!(eventually(SOON, || queued_on_majority(&cluster, "foreign", 1)).await);
+
+    // A plain client's release: a DEL, with no message.
+    for node in cluster.iter() {
+        node.cli(&["DEL", "foreign"]).unwrap();
+    }
+    let acquired = tokio::time::timeout(SOON, waiting)
+        .await
+        .expect("the poll fallback never let the waiter in")
+        .unwrap();
+    assert!(acquired.unwrap().is_valid());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_for_a_set_is_woken_by_the_release_of_a_member() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let waiter = built(&cluster, true, false).await;
+    let lock = holder.acquire("member:b", TTL).await.unwrap();
+
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let waiting = tokio::spawn(async move {
+        waiter
+            .acquire_many_with(&["member:a", "member:b"], TTL, &retry)
+            .await
+    });
+    assert!(
+        eventually(SOON, || queued_on_majority(&cluster, "member:b", 1)
+            && subscribed_on_majority(&cluster, "member:b"))
+        .await
+    );
+    lock.release().await;
+    let set = tokio::time::timeout(SOON, waiting)
+        .await
+        .expect("not woken by the member's release")
+        .unwrap()
+        .unwrap();
+    assert_eq!(set.resources(), ["member:a", "member:b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_are_served_in_arrival_order_across_processes() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, true).await;
+    let lock = holder.acquire("turns", TTL).await.unwrap();
+
+    // Three "processes" (managers of their own), arriving one after the other.
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for name in ["first", "second", "third"] {
+        let manager = built(&cluster, true, true).await;
+        let order = Arc::clone(&order);
+        let retry = patient().delay(Duration::from_millis(50));
+        waiters.push(tokio::spawn(async move {
+            let lock = manager.acquire_with("turns", TTL, &retry).await?;
+            order.lock().unwrap().push(name);
+            lock.release().await;
+            Ok::<_, Error>(())
+        }));
+        let queued = waiters.len();
+        assert!(eventually(SOON, || queued_on_majority(&cluster, "turns", queued)).await);
+    }
+    // The holder releases and at once asks again: it goes to the back of the queue.
+    lock.release().await;
+    let again = holder.acquire_with("turns", TTL, &patient()).await.unwrap();
+    order.lock().unwrap().push("holder again");
+    again.release().await;
+    for waiter in waiters {
+        waiter.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["first", "second", "third", "holder again"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_at_the_head_blocks_the_queue_only_until_its_lease_ends() {
+    let cluster = cluster(3);
+    // A waiter that queued first and died: its place has a lease of 2 s and is never renewed.
+    for node in cluster.iter() {
+        let now_ms: u64 = node
+            .cli(&["TIME"])
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1000;
+        node.cli(&["ZADD", "redlock-queue:dead", "1", "deadbeef"])
+            .unwrap();
+        let expiry = (now_ms + 2000).to_string();
+        node.cli(&["ZADD", "redlock-queue-lease:dead", &expiry, "deadbeef"])
+            .unwrap();
+    }
+    let fair = built(&cluster, true, true).await;
+    let refused = fair.try_acquire("dead", TTL).await.unwrap_err();
+    let Error::NotAcquired { failure, .. } = refused else {
+        panic!("expected NotAcquired, got {refused}");
+    };
+    assert!(
+        failure.replies.iter().all(|r| r.reply == Reply::Refused),
+        "a free lock is not ours while another waiter is ahead: {failure:?}"
+    );
+    // Clients that do not queue are not held back by it.
+    let unfair = built(&cluster, true, false).await;
+    unfair
+        .try_acquire("dead", TTL)
+        .await
+        .unwrap()
+        .release()
+        .await;
+
+    let lock = fair.acquire_with("dead", TTL, &patient()).await.unwrap();
+    assert!(lock.is_valid());
+    for node in cluster.iter() {
+        assert_eq!(
+            node.cli(&["ZSCORE", "redlock-queue:dead", "deadbeef"])
+                .unwrap(),
+            "",
+            "the dead waiter is dropped from the queue"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_leaves_the_queue() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, true).await;
+    let lock = holder.acquire("leave", TTL).await.unwrap();
+    let quitter = built(&cluster, true, true).await;
+    let retry = Retry::new().attempts(2).delay(Duration::from_millis(50));
+    let gave_up = quitter.acquire_with("leave", TTL, &retry).await;
+    assert!(matches!(gave_up, Err(Error::NotAcquired { .. })));
+    for node in cluster.iter() {
+        assert_eq!(node.cli(&["ZCARD", "redlock-queue:leave"]).unwrap(), "0");
+    }
+    // Nobody is left ahead of the next waiter: the holder takes it again at once.
+    lock.release().await;
+    holder
+        .try_acquire("leave", TTL)
+        .await
+        .unwrap()
+        .release()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_contenders_each_get_at_least_half_their_share() {
+    let cluster = cluster(3);
+    let mut contenders = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    for _ in 0..4 {
+        let manager = built(&cluster, true, true).await;
+        contenders.push(tokio::spawn(async move {
+            let mut acquired = 0u64;
+            while tokio::time::Instant::now() < deadline {
+                let lock = manager.acquire_with("share", TTL, &patient()).await?;
+                acquired += 1;
+                lock.release().await;
+            }
+            Ok::<_, Error>(acquired)
+        }));
+    }
+    let mut counts = Vec::new();
+    for contender in contenders {
+        counts.push(contender.await.unwrap().unwrap());
+    }
+    let total: u64 = counts.iter().sum();
+    let fair_share = total as f64 / counts.len() as f64;
+    assert!(total >= 8, "too few acquisitions to judge: {counts:?}");
+    for count in &counts {
+        assert!(
+            *count as f64 >= fair_share / 2.0,
+            "a contender got less than half its share: {counts:?}"
+        );
+    }
+}
