@@ -35,6 +35,11 @@ and appendfsync always cannot lose a lock and are trusted at once (`redlock node
 so). Each acquisition gets a fencing token, larger than every earlier one for the resource
 (`run`: $REDLOCK_FENCE; `acquire --json`: \"fence\"); --no-fencing skips it, saving a round trip.
 
+Waiting: a client waiting for a busy lock is woken by its release and tries again at once, with
+its retry delay as the fallback; --no-notify polls only. --fair serves waiters in arrival order,
+so a client that releases and locks again at once does not win every time; clients without it
+are not held back by the queue.
+
 Logs: REDLOCK_LOG=debug (a tracing env filter; default: errors only), on stderr.
 
 Examples:
@@ -107,6 +112,15 @@ pub struct Global {
     /// Hand out no fencing tokens (one round trip less per acquisition)
     #[arg(long, global = true)]
     pub no_fencing: bool,
+
+    /// Wait for a busy lock by polling alone, instead of also being woken by its release
+    #[arg(long, global = true)]
+    pub no_notify: bool,
+
+    /// Serve waiters for a busy lock in arrival order (a queue per resource on each node; a
+    /// script instead of a plain SET per attempt)
+    #[arg(long, global = true)]
+    pub fair: bool,
 }
 
 impl Global {
@@ -130,6 +144,8 @@ impl Global {
             .max_ttl(self.max_ttl)
             .quarantine(!self.no_quarantine)
             .fencing(!self.no_fencing)
+            .notify(!self.no_notify)
+            .fair(self.fair)
             // The library wants fencing counters kept for at least twice max_ttl. The CLI has no
             // option for that, so a long --max-ttl lengthens the retention instead of failing on
             // a setting nobody can change.
@@ -354,6 +370,17 @@ mod tests {
         assert_eq!(failure.status, exit::USAGE);
         let message = failure.to_string();
         assert!(message.starts_with("--ttl 31.0s is longer than --max-ttl 30.0s: raise --max-ttl"));
+    }
+
+    #[test]
+    fn the_waiting_flags_are_global_and_off_by_default() {
+        let cli = Cli::try_parse_from(["redlock", "status", "r"]).unwrap();
+        assert!(!cli.global.no_notify && !cli.global.fair);
+        let cli =
+            Cli::try_parse_from(["redlock", "--no-notify", "run", "r", "--fair", "--", "true"])
+                .unwrap();
+        assert!(cli.global.no_notify && cli.global.fair);
+        assert!(cli.global.manager().is_ok());
     }
 
     #[test]

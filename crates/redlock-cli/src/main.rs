@@ -18,8 +18,8 @@
 //!
 //! # Layout
 //! - `cli`: global options (`--servers`, `--node-timeout`, `--max-ttl`, `--no-quarantine`,
-//!   `--no-fencing`) and the one place they configure a manager, the subcommand list, clap
-//!   errors made one-line.
+//!   `--no-fencing`, `--no-notify`, `--fair`) and the one place they configure a manager, the
+//!   subcommand list, clap errors made one-line.
 //! - `exit`: exit statuses and the one-line [`exit::Failure`].
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.

@@ -1,10 +1,17 @@
-//! `redlock run RESOURCE [--ttl DUR] [--wait DUR | --no-wait] -- COMMAND [ARGS...]`: run a command
-//! while holding a lock, like `flock(1)` across machines.
+//! `redlock run RESOURCE... [--ttl DUR] [--wait DUR | --no-wait] -- COMMAND [ARGS...]`: run a
+//! command while holding a lock, like `flock(1)` across machines.
 //!
 //! Acquire (waiting until acquired by default), start COMMAND with `REDLOCK_RESOURCE`,
 //! `REDLOCK_VALUE` and `REDLOCK_FENCE` (the fencing token; unset with `--no-fencing`) in its
 //! environment, keep the lock extended while it runs (a [`Guard`](redlock::Guard)), release when
 //! it exits, and exit with its status.
+//!
+//! Several resources are locked as one lock, all or none
+//! ([`Redlock::acquire_many_with`](redlock::Redlock::acquire_many_with)): a transfer between two
+//! accounts holds both. The library sorts and deduplicates them, so `run a b` and `run b a` wait
+//! for each other and never deadlock. One resource takes the single-resource path, whose wire
+//! format every Redlock client knows. The invariants below hold for the set as for one resource:
+//! the guard extends, loses and releases the set as a whole.
 //!
 //! # Invariants
 //! 1. COMMAND starts only while the lock is held, and the lock is released only after COMMAND
@@ -47,17 +54,21 @@ use crate::exit::{self, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
 use crate::{Outcome, duration};
 
 const AFTER_HELP: &str = "\
-COMMAND runs with REDLOCK_RESOURCE, REDLOCK_VALUE and REDLOCK_FENCE (the fencing token, a decimal
-number larger than every earlier one for RESOURCE; unset with --no-fencing) in its environment,
-while the lock is kept extended (every third of the TTL; the TTL may not exceed --max-ttl). The lock is released when COMMAND exits. If the lock is lost
-while COMMAND runs (keys deleted, servers gone), COMMAND's process group gets SIGTERM at once and
-SIGKILL after --kill-grace. SIGINT, SIGTERM and SIGHUP sent to redlock are passed on to COMMAND;
+Several resources are locked as one lock, all or none, in any order (duplicates are ignored):
+`run a b` and `run b a` exclude each other and cannot deadlock, and so do `run a` and `run a b`.
+COMMAND runs with REDLOCK_RESOURCE (the resource; for several, sorted and joined by \", \"),
+REDLOCK_VALUE and REDLOCK_FENCE (the fencing token, a decimal number larger than every earlier one
+for each RESOURCE; unset with --no-fencing) in its environment, while the lock is kept extended
+(every third of the TTL; the TTL may not exceed --max-ttl). The lock is released when COMMAND
+exits. If the lock is lost while COMMAND runs (a key deleted, servers gone), COMMAND's process
+group gets SIGTERM at once and SIGKILL after --kill-grace. SIGINT, SIGTERM and SIGHUP sent to redlock are passed on to COMMAND;
 the lock is released once it has exited. COMMAND runs in its own process group (so a lost lock
 stops its children too) and cannot read the terminal; --foreground runs it in redlock's group.
 
 Examples:
   redlock run nightly-report -- ./make-report.sh --full
   redlock run deploy:prod --wait 5m -- ./deploy.sh
+  redlock run acct:1 acct:2 -- ./transfer.sh 1 2      # both accounts, or wait for both
   redlock run cron:cleanup --no-wait -- ./cleanup.sh || echo \"someone else is cleaning up\"
   redlock run job --ttl 10s -- sh -c 'echo \"$REDLOCK_RESOURCE held as $REDLOCK_VALUE\"'
   redlock run ledger -- sh -c 'psql -c \"... WHERE fence < $REDLOCK_FENCE\"'  # refuse stale writers
@@ -68,13 +79,13 @@ ran; 126/127 COMMAND could not be executed / was not found; 65 the resource has 
 type; 64 bad arguments (e.g. no COMMAND after --, a TTL above --max-ttl); 128+N when signal N
 ended the wait for the lock.";
 
-/// Run a command while holding a lock (waits for the lock by default).
+/// Run a command while holding a lock on one or more resources (waits for the lock by default).
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The resource to lock: the Redis key.
-    #[arg(value_parser = cli::resource)]
-    resource: String,
+    /// The resources to lock, as one lock: Redis keys.
+    #[arg(value_name = "RESOURCE", required = true, num_args = 1.., value_parser = cli::resource)]
+    resources: Vec<String>,
 
     /// The lock's TTL; it is extended every third of it while COMMAND runs.
     #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "30s")]
@@ -137,8 +148,10 @@ impl Signals {
 
 pub async fn run(args: Args, global: &Global) -> Outcome {
     let Some((program, program_args)) = args.command.split_first() else {
+        // Everything before `--` is a resource, so `run r echo hi` lands here too.
         return Err(Failure::usage(
-            "no COMMAND given after --: write e.g. redlock run RESOURCE -- ./job.sh",
+            "no COMMAND given after --: every argument before -- is a resource to lock; write \
+             e.g. redlock run RESOURCE... -- ./job.sh",
         ));
     };
     global.check_ttl(args.ttl)?;
@@ -149,10 +162,17 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     };
     let mut signals = Signals::install()?;
     let (manager, retry) = global.for_acquiring(retry).await?;
-    let lock = tokio::select! {
-        lock = manager.acquire_with(&args.resource, args.ttl, &retry) => {
-            lock.map_err(exit::not_acquired)?
+    let acquisition = async {
+        match args.resources.as_slice() {
+            [one] => manager.acquire_with(one, args.ttl, &retry).await,
+            many => {
+                let many: Vec<&str> = many.iter().map(String::as_str).collect();
+                manager.acquire_many_with(&many, args.ttl, &retry).await
+            }
         }
+    };
+    let lock = tokio::select! {
+        lock = acquisition => lock.map_err(exit::not_acquired)?,
         signal = signals.recv() => {
             // Invariant 4: dropping the acquisition rolls back its round in flight, in the
             // background; that round is bounded by the node timeout, so give it that long
@@ -161,13 +181,15 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
             return Ok(signal_status(signal));
         }
     };
-    tracing::debug!(resource = %args.resource, "acquired; starting COMMAND");
     let guard = lock.keep_alive(args.ttl);
+    // Sorted and deduplicated by the library; joined as the library's own messages name a set.
+    let resource = guard.resources().join(", ");
+    tracing::debug!(%resource, "acquired; starting COMMAND");
 
     let mut command = Command::new(program);
     command
         .args(program_args)
-        .env("REDLOCK_RESOURCE", &args.resource)
+        .env("REDLOCK_RESOURCE", &resource)
         .env("REDLOCK_VALUE", guard.value());
     // Removed when there is none, so a token inherited from an outer `redlock run` is never
     // mistaken for this lock's.
@@ -181,7 +203,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            release(guard, &args.resource).await; // invariant 1: nothing runs
+            release(guard, &resource).await; // invariant 1: nothing runs
             return Err(spawn_failure(program, &e));
         }
     };
@@ -189,7 +211,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         // Cannot happen on Linux (an unreaped child has a pid, and pids fit an i32); should it,
         // a child we could not signal must not run unsupervised.
         let _ = child.kill().await;
-        release(guard, &args.resource).await; // invariant 1: it has exited
+        release(guard, &resource).await; // invariant 1: it has exited
         return Err(Failure::os(format!(
             "{program} started without a usable pid"
         )));
@@ -200,13 +222,13 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         Ended::Unknown(_) => guard.is_lost(),
     };
     let reason = guard.loss_reason();
-    release(guard, &args.resource).await; // invariant 1: COMMAND has exited
+    release(guard, &resource).await; // invariant 1: COMMAND has exited
     match ended {
         _ if lost => Err(Failure::new(
             LOST,
             format!(
                 "the lock on {:?} was lost while {program} ran, so it was terminated ({})",
-                args.resource,
+                resource,
                 reason.map_or_else(|| "reason unknown".to_owned(), |r| r.to_string())
             ),
         )),
@@ -279,7 +301,7 @@ async fn supervise(
             biased;
             () = guard.lost(), if !lost => {
                 lost = true;
-                tracing::warn!(resource = guard.resource(), "lock lost; terminating COMMAND");
+                tracing::warn!(resources = ?guard.resources(), "lock lost; terminating COMMAND");
                 target.send(Signal::SIGTERM);
                 kill_at.as_mut().reset(tokio::time::Instant::now() + kill_grace);
             }

@@ -33,7 +33,13 @@ fn unparsable_arguments_are_usage_errors() {
         (&["acquire", "", "--ttl", "1s"], "must not be empty"),
         (&["run", "r"], "no COMMAND given after --"),
         (&["run", "r", "--"], "no COMMAND given after --"),
-        (&["run", "r", "echo", "hi"], "unexpected argument"),
+        // Without `--`, `echo` and `hi` are resources: no COMMAND, and a hint why.
+        (
+            &["run", "r", "echo", "hi"],
+            "every argument before -- is a resource",
+        ),
+        (&["run", "--", "true"], "<RESOURCE>"),
+        (&["run", "a", "", "--", "true"], "must not be empty"),
         (
             &["run", "r", "--wait", "1s", "--no-wait", "--", "true"],
             "cannot be used with",

@@ -1,4 +1,5 @@
-//! `redlock run`: mutual exclusion between processes, exit statuses, a lost lock, signals.
+//! `redlock run`: mutual exclusion between processes, exit statuses, a lost lock, signals, and
+//! all of that for a lock on several resources.
 
 mod common;
 
@@ -17,19 +18,22 @@ fn critical_section(log: &Path) -> String {
     )
 }
 
-#[test]
-fn concurrent_runs_never_overlap_and_all_succeed() {
-    let cluster = cluster(3);
-    let servers = cluster.servers();
+/// Runs `redlock run RESOURCES... -- critical_section` once per entry of `runs`, all at once,
+/// and checks that every run succeeded and that no two critical sections overlapped.
+#[track_caller]
+fn assert_runs_are_serial(servers: &str, runs: &[&[&str]]) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let script = critical_section(&log);
 
     let started = Instant::now();
-    let children: Vec<_> = (0..3)
-        .map(|_| {
-            redlock(&servers)
-                .args(["run", "shared", "--ttl", "5s", "--", "sh", "-c", &script])
+    let children: Vec<_> = runs
+        .iter()
+        .map(|resources| {
+            redlock(servers)
+                .arg("run")
+                .args(*resources)
+                .args(["--ttl", "5s", "--", "sh", "-c", &script])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -49,7 +53,11 @@ fn concurrent_runs_never_overlap_and_all_succeed() {
             (parts[0], parts[1], parts[2].parse().unwrap())
         })
         .collect();
-    assert_eq!(events.len(), 6, "every run ran exactly once:\n{text}");
+    assert_eq!(
+        events.len(),
+        2 * runs.len(),
+        "every run ran exactly once:\n{text}"
+    );
     for (i, pair) in events.chunks(2).enumerate() {
         let [(enter, who, t_in), (exit, who_out, t_out)] = pair else {
             unreachable!()
@@ -64,6 +72,86 @@ fn concurrent_runs_never_overlap_and_all_succeed() {
     for window in events.windows(2) {
         assert!(window[0].2 <= window[1].2, "timestamps go back:\n{text}");
     }
+}
+
+#[test]
+fn concurrent_runs_never_overlap_and_all_succeed() {
+    let cluster = cluster(3);
+    assert_runs_are_serial(&cluster.servers(), &[&["shared"], &["shared"], &["shared"]]);
+}
+
+#[test]
+fn sets_in_any_order_never_overlap_and_all_finish() {
+    let cluster = cluster(3);
+    // Listed in both orders (no deadlock), with a duplicate, and against a single-resource lock
+    // on a member of the set: every pair shares a key, so no two may run at once.
+    assert_runs_are_serial(
+        &cluster.servers(),
+        &[
+            &["acct:1", "acct:2"],
+            &["acct:2", "acct:1"],
+            &["acct:2", "acct:1", "acct:2"],
+            &["acct:1"],
+        ],
+    );
+}
+
+#[test]
+fn a_set_is_held_as_a_whole_while_the_command_runs() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    // Exits with the number of the first check that failed.
+    let check = format!(
+        r#"test "$REDLOCK_RESOURCE" = "acct:1, acct:2" || exit 10
+test ${{#REDLOCK_VALUE}} -eq 40 && test -n "$REDLOCK_FENCE" || exit 11
+for r in acct:1 acct:2; do
+  {bin} status "$r" | tail -n 1 | grep -q "held by $REDLOCK_VALUE" || exit 12
+done
+{bin} run acct:2 --no-wait -- true 2>/dev/null; test $? -eq 75 || exit 13
+{bin} run acct:3 acct:1 --no-wait -- true 2>/dev/null; test $? -eq 75 || exit 14
+{bin} run acct:3 --no-wait -- true || exit 15
+"#,
+        bin = env!("CARGO_BIN_EXE_redlock")
+    );
+    run(redlock(&servers).args(["run", "acct:2", "acct:1", "--", "sh", "-c", &check]))
+        .expect_code(0);
+    for resource in ["acct:1", "acct:2", "acct:3"] {
+        let out = run(redlock(&servers).args(["status", resource]));
+        assert!(out.stdout.ends_with("free on 3/3 nodes\n"), "{out:#?}");
+    }
+}
+
+#[test]
+fn a_set_with_one_key_lost_terminates_the_command_with_status_76() {
+    let mut cluster = cluster(3);
+    let servers = cluster.servers();
+    let started = Instant::now();
+    let child = redlock(&servers)
+        .args(["run", "a", "b", "--ttl", "1s", "--", "sleep", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            (0..3).all(|i| cluster.node(i).cli(&["EXISTS", "a", "b"]).unwrap() == "2")
+        }),
+        "the lock was never taken"
+    );
+    // One key of the set gone on a majority: the set is no longer held there.
+    for i in 0..2 {
+        cluster.node(i).cli(&["DEL", "b"]).unwrap();
+    }
+    let out = finish(child, started);
+    out.expect_code(76);
+    out.one_line_error("the lock on \"a, b\" was lost while sleep ran");
+    assert!(
+        out.elapsed < Duration::from_secs(25),
+        "sleep 30 was not terminated: {out:#?}"
+    );
+    assert!(eventually(Duration::from_secs(5), || {
+        cluster.node(2).cli(&["EXISTS", "a", "b"]).unwrap() == "0"
+    }));
 }
 
 #[test]
