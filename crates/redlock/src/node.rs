@@ -1,4 +1,5 @@
-//! One Redis master: the only place where bytes go to Redis.
+//! One Redis master: where requests go to Redis (the only other connection is the
+//! [`subscriber`](crate::subscriber), which listens for releases).
 //!
 //! Each node owns one long-lived multiplexed connection (redis-rs [`MultiplexedConnection`]),
 //! shared by every lock and every task: requests from many tasks are pipelined on it, and no
