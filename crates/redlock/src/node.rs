@@ -81,29 +81,22 @@ impl LuaScript {
 }
 
 /// A key a script needs next to each lock key. Other Redlock clients never touch these, so the
-/// lock key itself keeps the standard format.
+/// lock key itself keeps the standard format. (The waiting queue's keys are not declared: see
+/// `scripts/queue.lua`.)
 #[derive(Debug, Clone, Copy)]
 enum KeyGroup {
     /// The resource's fencing counter.
     Fence,
-    /// The resource's waiting queue: waiters by ticket.
-    Queue,
-    /// The same waiters by lease expiry.
-    Leases,
 }
 
 impl KeyGroup {
     fn key(self, resource: &str) -> String {
         match self {
             KeyGroup::Fence => fence_key(resource),
-            KeyGroup::Queue => format!("redlock-queue:{resource}"),
-            KeyGroup::Leases => format!("redlock-queue-lease:{resource}"),
         }
     }
 }
 
-const QUEUED: &[KeyGroup] = &[KeyGroup::Queue, KeyGroup::Leases];
-const QUEUED_FENCED: &[KeyGroup] = &[KeyGroup::Queue, KeyGroup::Leases, KeyGroup::Fence];
 const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
 
 /// A script that uses the waiting queue, with the queue's shared functions in front.
@@ -114,7 +107,7 @@ macro_rules! queue_script {
 }
 
 static RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), QUEUED));
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
 static EXTEND: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), &[]));
 static INSPECT: LazyLock<LuaScript> =
@@ -132,12 +125,12 @@ static FENCE_MANY: LazyLock<LuaScript> =
 static EXTEND_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), &[]));
 static RELEASE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), QUEUED));
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), &[]));
 static ACQUIRE_QUEUED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), QUEUED));
-// The same script: it finds the counters after the queues' keys.
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), &[]));
+// The same script: it finds the counters after the resources.
 static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), QUEUED_FENCED));
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), FENCED));
 
 fn scripts() -> [&'static LuaScript; 11] {
     [

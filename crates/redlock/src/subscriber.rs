@@ -11,8 +11,9 @@
 //! has waited for during a whole sweep interval (so a busy resource, whose waiters come and go
 //! all the time, is not subscribed and unsubscribed on every acquisition). It ends when nobody has
 //! waited for anything for a sweep, when its connection breaks, or with its manager; the next
-//! waiter starts it again. After a failed connection attempt it is not started again for a
-//! second, so a node that is down costs waiters nothing but their delays.
+//! waiter starts it again. After a failed connection attempt or subscription (a node that is down,
+//! an ACL that denies the channel) it is not started again for a second, so such a node costs
+//! waiters nothing but their delays.
 //!
 //! # Invariants
 //! 1. At most one task per node, with one connection: a new one starts only when the last one
@@ -131,6 +132,8 @@ impl Task {
                     let Some(resource) = request else { return }; // the manager is gone
                     if !subscribed.contains(&resource) {
                         if !self.command(&mut sink, true, &resource).await {
+                            // E.g. an ACL without this channel: back off as after a failed connection.
+                            lock(&self.state).failed_at = Some(Instant::now());
                             return;
                         }
                         subscribed.insert(resource);

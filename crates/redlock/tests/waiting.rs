@@ -290,3 +290,52 @@ async fn fair_contenders_each_get_at_least_half_their_share() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_denied_the_queue_still_locks_and_waits_by_polling() {
+    let cluster = cluster(3);
+    for node in cluster.iter() {
+        // Lock keys only: no queue keys, no channels.
+        node.cli(&[
+            "ACL",
+            "SETUSER",
+            "narrow",
+            "on",
+            ">secret",
+            "~acl:*",
+            "resetchannels",
+            "+@all",
+        ])
+        .unwrap();
+    }
+    let urls: Vec<String> = cluster
+        .iter()
+        .map(|node| format!("redis://narrow:secret@127.0.0.1:{}", node.port()))
+        .collect();
+    let narrow = |fair: bool| {
+        Redlock::builder(urls.clone())
+            .fencing(false)
+            .fair(fair)
+            .build()
+            .unwrap()
+    };
+    let holder = narrow(false);
+    let lock = holder.acquire("acl:job", TTL).await.unwrap();
+    let waiter = narrow(true);
+    let retry = Retry::forever().delay(Duration::from_millis(100));
+    let waiting = tokio::spawn(async move { waiter.acquire_with("acl:job", TTL, &retry).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "acquired a held lock");
+
+    let released = lock.release().await;
+    assert_eq!(
+        released.confirmed, 3,
+        "the release itself never fails: {released:?}"
+    );
+    let acquired = tokio::time::timeout(SOON, waiting)
+        .await
+        .expect("the waiter never got in by polling")
+        .unwrap()
+        .unwrap();
+    assert_eq!(acquired.release().await.confirmed, 3);
+}

@@ -2,8 +2,7 @@
 -- which is what makes releases announce themselves. Fair (ARGV[7] = "1", `Builder::fair`): only
 -- the waiter at the head of every queue may take the keys. Safety does not depend on the queue:
 -- the keys are still set only where none exists, exactly as SET NX.
--- KEYS[1..n] = the resources (sorted), KEYS[n+1..2n] = their queues, KEYS[2n+1..3n] = the
--- queues' leases, then KEYS[3n+1..4n] = their fencing counters when fenced;
+-- KEYS[1..n] = the resources (sorted), then KEYS[n+1..2n] = their fencing counters when fenced;
 -- ARGV[1] = lock value, ARGV[2] = TTL in ms, ARGV[3] = waiter id, ARGV[4] = its ticket,
 -- ARGV[5] = lease in ms, ARGV[6] = n, ARGV[7] = "1" when fair.
 -- Returns nil when refused (a key exists, or another waiter is ahead); when granted 1, or when
@@ -19,20 +18,25 @@ for i = 1, n do
     end
 end
 local first = true
-for i = 1, n do
-    local queue, leases = KEYS[n + i], KEYS[2 * n + i]
-    local head = live_head(queue, leases, now)
-    -- Fair and uncontended (free, nobody queued) touches no queue; otherwise join or renew.
-    if not (fair and free and head == "") then
-        redis.call("zadd", queue, ticket, id)
-        redis.call("zadd", leases, now + lease, id)
-        redis.call("pexpire", queue, lease)
-        redis.call("pexpire", leases, lease)
-        head = redis.call("zrange", queue, 0, 0)[1]
+local queued = best_effort(function()
+    for i = 1, n do
+        local queue, leases = queue_keys(KEYS[i])
+        local head = live_head(queue, leases, now)
+        -- Fair and uncontended (free, nobody queued) touches no queue; otherwise join or renew.
+        if not (fair and free and head == "") then
+            redis.call("zadd", queue, ticket, id)
+            redis.call("zadd", leases, now + lease, id)
+            redis.call("pexpire", queue, lease)
+            redis.call("pexpire", leases, lease)
+            head = redis.call("zrange", queue, 0, 0)[1]
+        end
+        if fair and head ~= id and head ~= "" then
+            first = false
+        end
     end
-    if fair and head ~= id and head ~= "" then
-        first = false
-    end
+end)
+if not queued then
+    first = true -- no usable queue: nobody is known to be ahead
 end
 if not (free and first) then
     return false
@@ -40,11 +44,11 @@ end
 for i = 1, n do
     redis.call("set", KEYS[i], ARGV[1], "PX", ARGV[2])
 end
-if #KEYS < 4 * n then
+if #KEYS < 2 * n then
     return 1
 end
 local largest, largest_text = 0, "0"
-for i = 3 * n + 1, 4 * n do
+for i = n + 1, 2 * n do
     local text = redis.call("get", KEYS[i])
     local counter = tonumber(text or "0") or 0
     if counter > largest then

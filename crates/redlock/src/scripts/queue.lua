@@ -3,6 +3,22 @@
 -- time, chosen by the waiter and the same on every node, so every node orders them alike), and
 -- the same waiters by lease expiry in this node's milliseconds. A waiter that stops renewing its
 -- lease drops out at the next look: a dead waiter blocks nobody for longer than its lease.
+--
+-- The queue is only ever a hint, so its part of every script runs through `best_effort`: a server
+-- that refuses it (an ACL without access to the queue's keys or channel, a key of another type)
+-- costs the queue, never the lock's own step. For the same reason its keys are named here, from
+-- the lock key, rather than declared: Redis checks every declared key against the caller's ACL
+-- before it runs a script at all. (Undeclared keys are fine on the standalone masters Redlock
+-- runs on; Redis Cluster would want them declared, and Redlock does not use it.)
+
+local function best_effort(queue_part)
+    return pcall(queue_part)
+end
+
+-- A resource's queue: its waiters by ticket, and by lease expiry.
+local function queue_keys(resource)
+    return "redlock-queue:" .. resource, "redlock-queue-lease:" .. resource
+end
 
 local function node_ms()
     local now = redis.call("time")
