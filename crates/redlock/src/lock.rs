@@ -92,8 +92,13 @@ impl Held {
 
     /// Forgets the value without releasing it: for a round that every node refused, so that it
     /// is set nowhere (a refusal is an answer: the node did not set our fresh value).
-    pub(crate) fn set_nowhere(mut self) {
+    pub(crate) fn set_nowhere(self) {
         debug_assert!(self.stragglers.is_none(), "every node answered");
+        self.disarm();
+    }
+
+    /// Drops the promise to release: somebody else keeps it, or there is nothing to release.
+    pub(crate) fn disarm(mut self) {
         self.armed = false;
     }
 

@@ -373,6 +373,7 @@ impl Redlock {
     /// If the future is dropped mid-round, a release of the round's value on every node is
     /// started in the background (as for a dropped [`Lock`]); keys a node stores after that
     /// expire with the TTL. Nothing is left held by a lock nobody owns for longer than the TTL.
+    /// A waiter's place in the resource's queue is given up the same way, in the background.
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
         self.acquire_with(resource, ttl, &self.shared.retry).await
     }
@@ -455,6 +456,9 @@ impl Redlock {
         let place = (shared.fair || shared.notify)
             .then(|| QueuePlace::new(retry.max_delay(), shared.node_timeout));
         let mut joined = false;
+        // Gives the place up if this future is dropped between rounds (`waiting` invariant 4): a
+        // release of a fresh value nobody holds (invariant 5), which only leaves the queue.
+        let mut place_kept: Option<Held> = None;
         // The delay a joining attempt took the place of; it is waited after that attempt instead.
         let mut carried = None;
         let mut waiting = None;
@@ -464,6 +468,14 @@ impl Redlock {
             attempts += 1;
             let join = place.filter(|_| shared.fair || joined || carried.is_some());
             joined |= join.is_some();
+            if let (Some(place), None) = (join, &place_kept) {
+                place_kept = Some(Held::new(
+                    Arc::clone(shared),
+                    resources.clone(),
+                    new_value(),
+                    Some(place.id),
+                ));
+            }
             // Armed before the first request: dropping this future mid-round releases (invariant 5
             // keeps that release from touching anybody else's lock).
             let mut held = Held::new(
@@ -517,6 +529,9 @@ impl Redlock {
                 fence = Some(token);
             }
             if let Some(deadline) = deadline {
+                if let Some(place) = place_kept {
+                    place.disarm(); // the lock's release leaves the queue
+                }
                 return Ok(Lock::new(held, deadline, fence));
             }
             let won = round.decision == Decision::Won;
@@ -535,6 +550,9 @@ impl Redlock {
                 None => explain_refusals(&mut failure, &held.release().await),
             }
             let Some(delay) = next else {
+                if let Some(place) = place_kept {
+                    place.disarm(); // the last rollback left the queue
+                }
                 return Err(Error::NotAcquired {
                     resource: resources.to_string(),
                     attempts,

@@ -5,19 +5,24 @@
 //! learns of a release only when its delay runs out. Two mechanisms fix that, and neither carries
 //! any part of the safety argument, which stays with `SET NX` on a quorum:
 //!
-//! - **Notification** ([`Builder::notify`](crate::Builder::notify), on by default). Our release
-//!   script publishes on `redlock-released:<resource>` whenever it frees the key. A waiter
-//!   registers here, the manager subscribes to the resource's channel on every node over one
-//!   subscriber connection per node ([`subscriber`](crate::subscriber)), and a message wakes the
-//!   waiter, which tries again at once. The random delay stays as the fallback: a release by a
-//!   client that does not publish, an expiry, a lost message or a dead subscriber connection only
-//!   cost the delay, as before.
+//! - **Notification** ([`Builder::notify`](crate::Builder::notify), on by default). A waiter joins
+//!   a small queue next to the lock on every node (`scripts/acquire_queued.lua`), registers here,
+//!   and the manager subscribes to `redlock-released:<resource>` over one subscriber connection per
+//!   node ([`subscriber`](crate::subscriber)). Our release script publishes on that channel when
+//!   it frees a key that has a queue (so a release nobody waits for costs one `EXISTS` more than
+//!   the standard script), and the message wakes the waiter, which tries again at once. The random
+//!   delay stays as the fallback: a release by a client that does not publish, an expiry, a lost
+//!   message or a dead subscriber connection only cost the delay, as before.
 //! - **Fair queue** ([`Builder::fair`](crate::Builder::fair), off by default). Every attempt goes
 //!   through a queue on each node (`scripts/acquire_queued.lua`): only the waiter at the head may
 //!   take the keys; anyone else joins the queue (or keeps its place) and is refused. A release
 //!   names the head in its message, so only that waiter wakes. The queue orders waiters by a
 //!   ticket they choose once per acquisition (their clock when they first tried), the same on every
 //!   node, so every node agrees on the head.
+//!
+//! A waiter joins the queue with an extra attempt made at once after its first refusal (fair
+//! waiters join with their first attempt). That attempt does not use up one of the retry
+//! policy's attempts: the policy's delays and count apply as without notification.
 //!
 //! # Invariants
 //! 1. A waiter is woken or its delay runs out, whichever comes first: a missing message never
@@ -26,9 +31,9 @@
 //!    between a refused attempt and the next wait is not lost.
 //! 3. A waiter keeps one queue place (id and ticket) for its whole acquisition, so a failed round
 //!    or a lease that ran out never sends it to the back.
-//! 4. A queue place is given up when the acquisition ends: by the lock's release once held, or by
-//!    the last rollback when it gives up or is dropped. A waiter that dies without doing so holds
-//!    the head for at most its lease, which every attempt renews.
+//! 4. A queue place is given up when the acquisition ends: by the lock's release once held, by
+//!    the last rollback when it gives up, in the background when its future is dropped. A waiter
+//!    that dies without doing so holds the head for at most its lease, which every attempt renews.
 //! 5. Only our own clients with fairness on use the queue; safety never depends on it, and a client
 //!    that ignores it can still take a free lock (it is merely not fair to the queue).
 //! 6. A waiter wakes once a quorum of nodes announced a release it may use since it last woke:

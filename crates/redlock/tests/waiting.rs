@@ -339,3 +339,28 @@ async fn a_user_denied_the_queue_still_locks_and_waits_by_polling() {
         .unwrap();
     assert_eq!(acquired.release().await.confirmed, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_dropped_while_waiting_leaves_the_queue() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, true).await;
+    let lock = holder.acquire("dropped", TTL).await.unwrap();
+    let waiter = built(&cluster, true, true).await;
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.acquire_with("dropped", TTL, &retry).await })
+    };
+    assert!(eventually(SOON, || queued_on_majority(&cluster, "dropped", 1)).await);
+    waiting.abort();
+    let _ = waiting.await;
+    waiter.settle().await;
+    for node in cluster.iter() {
+        assert_eq!(node.cli(&["ZCARD", "redlock-queue:dropped"]).unwrap(), "0");
+    }
+    assert_eq!(
+        lock.release().await.confirmed,
+        3,
+        "the holder's lock was untouched"
+    );
+}
