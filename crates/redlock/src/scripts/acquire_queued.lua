@@ -22,13 +22,18 @@ local queued = best_effort(function()
     for i = 1, n do
         local queue, leases = queue_keys(KEYS[i])
         local head = live_head(queue, leases, now)
-        -- Fair and uncontended (free, nobody queued) touches no queue; otherwise join or renew.
+        -- Fair and uncontended (free, nobody queued) touches no queue; otherwise join, or renew a
+        -- lease that is half gone. Renewing less often spares durable nodes a write (and an
+        -- fsync) on every attempt of every waiter.
         if not (fair and free and head == "") then
-            redis.call("zadd", queue, ticket, id)
-            redis.call("zadd", leases, now + lease, id)
-            redis.call("pexpire", queue, lease)
-            redis.call("pexpire", leases, lease)
-            head = redis.call("zrange", queue, 0, 0)[1]
+            local expiry = tonumber(redis.call("zscore", leases, id) or "0")
+            if expiry < now + lease / 2 then
+                redis.call("zadd", queue, ticket, id)
+                redis.call("zadd", leases, now + lease, id)
+                redis.call("pexpire", queue, lease)
+                redis.call("pexpire", leases, lease)
+                head = redis.call("zrange", queue, 0, 0)[1]
+            end
         end
         if fair and head ~= id and head ~= "" then
             first = false
