@@ -123,35 +123,12 @@ done
 
 #[test]
 fn a_set_with_one_key_lost_terminates_the_command_with_status_76() {
-    let mut cluster = cluster(3);
-    let servers = cluster.servers();
-    let started = Instant::now();
-    let child = redlock(&servers)
-        .args(["run", "a", "b", "--ttl", "1s", "--", "sleep", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(
-        eventually(Duration::from_secs(20), || {
-            (0..3).all(|i| cluster.node(i).cli(&["EXISTS", "a", "b"]).unwrap() == "2")
-        }),
-        "the lock was never taken"
-    );
     // One key of the set gone on a majority: the set is no longer held there.
-    for i in 0..2 {
-        cluster.node(i).cli(&["DEL", "b"]).unwrap();
-    }
-    let out = finish(child, started);
-    out.expect_code(76);
-    out.one_line_error("the lock on \"a, b\" was lost while sleep ran");
-    assert!(
-        out.elapsed < Duration::from_secs(25),
-        "sleep 30 was not terminated: {out:#?}"
+    lost_lock_ends_the_command(
+        &["a", "b"],
+        "b",
+        "the lock on \"a, b\" was lost while sleep ran",
     );
-    assert!(eventually(Duration::from_secs(5), || {
-        cluster.node(2).cli(&["EXISTS", "a", "b"]).unwrap() == "0"
-    }));
 }
 
 #[test]
@@ -255,35 +232,47 @@ fn a_command_that_cannot_run_is_127_or_126_and_the_lock_is_released() {
 
 #[test]
 fn a_lost_lock_terminates_the_command_with_status_76() {
-    let mut cluster = cluster(3);
+    lost_lock_ends_the_command(&["lost"], "lost", "was lost while sleep ran");
+}
+
+/// Runs `sleep 30` under a lock on `resources`, deletes `deleted` on a majority once the lock is
+/// taken, and checks that the next extension fails: `sleep` is stopped, `redlock` exits 76 with
+/// `message`, and our keys are released everywhere afterwards.
+fn lost_lock_ends_the_command(resources: &[&str], deleted: &str, message: &str) {
+    let cluster = cluster(3);
     let servers = cluster.servers();
     let started = Instant::now();
     let child = redlock(&servers)
-        .args(["run", "lost", "--ttl", "1s", "--", "sleep", "30"])
+        .arg("run")
+        .args(resources)
+        .args(["--ttl", "1s", "--", "sleep", "30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let all_held = resources.len().to_string();
+    let mut exists_args = vec!["EXISTS"];
+    exists_args.extend(resources);
+    let held_on = |node: &redlock_nodes::RedisNode| node.cli(&exists_args).unwrap();
     assert!(
         eventually(Duration::from_secs(20), || {
-            (0..3).all(|i| cluster.node(i).cli(&["EXISTS", "lost"]).unwrap() == "1")
+            cluster.iter().all(|node| held_on(node) == all_held)
         }),
         "the lock was never taken"
     );
-    // Someone deletes the lock on a majority: the next extension fails.
-    for i in 0..2 {
-        cluster.node(i).cli(&["DEL", "lost"]).unwrap();
+    for node in cluster.iter().take(2) {
+        node.cli(&["DEL", deleted]).unwrap();
     }
     let out = finish(child, started);
     out.expect_code(76);
-    out.one_line_error("was lost while sleep ran");
+    out.one_line_error(message);
     assert!(
         out.elapsed < Duration::from_secs(25),
         "sleep 30 was not terminated: {out:#?}"
     );
     // Our value is gone everywhere (released after the command was stopped).
     assert!(eventually(Duration::from_secs(5), || {
-        cluster.node(2).cli(&["EXISTS", "lost"]).unwrap() == "0"
+        cluster.iter().all(|node| held_on(node) == "0")
     }));
 }
 
