@@ -5,6 +5,10 @@ use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+/// One request of a round, boxed so that the requests a won round leaves behind can be handed to
+/// the [`stragglers`](crate::stragglers) driver, which needs one nameable type for all rounds.
+type Request<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
 /// The requests of a round, polled together; each output is taken as soon as it is ready.
 ///
 /// Not `FuturesUnordered`: once it has polled all of its futures in one go, which every round
@@ -13,18 +17,18 @@ use std::task::{Context, Poll};
 /// with `examples/bench.rs`, 2.5 more context switches and about 30 µs more per lock + release
 /// with one task. With the handful of nodes of a Redlock deployment, polling every request that
 /// is still pending on each wake-up is cheaper.
-pub(crate) struct InFlight<F: Future> {
-    slots: Vec<Slot<F>>,
+pub(crate) struct InFlight<T> {
+    slots: Vec<Slot<T>>,
 }
 
-enum Slot<F: Future> {
-    Pending(Pin<Box<F>>),
-    Ready(F::Output),
+enum Slot<T> {
+    Pending(Request<T>),
+    Ready(T),
     Taken,
 }
 
-impl<F: Future> Slot<F> {
-    fn take_ready(&mut self) -> Option<F::Output> {
+impl<T> Slot<T> {
+    fn take_ready(&mut self) -> Option<T> {
         match std::mem::replace(self, Slot::Taken) {
             Slot::Ready(output) => Some(output),
             other => {
@@ -35,20 +39,26 @@ impl<F: Future> Slot<F> {
     }
 }
 
-impl<F: Future> FromIterator<F> for InFlight<F> {
+impl<T, F> FromIterator<F> for InFlight<T>
+where
+    F: Future<Output = T> + Send + 'static,
+{
     fn from_iter<I: IntoIterator<Item = F>>(futures: I) -> Self {
         Self {
             slots: futures
                 .into_iter()
-                .map(|f| Slot::Pending(Box::pin(f)))
+                .map(|f| Slot::Pending(Box::pin(f) as Request<T>))
                 .collect(),
         }
     }
 }
 
-impl<F: Future> InFlight<F> {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.slots.iter().all(|slot| matches!(slot, Slot::Taken))
+impl<T> InFlight<T> {
+    /// Whether a request has not finished yet.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|slot| matches!(slot, Slot::Pending(_)))
     }
 
     /// Drops every future still pending (its request may or may not have reached the node).
@@ -57,13 +67,37 @@ impl<F: Future> InFlight<F> {
     }
 
     /// The next output, `None` once all are taken.
-    pub(crate) async fn next(&mut self) -> Option<F::Output> {
+    pub(crate) async fn next(&mut self) -> Option<T> {
         poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// An output that is ready already, without polling anything.
+    pub(crate) fn take_ready(&mut self) -> Option<T> {
+        self.slots.iter_mut().find_map(Slot::take_ready)
     }
 
     /// Polls every pending future (so every request of a round is sent on the first call), then
     /// hands out one output that is ready.
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let pending = self.poll_pending(cx);
+        match self.take_ready() {
+            Some(output) => Poll::Ready(Some(output)),
+            None if pending => Poll::Pending,
+            None => Poll::Ready(None),
+        }
+    }
+
+    /// Polls every pending future and drops the outputs; ready once none is pending.
+    pub(crate) fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.poll_pending(cx) {
+            return Poll::Pending;
+        }
+        self.slots.clear();
+        Poll::Ready(())
+    }
+
+    /// Polls every pending future; whether any is still pending.
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> bool {
         let mut pending = false;
         for slot in &mut self.slots {
             if let Slot::Pending(future) = slot {
@@ -73,10 +107,6 @@ impl<F: Future> InFlight<F> {
                 }
             }
         }
-        match self.slots.iter_mut().find_map(Slot::take_ready) {
-            Some(output) => Poll::Ready(Some(output)),
-            None if pending => Poll::Pending,
-            None => Poll::Ready(None),
-        }
+        pending
     }
 }

@@ -57,6 +57,7 @@
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
 //! - `in_flight`: the requests of one round, polled together.
+//! - `stragglers`: the requests a won round leaves behind, finished by one task per runtime.
 //! - `lock`: the held lock and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
 //!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
@@ -80,6 +81,7 @@ mod quorum;
 mod resources;
 pub mod retry;
 mod status;
+mod stragglers;
 mod validity;
 
 pub use config::Builder;

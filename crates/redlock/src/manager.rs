@@ -4,12 +4,13 @@
 //! 1. A round sends its request to **every** node at the same instant and measures time from an
 //!    instant taken before the first request ([`validity`](crate::validity) invariant 1).
 //! 2. A round is decided as soon as the outcome is known ([`quorum`](crate::quorum) invariant 3).
-//!    A won round returns at once; the requests still in flight are finished by a background
-//!    task, so a late `OK` simply becomes part of the lock (release and extension go to every
-//!    node anyway). The lock's release waits for that task first: a `SET` may not even have
-//!    been queued on its connection when the round was won, and a release that overtook it
-//!    would leave the key behind until its TTL. A round that can no longer be won still collects
-//!    every reply, bounded by the node timeout, so that its rollback follows every late `SET`.
+//!    A won round returns at once; the requests still in flight are finished in the background
+//!    ([`stragglers`](crate::stragglers)), so a late `OK` simply becomes part of the lock
+//!    (release and extension go to every node anyway). The lock's release waits for them first:
+//!    a `SET` may not even have been queued on its connection when the round was won, and a
+//!    release that overtook it would leave the key behind until its TTL. A round that can no
+//!    longer be won still collects every reply, bounded by the node timeout, so that its
+//!    rollback follows every late `SET`.
 //! 3. A lock is handed out only if a quorum granted **and** the deadline is still in the future
 //!    when the round is decided.
 //! 4. A failed acquisition round is rolled back on **all** nodes, also those that refused or did
@@ -27,17 +28,16 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Builder, split_list};
 use crate::error::{ConfigError, Error, NodeReply, Reply, RoundFailure};
-use crate::in_flight::InFlight;
 use crate::lock::{Held, Lock, Released};
-use crate::node::{Node, Request, reply_of};
+use crate::node::{Answer, Node, NodeError, Request, reply_of};
 use crate::quorum::{Decision, Tally};
 use crate::resources::Resources;
 use crate::retry::Retry;
+use crate::stragglers::{Finished, Requests, Stragglers};
 use crate::validity;
 
 /// The lock manager: one connection per Redis master, shared by every lock and every clone.
@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     /// Requests still in flight after their caller moved on: stragglers of won rounds, releases
     /// of dropped locks. Each is bounded by the node timeout. See [`Redlock::settle`].
     pub(crate) background: TaskTracker,
+    /// Drives the stragglers of won rounds (tracked by `background`).
+    pub(crate) stragglers: Stragglers,
 }
 
 /// How long a round waits.
@@ -85,7 +87,7 @@ struct Round {
     start: Instant,
     decision: Decision,
     /// The requests of a won round still in flight, finishing in the background.
-    stragglers: Option<JoinHandle<()>>,
+    stragglers: Option<Finished>,
     /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
     fence_floor: Option<u64>,
     quorum: usize,
@@ -98,6 +100,52 @@ impl Round {
             quorum: self.quorum,
             replies: shared.label(self.replies),
             validity_exhausted,
+        }
+    }
+}
+
+/// The replies of a round so far.
+struct Count {
+    request: Request,
+    tally: Tally,
+    replies: Vec<Reply>,
+    /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
+    fence_floor: Option<u64>,
+}
+
+impl Count {
+    fn new(request: Request, nodes: usize) -> Self {
+        Self {
+            request,
+            tally: Tally::new(nodes),
+            replies: vec![Reply::Pending; nodes],
+            fence_floor: None,
+        }
+    }
+
+    /// Records node `i`'s answer; where the round now stands.
+    fn record(&mut self, i: usize, result: &Result<Answer, NodeError>) -> Decision {
+        self.replies[i] = reply_of(self.request, result);
+        let counts = match result {
+            Ok(answer) if answer.done => {
+                self.fence_floor = self.fence_floor.max(answer.fence_floor);
+                // Invariant 7: a quarantined node's vote does not count.
+                !self.request.is_vote() || answer.quarantined_for.is_none()
+            }
+            _ => false,
+        };
+        self.tally.record(counts)
+    }
+
+    /// Every node that has not answered timed out.
+    fn time_out_the_rest(&mut self) {
+        for reply in self
+            .replies
+            .iter_mut()
+            .filter(|r| matches!(r, Reply::Pending))
+        {
+            *reply = Reply::Timeout;
+            self.tally.record(false);
         }
     }
 }
@@ -115,11 +163,10 @@ impl Shared {
     ) -> Round {
         let start = Instant::now();
         let node_deadline = start + timeout;
-        let mut tally = Tally::new(self.nodes.len());
-        let mut replies = vec![Reply::Pending; self.nodes.len()];
-        let mut in_flight: InFlight<_> = (0..self.nodes.len())
+        let mut count = Count::new(request, self.nodes.len());
+        let mut in_flight: Requests = (0..self.nodes.len())
             .map(|i| {
-                // Owned, so that a won round can leave the stragglers to a background task.
+                // Owned, so that a won round can leave the stragglers to the background.
                 let (shared, resources, value) =
                     (Arc::clone(self), resources.clone(), Arc::clone(value));
                 async move {
@@ -128,7 +175,6 @@ impl Shared {
                 }
             })
             .collect();
-        let mut fence_floor = None;
         // One timer for the round, not one per request: they would all share this deadline.
         let mut deadline = pin!(tokio::time::sleep_until(node_deadline.into()));
         loop {
@@ -140,40 +186,31 @@ impl Shared {
                     None => break,
                 },
                 () = &mut deadline => {
-                    for reply in replies.iter_mut().filter(|r| matches!(r, Reply::Pending)) {
-                        *reply = Reply::Timeout;
-                        tally.record(false);
-                    }
+                    count.time_out_the_rest();
                     in_flight.cancel();
                     break;
                 }
             };
-            replies[i] = reply_of(request, &result);
-            let counts = match &result {
-                Ok(answer) if answer.done => {
-                    fence_floor = fence_floor.max(answer.fence_floor);
-                    // Invariant 7: a quarantined node's vote does not count.
-                    !request.is_vote() || answer.quarantined_for.is_none()
-                }
-                _ => false,
-            };
-            if tally.record(counts) == Decision::Won && until == Until::Won {
+            if count.record(i, &result) == Decision::Won && until == Until::Won {
                 break; // invariant 2
             }
         }
-        let stragglers = (!in_flight.is_empty()).then(|| {
-            self.background.spawn(async move {
-                let all = async { while in_flight.next().await.is_some() {} };
-                let _ = tokio::time::timeout_at(node_deadline.into(), all).await;
-            })
+        // Replies that are in count as well, for the same reason; only what is still on its way
+        // is left to the background.
+        while let Some((i, result)) = in_flight.take_ready() {
+            count.record(i, &result);
+        }
+        let stragglers = in_flight.has_pending().then(|| {
+            self.stragglers
+                .hand_off(in_flight, node_deadline, self.background.token())
         });
         Round {
             start,
-            decision: tally.decision(),
-            fence_floor,
+            decision: count.tally.decision(),
+            fence_floor: count.fence_floor,
             stragglers,
-            quorum: tally.quorum(),
-            replies,
+            quorum: count.tally.quorum(),
+            replies: count.replies,
         }
     }
 
