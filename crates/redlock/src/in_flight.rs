@@ -76,9 +76,14 @@ impl<T> InFlight<T> {
         self.slots.iter_mut().find_map(Slot::take_ready)
     }
 
-    /// Polls every pending future (so every request of a round is sent on the first call), then
-    /// hands out one output that is ready.
+    /// Hands out an output that is ready already; only when there is none, polls every pending
+    /// future (so every request of a round is sent on the first call) and hands out one that
+    /// became ready. A wake-up often finds several replies in: they are handed out one by one
+    /// without polling the others again for each.
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        if let Some(output) = self.take_ready() {
+            return Poll::Ready(Some(output));
+        }
         let pending = self.poll_pending(cx);
         match self.take_ready() {
             Some(output) => Poll::Ready(Some(output)),
