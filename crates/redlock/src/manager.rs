@@ -590,14 +590,16 @@ fn explain_refusals(failure: &mut RoundFailure, rollback: &Released) {
 
 /// A fresh lock value: 20 bytes from the thread-local CSPRNG (seeded from the OS), as hex.
 fn new_value() -> Arc<str> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut bytes = [0u8; 20];
     rand::fill(&mut bytes);
-    let mut hex = String::with_capacity(40);
-    for b in bytes {
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-        hex.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
+    let mut hex = [0u8; 40];
+    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
     }
-    hex.into()
+    // Built on the stack, so the `Arc` is the only allocation; ASCII, so nothing is replaced.
+    Arc::from(&*String::from_utf8_lossy(&hex))
 }
 
 #[cfg(test)]
