@@ -292,19 +292,23 @@ impl Live {
         );
     }
 
-    /// How much longer this node is quarantined at `now`, if it is.
-    fn quarantined_for(&self, now: Instant) -> Option<Duration> {
+    /// `now` as these atomics count time: computed once per request for both uses below.
+    fn tick(&self, now: Instant) -> u64 {
+        nanos_since(self.epoch, now)
+    }
+
+    /// How much longer this node is quarantined at `tick`, if it is.
+    fn quarantined_for(&self, tick: u64) -> Option<Duration> {
         let left = self
             .trusted_from
             .load(Ordering::Acquire)
-            .saturating_sub(nanos_since(self.epoch, now));
+            .saturating_sub(tick);
         (left != 0).then(|| Duration::from_nanos(left))
     }
 
-    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `now`.
-    fn health_is_stale(&self, now: Instant) -> bool {
-        let age =
-            nanos_since(self.epoch, now).saturating_sub(self.checked_at.load(Ordering::Acquire));
+    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `tick`.
+    fn health_is_stale(&self, tick: u64) -> bool {
+        let age = tick.saturating_sub(self.checked_at.load(Ordering::Acquire));
         u128::from(age) >= HEALTH_RECHECK.as_nanos()
     }
 }
@@ -447,9 +451,9 @@ impl Node {
     }
 
     /// Repeats the health check in the background when it is older than [`HEALTH_RECHECK`] at
-    /// `now`.
-    fn maybe_recheck(&self, live: &Arc<Live>, now: Instant) {
-        if !live.health_is_stale(now) || live.rechecking.swap(true, Ordering::AcqRel) {
+    /// `tick` ([`Live::tick`]).
+    fn maybe_recheck(&self, live: &Arc<Live>, tick: u64) {
+        if !live.health_is_stale(tick) || live.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
         let (live, trust, last_run_id) = (
@@ -488,7 +492,7 @@ impl Node {
         self.live
             .load()
             .as_ref()
-            .and_then(|live| live.quarantined_for(Instant::now()))
+            .and_then(|live| live.quarantined_for(live.tick(Instant::now())))
     }
 
     async fn query(&self, live: &Live, cmd: &Cmd) -> Result<Value, NodeError> {
@@ -523,12 +527,12 @@ impl Node {
         let outcome = self.perform(&live, request, resources, value).await;
         // The one clock read of the request, after the reply: a node trusted "from now" by the
         // health check of the connection just made is not reported as quarantined.
-        let now = Instant::now();
-        self.maybe_recheck(&live, now);
+        let tick = live.tick(Instant::now());
+        self.maybe_recheck(&live, tick);
         let (done, fence_floor) = outcome?;
         Ok(Answer {
             done,
-            quarantined_for: live.quarantined_for(now),
+            quarantined_for: live.quarantined_for(tick),
             fence_floor,
         })
     }
@@ -644,7 +648,7 @@ impl Node {
         self.bounded(deadline, async {
             let live = self.live().await?;
             let reply = self.eval(&live, &INSPECT, &[key], None, &[]).await;
-            self.maybe_recheck(&live, Instant::now());
+            self.maybe_recheck(&live, live.tick(Instant::now()));
             node_state(reply?)
         })
         .await
