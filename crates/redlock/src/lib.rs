@@ -56,7 +56,6 @@
 //! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
-//! - `in_flight`: the requests of one round, polled together.
 //! - `stragglers`: the requests a won round leaves behind, finished by one task per runtime.
 //! - `lock`: the held lock and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
@@ -72,7 +71,6 @@ pub mod config;
 pub mod error;
 mod fencing;
 mod hold;
-mod in_flight;
 mod lock;
 mod manager;
 mod node;

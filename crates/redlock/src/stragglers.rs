@@ -36,11 +36,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::in_flight::InFlight;
-use crate::node::{Answer, NodeError};
-
-/// The requests of one round: each yields its node's index and answer.
-pub(crate) type Requests = InFlight<(usize, Result<Answer, NodeError>)>;
+/// The requests of a won round still on their way, each recording its own reply.
+pub(crate) type Requests = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The drivers of one manager, one per runtime it has run a round on (invariant 2).
 pub(crate) struct Stragglers {
@@ -233,7 +230,8 @@ impl Driver {
         };
         if batch
             .requests
-            .poll_drain(&mut Context::from_waker(waker))
+            .as_mut()
+            .poll(&mut Context::from_waker(waker))
             .is_ready()
         {
             *entry = None;
@@ -330,14 +328,12 @@ mod tests {
                 self.0.store(true, Ordering::SeqCst);
             }
         }
-        std::iter::once(async move {
+        Box::pin(async move {
             let _on_drop = OnDrop(dropped);
             if gate.await.is_err() {
                 std::future::pending::<()>().await;
             }
-            (0, Err(NodeError::Timeout))
         })
-        .collect()
     }
 
     const LONG: Duration = Duration::from_secs(60);
