@@ -550,12 +550,9 @@ impl Node {
         Ok(match request {
             // Plain `SET NX PX` for one resource: the standard format other clients expect.
             Request::Set { ttl_ms } if !many => {
-                let mut cmd = redis::cmd("SET");
-                cmd.arg(resources.first())
-                    .arg(value)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl_ms);
+                let key = resources.first();
+                let mut cmd = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
+                cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
                 match self.query(live, &cmd).await? {
                     Value::Okay => (true, None),
                     Value::SimpleString(s) if s == "OK" => (true, None),
@@ -624,8 +621,17 @@ impl Node {
             true => keys.iter().map(|k| fence_key(k.as_ref())).collect(),
             false => Vec::new(),
         };
+        let (args, bytes) = keys
+            .iter()
+            .map(AsRef::as_ref)
+            .chain(counters.iter().map(String::as_str))
+            .chain(value)
+            .fold(
+                (2 + numbers.len(), NUMBER * (1 + numbers.len())),
+                |(n, b), arg| (n + 1, b + arg.len()),
+            );
         let build = |verb: &str, body: &str| {
-            let mut cmd = redis::cmd(verb);
+            let mut cmd = command(verb, args, body.len() + bytes);
             cmd.arg(body).arg(keys.len() + counters.len()).arg(keys);
             cmd.arg(&counters).arg(value).arg(numbers);
             cmd
@@ -653,6 +659,19 @@ impl Node {
         })
         .await
     }
+}
+
+/// The most digits a `u64` or `usize` argument takes.
+const NUMBER: usize = 20;
+
+/// A command with room for `args` more arguments of `bytes` bytes in all, so that building it
+/// never grows its buffers: a `realloc` takes glibc's arena lock every time, and those were the
+/// largest source of lock waits between the runtime's worker threads in `examples/bench.rs`
+/// (`perf record -e context-switches`, 32 tasks).
+fn command(verb: &str, args: usize, bytes: usize) -> Cmd {
+    let mut cmd = Cmd::with_capacity(1 + args, verb.len() + bytes);
+    cmd.arg(verb);
+    cmd
 }
 
 fn unexpected(what: &str, reply: &Value) -> NodeError {
