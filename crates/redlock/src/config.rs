@@ -13,6 +13,7 @@ use crate::manager::{Redlock, Shared};
 use crate::node::{Node, NodeSettings};
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
+use crate::stragglers::Stragglers;
 use crate::waiting::Waiters;
 use tokio_util::task::TaskTracker;
 
@@ -223,6 +224,7 @@ impl Builder {
             notify: self.notify,
             fair: self.fair,
             background: TaskTracker::new(),
+            stragglers: Stragglers::new(),
         })))
     }
 }

@@ -58,6 +58,7 @@
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
 //! - `in_flight`: the requests of one round, polled together.
+//! - `stragglers`: the requests a won round leaves behind, finished by one task per runtime.
 //! - `waiting`: waiting for a busy lock: woken by its release, and in arrival order when fair.
 //! - `lock`: the held lock and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
@@ -73,7 +74,6 @@ pub mod config;
 pub mod error;
 mod fencing;
 mod hold;
-mod in_flight;
 mod lock;
 mod manager;
 mod node;
@@ -82,6 +82,7 @@ mod quorum;
 mod resources;
 pub mod retry;
 mod status;
+mod stragglers;
 mod subscriber;
 mod validity;
 mod waiting;

@@ -15,11 +15,11 @@
 use std::sync::Arc;
 
 use std::time::{Duration, Instant};
-use tokio::task::JoinHandle;
 
 use crate::error::{Error, NodeReply};
 use crate::manager::Shared;
 use crate::resources::Resources;
+use crate::stragglers::Finished;
 use crate::waiting::WaiterId;
 
 /// What a release did, node by node.
@@ -44,7 +44,7 @@ pub(crate) struct Held {
     /// ([`waiting`](crate::waiting) invariant 4).
     queued: Option<WaiterId>,
     /// The acquisition's requests still in flight; a release waits for them (manager invariant 2).
-    stragglers: Option<JoinHandle<()>>,
+    stragglers: Option<Finished>,
     armed: bool,
 }
 
@@ -66,7 +66,7 @@ impl Held {
     }
 
     /// Makes the release wait for `stragglers`, the requests of the acquisition still in flight.
-    pub(crate) fn follows(&mut self, stragglers: Option<JoinHandle<()>>) {
+    pub(crate) fn follows(&mut self, stragglers: Option<Finished>) {
         if stragglers.is_some() {
             self.stragglers = stragglers;
         }
@@ -104,9 +104,9 @@ impl Held {
 
     async fn release_leaving(mut self, leave: Option<WaiterId>) -> Released {
         // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
-        // the same handle again (a finished `JoinHandle` panics when polled twice).
+        // the same signal again (a finished oneshot receiver panics when polled twice).
         if let Some(stragglers) = self.stragglers.take() {
-            let _ = stragglers.await; // bounded by the node timeout
+            stragglers.wait().await; // bounded by the node timeout
         }
         let released = self
             .shared
@@ -132,7 +132,7 @@ impl Drop for Held {
                 self.shared.background.spawn_on(
                     async move {
                         if let Some(stragglers) = stragglers {
-                            let _ = stragglers.await;
+                            stragglers.wait().await;
                         }
                         shared.release(&resources, &value, leave).await;
                     },

@@ -335,19 +335,23 @@ impl Live {
         );
     }
 
-    /// How much longer this node is quarantined at `now`, if it is.
-    fn quarantined_for(&self, now: Instant) -> Option<Duration> {
+    /// `now` as these atomics count time: computed once per request for both uses below.
+    fn tick(&self, now: Instant) -> u64 {
+        nanos_since(self.epoch, now)
+    }
+
+    /// How much longer this node is quarantined at `tick`, if it is.
+    fn quarantined_for(&self, tick: u64) -> Option<Duration> {
         let left = self
             .trusted_from
             .load(Ordering::Acquire)
-            .saturating_sub(nanos_since(self.epoch, now));
+            .saturating_sub(tick);
         (left != 0).then(|| Duration::from_nanos(left))
     }
 
-    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `now`.
-    fn health_is_stale(&self, now: Instant) -> bool {
-        let age =
-            nanos_since(self.epoch, now).saturating_sub(self.checked_at.load(Ordering::Acquire));
+    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `tick`.
+    fn health_is_stale(&self, tick: u64) -> bool {
+        let age = tick.saturating_sub(self.checked_at.load(Ordering::Acquire));
         u128::from(age) >= HEALTH_RECHECK.as_nanos()
     }
 }
@@ -495,9 +499,9 @@ impl Node {
     }
 
     /// Repeats the health check in the background when it is older than [`HEALTH_RECHECK`] at
-    /// `now`.
-    fn maybe_recheck(&self, live: &Arc<Live>, now: Instant) {
-        if !live.health_is_stale(now) || live.rechecking.swap(true, Ordering::AcqRel) {
+    /// `tick` ([`Live::tick`]).
+    fn maybe_recheck(&self, live: &Arc<Live>, tick: u64) {
+        if !live.health_is_stale(tick) || live.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
         let (live, trust, last_run_id) = (
@@ -536,7 +540,7 @@ impl Node {
         self.live
             .load()
             .as_ref()
-            .and_then(|live| live.quarantined_for(Instant::now()))
+            .and_then(|live| live.quarantined_for(live.tick(Instant::now())))
     }
 
     async fn query(&self, live: &Live, cmd: &Cmd) -> Result<Value, NodeError> {
@@ -571,12 +575,12 @@ impl Node {
         let outcome = self.perform(&live, request, resources, value).await;
         // The one clock read of the request, after the reply: a node trusted "from now" by the
         // health check of the connection just made is not reported as quarantined.
-        let now = Instant::now();
-        self.maybe_recheck(&live, now);
+        let tick = live.tick(Instant::now());
+        self.maybe_recheck(&live, tick);
         let (done, fence_floor) = outcome?;
         Ok(Answer {
             done,
-            quarantined_for: live.quarantined_for(now),
+            quarantined_for: live.quarantined_for(tick),
             fence_floor,
         })
     }
@@ -594,12 +598,9 @@ impl Node {
         Ok(match request {
             // Plain `SET NX PX` for one resource: the standard format other clients expect.
             Request::Set { ttl_ms } if !many => {
-                let mut cmd = redis::cmd("SET");
-                cmd.arg(resources.first())
-                    .arg(value)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl_ms);
+                let key = resources.first();
+                let mut cmd = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
+                cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
                 match self.query(live, &cmd).await? {
                     Value::Okay => (true, None),
                     Value::SimpleString(s) if s == "OK" => (true, None),
@@ -696,8 +697,17 @@ impl Node {
             .iter()
             .flat_map(|group| keys.iter().map(|k| group.key(k.as_ref())))
             .collect();
+        let (args, bytes) = keys
+            .iter()
+            .map(AsRef::as_ref)
+            .chain(grouped.iter().map(String::as_str))
+            .chain(value)
+            .fold(
+                (2 + tail.num_of_args(), NUMBER * (1 + tail.num_of_args())),
+                |(n, b), arg| (n + 1, b + arg.len()),
+            );
         let build = |verb: &str, body: &str| {
-            let mut cmd = redis::cmd(verb);
+            let mut cmd = command(verb, args, body.len() + bytes);
             cmd.arg(body).arg(keys.len() + grouped.len()).arg(keys);
             cmd.arg(&grouped).arg(value).arg(&tail);
             cmd
@@ -720,11 +730,24 @@ impl Node {
         self.bounded(deadline, async {
             let live = self.live().await?;
             let reply = self.eval(&live, &INSPECT, &[key], None, &[0u64; 0]).await;
-            self.maybe_recheck(&live, Instant::now());
+            self.maybe_recheck(&live, live.tick(Instant::now()));
             node_state(reply?)
         })
         .await
     }
+}
+
+/// The most digits a `u64` or `usize` argument takes.
+const NUMBER: usize = 20;
+
+/// A command with room for `args` more arguments of `bytes` bytes in all, so that building it
+/// never grows its buffers: a `realloc` takes glibc's arena lock every time, and those were the
+/// largest source of lock waits between the runtime's worker threads in `examples/bench.rs`
+/// (`perf record -e context-switches`, 32 tasks).
+fn command(verb: &str, args: usize, bytes: usize) -> Cmd {
+    let mut cmd = Cmd::with_capacity(1 + args, verb.len() + bytes);
+    cmd.arg(verb);
+    cmd
 }
 
 fn unexpected(what: &str, reply: &Value) -> NodeError {

@@ -83,15 +83,12 @@ impl Retry {
     }
 
     pub(crate) fn schedule(&self, started: Instant) -> Schedule {
-        let rng = match self.seed {
-            Some(seed) => StdRng::seed_from_u64(seed),
-            None => rand::make_rng(),
-        };
         Schedule {
             attempts_left: self.attempts,
             delay: self.delay,
             give_up_at: self.max_wait.and_then(|w| started.checked_add(w)),
-            rng,
+            seed: self.seed,
+            rng: None,
         }
     }
 }
@@ -102,7 +99,10 @@ pub(crate) struct Schedule {
     attempts_left: Option<u32>,
     delay: Duration,
     give_up_at: Option<Instant>,
-    rng: StdRng,
+    seed: Option<u64>,
+    /// Made at the first delay: seeding it costs more than a whole uncontended acquisition's
+    /// other bookkeeping, and most acquisitions never wait.
+    rng: Option<StdRng>,
 }
 
 impl Schedule {
@@ -124,7 +124,12 @@ impl Schedule {
 
     fn jitter(&mut self) -> Duration {
         let max = u64::try_from(self.delay.as_micros()).unwrap_or(u64::MAX);
-        Duration::from_micros(self.rng.random_range(max / 2..=max))
+        let seed = self.seed;
+        let rng = self.rng.get_or_insert_with(|| match seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => rand::make_rng(),
+        });
+        Duration::from_micros(rng.random_range(max / 2..=max))
     }
 }
 
