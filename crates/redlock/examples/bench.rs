@@ -12,8 +12,9 @@
 //! another:
 //!
 //! - **redlock**: `try_acquire` (one attempt, no retry), then `release`; plain Redlock, i.e. no
-//!   fencing round (unless `--fencing`) and no restart quarantine (fresh servers would rightly be
-//!   quarantined);
+//!   fencing round (unless `--fencing`), no restart quarantine (fresh servers would rightly be
+//!   quarantined), and releases that do not announce themselves to waiters (unless `--notify`:
+//!   one `EXISTS` more per release, see `examples/contended.rs` for what it buys);
 //! - **baseline**: `SET key value NX PX ttl` to all N nodes concurrently (`join_all`, one
 //!   `MultiplexedConnection` per node, made once), then `EVALSHA` of the standard
 //!   compare-and-delete script to all N concurrently. Same kind of value (20 random bytes, hex).
@@ -76,6 +77,10 @@ struct Args {
     /// Lock TTL (never reached: every cycle releases).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     ttl: Duration,
+    /// Announce releases to waiters, as by default (one EXISTS more per release on each node).
+    #[arg(long)]
+    notify: bool,
+
     /// Also give every acquisition a fencing token (one more round trip; no target applies).
     #[arg(long)]
     fencing: bool,
@@ -138,7 +143,8 @@ impl Target {
         // started a moment ago.
         let mut builder = Redlock::builder(urls.iter().cloned())
             .quarantine(false)
-            .fencing(args.fencing);
+            .fencing(args.fencing)
+            .notify(args.notify);
         if let Some(timeout) = args.node_timeout {
             builder = builder.node_timeout(timeout);
         }
@@ -436,6 +442,7 @@ impl Row {
             "throughput_ratio": self.throughput_ratio(),
             "p50_ratio": self.latency_ratio(),
             "fencing": args.fencing,
+            "notify": args.notify,
             "target_met": self.verdict(args).map(|(_, met)| met),
         })
     }
@@ -481,7 +488,12 @@ fn table(rows: &[Row], args: &Args) -> String {
         out,
         "Uncontended `try_acquire` + `release`{}, a fresh resource per cycle; baseline = raw \
          `SET NX PX` then `EVALSHA` on every node. {} × {:?} per side and row, {} cores, {}.\n",
-        if args.fencing { " with fencing" } else { "" },
+        match (args.fencing, args.notify) {
+            (true, true) => " with fencing and announced releases",
+            (true, false) => " with fencing",
+            (false, true) => " with announced releases",
+            (false, false) => "",
+        },
         args.phases,
         args.duration_per_phase,
         std::thread::available_parallelism().map_or(0, |n| n.get()),

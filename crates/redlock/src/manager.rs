@@ -26,6 +26,9 @@
 //!    grants are not votes. No lock or extension is longer than `max_ttl`, the quarantine length.
 //! 8. With fencing on, a lock is handed out only once its token is stored on a quorum
 //!    ([`fencing`](crate::fencing) explains why that makes tokens increase).
+//! 9. With notification off, a single resource's release is the standard compare-and-delete
+//!    script, byte for byte, and costs exactly what it costs other clients; with it on, the
+//!    release also announces itself to queued waiters ([`waiting`](crate::waiting)).
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
@@ -280,7 +283,11 @@ impl Shared {
         let round = self
             .round(
                 Until::AllReplied,
-                Request::Release { leave },
+                Request::Release {
+                    leave,
+                    // Invariant 9: a client that does not listen does not announce either.
+                    announce: self.notify,
+                },
                 resources,
                 value,
                 self.node_timeout,

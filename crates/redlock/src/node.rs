@@ -106,6 +106,8 @@ macro_rules! queue_script {
     };
 }
 
+static RELEASE_STANDARD: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/release_standard.lua"), &[]));
 static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
 static EXTEND: LazyLock<LuaScript> =
@@ -132,8 +134,9 @@ static ACQUIRE_QUEUED: LazyLock<LuaScript> =
 static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), FENCED));
 
-fn scripts() -> [&'static LuaScript; 11] {
+fn scripts() -> [&'static LuaScript; 12] {
     [
+        &RELEASE_STANDARD,
         &RELEASE,
         &EXTEND,
         &INSPECT,
@@ -188,9 +191,13 @@ pub(crate) enum Request {
     Fence { token: u64, retention_ms: u64 },
     /// The compare-and-PEXPIRE script.
     Extend { ttl_ms: u64 },
-    /// The compare-and-delete script; also takes `leave` out of the waiting queue. Whatever it
-    /// frees is announced to the resource's waiters.
-    Release { leave: Option<WaiterId> },
+    /// The compare-and-delete script; also takes `leave` out of the waiting queue. When
+    /// `announce`, whatever it frees is announced to the resource's queued waiters; otherwise a
+    /// single resource gets the standard script, byte for byte.
+    Release {
+        leave: Option<WaiterId>,
+        announce: bool,
+    },
     /// Establish the connection (health check and scripts included).
     Connect,
 }
@@ -671,10 +678,19 @@ impl Node {
             }
             // Done when at least one key still held our value: the keys of a set are set and
             // extended together, so they expire together, and all or none were still ours.
-            Request::Release { leave } => {
-                let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
-                let leave = leave.map(|id| id.to_string()).unwrap_or_default();
-                let reply = self.eval(live, script, keys, Some(value), leave).await?;
+            Request::Release { leave, announce } => {
+                let reply = match (leave, announce) {
+                    (None, false) if !many => {
+                        let none: &[u64] = &[];
+                        self.eval(live, &RELEASE_STANDARD, keys, Some(value), none)
+                            .await?
+                    }
+                    _ => {
+                        let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
+                        let leave = leave.map(|id| id.to_string()).unwrap_or_default();
+                        self.eval(live, script, keys, Some(value), leave).await?
+                    }
+                };
                 (int_reply(&reply)? >= 1, None)
             }
             Request::Connect => (true, None),
@@ -729,7 +745,8 @@ impl Node {
     ) -> Result<NodeState, NodeError> {
         self.bounded(deadline, async {
             let live = self.live().await?;
-            let reply = self.eval(&live, &INSPECT, &[key], None, &[0u64; 0]).await;
+            let none: &[u64] = &[];
+            let reply = self.eval(&live, &INSPECT, &[key], None, none).await;
             self.maybe_recheck(&live, live.tick(Instant::now()));
             node_state(reply?)
         })

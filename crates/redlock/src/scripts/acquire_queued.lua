@@ -9,7 +9,6 @@
 -- fenced {largest counter or "0", seconds, microseconds} as acquire_many_fenced.lua.
 local n = tonumber(ARGV[6])
 local id, ticket, lease, fair = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[7] == "1"
-local now = node_ms()
 local free = true
 for i = 1, n do
     if redis.call("exists", KEYS[i]) == 1 then
@@ -18,10 +17,11 @@ for i = 1, n do
     end
 end
 local first = true
-local queued = best_effort(function()
+local queued = with_queue(function(q)
+    local now = q.node_ms()
     for i = 1, n do
-        local queue, leases = queue_keys(KEYS[i])
-        local head = live_head(queue, leases, now)
+        local queue, leases = q.keys(KEYS[i])
+        local head = q.live_head(queue, leases, now)
         -- Fair and uncontended (free, nobody queued) touches no queue; otherwise join, or renew a
         -- lease that is half gone. Renewing less often spares durable nodes a write (and an
         -- fsync) on every attempt of every waiter.

@@ -4,40 +4,44 @@
 -- the same waiters by lease expiry in this node's milliseconds. A waiter that stops renewing its
 -- lease drops out at the next look: a dead waiter blocks nobody for longer than its lease.
 --
--- The queue is only ever a hint, so its part of every script runs through `best_effort`: a server
+-- The queue is only ever a hint, so its part of every script runs through `with_queue`: a server
 -- that refuses it (an ACL without access to the queue's keys or channel, a key of another type)
 -- costs the queue, never the lock's own step. For the same reason its keys are named here, from
 -- the lock key, rather than declared: Redis checks every declared key against the caller's ACL
 -- before it runs a script at all. (Undeclared keys are fine on the standalone masters Redlock
 -- runs on; Redis Cluster would want them declared, and Redlock does not use it.)
 
-local function best_effort(queue_part)
-    return pcall(queue_part)
-end
+-- Runs `work(q)` as a best effort, `q` holding the queue's helpers, and says whether it ran to
+-- the end. The helpers are made here, not at the top of every script: a release with nobody
+-- queued, the common case, never pays for them.
+local function with_queue(work)
+    local q = {}
 
--- A resource's queue: its waiters by ticket, and by lease expiry.
-local function queue_keys(resource)
-    return "redlock-queue:" .. resource, "redlock-queue-lease:" .. resource
-end
-
-local function node_ms()
-    local now = redis.call("time")
-    return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-end
-
--- Drops the waiters whose lease ran out, then names the first live one ("" when none).
-local function live_head(queue, leases, now)
-    local dead = redis.call("zrangebyscore", leases, "-inf", now)
-    if #dead > 0 then
-        redis.call("zrem", queue, unpack(dead))
-        redis.call("zrem", leases, unpack(dead))
+    function q.keys(resource)
+        return "redlock-queue:" .. resource, "redlock-queue-lease:" .. resource
     end
-    return redis.call("zrange", queue, 0, 0)[1] or ""
-end
 
--- Tells the resource's subscribers it is free: the payload names the waiter whose turn it is,
--- or is empty when nobody queues (every waiter may try).
-local function announce(resource, head)
-    redis.call("publish", "redlock-released:" .. resource, head)
+    function q.node_ms()
+        local now = redis.call("time")
+        return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    end
+
+    -- Drops the waiters whose lease ran out, then names the first live one ("" when none).
+    function q.live_head(queue, leases, now)
+        local dead = redis.call("zrangebyscore", leases, "-inf", now)
+        if #dead > 0 then
+            redis.call("zrem", queue, unpack(dead))
+            redis.call("zrem", leases, unpack(dead))
+        end
+        return redis.call("zrange", queue, 0, 0)[1] or ""
+    end
+
+    -- Tells the resource's subscribers it is free: the payload names the waiter whose turn it
+    -- is, or is empty when nobody live queues (every waiter may try).
+    function q.announce(resource, head)
+        redis.call("publish", "redlock-released:" .. resource, head)
+    end
+
+    return pcall(work, q)
 end
 

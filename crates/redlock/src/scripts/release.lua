@@ -6,17 +6,19 @@ local deleted = 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
     deleted = redis.call("del", KEYS[1])
 end
-best_effort(function()
-    local queue, leases = queue_keys(KEYS[1])
-    if ARGV[2] ~= "" then
-        redis.call("zrem", queue, ARGV[2])
-        redis.call("zrem", leases, ARGV[2])
-    end
-    -- Announced only to our waiters, who are in the queue: without one, a release costs one
-    -- EXISTS more than the standard script.
-    if (deleted == 1 or ARGV[2] ~= "") and redis.call("exists", queue) == 1
-            and redis.call("exists", KEYS[1]) == 0 then
-        announce(KEYS[1], live_head(queue, leases, node_ms()))
-    end
-end)
+-- Announced only to our waiters, who are in the queue: without one, a release costs one EXISTS
+-- more than the standard script (pcall: an ACL may deny the queue's key).
+local leaving = ARGV[2] ~= ""
+if leaving or (deleted == 1 and redis.pcall("exists", "redlock-queue:" .. KEYS[1]) == 1) then
+    with_queue(function(q)
+        local queue, leases = q.keys(KEYS[1])
+        if leaving then
+            redis.call("zrem", queue, ARGV[2])
+            redis.call("zrem", leases, ARGV[2])
+        end
+        if redis.call("exists", queue) == 1 and redis.call("exists", KEYS[1]) == 0 then
+            q.announce(KEYS[1], q.live_head(queue, leases, q.node_ms()))
+        end
+    end)
+end
 return deleted

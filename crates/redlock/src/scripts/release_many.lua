@@ -10,16 +10,18 @@ for _, key in ipairs(KEYS) do
         freed = redis.call("del", key)
         deleted = deleted + freed
     end
-    best_effort(function()
-        local queue, leases = queue_keys(key)
-        if ARGV[2] ~= "" then
-            redis.call("zrem", queue, ARGV[2])
-            redis.call("zrem", leases, ARGV[2])
-        end
-        if (freed == 1 or ARGV[2] ~= "") and redis.call("exists", queue) == 1
-                and redis.call("exists", key) == 0 then
-            announce(key, live_head(queue, leases, node_ms()))
-        end
-    end)
+    local leaving = ARGV[2] ~= ""
+    if leaving or (freed == 1 and redis.pcall("exists", "redlock-queue:" .. key) == 1) then
+        with_queue(function(q)
+            local queue, leases = q.keys(key)
+            if leaving then
+                redis.call("zrem", queue, ARGV[2])
+                redis.call("zrem", leases, ARGV[2])
+            end
+            if redis.call("exists", queue) == 1 and redis.call("exists", key) == 0 then
+                q.announce(key, q.live_head(queue, leases, q.node_ms()))
+            end
+        end)
+    end
 end
 return deleted
