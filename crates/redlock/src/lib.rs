@@ -57,7 +57,6 @@
 //! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
-//! - `in_flight`: the requests of one round, polled together.
 //! - `stragglers`: the requests a won round leaves behind, finished by one task per runtime.
 //! - `waiting`: waiting for a busy lock: woken by its release, and in arrival order when fair.
 //! - `lock`: the held lock and its clean-up on drop.
