@@ -598,6 +598,8 @@ impl Redlock {
                 .await;
             // A release must not overtake a `SET` still on its way (invariant 2).
             held.follows(round.stragglers.take());
+            // Invariant 4's exception: every node answered, and none set our value.
+            let set_nowhere = round.replies.iter().all(|r| *r == Reply::Refused);
             let mut deadline = shared.deadline_if_won(&round, ttl);
             let mut fence = None;
             if let (Some(valid_until), Some(retention), Some(token)) =
@@ -636,9 +638,7 @@ impl Redlock {
             // Invariant 4; the last rollback also gives up the queue place (`waiting` inv. 4) and
             // tells WRONGTYPE from busy.
             match next {
-                Some(_) if failure.replies.iter().all(|r| r.reply == Reply::Refused) => {
-                    held.set_nowhere();
-                }
+                Some(_) if set_nowhere => held.set_nowhere(),
                 Some(_) => drop(held.roll_back().await),
                 None => explain_refusals(&mut failure, &held.release().await),
             }
