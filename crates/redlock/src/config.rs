@@ -145,7 +145,8 @@ impl Builder {
     /// script publishes on the resource's channel; a waiter subscribes over one shared subscriber
     /// connection per node and tries again at once, instead of sleeping its whole retry delay.
     /// The retry delay stays as the fallback for releases that do not publish (other clients,
-    /// expiries, lost messages). Off: plain random-delay polling.
+    /// expiries, lost messages). Off: plain random-delay polling, and this client's releases are
+    /// the standard compare-and-delete script, announcing nothing.
     pub fn notify(mut self, on: bool) -> Self {
         self.notify = on;
         self
