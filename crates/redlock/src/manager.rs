@@ -104,6 +104,8 @@ struct Round {
     stragglers: Option<Finished>,
     /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
     fence_floor: Option<u64>,
+    /// How many nodes said another waiter's turn comes first (fair acquisitions).
+    behind: usize,
     quorum: usize,
     replies: Vec<Reply>,
 }
@@ -126,6 +128,8 @@ struct Count {
     replies: Vec<Reply>,
     /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
     fence_floor: Option<u64>,
+    /// How many nodes refused a fair acquisition because another waiter was ahead.
+    behind: usize,
 }
 
 impl Count {
@@ -135,6 +139,7 @@ impl Count {
             tally: Tally::new(nodes),
             replies: vec![Reply::Pending; nodes],
             fence_floor: None,
+            behind: 0,
         }
     }
 
@@ -150,7 +155,11 @@ impl Count {
                 // Invariant 7: a quarantined node's vote does not count.
                 !self.request.is_vote() || answer.quarantined_for.is_none()
             }
-            _ => false,
+            Ok(answer) => {
+                self.behind += usize::from(answer.behind);
+                false
+            }
+            Err(_) => false,
         };
         self.tally.record(counts);
     }
@@ -245,13 +254,14 @@ impl Shared {
         })
         .await;
         // Decided: replies that come in from now on are not recorded.
-        let (decision, quorum, fence_floor, replies) = {
+        let (decision, quorum, fence_floor, behind, replies) = {
             let mut count = fanout.count();
             let replies = std::mem::take(&mut count.replies);
             (
                 count.tally.decision(),
                 count.tally.quorum(),
                 count.fence_floor,
+                count.behind,
                 replies,
             )
         };
@@ -266,6 +276,7 @@ impl Shared {
             start,
             decision,
             fence_floor,
+            behind,
             stragglers,
             quorum,
             replies,
@@ -600,6 +611,8 @@ impl Redlock {
             held.follows(round.stragglers.take());
             // Invariant 4's exception: every node answered, and none set our value.
             let set_nowhere = round.replies.iter().all(|r| *r == Reply::Refused);
+            // A quorum puts another waiter first: we cannot win before a release names us.
+            let behind = round.behind >= round.quorum;
             let mut deadline = shared.deadline_if_won(&round, ttl);
             let mut fence = None;
             if let (Some(valid_until), Some(retention), Some(token)) =
@@ -660,9 +673,13 @@ impl Redlock {
                 carried = Some(delay); // join the queue at once, then wait
                 continue;
             }
-            match &waiting {
-                Some(waiting) => waiting.woken_or(delay).await,
-                None => tokio::time::sleep(delay).await,
+            match (&waiting, place) {
+                // `waiting` invariant 8: behind others, only the lease needs our attempts.
+                (Some(waiting), Some(place)) if behind => {
+                    waiting.woken_or(delay.max(place.poll_behind())).await;
+                }
+                (Some(waiting), _) => waiting.woken_or(delay).await,
+                (None, _) => tokio::time::sleep(delay).await,
             }
         }
     }

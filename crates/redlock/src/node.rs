@@ -226,6 +226,8 @@ pub(crate) struct Answer {
     /// For [`Request::SetFenced`]: the smallest token this node would accept as new,
     /// `max(counter + 1, node time in µs)`, the counter being the largest of the set's.
     pub(crate) fence_floor: Option<u64>,
+    /// For [`Request::SetQueued`], fair: refused because another waiter is ahead in the queue.
+    pub(crate) behind: bool,
 }
 
 /// Why a node gave no usable answer.
@@ -584,22 +586,24 @@ impl Node {
         // health check of the connection just made is not reported as quarantined.
         let tick = live.tick(Instant::now());
         self.maybe_recheck(&live, tick);
-        let (done, fence_floor) = outcome?;
+        let (done, fence_floor, behind) = outcome?;
         Ok(Answer {
             done,
             quarantined_for: live.quarantined_for(tick),
             fence_floor,
+            behind,
         })
     }
 
-    /// Sends `request` on `live`: whether it was done, and the fenced acquire's floor.
+    /// Sends `request` on `live`: whether it was done, the fenced acquire's floor, and whether a
+    /// queued acquire was refused because another waiter's turn came first.
     async fn perform(
         &self,
         live: &Live,
         request: Request,
         resources: &Resources,
         value: &str,
-    ) -> Result<(bool, Option<u64>), NodeError> {
+    ) -> Result<(bool, Option<u64>, bool), NodeError> {
         let keys = resources.keys();
         let many = keys.len() > 1;
         Ok(match request {
@@ -609,9 +613,9 @@ impl Node {
                 let mut cmd = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
                 cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
                 match self.query(live, &cmd).await? {
-                    Value::Okay => (true, None),
-                    Value::SimpleString(s) if s == "OK" => (true, None),
-                    Value::Nil => (false, None),
+                    Value::Okay => (true, None, false),
+                    Value::SimpleString(s) if s == "OK" => (true, None, false),
+                    Value::Nil => (false, None, false),
                     other => return Err(unexpected("SET", &other)),
                 }
             }
@@ -620,8 +624,8 @@ impl Node {
                     .eval(live, &ACQUIRE_MANY, keys, Some(value), &[ttl_ms])
                     .await?
                 {
-                    Value::Nil => (false, None),
-                    reply => (int_reply(&reply)? == 1, None),
+                    Value::Nil => (false, None, false),
+                    reply => (int_reply(&reply)? == 1, None, false),
                 }
             }
             Request::SetFenced { ttl_ms } => {
@@ -630,8 +634,8 @@ impl Node {
                     .eval(live, script, keys, Some(value), &[ttl_ms])
                     .await?;
                 match reply {
-                    Value::Nil => (false, None),
-                    reply => (true, Some(fence_floor(&reply)?)),
+                    Value::Nil => (false, None, false),
+                    reply => (true, Some(fence_floor(&reply)?), false),
                 }
             }
             Request::SetQueued {
@@ -654,9 +658,11 @@ impl Node {
                     u8::from(fair),
                 );
                 match self.eval(live, script, keys, Some(value), tail).await? {
-                    Value::Nil => (false, None),
-                    reply if fenced => (true, Some(fence_floor(&reply)?)),
-                    reply => (int_reply(&reply)? == 1, None),
+                    Value::Nil => (false, None, false),
+                    // Refused: another waiter's turn (the script's 0).
+                    Value::Int(0) => (false, None, true),
+                    reply if fenced => (true, Some(fence_floor(&reply)?), false),
+                    reply => (int_reply(&reply)? == 1, None, false),
                 }
             }
             Request::Fence {
@@ -667,14 +673,14 @@ impl Node {
                 let reply = self
                     .eval(live, script, keys, Some(value), &[token, retention_ms])
                     .await?;
-                (int_reply(&reply)? == 1, None)
+                (int_reply(&reply)? == 1, None, false)
             }
             Request::Extend { ttl_ms } => {
                 let script = one_or_many(resources, &EXTEND, &EXTEND_MANY);
                 let reply = self
                     .eval(live, script, keys, Some(value), &[ttl_ms])
                     .await?;
-                (int_reply(&reply)? == 1, None)
+                (int_reply(&reply)? == 1, None, false)
             }
             // Done when at least one key still held our value: the keys of a set are set and
             // extended together, so they expire together, and all or none were still ours.
@@ -691,9 +697,9 @@ impl Node {
                         self.eval(live, script, keys, Some(value), leave).await?
                     }
                 };
-                (int_reply(&reply)? >= 1, None)
+                (int_reply(&reply)? >= 1, None, false)
             }
-            Request::Connect => (true, None),
+            Request::Connect => (true, None, false),
         })
     }
 

@@ -26,7 +26,8 @@
 //!
 //! # Invariants
 //! 1. A waiter is woken or its delay runs out, whichever comes first: a missing message never
-//!    makes a wait longer than without notification.
+//!    makes a wait longer than without notification (but see invariant 8 for fair waiters that
+//!    cannot win yet).
 //! 2. A wake-up that arrives while the waiter is busy trying is kept (one permit), so a release
 //!    between a refused attempt and the next wait is not lost.
 //! 3. A waiter keeps one queue place (id and ticket) for its whole acquisition, so a failed round
@@ -42,6 +43,11 @@
 //! 7. A release wakes one waiter of this process, not all: only one can win, and the others
 //!    would only cost the nodes a refused attempt each. It is the named head if that is ours,
 //!    else the longest-registered waiter the message is for.
+//! 8. A fair waiter that a quorum of nodes put behind another cannot win until a release names
+//!    it (or the one ahead leaves or dies), so between announcements it tries only every quarter
+//!    of its lease: often enough to keep its place and to find a dead head soon after its lease
+//!    ends, and without loading the nodes with attempts that cannot win. The waiter at the head
+//!    keeps the retry delay, which covers releases nobody announced.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -94,6 +100,14 @@ impl QueuePlace {
             ticket_us,
             lease_ms: crate::validity::ttl_millis(lease(retry_delay, node_timeout)),
         }
+    }
+}
+
+impl QueuePlace {
+    /// How long a fair waiter that a quorum put behind another may wait for its turn's
+    /// announcement before it tries again anyway: a quarter of its lease (invariant 8).
+    pub(crate) fn poll_behind(&self) -> Duration {
+        Duration::from_millis(self.lease_ms / 4)
     }
 }
 

@@ -5,7 +5,8 @@
 -- KEYS[1..n] = the resources (sorted), then KEYS[n+1..2n] = their fencing counters when fenced;
 -- ARGV[1] = lock value, ARGV[2] = TTL in ms, ARGV[3] = waiter id, ARGV[4] = its ticket,
 -- ARGV[5] = lease in ms, ARGV[6] = n, ARGV[7] = "1" when fair.
--- Returns nil when refused (a key exists, or another waiter is ahead); when granted 1, or when
+-- Returns 0 when refused because another waiter is ahead, nil when refused because a key exists;
+-- when granted 1, or when
 -- fenced {largest counter or "0", seconds, microseconds} as acquire_many_fenced.lua.
 local n = tonumber(ARGV[6])
 local id, ticket, lease, fair = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[7] == "1"
@@ -43,7 +44,9 @@ end)
 if not queued then
     first = true -- no usable queue: nobody is known to be ahead
 end
-if not (free and first) then
+if not first then
+    return 0 -- another waiter's turn
+elseif not free then
     return false
 end
 for i = 1, n do
