@@ -99,10 +99,18 @@ impl KeyGroup {
 
 const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
 
-/// A script that uses the waiting queue, with the queue's shared functions in front.
+/// A script that uses the waiting queue, with the queue's shared functions in front (and, for
+/// the acquisition, the fenced scripts' shared reading of the counters).
 macro_rules! queue_script {
     ($file:literal) => {
         concat!(include_str!("scripts/queue.lua"), include_str!($file))
+    };
+    ($file:literal, fenced) => {
+        concat!(
+            include_str!("scripts/queue.lua"),
+            include_str!("scripts/fence_reading.lua"),
+            include_str!($file)
+        )
     };
 }
 
@@ -120,8 +128,15 @@ static FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
 static ACQUIRE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), &[]));
-static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many_fenced.lua"), FENCED));
+static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        concat!(
+            include_str!("scripts/fence_reading.lua"),
+            include_str!("scripts/acquire_many_fenced.lua")
+        ),
+        FENCED,
+    )
+});
 static FENCE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), FENCED));
 static EXTEND_MANY: LazyLock<LuaScript> =
@@ -129,10 +144,10 @@ static EXTEND_MANY: LazyLock<LuaScript> =
 static RELEASE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), &[]));
 static ACQUIRE_QUEUED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), &[]));
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), &[]));
 // The same script: it finds the counters after the resources.
 static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua"), FENCED));
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), FENCED));
 
 fn scripts() -> [&'static LuaScript; 12] {
     [

@@ -55,13 +55,4 @@ end
 if #KEYS < 2 * n then
     return 1
 end
-local largest, largest_text = 0, "0"
-for i = n + 1, 2 * n do
-    local text = redis.call("get", KEYS[i])
-    local counter = tonumber(text or "0") or 0
-    if counter > largest then
-        largest, largest_text = counter, text
-    end
-end
-local time = redis.call("time")
-return {largest_text, time[1], time[2]}
+return fence_reading(n + 1, 2 * n)
