@@ -31,7 +31,7 @@
 //!    sent, not a surprise one interval later.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -41,6 +41,7 @@ use crate::error::{ConfigError, Error, Limit, LossReason};
 use crate::lock::{Lock, Released};
 use crate::manager::{Redlock, Shared};
 use crate::resources::Resources;
+use crate::sync::lock;
 use crate::validity;
 
 /// How a [`Guard`] keeps its lock alive. Every setting has a default; the bounds are off unless
@@ -203,9 +204,8 @@ struct Status {
     loss: Option<LossReason>,
 }
 
-/// Nothing panics while holding the lock, but a poisoned status is still the best we know.
 fn status(status: &Mutex<Status>) -> MutexGuard<'_, Status> {
-    status.lock().unwrap_or_else(PoisonError::into_inner)
+    lock(status)
 }
 
 impl Lock {

@@ -64,6 +64,7 @@
 //!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
 //! - `status`: a read-only look at who holds a resource, node by node (the CLI's `status`).
 //! - [`error`]: the one error type and per-node replies.
+//! - `sync`: locking a mutex without a poison path.
 
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
@@ -83,6 +84,7 @@ pub mod retry;
 mod status;
 mod stragglers;
 mod subscriber;
+mod sync;
 mod validity;
 mod waiting;
 

@@ -32,7 +32,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -49,6 +49,7 @@ use crate::quorum::{Decision, Tally};
 use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::stragglers::{Finished, Stragglers};
+use crate::sync::lock;
 use crate::validity;
 use crate::waiting::{QueuePlace, WaiterId, Waiters};
 
@@ -191,8 +192,7 @@ struct Fanout {
 
 impl Fanout {
     fn count(&self) -> MutexGuard<'_, Count> {
-        // Nothing under this lock can panic half-way; recover rather than propagate a poison.
-        self.count.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.count)
     }
 
     /// Node `i`'s request, its reply recorded as soon as it is in.

@@ -45,7 +45,7 @@
 //! fallback.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -60,6 +60,7 @@ use crate::quarantine::{Observation, TrustPolicy, trusted_from};
 use crate::resources::Resources;
 use crate::status::NodeState;
 use crate::subscriber::Subscriber;
+use crate::sync::lock;
 use crate::waiting::{QueuePlace, WaiterId};
 
 /// A Lua script with its SHA1, computed once.
@@ -404,11 +405,6 @@ impl std::fmt::Debug for Node {
             .field("address", &self.label)
             .finish()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing under these locks can panic half-way; recover rather than propagate a poison.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Node {

@@ -26,7 +26,7 @@
 //! 4. Each batch holds a token of the manager's task tracker until it is dropped, so `settle`
 //!    waits for it like for any other background work.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 use std::{fmt, future::Future, pin::Pin};
@@ -35,6 +35,8 @@ use tokio::runtime::{self, Handle};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 use tokio_util::task::task_tracker::TaskTrackerToken;
+
+use crate::sync::lock;
 
 /// The requests of a won round still on their way, each recording its own reply.
 pub(crate) type Requests = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -55,11 +57,6 @@ impl fmt::Debug for Stragglers {
             .field("drivers", &lock(&self.inboxes).len())
             .finish()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing under these locks can panic half-way; recover rather than propagate a poison.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Stragglers {

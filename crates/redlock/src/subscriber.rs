@@ -21,7 +21,7 @@
 //! 2. The task holds its manager's waiters weakly: it never keeps a dropped manager alive.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -29,6 +29,7 @@ use redis::aio::PubSubSink;
 use tokio::sync::mpsc;
 
 use crate::resources::Resources;
+use crate::sync::lock;
 use crate::waiting::Registry;
 
 /// The channel a release of `resource` is announced on (`scripts/queue.lua`).
@@ -96,11 +97,6 @@ impl Subscriber {
             let _ = inbox.send(resource.clone());
         }
     }
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // Nothing under this lock can panic half-way; recover rather than propagate a poison.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What one subscriber task needs.

@@ -52,13 +52,14 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 
 use crate::resources::Resources;
 use crate::subscriber::Subscriber;
+use crate::sync::lock;
 
 /// Identifies one waiter (one acquisition) in the queues and in release messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,10 +150,7 @@ pub(crate) struct Registry {
 
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Wake>>>> {
-        // Nothing under this lock can panic half-way; recover rather than propagate a poison.
-        self.by_resource
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.by_resource)
     }
 
     /// Records that `node` announced a release of `resource` naming `head` for the one waiter it
