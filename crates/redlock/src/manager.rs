@@ -557,8 +557,9 @@ impl Redlock {
         // One queue place for the whole acquisition (`waiting` invariant 3): a waiter joins the
         // queue at once after its first refusal (fair ones from the first attempt), which is what
         // makes releases announce themselves to it.
-        let place = (shared.fair || shared.notify)
-            .then(|| QueuePlace::new(retry.max_delay(), shared.node_timeout));
+        // Made when first needed: an acquisition that wins at once never pays for it.
+        let queues = shared.fair || shared.notify;
+        let mut place: Option<QueuePlace> = None;
         let mut joined = false;
         // Gives the place up if this future is dropped between rounds (`waiting` invariant 4): a
         // release of a fresh value nobody holds (invariant 5), which only leaves the queue.
@@ -570,7 +571,10 @@ impl Redlock {
         let fenced = shared.fence_retention.is_some();
         loop {
             attempts += 1;
-            let join = place.filter(|_| shared.fair || joined || carried.is_some());
+            let join = (queues && (shared.fair || joined || carried.is_some())).then(|| {
+                *place
+                    .get_or_insert_with(|| QueuePlace::new(retry.max_delay(), shared.node_timeout))
+            });
             joined |= join.is_some();
             if let (Some(place), None) = (join, &place_kept) {
                 place_kept = Some(Held::new(
@@ -666,10 +670,12 @@ impl Redlock {
                 });
             };
             if shared.notify && waiting.is_none() {
-                let id = place.map_or_else(WaiterId::new, |p| p.id);
+                let id = place
+                    .get_or_insert_with(|| QueuePlace::new(retry.max_delay(), shared.node_timeout))
+                    .id;
                 waiting = Some(shared.waiters.register(&resources, id, shared.fair));
             }
-            if place.is_some() && !joined {
+            if queues && !joined {
                 carried = Some(delay); // join the queue at once, then wait
                 continue;
             }

@@ -122,7 +122,8 @@ pub(crate) fn lease(retry_delay: Duration, node_timeout: Duration) -> Duration {
 /// One registered waiter: what wakes it.
 #[derive(Debug)]
 struct Wake {
-    id: WaiterId,
+    /// The waiter's id as release messages name it, formatted once.
+    id: String,
     /// Fair waiters wake only on their own turn; others on every release.
     fair: bool,
     /// The nodes that announced a release for us since we last woke, one bit per node index
@@ -138,7 +139,7 @@ impl Wake {
     /// live waiter queued) may wake anyone; a named head only that waiter, or a waiter that is not
     /// fair (it does not care whose turn it is).
     fn is_for(&self, head: &str) -> bool {
-        head.is_empty() || !self.fair || head == self.id.to_string()
+        head.is_empty() || !self.fair || head == self.id
     }
 }
 
@@ -196,7 +197,7 @@ impl Waiters {
     pub(crate) fn register(&self, resources: &Resources, id: WaiterId, fair: bool) -> Waiting {
         let quorum = crate::quorum::majority(self.subscribers.len()).min(64);
         let wake = Arc::new(Wake {
-            id,
+            id: id.to_string(),
             fair,
             heard: AtomicU64::new(0),
             quorum: u32::try_from(quorum).unwrap_or(64),
@@ -258,7 +259,7 @@ mod tests {
 
     fn wake(fair: bool) -> Wake {
         Wake {
-            id: WaiterId(0xab),
+            id: WaiterId(0xab).to_string(),
             fair,
             heard: AtomicU64::new(0),
             quorum: 1,
