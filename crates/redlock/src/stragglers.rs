@@ -325,8 +325,11 @@ mod tests {
                 self.0.store(true, Ordering::SeqCst);
             }
         }
+        // Made before the future, so that dropping it unpolled (a driver that never got to it)
+        // also counts as cancelling it.
+        let on_drop = OnDrop(dropped);
         Box::pin(async move {
-            let _on_drop = OnDrop(dropped);
+            let _on_drop = on_drop;
             if gate.await.is_err() {
                 std::future::pending::<()>().await;
             }
