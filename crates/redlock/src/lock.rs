@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, NodeReply};
 use crate::manager::Shared;
 use crate::resources::Resources;
-use crate::stragglers::Finished;
+use crate::stragglers::LeftBehind;
 use crate::waiting::WaiterId;
 
 /// What a release did, node by node.
@@ -43,8 +43,8 @@ pub(crate) struct Held {
     /// The acquisition's place in the fair queue, given up by the release
     /// ([`waiting`](crate::waiting) invariant 4).
     queued: Option<WaiterId>,
-    /// The acquisition's requests still in flight; a release waits for them (manager invariant 2).
-    stragglers: Option<Finished>,
+    /// The acquisition's requests still in flight; a release follows them (manager invariant 2).
+    stragglers: Option<LeftBehind>,
     armed: bool,
 }
 
@@ -65,8 +65,8 @@ impl Held {
         }
     }
 
-    /// Makes the release wait for `stragglers`, the requests of the acquisition still in flight.
-    pub(crate) fn follows(&mut self, stragglers: Option<Finished>) {
+    /// Makes the release follow `stragglers`, the requests of the acquisition still in flight.
+    pub(crate) fn follows(&mut self, stragglers: Option<LeftBehind>) {
         if stragglers.is_some() {
             self.stragglers = stragglers;
         }
@@ -105,13 +105,15 @@ impl Held {
     async fn release_leaving(mut self, leave: Option<WaiterId>) -> Released {
         // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
         // the same signal again (a finished oneshot receiver panics when polled twice).
-        if let Some(stragglers) = self.stragglers.take() {
-            stragglers.wait().await; // bounded by the node timeout
-        }
+        let ahead = match self.stragglers.take() {
+            Some(stragglers) => stragglers.before_release().await, // bounded by the node timeout
+            None => None,
+        };
         let released = self
             .shared
             .release(&self.resources, &self.value, leave)
             .await;
+        drop(ahead);
         self.armed = false;
         released
     }
@@ -131,10 +133,12 @@ impl Drop for Held {
                 let stragglers = self.stragglers.take();
                 self.shared.background.spawn_on(
                     async move {
-                        if let Some(stragglers) = stragglers {
-                            stragglers.wait().await;
-                        }
+                        let ahead = match stragglers {
+                            Some(stragglers) => stragglers.before_release().await,
+                            None => None,
+                        };
                         shared.release(&resources, &value, leave).await;
+                        drop(ahead);
                     },
                     &runtime,
                 );

@@ -4,13 +4,15 @@
 //! 1. A round sends its request to **every** node at the same instant and measures time from an
 //!    instant taken before the first request ([`validity`](crate::validity) invariant 1).
 //! 2. A round is decided as soon as the outcome is known ([`quorum`](crate::quorum) invariant 3).
-//!    A won round returns at once; the requests still in flight are finished in the background
-//!    ([`stragglers`](crate::stragglers)), so a late `OK` simply becomes part of the lock
-//!    (release and extension go to every node anyway). The lock's release waits for them first:
-//!    a `SET` may not even have been queued on its connection when the round was won, and a
-//!    release that overtook it would leave the key behind until its TTL. A round that can no
-//!    longer be won still collects every reply, bounded by the node timeout, so that its
-//!    rollback follows every late `SET`.
+//!    A won round returns at once, and its requests still in flight land all the same: a late
+//!    `OK` simply becomes part of the lock (release and extension go to every node anyway). A
+//!    request already queued on its node's connection is kept by the lock, unpolled, until the
+//!    release is queued behind it: the node runs it first ([`node`](crate::node) invariant 5).
+//!    Requests still waiting for a connection (a node's first request, or one after a
+//!    reconnection) are finished in the background ([`stragglers`](crate::stragglers)), and the
+//!    release waits for those: one that overtook such a `SET` would leave the key behind until
+//!    its TTL. A round that can no longer be won still collects every reply, bounded by the node
+//!    timeout, so that its rollback follows every late `SET`.
 //! 3. A lock is handed out only if a quorum granted **and** the deadline is still in the future
 //!    when the round is decided.
 //! 4. A failed acquisition round is rolled back on **all** nodes, also those that refused or did
@@ -32,6 +34,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -48,7 +51,7 @@ use crate::node::{Answer, Node, NodeError, Request, reply_of};
 use crate::quorum::{Decision, Tally};
 use crate::resources::Resources;
 use crate::retry::Retry;
-use crate::stragglers::{Finished, Stragglers};
+use crate::stragglers::{LeftBehind, Stragglers};
 use crate::sync::lock;
 use crate::validity;
 use crate::waiting::{QueuePlace, WaiterId, Waiters};
@@ -88,10 +91,14 @@ pub(crate) struct Shared {
 /// How long a round waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Until {
-    /// Return at the first decisive reply if it is a win (acquire, extend). The requests still in
-    /// flight finish in the background, so their keys become part of the lock (invariant 2). A
-    /// loss still waits for every reply, so that the rollback follows every late `SET`.
+    /// Return at the first decisive reply if it is a win (an acquisition's `SET`). The requests
+    /// still in flight land all the same, so their keys become part of the lock, and come back
+    /// with the round for the lock's release to follow (invariant 2). A loss still waits for
+    /// every reply, so that the rollback follows every late `SET`.
     Won,
+    /// As [`Won`](Self::Won), for rounds that set no lock key (fencing, extension): the requests
+    /// still in flight are finished in the background, and nothing waits for them.
+    WonThenDriven,
     /// Wait for every node or its timeout (release, connect), to report them all.
     AllReplied,
 }
@@ -101,8 +108,8 @@ enum Until {
 struct Round {
     start: Instant,
     decision: Decision,
-    /// The requests of a won round still in flight, finishing in the background.
-    stragglers: Option<Finished>,
+    /// The requests of a won round still in flight.
+    stragglers: Option<LeftBehind>,
     /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
     fence_floor: Option<u64>,
     /// How many nodes said another waiter's turn comes first (fair acquisitions).
@@ -188,6 +195,8 @@ struct Fanout {
     value: Arc<str>,
     /// Written by each request as its reply comes in, read by the round after each poll.
     count: Mutex<Count>,
+    /// How many requests still wait for their node's connection: not queued on it yet.
+    unqueued: AtomicUsize,
 }
 
 impl Fanout {
@@ -198,7 +207,12 @@ impl Fanout {
     /// Node `i`'s request, its reply recorded as soon as it is in.
     async fn send(self: Arc<Self>, i: usize) {
         if let Some(node) = self.shared.nodes.get(i) {
-            let result = node.send(self.request, &self.resources, &self.value).await;
+            let queued = || {
+                self.unqueued.fetch_sub(1, Ordering::Relaxed);
+            };
+            let result = node
+                .send(self.request, &self.resources, &self.value, queued)
+                .await;
             self.count().record(i, &result);
         }
     }
@@ -223,6 +237,7 @@ impl Shared {
             resources: resources.clone(),
             value: Arc::clone(value),
             count: Mutex::new(Count::new(request, self.nodes.len())),
+            unqueued: AtomicUsize::new(self.nodes.len()),
         });
         // `join_all` keeps up to 30 futures in a single allocation (beyond, it switches to
         // `FuturesOrdered`, which only costs more) and polls every one still pending on each
@@ -243,7 +258,7 @@ impl Shared {
             if Pin::new(&mut requests).poll(cx).is_ready() {
                 return Poll::Ready(false);
             }
-            if until == Until::Won && fanout.count().tally.decision() == Decision::Won {
+            if until != Until::AllReplied && fanout.count().tally.decision() == Decision::Won {
                 return Poll::Ready(true); // invariant 2
             }
             if deadline.as_mut().poll(cx).is_ready() {
@@ -265,12 +280,18 @@ impl Shared {
                 replies,
             )
         };
+        // Invariant 2. All polls of the round ran on this task, so the count is current.
         let stragglers = left_behind.then(|| {
-            self.stragglers.hand_off(
-                Box::pin(requests.map(drop)),
-                node_deadline,
-                self.background.token(),
-            )
+            let requests = Box::pin(requests.map(drop));
+            if until == Until::Won && fanout.unqueued.load(Ordering::Relaxed) == 0 {
+                LeftBehind::Queued(Mutex::new(requests))
+            } else {
+                LeftBehind::Driven(self.stragglers.hand_off(
+                    requests,
+                    node_deadline,
+                    self.background.token(),
+                ))
+            }
         });
         Round {
             start,
@@ -320,7 +341,7 @@ impl Shared {
         let ttl_ms = self.check_ttl(ttl)?;
         let round = self
             .round(
-                Until::Won,
+                Until::WonThenDriven,
                 Request::Extend { ttl_ms },
                 resources,
                 value,
@@ -450,7 +471,8 @@ impl Redlock {
 
     /// Waits for the requests this manager still has in flight in the background: the nodes that
     /// had not answered when a round was already won, and the releases of dropped locks. Each is
-    /// bounded by the node timeout, so this returns within about one node timeout.
+    /// bounded by the node timeout, and so is the final check that every node has run what was
+    /// queued for it, so this returns within about two node timeouts.
     ///
     /// A short-lived process calls this before it exits, so that its last lock or extension
     /// reaches every node rather than a bare quorum (the CLI's `acquire` does).
@@ -462,6 +484,10 @@ impl Redlock {
         background.close();
         background.wait().await;
         background.reopen();
+        // The requests a won round dropped once they were queued (invariant 2) are answered
+        // before anything queued after them.
+        let deadline = Instant::now() + self.shared.node_timeout;
+        join_all(self.shared.nodes.iter().map(|node| node.drain(deadline))).await;
     }
 
     /// Acquires `resource` for `ttl`, retrying by the manager's [`Retry`] policy.
@@ -629,7 +655,7 @@ impl Redlock {
                 };
                 round = shared
                     .round(
-                        Until::Won,
+                        Until::WonThenDriven,
                         store,
                         &resources,
                         held.value(),

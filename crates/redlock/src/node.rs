@@ -22,6 +22,14 @@
 //!    on an old connection cannot drop its replacement.
 //! 4. Only the connect/forget lock writes the published connection (and only while holding it),
 //!    so "published" and "attempt under way" never both hold and are never lost.
+//! 5. A node runs our requests in the order they were queued on its connection (redis-rs's
+//!    channel to the connection's task), and a request is queued in the very poll that gets
+//!    past [`Node::send`]'s wait for the connection, unless that channel is full (50 commands):
+//!    then it waits for room, and is queued only when polled again. A queued request runs even
+//!    if its future is never polled again, but not if the future is dropped before the
+//!    connection's task took it (redis-rs skips a command whose reply nobody waits for). Either
+//!    way, a request queued later never overtakes it. A script's `EVAL` fallback after
+//!    `NOSCRIPT` is queued only if the request is polled again.
 //!
 //! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
 //! read with one atomic load, and the health verdict is two atomics. Profiling
@@ -584,15 +592,24 @@ impl Node {
     }
 
     /// Performs `request`. Not bounded in time here: the caller bounds the whole round (see the
-    /// module docs).
+    /// module docs). `queued` is called once the request no longer waits for a connection: from
+    /// then on it is queued on one (or has failed), and any later request to this node is queued
+    /// behind it (invariant 5).
     pub(crate) async fn send(
         &self,
         request: Request,
         resources: &Resources,
         value: &str,
+        queued: impl FnOnce(),
     ) -> Result<Answer, NodeError> {
-        let live = self.live().await?;
-        let outcome = self.perform(&live, request, resources, value).await;
+        let live = self.live().await;
+        queued();
+        let live = live?;
+        // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
+        // first poll return before the command is queued (redis-rs queues it through a Tokio
+        // channel, whose permit counts against the budget), and invariant 5 needs it queued.
+        let outcome =
+            tokio::task::unconstrained(self.perform(&live, request, resources, value)).await;
         // The one clock read of the request, after the reply: a node trusted "from now" by the
         // health check of the connection just made is not reported as quarantined.
         let tick = live.tick(Instant::now());
@@ -751,6 +768,18 @@ impl Node {
             }
             other => other,
         }
+    }
+
+    /// Waits, until `deadline` at most, for this node to have run every request queued on its
+    /// connection so far: their replies come before that of a `PING` queued behind them
+    /// (invariant 5). Without a connection, nothing is queued.
+    pub(crate) async fn drain(&self, deadline: Instant) {
+        let Some(live) = self.live.load_full() else {
+            return;
+        };
+        let _ = self
+            .bounded(deadline, self.query(&live, &redis::cmd("PING")))
+            .await;
     }
 
     /// The inspect script: what `key` holds on this node (type, value, time to live), read in

@@ -1,16 +1,22 @@
-//! The requests a won round leaves behind ("stragglers"), driven to the end by one long-lived
-//! task per runtime rather than by a task per round.
+//! The requests a won round leaves behind ("stragglers"), and how they still land.
 //!
 //! A won round returns at once (manager invariant 2), but the nodes that had not answered yet
 //! must still get their request: a late `OK` becomes part of the lock, and `Redlock::settle`
-//! waits for it. A task spawned per won round did that: the task itself, a timer of its own, its
-//! `JoinHandle`, and a trip through the scheduler per round. Here a round sends its stragglers,
-//! as a [`Batch`], through a channel to its runtime's [`Driver`], which polls only the batches
-//! whose requests woke it, enforces all their deadlines with a single timer, and batches the
-//! wake-ups of many rounds into one poll. What the lock's release waits for is [`Finished`], the
-//! closing of a oneshot channel whose sender the batch holds. Measured under callgrind with
-//! `examples/bench.rs` (five nodes, 32 tasks), that cut about 7,000 of 127,000 instructions per
-//! lock + release.
+//! waits for it. The common case costs nothing: every straggler is already queued on its node's
+//! connection, which runs it before anything queued later ([`node`](crate::node) invariant 5).
+//! The lock just keeps those requests, unpolled ([`LeftBehind::Queued`]), until its release is
+//! queued behind them; no task drives them and the release does not wait. Measured with
+//! `examples/bench.rs` (five nodes, 32 tasks), driving every won round's stragglers to the end
+//! instead, and making the release wait for them, cost 4–12 µs of client CPU per lock + release
+//! and kept redlock at 0.83–0.94× the raw baseline; keeping them took it to 0.97–0.98×.
+//!
+//! Requests that were still waiting for a connection (a node's first request, or one after a
+//! reconnection) are not queued anywhere yet, and a release must not overtake them
+//! ([`LeftBehind::Driven`]). They go to one long-lived task per runtime, the [`Driver`], as a
+//! [`Batch`]: it polls only the batches whose requests woke it, enforces all their deadlines
+//! with a single timer, and batches the wake-ups of many rounds into one poll. What the lock's
+//! release waits for is [`Finished`], the closing of a oneshot channel whose sender the batch
+//! holds. Rounds that set no lock key (fencing, extension) send all their stragglers there.
 //!
 //! # Invariants
 //! 1. A batch is dropped, which closes its [`Finished`], only once each of its requests has
@@ -26,11 +32,12 @@
 //! 4. Each batch holds a token of the manager's task tracker until it is dropped, so `settle`
 //!    waits for it like for any other background work.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 use std::{fmt, future::Future, pin::Pin};
 
+use futures_util::FutureExt;
 use tokio::runtime::{self, Handle};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
@@ -104,6 +111,49 @@ impl Stragglers {
             sender,
         });
         Finished(finished)
+    }
+}
+
+/// The requests a won round left behind, as the lock's release must treat them.
+pub(crate) enum LeftBehind {
+    /// Every one is queued on its node's connection, so a release queued later runs after it
+    /// ([`node`](crate::node) invariant 5). Kept, unpolled, until that release is queued:
+    /// redis-rs skips a queued command whose reply nobody waits for any more, and the late `SET`
+    /// would not land. No task has to drive them, and the release does not wait for them.
+    /// (The `Mutex` is never locked, only reached through `&mut`: it makes the lock `Sync`.)
+    Queued(Mutex<Requests>),
+    /// Some were still waiting for a connection: the runtime's driver finishes them, and the
+    /// release waits for that first.
+    Driven(Finished),
+}
+
+impl fmt::Debug for LeftBehind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Queued(_) => "Queued",
+            Self::Driven(_) => "Driven",
+        })
+    }
+}
+
+impl LeftBehind {
+    /// Waits until a release may be queued; what it returns must be kept until then.
+    pub(crate) async fn before_release(self) -> Option<Requests> {
+        match self {
+            Self::Queued(requests) => {
+                let mut requests = requests
+                    .into_inner()
+                    .unwrap_or_else(PoisonError::into_inner);
+                // One more poll queues a request that was still waiting for room on its
+                // connection (redis-rs's queue was full), ahead of the release.
+                let _ = (&mut requests).now_or_never();
+                Some(requests)
+            }
+            Self::Driven(finished) => {
+                finished.wait().await;
+                None
+            }
+        }
     }
 }
 
