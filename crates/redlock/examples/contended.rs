@@ -10,7 +10,11 @@
 //! fair share. A hand-off that any two holders overlapped in aborts the run.
 //!
 //! Modes: `polling` (notification and fairness off: the classic Redlock client), `notified`
-//! (woken by releases), `fair` (woken, and served in arrival order).
+//! (woken by releases), `fair` (woken, and served in arrival order), and `alone`: one task, the
+//! same loop, nobody to wait for. A hand-off takes at least a release round and then an
+//! acquisition round, one after the other, which is exactly one of `alone`'s cycles, so no
+//! waiting design can hand the lock over more often per second than `alone` cycles on the same
+//! machine: it is the ceiling the other modes are measured against.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -35,8 +39,12 @@ struct Args {
     /// The retry delay (the polling interval's upper bound), in milliseconds.
     #[arg(long, default_value_t = 5)]
     delay_ms: u64,
-    /// Run only these modes (comma-separated: polling, notified, fair).
-    #[arg(long, value_delimiter = ',', default_value = "polling,notified,fair")]
+    /// Run only these modes (comma-separated: alone, polling, notified, fair).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "alone,polling,notified,fair"
+    )]
     modes: Vec<String>,
     /// Print one JSON line per mode.
     #[arg(long)]
@@ -106,10 +114,12 @@ async fn measure(
     args: &Args,
 ) -> Result<Outcome, Box<dyn std::error::Error>> {
     let (notify, fair) = match mode {
-        "polling" => (false, false),
+        "alone" | "polling" => (false, false),
         "notified" => (true, false),
         "fair" => (true, true),
-        other => return Err(format!("unknown mode {other:?}: polling, notified or fair").into()),
+        other => {
+            return Err(format!("unknown mode {other:?}: alone, polling, notified or fair").into());
+        }
     };
     let retry = Retry::forever().delay(Duration::from_millis(args.delay_ms.max(1)));
     let manager = Redlock::builder(cluster.urls())
@@ -127,7 +137,8 @@ async fn measure(
     let inside = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for task in 0..args.tasks {
+    let tasks_here = if mode == "alone" { 1 } else { args.tasks };
+    for task in 0..tasks_here {
         let (manager, resource) = (manager.clone(), resource.clone());
         let (last_owner, handoffs, inside) = (
             Arc::clone(&last_owner),
@@ -203,16 +214,30 @@ fn report(args: &Args, outcomes: &[Outcome]) {
             o.min_share()
         );
     }
-    if let Some(base) = outcomes.iter().find(|o| o.mode == "polling") {
-        for o in outcomes.iter().filter(|o| o.mode != "polling") {
+    let ceiling = outcomes.iter().find(|o| o.mode == "alone");
+    if let Some(alone) = ceiling {
+        println!(
+            "ceiling: one task alone cycles {:.0} times/s; no design hands off more often",
+            alone.per_sec(alone.cycles)
+        );
+    }
+    let base = outcomes.iter().find(|o| o.mode == "polling");
+    for o in outcomes
+        .iter()
+        .filter(|o| o.mode != "polling" && o.mode != "alone")
+    {
+        let mut line = format!("{:<9}", o.mode);
+        if let Some(base) = base {
             let handoffs =
                 o.per_sec(o.handoffs) / base.per_sec(base.handoffs).max(f64::MIN_POSITIVE);
             let p99 = o.wait_us.value_at_quantile(0.99) as f64
                 / (base.wait_us.value_at_quantile(0.99).max(1)) as f64;
-            println!(
-                "{:<9} hand-offs {handoffs:.1}× polling, p99 wait {p99:.2}× polling",
-                o.mode
-            );
+            line += &format!(" hand-offs {handoffs:.1}× polling, p99 wait {p99:.2}× polling");
         }
+        if let Some(alone) = ceiling {
+            let used = o.per_sec(o.handoffs) / alone.per_sec(alone.cycles).max(f64::MIN_POSITIVE);
+            line += &format!(", {:.0}% of the ceiling", used * 100.0);
+        }
+        println!("{line}");
     }
 }
