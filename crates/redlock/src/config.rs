@@ -14,6 +14,7 @@ use crate::node::{Node, NodeSettings};
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
 use crate::stragglers::Stragglers;
+use crate::subscriber::Watch;
 use crate::waiting::Waiters;
 use tokio_util::task::TaskTracker;
 
@@ -214,8 +215,13 @@ impl Builder {
             }
             nodes.push(node);
         }
+        let watch = if self.fair {
+            Watch::Announcements
+        } else {
+            Watch::Keys
+        };
         Ok(Redlock::from_shared(Arc::new(Shared {
-            waiters: Waiters::new(nodes.iter().map(Node::subscriber).collect()),
+            waiters: Waiters::new(nodes.iter().map(|node| node.subscriber(watch)).collect()),
             nodes,
             node_timeout: self.node_timeout,
             connect_timeout: self.connect_timeout,

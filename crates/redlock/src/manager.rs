@@ -317,8 +317,8 @@ impl Shared {
                 Until::AllReplied,
                 Request::Release {
                     leave,
-                    // Invariant 9: a client that does not listen does not announce either.
-                    announce: self.notify,
+                    // Invariant 9: only fair waiters need announcements.
+                    announce: self.fair,
                 },
                 resources,
                 value,
@@ -580,28 +580,22 @@ impl Redlock {
         let shared = &self.shared;
         let ttl_ms = shared.check_ttl(ttl)?;
         let mut schedule = retry.schedule(Instant::now());
-        // One queue place for the whole acquisition (`waiting` invariant 3): a waiter joins the
-        // queue at once after its first refusal (fair ones from the first attempt), which is what
-        // makes releases announce themselves to it.
-        // Made when first needed: an acquisition that wins at once never pays for it.
-        let queues = shared.fair || shared.notify;
+        // One queue place for the whole acquisition (`waiting` invariant 3): fair waiters queue
+        // from their first attempt. Made when first needed: an acquisition that is not fair and
+        // wins at once never pays for it.
         let mut place: Option<QueuePlace> = None;
-        let mut joined = false;
         // Gives the place up if this future is dropped between rounds (`waiting` invariant 4): a
         // release of a fresh value nobody holds (invariant 5), which only leaves the queue.
         let mut place_kept: Option<Held> = None;
-        // The delay a joining attempt took the place of; it is waited after that attempt instead.
-        let mut carried = None;
         let mut waiting = None;
         let mut attempts = 0;
         let fenced = shared.fence_retention.is_some();
         loop {
             attempts += 1;
-            let join = (queues && (shared.fair || joined || carried.is_some())).then(|| {
+            let join = shared.fair.then(|| {
                 *place
                     .get_or_insert_with(|| QueuePlace::new(retry.max_delay(), shared.node_timeout))
             });
-            joined |= join.is_some();
             if let (Some(place), None) = (join, &place_kept) {
                 place_kept = Some(Held::new(
                     Arc::clone(shared),
@@ -623,7 +617,6 @@ impl Redlock {
                     ttl_ms,
                     fenced,
                     place,
-                    fair: shared.fair,
                 },
                 None if fenced => Request::SetFenced { ttl_ms },
                 None => Request::Set { ttl_ms },
@@ -674,10 +667,7 @@ impl Redlock {
             }
             let won = round.decision == Decision::Won;
             let mut failure = round.failure(shared, won);
-            let next = match carried.take() {
-                Some(delay) => Some(delay),
-                None => schedule.next_delay(Instant::now()),
-            };
+            let next = schedule.next_delay(Instant::now());
             // Invariant 4; the last rollback also gives up the queue place (`waiting` inv. 4) and
             // tells WRONGTYPE from busy.
             match next {
@@ -696,14 +686,8 @@ impl Redlock {
                 });
             };
             if shared.notify && waiting.is_none() {
-                let id = place
-                    .get_or_insert_with(|| QueuePlace::new(retry.max_delay(), shared.node_timeout))
-                    .id;
+                let id = place.map_or_else(WaiterId::new, |place| place.id);
                 waiting = Some(shared.waiters.register(&resources, id, shared.fair));
-            }
-            if queues && !joined {
-                carried = Some(delay); // join the queue at once, then wait
-                continue;
             }
             match (&waiting, place) {
                 // `waiting` invariant 8: behind others, only the lease needs our attempts.

@@ -67,7 +67,7 @@ use crate::fencing;
 use crate::quarantine::{Observation, TrustPolicy, trusted_from};
 use crate::resources::Resources;
 use crate::status::NodeState;
-use crate::subscriber::Subscriber;
+use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
 use crate::waiting::{QueuePlace, WaiterId};
 
@@ -203,13 +203,12 @@ pub(crate) enum Request {
     Set { ttl_ms: u64 },
     /// `SET NX PX`, also reading the fencing counter and the node's clock, in one script.
     SetFenced { ttl_ms: u64 },
-    /// As a waiter: join or keep `place` in the resources' queues, and set the keys if they are
-    /// free (and, when `fair`, it is our turn); fenced as [`Request::SetFenced`] when asked.
+    /// As a fair waiter: join or keep `place` in the resources' queues, and set the keys if they
+    /// are free and it is our turn; fenced as [`Request::SetFenced`] when asked.
     SetQueued {
         ttl_ms: u64,
         fenced: bool,
         place: QueuePlace,
-        fair: bool,
     },
     /// Store a fencing token while the lock still holds our value.
     Fence { token: u64, retention_ms: u64 },
@@ -250,7 +249,7 @@ pub(crate) struct Answer {
     /// For [`Request::SetFenced`]: the smallest token this node would accept as new,
     /// `max(counter + 1, node time in µs)`, the counter being the largest of the set's.
     pub(crate) fence_floor: Option<u64>,
-    /// For [`Request::SetQueued`], fair: refused because another waiter is ahead in the queue.
+    /// For [`Request::SetQueued`]: refused because another waiter is ahead in the queue.
     pub(crate) behind: bool,
 }
 
@@ -447,9 +446,9 @@ impl Node {
         &self.label
     }
 
-    /// A subscriber for this node's release messages, on a connection of its own.
-    pub(crate) fn subscriber(&self) -> Subscriber {
-        Subscriber::new(self.client.clone(), self.settings.connect_timeout)
+    /// A subscriber that hears this node's lock keys freed, on a connection of its own.
+    pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
+        Subscriber::new(&self.client, self.settings.connect_timeout, watch)
     }
 
     /// What makes two nodes the same server: the address, whatever the db.
@@ -670,7 +669,6 @@ impl Node {
                 ttl_ms,
                 fenced,
                 place,
-                fair,
             } => {
                 let script: &LuaScript = if fenced {
                     &ACQUIRE_QUEUED_FENCED
@@ -683,7 +681,6 @@ impl Node {
                     place.ticket_us,
                     place.lease_ms,
                     keys.len(),
-                    u8::from(fair),
                 );
                 match self.eval(live, script, keys, Some(value), tail).await? {
                     Value::Nil => (false, None, false),
@@ -722,7 +719,8 @@ impl Node {
                     _ => {
                         let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
                         let leave = leave.map(|id| id.to_string()).unwrap_or_default();
-                        self.eval(live, script, keys, Some(value), leave).await?
+                        let tail = (leave, u8::from(announce));
+                        self.eval(live, script, keys, Some(value), tail).await?
                     }
                 };
                 (int_reply(&reply)? >= 1, None, false)

@@ -1,31 +1,48 @@
-//! The second connection to a node: a subscriber that hears releases, for notified waiting.
+//! The second connection to a node: it hears when a lock key is freed, for notified waiting.
 //!
-//! A subscribed connection can do nothing but listen, so it cannot be the node's multiplexed
-//! connection ([`node`](crate::node)); this is the one other place that talks to Redis. It is
-//! only a hint: nothing here is ever counted as a vote, and everything it does may fail without
-//! any cost but the waiter's retry delay ([`waiting`](crate::waiting) invariant 1). That is why it
-//! needs no health check or quarantine.
+//! It watches a resource one of two ways, over one RESP3 connection ([`Watch`]):
 //!
-//! One task per node owns the connection. It is started by the first waiter, listens on
-//! `redlock-released:<resource>` for every resource somebody waits for, and drops channels nobody
-//! has waited for during a whole sweep interval (so a busy resource, whose waiters come and go
-//! all the time, is not subscribed and unsubscribed on every acquisition). It ends when nobody has
-//! waited for anything for a sweep, when its connection breaks, or with its manager; the next
-//! waiter starts it again. After a failed connection attempt or subscription (a node that is down,
-//! an ACL that denies the channel) it is not started again for a second, so such a node costs
+//! - **Key tracking** (Redis's server-assisted client-side caching, `CLIENT TRACKING ON`): after
+//!   the connection reads a key (`EXISTS`), the server pushes an invalidation the next time
+//!   anything changes that key, whoever does it: our release, another Redlock client's `DEL`, an
+//!   expiry, a new holder's `SET`, an extension. The push says only that the key changed, so the
+//!   task reads it again (which also watches it again) and reports it freed only if it is gone.
+//!   This is how waiters that are not fair are woken, and it costs the releasing client
+//!   nothing: a release is the standard compare-and-delete script, and a server with nobody
+//!   tracking a key does nothing more when it is deleted.
+//! - **Announcements** on `redlock-released:<resource>`, published by our fair clients' release
+//!   script, naming the waiter whose turn it is: how fair waiters are woken (only the head).
+//!   They ignore other changes of the key, so watching it would only load the nodes.
+//!
+//! It is only a hint: nothing here is ever counted as a vote, and everything it does may fail
+//! without any cost but the waiter's retry delay ([`waiting`](crate::waiting) invariant 1). That
+//! is why it needs no health check or quarantine. A server that cannot do it (older than Redis 6,
+//! or an ACL that denies `HELLO 3`, `CLIENT TRACKING` or the key) leaves waiters polling; one
+//! that denies only the channel leaves fair waiters polling.
+//!
+//! One task per node owns the connection. It is started by the first waiter, watches every
+//! resource somebody waits for, and drops resources nobody has waited for during a whole sweep
+//! interval (so a busy resource, whose waiters come and go all the time, is not watched and
+//! dropped on every acquisition). It ends when nobody has waited for anything for a sweep, when
+//! its connection breaks, or with its manager; the next waiter starts it again. After a failed
+//! connection attempt or command it is not started again for a second, so such a node costs
 //! waiters nothing but their delays.
 //!
 //! # Invariants
 //! 1. At most one task per node, with one connection: a new one starts only when the last one
 //!    has ended (its inbox is closed).
 //! 2. The task holds its manager's waiters weakly: it never keeps a dropped manager alive.
+//! 3. A watched key is read again after every invalidation, so it stays watched, and again for
+//!    every waiter that registers for it; a key found missing by any of these reads is reported
+//!    freed. So nothing is missed between a waiter's refusal and its registration: a key freed in
+//!    between is found missing by the read its registration makes.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use redis::aio::PubSubSink;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
 use crate::resources::Resources;
@@ -35,41 +52,61 @@ use crate::waiting::Registry;
 /// The channel a release of `resource` is announced on (`scripts/queue.lua`).
 const CHANNEL_PREFIX: &str = "redlock-released:";
 
-/// How often channels nobody waits for are dropped.
+/// How often resources nobody waits for are dropped.
 const SWEEP: Duration = Duration::from_secs(2);
 
 /// How long a failed connection attempt keeps the task from starting again.
 const BACKOFF: Duration = Duration::from_secs(1);
 
+/// How a subscriber hears that a resource may be taken: all of one manager's waiters are fair
+/// or none are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// Key tracking: any change of the lock key, then a read of it (waiters that are not fair).
+    Keys,
+    /// The release announcements of fair clients, naming the head (fair waiters).
+    Announcements,
+}
+
 /// One node's subscriber.
 #[derive(Debug)]
 pub(crate) struct Subscriber {
-    client: redis::Client,
+    /// The node's URL with RESP3 (pushes need it); `None` if it cannot be made, then waiters poll.
+    client: Option<redis::Client>,
     connect_timeout: Duration,
+    watch: Watch,
     state: Arc<Mutex<State>>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    /// The running task's inbox: resources to listen for (invariant 1).
+    /// The running task's inbox: resources to watch (invariant 1).
     inbox: Option<mpsc::UnboundedSender<String>>,
     /// When the last connection attempt failed.
     failed_at: Option<Instant>,
 }
 
 impl Subscriber {
-    pub(crate) fn new(client: redis::Client, connect_timeout: Duration) -> Self {
+    /// A subscriber for the node `client` connects to, over a RESP3 connection of its own.
+    pub(crate) fn new(client: &redis::Client, connect_timeout: Duration, watch: Watch) -> Self {
+        let info = client.get_connection_info().clone();
+        let resp3 = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
         Self {
-            client,
+            client: redis::Client::open(info.set_redis_settings(resp3)).ok(),
             connect_timeout,
+            watch,
             state: Arc::default(),
         }
     }
 
-    /// Makes sure this node's task listens for the release of `resources`, starting it if it is
-    /// not running. Never waits: the subscription is made in the background.
-    /// `node` is this node's index, which its messages are counted under.
+    /// Makes sure this node's task watches `resources`, starting it if it is not running. Never
+    /// waits: the watching is set up in the background. `node` is this node's index, which its
+    /// reports are counted under.
     pub(crate) fn listen(&self, node: usize, resources: &Resources, registry: &Arc<Registry>) {
+        let Some(client) = &self.client else { return };
         let mut state = lock(&self.state);
         let running = state.inbox.as_ref().is_some_and(|inbox| !inbox.is_closed());
         if !running {
@@ -82,8 +119,9 @@ impl Subscriber {
             let (inbox, requests) = mpsc::unbounded_channel();
             let task = Task {
                 node,
-                client: self.client.clone(),
+                client: client.clone(),
                 connect_timeout: self.connect_timeout,
+                watch: self.watch,
                 registry: Arc::downgrade(registry),
                 state: Arc::clone(&self.state),
             };
@@ -104,84 +142,173 @@ struct Task {
     node: usize,
     client: redis::Client,
     connect_timeout: Duration,
+    watch: Watch,
     registry: Weak<Registry>,
     /// Its subscriber's state, to record a failed connection attempt (see [`BACKOFF`]).
     state: Arc<Mutex<State>>,
 }
 
+/// Why a task ends.
+enum End {
+    /// Nobody waits, the manager is gone, or the connection broke: a new task may start at once.
+    Done,
+    /// The server refused something: back off as after a failed connection.
+    Refused,
+}
+
 impl Task {
     async fn run(self, mut requests: mpsc::UnboundedReceiver<String>) {
-        let connecting = tokio::time::timeout(self.connect_timeout, self.client.get_async_pubsub());
-        let Ok(Ok(pubsub)) = connecting.await else {
-            tracing::debug!("no subscriber connection; waiters fall back to their retry delay");
-            lock(&self.state).failed_at = Some(Instant::now());
-            requests.close();
-            return;
+        let end = match self.connect().await {
+            Some((conn, pushes)) => self.serve(conn, pushes, &mut requests).await,
+            None => End::Refused,
         };
-        let (mut sink, mut messages) = pubsub.split();
-        let mut subscribed = HashSet::new();
+        if matches!(end, End::Refused) {
+            tracing::debug!("no release notifications from a node; its waiters poll");
+            lock(&self.state).failed_at = Some(Instant::now());
+        }
+        // A waiter that registers right now finds the inbox closed and starts a new task, or (if
+        // it sent just before) polls.
+        requests.close();
+    }
+
+    /// A RESP3 connection (with key tracking on, to watch keys), and the channel its pushes
+    /// arrive on.
+    async fn connect(&self) -> Option<(MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>)> {
+        let (push_sender, pushes) = mpsc::unbounded_channel();
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.connect_timeout))
+            .set_push_sender(push_sender);
+        let mut conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .ok()?;
+        if self.watch == Watch::Keys {
+            redis::cmd("CLIENT")
+                .arg("TRACKING")
+                .arg("ON")
+                .query_async::<()>(&mut conn)
+                .await
+                .ok()?;
+        }
+        Some((conn, pushes))
+    }
+
+    async fn serve(
+        &self,
+        mut conn: MultiplexedConnection,
+        mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+        requests: &mut mpsc::UnboundedReceiver<String>,
+    ) -> End {
+        let mut watched = HashSet::new();
         let mut sweep = tokio::time::interval(SWEEP);
         sweep.tick().await; // the first tick is immediate
         loop {
             tokio::select! {
                 request = requests.recv() => {
-                    let Some(resource) = request else { return }; // the manager is gone
-                    if !subscribed.contains(&resource) {
-                        if !self.command(&mut sink, true, &resource).await {
-                            // E.g. an ACL without this channel: back off as after a failed connection.
-                            lock(&self.state).failed_at = Some(Instant::now());
-                            return;
+                    let Some(resource) = request else { return End::Done }; // the manager is gone
+                    let new = watched.insert(resource.clone());
+                    let watching = match self.watch {
+                        // Read even when watched already: the key may have been freed between
+                        // this waiter's refusal and now, and that push went to nobody
+                        // (invariant 3).
+                        Watch::Keys => self.check(&mut conn, &resource).await,
+                        Watch::Announcements if new => {
+                            conn.subscribe(format!("{CHANNEL_PREFIX}{resource}")).await
                         }
-                        subscribed.insert(resource);
+                        Watch::Announcements => Ok(()),
+                    };
+                    if watching.is_err() {
+                        return End::Refused; // e.g. an ACL without this key or channel
                     }
                 }
-                message = messages.next() => {
-                    let Some(message) = message else { return }; // the connection broke
-                    let Some(registry) = self.registry.upgrade() else { return };
-                    let channel = message.get_channel_name();
-                    if let Some(resource) = channel.strip_prefix(CHANNEL_PREFIX) {
-                        let head: String = message.get_payload().unwrap_or_default();
-                        registry.released(resource, &head, self.node);
+                push = pushes.recv() => {
+                    let Some(push) = push else { return End::Done };
+                    if !self.heard(&mut conn, push, &watched).await {
+                        return End::Done;
                     }
                 }
                 _ = sweep.tick() => {
-                    let Some(registry) = self.registry.upgrade() else { return };
-                    let idle: Vec<String> = subscribed
+                    let Some(registry) = self.registry.upgrade() else { return End::Done };
+                    let idle: Vec<String> = watched
                         .iter()
                         .filter(|r| !registry.is_waited_for(r))
                         .cloned()
                         .collect();
                     for resource in idle {
-                        if !self.command(&mut sink, false, &resource).await {
-                            return;
+                        // A key stays tracked until its next change, whose push is ignored.
+                        if self.watch == Watch::Announcements
+                            && conn.unsubscribe(format!("{CHANNEL_PREFIX}{resource}")).await.is_err()
+                        {
+                            return End::Done;
                         }
-                        subscribed.remove(&resource);
+                        watched.remove(&resource);
                     }
-                    if subscribed.is_empty() {
-                        // Nobody waits. A waiter that registers right now finds the inbox closed
-                        // and starts a new task, or (if it sent just before) polls.
-                        requests.close();
-                        return;
+                    if watched.is_empty() {
+                        return End::Done; // nobody waits
                     }
                 }
             }
         }
     }
 
-    /// Subscribes to (or unsubscribes from) `resource`'s channel, bounded by the connect timeout.
-    /// `false` when the connection no longer works.
-    async fn command(&self, sink: &mut PubSubSink, subscribe: bool, resource: &str) -> bool {
-        let channel = format!("{CHANNEL_PREFIX}{resource}");
-        let sent = async {
-            if subscribe {
-                sink.subscribe(&channel).await
-            } else {
-                sink.unsubscribe(&channel).await
-            }
+    /// Handles one push: an announcement, or a change of keys. `false` when the connection or
+    /// the manager is gone.
+    async fn heard(
+        &self,
+        conn: &mut MultiplexedConnection,
+        push: PushInfo,
+        watched: &HashSet<String>,
+    ) -> bool {
+        let Some(registry) = self.registry.upgrade() else {
+            return false;
         };
-        matches!(
-            tokio::time::timeout(self.connect_timeout, sent).await,
-            Ok(Ok(()))
-        )
+        match push.kind {
+            PushKind::Message => {
+                let mut data = push.data.iter().map(text);
+                if let (Some(Some(channel)), Some(Some(head))) = (data.next(), data.next())
+                    && let Some(resource) = channel.strip_prefix(CHANNEL_PREFIX)
+                {
+                    registry.released(resource, &head, self.node);
+                }
+                true
+            }
+            PushKind::Invalidate => {
+                // One array of keys; `nil` when the server dropped every key (FLUSHALL, or its
+                // tracking table was full): then every key we watch may have changed.
+                let changed: Vec<String> = match push.data.first() {
+                    Some(Value::Array(keys)) => keys.iter().filter_map(text).collect(),
+                    _ => watched.iter().cloned().collect(),
+                };
+                for key in changed.iter().filter(|k| watched.contains(*k)) {
+                    if self.check(conn, key).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+            PushKind::Disconnection => false,
+            _ => true,
+        }
+    }
+
+    /// Reads `key` again, which watches it until its next change (invariant 3), and reports it
+    /// freed if it is gone.
+    async fn check(&self, conn: &mut MultiplexedConnection, key: &str) -> redis::RedisResult<()> {
+        let exists: bool = redis::cmd("EXISTS").arg(key).query_async(conn).await?;
+        if !exists && let Some(registry) = self.registry.upgrade() {
+            registry.freed(key, self.node);
+        }
+        Ok(())
+    }
+}
+
+/// A bulk or simple string push field as text.
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
     }
 }

@@ -135,6 +135,15 @@ struct Wake {
 }
 
 impl Wake {
+    /// Counts `node` as free for us, and wakes us once a quorum of nodes is (invariant 6).
+    fn heard_from(&self, node: usize) {
+        let bit = 1u64 << (node % 64);
+        let heard = self.heard.fetch_or(bit, Ordering::AcqRel) | bit;
+        if heard.count_ones() >= self.quorum {
+            self.notify.notify_one(); // a permit if it is not waiting yet (invariant 2)
+        }
+    }
+
     /// Whether a release message with this payload may wake this waiter: an empty payload (no
     /// live waiter queued) may wake anyone; a named head only that waiter, or a waiter that is not
     /// fair (it does not care whose turn it is).
@@ -161,13 +170,21 @@ impl Registry {
         let Some(wakes) = by_resource.get(resource) else {
             return;
         };
-        let Some(wake) = wakes.iter().find(|w| w.is_for(head)) else {
+        if let Some(wake) = wakes.iter().find(|w| w.is_for(head)) {
+            wake.heard_from(node);
+        }
+    }
+
+    /// Records that `node` found `resource`'s key gone (whoever released it, or it expired), for
+    /// the one waiter that is not fair (invariant 7): fair waiters wait for their turn's
+    /// announcement (invariant 8).
+    pub(crate) fn freed(&self, resource: &str, node: usize) {
+        let by_resource = self.lock();
+        let Some(wakes) = by_resource.get(resource) else {
             return;
         };
-        let bit = 1u64 << (node % 64);
-        let heard = wake.heard.fetch_or(bit, Ordering::AcqRel) | bit;
-        if heard.count_ones() >= wake.quorum {
-            wake.notify.notify_one(); // a permit if it is not waiting yet (invariant 2)
+        if let Some(wake) = wakes.iter().find(|w| !w.fair) {
+            wake.heard_from(node);
         }
     }
 

@@ -1,7 +1,7 @@
-//! Waiting for a busy lock: a release wakes the waiter long before its poll delay would have;
-//! releases that do not announce themselves (another client, an expiry) still let it in by
-//! polling; with fairness on, waiters are served in arrival order across processes, and a dead
-//! waiter at the head of the queue blocks nobody past its lease.
+//! Waiting for a busy lock: a release wakes the waiter long before its poll delay would have, and
+//! so do a release by another client and an expiry; with fairness on, waiters are served in
+//! arrival order across processes, and a dead waiter at the head of the queue blocks nobody past
+//! its lease.
 
 mod common;
 
@@ -44,17 +44,26 @@ fn queued_on_majority(cluster: &Cluster, resource: &str, waiters: usize) -> bool
     queued > cluster.len() / 2
 }
 
-/// Whether the subscriber connections of a majority of nodes listen for `resource`.
-fn subscribed_on_majority(cluster: &Cluster, resource: &str) -> bool {
-    let channel = format!("redlock-released:{resource}");
-    let listening = cluster
+/// Whether a majority of nodes have a client watching keys (`CLIENT TRACKING`): a waiter's
+/// subscriber connection.
+fn watching_on_majority(cluster: &Cluster) -> bool {
+    let watching = cluster
         .iter()
         .filter(|node| {
-            node.cli(&["PUBSUB", "NUMSUB", &channel])
-                .is_ok_and(|out| out.lines().nth(1).is_some_and(|n| n != "0"))
+            node.cli(&["CLIENT", "LIST"])
+                .is_ok_and(|list| list.lines().any(is_watching))
         })
         .count();
-    listening > cluster.len() / 2
+    watching > cluster.len() / 2
+}
+
+/// Whether a `CLIENT LIST` line is a client with tracking on (flag `t`, next to `P` when it also
+/// subscribes).
+fn is_watching(client: &str) -> bool {
+    client
+        .split(' ')
+        .find_map(|field| field.strip_prefix("flags="))
+        .is_some_and(|flags| flags.contains('t'))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,10 +76,8 @@ async fn a_release_wakes_the_waiter_long_before_its_poll_delay() {
     let retry = Retry::forever().delay(NEVER_POLLS);
     let waiting = tokio::spawn(async move { waiter.acquire_with("wake", TTL, &retry).await });
     assert!(
-        eventually(SOON, || queued_on_majority(&cluster, "wake", 1)
-            && subscribed_on_majority(&cluster, "wake"))
-        .await,
-        "the waiter never queued and subscribed"
+        eventually(SOON, || watching_on_majority(&cluster)).await,
+        "the waiter never watched the lock"
     );
     assert!(!waiting.is_finished(), "acquired a held lock");
 
@@ -91,8 +98,8 @@ async fn without_notification_a_waiter_only_polls() {
     let mut waiting = tokio::spawn(async move { waiter.acquire_with("poll", TTL, &retry).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        !queued_on_majority(&cluster, "poll", 1),
-        "a polling waiter does not queue"
+        !queued_on_majority(&cluster, "poll", 1) && !watching_on_majority(&cluster),
+        "a polling waiter neither queues nor watches"
     );
     lock.release().await;
     // The contrast with the test above: nothing wakes this waiter before its delay.
@@ -102,24 +109,47 @@ async fn without_notification_a_waiter_only_polls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_by_a_client_that_does_not_announce_it_still_lets_the_waiter_in() {
+async fn a_release_by_another_client_wakes_the_waiter_too() {
     let cluster = cluster(3);
     for node in cluster.iter() {
         node.cli(&["SET", "foreign", "their-value", "PX", "60000"])
             .unwrap();
     }
     let waiter = built(&cluster, true, false).await;
-    let retry = Retry::forever().delay(Duration::from_millis(200));
+    let retry = Retry::forever().delay(NEVER_POLLS);
     let waiting = tokio::spawn(async move { waiter.acquire_with("foreign", TTL, &retry).await });
-    assert!(eventually(SOON, || queued_on_majority(&cluster, "foreign", 1)).await);
+    assert!(eventually(SOON, || watching_on_majority(&cluster)).await);
+    assert!(!waiting.is_finished(), "acquired a held lock");
 
-    // A plain client's release: a DEL, with no message.
+    // A plain client's release: a DEL, nothing else.
     for node in cluster.iter() {
         node.cli(&["DEL", "foreign"]).unwrap();
     }
     let acquired = tokio::time::timeout(SOON, waiting)
         .await
-        .expect("the poll fallback never let the waiter in")
+        .expect("not woken by another client's release")
+        .unwrap();
+    assert!(acquired.unwrap().is_valid());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_wakes_the_waiter() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let waiter = built(&cluster, true, false).await;
+    // A holder that never releases: its lock expires.
+    let lock = holder
+        .acquire("expiring", Duration::from_secs(2))
+        .await
+        .unwrap();
+    std::mem::forget(lock);
+
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let waiting = tokio::spawn(async move { waiter.acquire_with("expiring", TTL, &retry).await });
+    assert!(eventually(SOON, || watching_on_majority(&cluster)).await);
+    let acquired = tokio::time::timeout(SOON, waiting)
+        .await
+        .expect("not woken by the expiry")
         .unwrap();
     assert!(acquired.unwrap().is_valid());
 }
@@ -137,11 +167,7 @@ async fn a_waiter_for_a_set_is_woken_by_the_release_of_a_member() {
             .acquire_many_with(&["member:a", "member:b"], TTL, &retry)
             .await
     });
-    assert!(
-        eventually(SOON, || queued_on_majority(&cluster, "member:b", 1)
-            && subscribed_on_majority(&cluster, "member:b"))
-        .await
-    );
+    assert!(eventually(SOON, || watching_on_majority(&cluster)).await);
     lock.release().await;
     let set = tokio::time::timeout(SOON, waiting)
         .await

@@ -1,15 +1,15 @@
--- Acquire as a waiter, for one resource or a set: join (or keep) a place in each resource's queue,
--- which is what makes releases announce themselves. Fair (ARGV[7] = "1", `Builder::fair`): only
--- the waiter at the head of every queue may take the keys. Safety does not depend on the queue:
--- the keys are still set only where none exists, exactly as SET NX.
+-- Acquire as a fair waiter (`Builder::fair`), for one resource or a set: join (or keep) a place in
+-- each resource's queue, which is what makes releases announce themselves, and take the keys only
+-- as the waiter at the head of every queue. Safety does not depend on the queue: the keys are
+-- still set only where none exists, exactly as SET NX.
 -- KEYS[1..n] = the resources (sorted), then KEYS[n+1..2n] = their fencing counters when fenced;
 -- ARGV[1] = lock value, ARGV[2] = TTL in ms, ARGV[3] = waiter id, ARGV[4] = its ticket,
--- ARGV[5] = lease in ms, ARGV[6] = n, ARGV[7] = "1" when fair.
+-- ARGV[5] = lease in ms, ARGV[6] = n.
 -- Returns 0 when refused because another waiter is ahead, nil when refused because a key exists;
 -- when granted 1, or when
 -- fenced {largest counter or "0", seconds, microseconds} as acquire_many_fenced.lua.
 local n = tonumber(ARGV[6])
-local id, ticket, lease, fair = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[7] == "1"
+local id, ticket, lease = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local free = true
 for i = 1, n do
     if redis.call("exists", KEYS[i]) == 1 then
@@ -23,10 +23,10 @@ local queued = with_queue(function(q)
     for i = 1, n do
         local queue, leases = q.keys(KEYS[i])
         local head = q.live_head(queue, leases, now)
-        -- Fair and uncontended (free, nobody queued) touches no queue; otherwise join, or renew a
-        -- lease that is half gone. Renewing less often spares durable nodes a write (and an
-        -- fsync) on every attempt of every waiter.
-        if not (fair and free and head == "") then
+        -- Uncontended (free, nobody queued) touches no queue; otherwise join, or renew a lease
+        -- that is half gone. Renewing less often spares durable nodes a write (and an fsync) on
+        -- every attempt of every waiter.
+        if not (free and head == "") then
             local expiry = tonumber(redis.call("zscore", leases, id) or "0")
             if expiry < now + lease / 2 then
                 redis.call("zadd", queue, ticket, id)
@@ -36,7 +36,7 @@ local queued = with_queue(function(q)
                 head = redis.call("zrange", queue, 0, 0)[1]
             end
         end
-        if fair and head ~= id and head ~= "" then
+        if head ~= id and head ~= "" then
             first = false
         end
     end
