@@ -35,8 +35,9 @@ and appendfsync always cannot lose a lock and are trusted at once (`redlock node
 so). Each acquisition gets a fencing token, larger than every earlier one for the resource
 (`run`: $REDLOCK_FENCE; `acquire --json`: \"fence\"); --no-fencing skips it, saving a round trip.
 
-Waiting: a client waiting for a busy lock is woken by its release and tries again at once, with
-its retry delay as the fallback; --no-notify polls only. --fair serves waiters in arrival order,
+Waiting: a client waiting for a busy lock is woken when the lock is freed (by any client's
+release, or its expiry; Redis 6+ key tracking) and tries again at once, with its retry delay as
+the fallback; --no-notify polls only. --fair serves waiters in arrival order,
 so a client that releases and locks again at once does not win every time; clients without it
 are not held back by the queue.
 
@@ -113,7 +114,7 @@ pub struct Global {
     #[arg(long, global = true)]
     pub no_fencing: bool,
 
-    /// Wait for a busy lock by polling alone, instead of also being woken by its release
+    /// Wait for a busy lock by polling alone, instead of also being woken when it is freed
     #[arg(long, global = true)]
     pub no_notify: bool,
 

@@ -13,8 +13,8 @@
 //!
 //! - **redlock**: `try_acquire` (one attempt, no retry), then `release`; plain Redlock, i.e. no
 //!   fencing round (unless `--fencing`), no restart quarantine (fresh servers would rightly be
-//!   quarantined), and releases that do not announce themselves to waiters (unless `--notify`:
-//!   one `EXISTS` more per release, see `examples/contended.rs` for what it buys);
+//!   quarantined), and notification off (unless `--notify`, which should cost nothing here,
+//!   since nobody waits; see `examples/contended.rs` for what it buys);
 //! - **baseline**: `SET key value NX PX ttl` to all N nodes concurrently (`join_all`, one
 //!   `MultiplexedConnection` per node, made once), then `EVALSHA` of the standard
 //!   compare-and-delete script to all N concurrently. Same kind of value (20 random bytes, hex).
@@ -77,7 +77,7 @@ struct Args {
     /// Lock TTL (never reached: every cycle releases).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     ttl: Duration,
-    /// Announce releases to waiters, as by default (one EXISTS more per release on each node).
+    /// Notification on, as by default (nobody waits here, so it should cost nothing).
     #[arg(long)]
     notify: bool,
 

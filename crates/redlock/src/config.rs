@@ -142,13 +142,13 @@ impl Builder {
         self
     }
 
-    /// Whether a waiter for a busy lock is woken by its release (default `true`). Our release
-    /// script publishes on the resource's channel; a waiter subscribes over one shared subscriber
-    /// connection per node and tries again at once, instead of sleeping its whole retry delay.
-    /// The retry delay stays as the fallback for releases that do not publish (other clients,
-    /// expiries, lost messages). It costs one `EXISTS` per release on each node, waited for or
-    /// not (about 1.2 µs of server CPU). Off: plain random-delay polling, and this client's
-    /// releases are the standard compare-and-delete script, announcing nothing.
+    /// Whether a waiter for a busy lock is woken by its release (default `true`). The manager
+    /// keeps one more connection per node while anybody waits, on which the server tells it when
+    /// a waited-for lock key changes (key tracking, Redis 6 and later); the waiter tries again at
+    /// once when a quorum of nodes has the key gone, instead of sleeping its whole retry delay.
+    /// Any release wakes it, ours or another client's, and so does an expiry; releases cost
+    /// nothing more. The retry delay stays as the fallback (lost messages, a server or ACL that
+    /// does not allow tracking). Off: plain random-delay polling.
     pub fn notify(mut self, on: bool) -> Self {
         self.notify = on;
         self
@@ -159,7 +159,9 @@ impl Builder {
     /// client that releases and locks again at once goes to the back instead of winning forever.
     /// Safety still rests on `SET NX` on a quorum alone. It costs a Lua script instead of a plain
     /// `SET` per acquisition; clients that do not use the queue (other libraries, or ours with
-    /// this off) are not held back by it. See the README's "Waiting for a busy lock".
+    /// this off) are not held back by it. A fair client's release announces itself naming the
+    /// head of the queue, and fair waiters are woken by those announcements only (so that the
+    /// others do not try in vain). See the README's "Waiting for a busy lock".
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = on;
         self

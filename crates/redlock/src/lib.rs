@@ -49,7 +49,8 @@
 //! - [`config`]: the builder, with validated, documented defaults.
 //! - `node`: where requests go to Redis: one multiplexed connection per node, timeouts, scripts
 //!   (`src/scripts/*.lua`).
-//! - `subscriber`: the one other connection per node, listening for releases; only ever a hint.
+//! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
+//!   tracking) and fair releases announced; only ever a hint.
 //! - `quorum`: pure vote counting; decides won, lost or still open.
 //! - `quarantine`: pure judgement of when a restarted node's votes count again.
 //! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.

@@ -28,9 +28,10 @@
 //!    grants are not votes. No lock or extension is longer than `max_ttl`, the quarantine length.
 //! 8. With fencing on, a lock is handed out only once its token is stored on a quorum
 //!    ([`fencing`](crate::fencing) explains why that makes tokens increase).
-//! 9. With notification off, a single resource's release is the standard compare-and-delete
-//!    script, byte for byte, and costs exactly what it costs other clients; with it on, the
-//!    release also announces itself to queued waiters ([`waiting`](crate::waiting)).
+//! 9. Unless fairness is on, a single resource's release is the standard compare-and-delete
+//!    script, byte for byte, and costs exactly what it costs other clients: waiters learn of it
+//!    from the server's key tracking. A fair client's release also announces itself to the queued
+//!    waiters ([`waiting`](crate::waiting)).
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};

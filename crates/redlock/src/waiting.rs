@@ -5,24 +5,22 @@
 //! learns of a release only when its delay runs out. Two mechanisms fix that, and neither carries
 //! any part of the safety argument, which stays with `SET NX` on a quorum:
 //!
-//! - **Notification** ([`Builder::notify`](crate::Builder::notify), on by default). A waiter joins
-//!   a small queue next to the lock on every node (`scripts/acquire_queued.lua`), registers here,
-//!   and the manager subscribes to `redlock-released:<resource>` over one subscriber connection per
-//!   node ([`subscriber`](crate::subscriber)). Our release script publishes on that channel when
-//!   it frees a key that has a queue (so a release nobody waits for costs one `EXISTS` more than
-//!   the standard script), and the message wakes the waiter, which tries again at once. The random
-//!   delay stays as the fallback: a release by a client that does not publish, an expiry, a lost
-//!   message or a dead subscriber connection only cost the delay, as before.
+//! - **Notification** ([`Builder::notify`](crate::Builder::notify), on by default). A refused
+//!   waiter registers here, and the manager's subscriber connection to each node
+//!   ([`subscriber`](crate::subscriber)) watches the lock key with Redis's key tracking: the
+//!   server tells it when the key changes, whoever changes it, and the subscriber reports the
+//!   key freed when it then finds it gone. That wakes the waiter, which tries again at once. So
+//!   our releases, other Redlock clients' releases and expiries all wake waiters, and none of
+//!   them costs the releasing client anything: the release is the standard compare-and-delete
+//!   script. The random delay stays as the fallback: a lost message, a dead subscriber
+//!   connection, or a server that cannot track keys only cost the delay, as before.
 //! - **Fair queue** ([`Builder::fair`](crate::Builder::fair), off by default). Every attempt goes
 //!   through a queue on each node (`scripts/acquire_queued.lua`): only the waiter at the head may
-//!   take the keys; anyone else joins the queue (or keeps its place) and is refused. A release
-//!   names the head in its message, so only that waiter wakes. The queue orders waiters by a
-//!   ticket they choose once per acquisition (their clock when they first tried), the same on every
-//!   node, so every node agrees on the head.
-//!
-//! A waiter joins the queue with an extra attempt made at once after its first refusal (fair
-//! waiters join with their first attempt). That attempt does not use up one of the retry
-//! policy's attempts: the policy's delays and count apply as without notification.
+//!   take the keys; anyone else joins the queue (or keeps its place) and is refused. A fair
+//!   client's release announces itself on `redlock-released:<resource>`, naming the head, and the
+//!   subscribers of fair managers listen there, so only that waiter wakes. The queue orders
+//!   waiters by a ticket they choose once per acquisition (their clock when they first tried),
+//!   the same on every node, so every node agrees on the head.
 //!
 //! # Invariants
 //! 1. A waiter is woken or its delay runs out, whichever comes first: a missing message never
@@ -37,12 +35,13 @@
 //!    that dies without doing so holds the head for at most its lease, which every attempt renews.
 //! 5. Only our own clients with fairness on use the queue; safety never depends on it, and a client
 //!    that ignores it can still take a free lock (it is merely not fair to the queue).
-//! 6. A waiter wakes once a quorum of nodes announced a release it may use since it last woke:
-//!    an attempt made before that many nodes are free cannot win, and would cost a rollback. (With
-//!    more than 64 nodes, nodes share bits, which can only make a wake later, never wrong.)
+//! 6. A waiter wakes once a quorum of nodes reported a release it may use (a freed key, or an
+//!    announcement for it) since it last woke: an attempt made before that many nodes are free
+//!    cannot win, and would cost a rollback. (With more than 64 nodes, nodes share bits, which can
+//!    only make a wake later, never wrong.)
 //! 7. A release wakes one waiter of this process, not all: only one can win, and the others
 //!    would only cost the nodes a refused attempt each. It is the named head if that is ours,
-//!    else the longest-registered waiter the message is for.
+//!    else the longest-registered waiter the report is for.
 //! 8. A fair waiter that a quorum of nodes put behind another cannot win until a release names
 //!    it (or the one ahead leaves or dies), so between announcements it tries only every quarter
 //!    of its lease: often enough to keep its place and to find a dead head soon after its lease
@@ -163,8 +162,8 @@ impl Registry {
         lock(&self.by_resource)
     }
 
-    /// Records that `node` announced a release of `resource` naming `head` for the one waiter it
-    /// is for (invariant 7), and wakes it once a quorum of nodes has (invariant 6).
+    /// Records that `node` announced a fair client's release of `resource` naming `head`, for the
+    /// one waiter it is for (invariant 7), and wakes it once a quorum of nodes has (invariant 6).
     pub(crate) fn released(&self, resource: &str, head: &str, node: usize) {
         let by_resource = self.lock();
         let Some(wakes) = by_resource.get(resource) else {
