@@ -11,10 +11,10 @@
 //!
 //! Modes: `polling` (notification and fairness off: the classic Redlock client), `notified`
 //! (woken by releases), `fair` (woken, and served in arrival order), and `alone`: one task, the
-//! same loop, nobody to wait for. A hand-off takes at least a release round and then an
-//! acquisition round, one after the other, which is exactly one of `alone`'s cycles, so no
-//! waiting design can hand the lock over more often per second than `alone` cycles on the same
-//! machine: it is the ceiling the other modes are measured against.
+//! same loop, nobody to wait for. A hand-off takes at least a release round and then the next
+//! holder's own `SET` round, one after the other, which is exactly one of `alone`'s cycles, so no
+//! waiting design that keeps Redlock's `SET NX` can hand the lock over more often per second than
+//! `alone` cycles on the same machine: it is the ceiling the other modes are measured against.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
