@@ -58,6 +58,7 @@
 //! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
+//! - `deadlines`: one thread that wakes rounds past their node timeout (no timer per round).
 //! - `stragglers`: the requests a won round leaves behind, finished by one task per runtime.
 //! - `waiting`: waiting for a busy lock: woken by its release, and in arrival order when fair.
 //! - `lock`: the held lock and its clean-up on drop.
@@ -72,6 +73,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
+mod deadlines;
 pub mod error;
 mod fencing;
 mod hold;

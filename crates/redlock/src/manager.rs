@@ -34,7 +34,7 @@
 //!    waiters ([`waiting`](crate::waiting)).
 
 use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
@@ -46,6 +46,7 @@ use futures_util::future::join_all;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Builder, split_list};
+use crate::deadlines::Alarm;
 use crate::error::{ConfigError, Error, NodeReply, Reply, RoundFailure};
 use crate::lock::{Held, Lock, Released};
 use crate::node::{Answer, Node, NodeError, Request, reply_of};
@@ -250,8 +251,9 @@ impl Shared {
         // context switches and about 30 µs more per lock + release with one task.
         let mut requests =
             join_all((0..self.nodes.len()).map(|i| Fanout::send(Arc::clone(&fanout), i)));
-        // One timer for the round, not one per request: they would all share this deadline.
-        let mut deadline = pin!(tokio::time::sleep_until(node_deadline.into()));
+        // One deadline for the round, not one per request: they would all share it; watched by
+        // the deadline thread, not a Tokio timer ([`deadlines`](crate::deadlines)).
+        let mut deadline = Alarm::new(node_deadline);
         // Whether requests are left on their way: only when the round was won before they all
         // replied.
         let left_behind = poll_fn(|cx| {
@@ -262,7 +264,7 @@ impl Shared {
             if until != Until::AllReplied && fanout.count().tally.decision() == Decision::Won {
                 return Poll::Ready(true); // invariant 2
             }
-            if deadline.as_mut().poll(cx).is_ready() {
+            if deadline.poll(cx).is_ready() {
                 fanout.count().time_out_the_rest();
                 return Poll::Ready(false); // the requests still pending are cancelled
             }
