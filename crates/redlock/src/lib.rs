@@ -59,7 +59,8 @@
 //! - [`retry`]: the retry policy with jittered delays.
 //! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
 //! - `deadlines`: one thread that wakes rounds past their node timeout (no timer per round).
-//! - `stragglers`: the requests a won round leaves behind, finished by one task per runtime.
+//! - `stragglers`: the requests a won round leaves behind: kept by the lock, or finished by one
+//!   task per runtime.
 //! - `waiting`: waiting for a busy lock: woken by its release, and in arrival order when fair.
 //! - `lock`: the held lock and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
