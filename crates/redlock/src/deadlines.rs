@@ -119,14 +119,15 @@ impl Watchdog {
         };
         *slot = Some((i, id));
         if !table.started {
-            table.started = true;
-            // If the thread cannot be started, rounds still end: the last reply, or the won or
-            // lost decision, ends them; only a node that never answers would hang one.
+            // Until it starts, a round still ends with its last reply or its decision; only one
+            // waiting for a node that never answers would wait for the next registration to
+            // try again, and the thread then wakes every round already past its deadline.
             let spawned = std::thread::Builder::new()
                 .name("redlock-deadlines".into())
                 .spawn(|| WATCHDOG.run());
-            if let Err(e) = spawned {
-                tracing::error!(error = %e, "cannot start the deadline thread");
+            match spawned {
+                Ok(_) => table.started = true,
+                Err(e) => tracing::error!(error = %e, "cannot start the deadline thread yet"),
             }
         }
         if table.target.is_none_or(|target| deadline < target) {
