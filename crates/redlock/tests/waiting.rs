@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{cluster, eventually, patient};
-use redlock::{Error, Redlock, Reply, Retry};
+use redlock::{Error, Lock, Redlock, Reply, Retry};
 use redlock_nodes::Cluster;
+use tokio::task::JoinHandle;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -66,25 +67,45 @@ fn is_watching(client: &str) -> bool {
         .is_some_and(|flags| flags.contains('t'))
 }
 
+/// `waiter` waiting for `resources` with a poll delay no test waits for, once a majority of nodes
+/// watch the lock for it and it has not got in.
+async fn never_polling(
+    cluster: &Cluster,
+    waiter: Redlock,
+    resources: &[&'static str],
+) -> JoinHandle<Result<Lock, Error>> {
+    let resources = resources.to_vec();
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let waiting =
+        tokio::spawn(async move { waiter.acquire_many_with(&resources, TTL, &retry).await });
+    assert!(
+        eventually(SOON, || watching_on_majority(cluster)).await,
+        "the waiter never watched the lock"
+    );
+    assert!(!waiting.is_finished(), "acquired a held lock");
+    waiting
+}
+
+/// The lock `waiting` gets "at once" (within [`SOON`], far below its poll delay), woken by `what`.
+async fn woken(waiting: JoinHandle<Result<Lock, Error>>, what: &str) -> Lock {
+    let lock = tokio::time::timeout(SOON, waiting)
+        .await
+        .unwrap_or_else(|_| panic!("not woken by {what}"))
+        .unwrap()
+        .unwrap();
+    assert!(lock.is_valid());
+    lock
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_waiter_long_before_its_poll_delay() {
     let cluster = cluster(3);
     let holder = built(&cluster, true, false).await;
     let waiter = built(&cluster, true, false).await;
     let lock = holder.acquire("wake", TTL).await.unwrap();
-
-    let retry = Retry::forever().delay(NEVER_POLLS);
-    let waiting = tokio::spawn(async move { waiter.acquire_with("wake", TTL, &retry).await });
-    assert!(
-        eventually(SOON, || watching_on_majority(&cluster)).await,
-        "the waiter never watched the lock"
-    );
-    assert!(!waiting.is_finished(), "acquired a held lock");
-
+    let waiting = never_polling(&cluster, waiter, &["wake"]).await;
     lock.release().await;
-    let woken = tokio::time::timeout(SOON, waiting).await;
-    let acquired = woken.expect("not woken by the release").unwrap();
-    assert!(acquired.unwrap().is_valid());
+    woken(waiting, "the release").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,20 +137,12 @@ async fn a_release_by_another_client_wakes_the_waiter_too() {
             .unwrap();
     }
     let waiter = built(&cluster, true, false).await;
-    let retry = Retry::forever().delay(NEVER_POLLS);
-    let waiting = tokio::spawn(async move { waiter.acquire_with("foreign", TTL, &retry).await });
-    assert!(eventually(SOON, || watching_on_majority(&cluster)).await);
-    assert!(!waiting.is_finished(), "acquired a held lock");
-
+    let waiting = never_polling(&cluster, waiter, &["foreign"]).await;
     // A plain client's release: a DEL, nothing else.
     for node in cluster.iter() {
         node.cli(&["DEL", "foreign"]).unwrap();
     }
-    let acquired = tokio::time::timeout(SOON, waiting)
-        .await
-        .expect("not woken by another client's release")
-        .unwrap();
-    assert!(acquired.unwrap().is_valid());
+    woken(waiting, "another client's release").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,19 +152,12 @@ async fn an_expiry_wakes_the_waiter() {
     let waiter = built(&cluster, true, false).await;
     // A holder that never releases: its lock expires.
     let lock = holder
-        .acquire("expiring", Duration::from_secs(2))
+        .acquire("expiring", Duration::from_secs(5))
         .await
         .unwrap();
     std::mem::forget(lock);
-
-    let retry = Retry::forever().delay(NEVER_POLLS);
-    let waiting = tokio::spawn(async move { waiter.acquire_with("expiring", TTL, &retry).await });
-    assert!(eventually(SOON, || watching_on_majority(&cluster)).await);
-    let acquired = tokio::time::timeout(SOON, waiting)
-        .await
-        .expect("not woken by the expiry")
-        .unwrap();
-    assert!(acquired.unwrap().is_valid());
+    let waiting = never_polling(&cluster, waiter, &["expiring"]).await;
+    woken(waiting, "the expiry").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,20 +166,9 @@ async fn a_waiter_for_a_set_is_woken_by_the_release_of_a_member() {
     let holder = built(&cluster, true, false).await;
     let waiter = built(&cluster, true, false).await;
     let lock = holder.acquire("member:b", TTL).await.unwrap();
-
-    let retry = Retry::forever().delay(NEVER_POLLS);
-    let waiting = tokio::spawn(async move {
-        waiter
-            .acquire_many_with(&["member:a", "member:b"], TTL, &retry)
-            .await
-    });
-    assert!(eventually(SOON, || watching_on_majority(&cluster)).await);
+    let waiting = never_polling(&cluster, waiter, &["member:a", "member:b"]).await;
     lock.release().await;
-    let set = tokio::time::timeout(SOON, waiting)
-        .await
-        .expect("not woken by the member's release")
-        .unwrap()
-        .unwrap();
+    let set = woken(waiting, "the member's release").await;
     assert_eq!(set.resources(), ["member:a", "member:b"]);
 }
 
