@@ -11,8 +11,9 @@
 //!    Requests still waiting for a connection (a node's first request, or one after a
 //!    reconnection) are finished in the background ([`stragglers`](crate::stragglers)), and the
 //!    release waits for those: one that overtook such a `SET` would leave the key behind until
-//!    its TTL. So does a fair acquisition's release (see `round`). A round that can no longer be won still collects every reply, bounded by the node
-//!    timeout, so that its rollback follows every late `SET`.
+//!    its TTL. So does a fair acquisition's release (see `round`). A round that can no longer be
+//!    won still collects every reply, bounded by the node timeout, so that its rollback follows
+//!    every late `SET`.
 //! 3. A lock is handed out only if a quorum granted **and** the deadline is still in the future
 //!    when the round is decided.
 //! 4. A failed acquisition round is rolled back on **all** nodes, also those that refused or did
@@ -494,8 +495,8 @@ impl Redlock {
         background.close();
         background.wait().await;
         background.reopen();
-        // The requests a won round dropped once they were queued (invariant 2) are answered
-        // before anything queued after them.
+        // The requests won rounds left queued on their connections (invariant 2) are answered
+        // before a request queued after them.
         let deadline = Instant::now() + self.shared.node_timeout;
         join_all(self.shared.nodes.iter().map(|node| node.drain(deadline))).await;
     }
@@ -590,39 +591,35 @@ impl Redlock {
         let shared = &self.shared;
         let ttl_ms = shared.check_ttl(ttl)?;
         let mut schedule = retry.schedule(Instant::now());
-        // One queue place for the whole acquisition (`waiting` invariant 3): fair waiters queue
-        // from their first attempt. Made when first needed: an acquisition that is not fair and
-        // wins at once never pays for it.
-        let mut place: Option<QueuePlace> = None;
+        // Fair waiters queue from their first attempt, in one place for the whole acquisition
+        // (`waiting` invariant 3).
+        let place = shared
+            .fair
+            .then(|| QueuePlace::new(retry.max_delay(), shared.node_timeout));
         // Gives the place up if this future is dropped between rounds (`waiting` invariant 4): a
         // release of a fresh value nobody holds (invariant 5), which only leaves the queue.
-        let mut place_kept: Option<Held> = None;
+        let place_kept = place.map(|place| {
+            Held::new(
+                Arc::clone(shared),
+                resources.clone(),
+                new_value(),
+                Some(place.id),
+            )
+        });
         let mut waiting = None;
         let mut attempts = 0;
         let fenced = shared.fence_retention.is_some();
         loop {
             attempts += 1;
-            let join = shared.fair.then(|| {
-                *place
-                    .get_or_insert_with(|| QueuePlace::new(retry.max_delay(), shared.node_timeout))
-            });
-            if let (Some(place), None) = (join, &place_kept) {
-                place_kept = Some(Held::new(
-                    Arc::clone(shared),
-                    resources.clone(),
-                    new_value(),
-                    Some(place.id),
-                ));
-            }
             // Armed before the first request: dropping this future mid-round releases (invariant 5
             // keeps that release from touching anybody else's lock).
             let mut held = Held::new(
                 Arc::clone(shared),
                 resources.clone(),
                 new_value(),
-                join.map(|p| p.id),
+                place.map(|p| p.id),
             );
-            let set = match join {
+            let set = match place {
                 Some(place) => Request::SetQueued {
                     ttl_ms,
                     fenced,
