@@ -99,7 +99,9 @@ impl Watchdog {
             && *entry_id == id
         {
             if !known.will_wake(waker) {
-                *known = waker.clone();
+                let old = std::mem::replace(known, waker.clone());
+                drop(table);
+                drop(old); // outside the lock, as in `unregister`
             }
             return;
         }
@@ -138,14 +140,18 @@ impl Watchdog {
 
     fn unregister(&self, slot: usize, id: u64) {
         let mut table = lock(&self.table);
-        if let Some(entry) = table.slots.get_mut(slot)
-            && entry
-                .as_ref()
-                .is_some_and(|(entry_id, _, _)| *entry_id == id)
-        {
-            *entry = None;
+        let removed = table
+            .slots
+            .get_mut(slot)
+            .filter(|entry| entry.as_ref().is_some_and(|(entry_id, ..)| *entry_id == id))
+            .and_then(Option::take);
+        if removed.is_some() {
             table.free.push(slot);
         }
+        drop(table);
+        // Its waker is dropped outside the lock: dropping a waker may drop a task, and with it
+        // another alarm, which takes the lock.
+        drop(removed);
     }
 
     /// The thread: wakes every round whose deadline has passed, then sleeps until the nearest
