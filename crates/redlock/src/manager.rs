@@ -11,9 +11,8 @@
 //!    Requests still waiting for a connection (a node's first request, or one after a
 //!    reconnection) are finished in the background ([`stragglers`](crate::stragglers)), and the
 //!    release waits for those: one that overtook such a `SET` would leave the key behind until
-//!    its TTL. So does a fair acquisition's release (see `round`). A round that can no longer be
-//!    won still collects every reply, bounded by the node timeout, so that its rollback follows
-//!    every late `SET`.
+//!    its TTL. A round that can no longer be won still collects every reply, bounded by the node
+//!    timeout, so that its rollback follows every late `SET`.
 //! 3. A lock is handed out only if a quorum granted **and** the deadline is still in the future
 //!    when the round is decided.
 //! 4. A failed acquisition round is rolled back on **all** nodes, also those that refused or did
@@ -285,16 +284,10 @@ impl Shared {
             )
         };
         // Invariant 2. All polls of the round ran on this task, so the count is current.
-        // A fair acquisition's release still waits for its stragglers, queued or not. Measured
-        // with `examples/contended.rs` (fair, 5 ms delay): releasing right behind them left a
-        // waiter unwoken for a quarter lease (a 260 ms wait) in half the 10 s runs, and never
-        // when the release waited. The node order is the same either way; what the earlier
-        // release changes for the queue is not understood yet, so fair mode keeps the old pace.
-        let keeps_pace = matches!(request, Request::SetQueued { .. });
         let stragglers = left_behind.then(|| {
             let requests = Box::pin(requests.map(drop));
             let unqueued = fanout.unqueued.load(Ordering::Relaxed) > 0;
-            if until == Until::Won && !unqueued && !keeps_pace {
+            if until == Until::Won && !unqueued {
                 LeftBehind::Queued(Mutex::new(requests))
             } else {
                 LeftBehind::Driven(self.stragglers.hand_off(

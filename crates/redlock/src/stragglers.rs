@@ -17,8 +17,7 @@
 //! [`Batch`]: it polls only the batches whose requests woke it, enforces all their deadlines
 //! with a single timer, and batches the wake-ups of many rounds into one poll. What the lock's
 //! release waits for is [`Finished`], the closing of a oneshot channel whose sender the batch
-//! holds. Fair acquisitions (measured to need it, see `Shared::round`) and rounds that set no
-//! lock key (fencing, extension) send all their stragglers there.
+//! holds. Rounds that set no lock key (fencing, extension) send all their stragglers there.
 //!
 //! # Invariants
 //! 1. A batch is dropped, which closes its [`Finished`], only once each of its requests has
@@ -124,9 +123,8 @@ pub(crate) enum LeftBehind {
     /// would not land. No task has to drive them, and the release does not wait for them.
     /// (The `Mutex` is never locked, only reached through `&mut`: it makes the lock `Sync`.)
     Queued(Mutex<Requests>),
-    /// Some were still waiting for a connection, or the round was a fair acquisition (see
-    /// `Shared::round`): the runtime's driver finishes them, and the release waits for that
-    /// first.
+    /// Some were still waiting for a connection: the runtime's driver finishes them, and the
+    /// release waits for that first.
     Driven(Finished),
 }
 

@@ -215,7 +215,14 @@ impl Task {
                         // (invariant 3).
                         Watch::Keys => self.check(&mut conn, &resource).await,
                         Watch::Announcements if new => {
-                            conn.subscribe(format!("{CHANNEL_PREFIX}{resource}")).await
+                            let subscribed =
+                                conn.subscribe(format!("{CHANNEL_PREFIX}{resource}")).await;
+                            if subscribed.is_ok()
+                                && let Some(registry) = self.registry.upgrade()
+                            {
+                                registry.listening(&resource);
+                            }
+                            subscribed
                         }
                         Watch::Announcements => Ok(()),
                     };

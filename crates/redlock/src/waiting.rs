@@ -47,6 +47,9 @@
 //!    of its lease: often enough to keep its place and to find a dead head soon after its lease
 //!    ends, and without loading the nodes with attempts that cannot win. The waiter at the head
 //!    keeps the retry delay, which covers releases nobody announced.
+//! 9. A fair waiter that registered before its subscriber listened for the resource tries once
+//!    more as soon as it does: the announcement naming it may have gone unheard, and it would
+//!    otherwise wait a quarter of its lease.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -184,6 +187,16 @@ impl Registry {
         };
         if let Some(wake) = wakes.iter().find(|w| !w.fair) {
             wake.heard_from(node);
+        }
+    }
+
+    /// Called once announcements for `resource` are heard: its fair waiters may have missed
+    /// their turn's announcement before that, so each tries once more (invariant 9).
+    pub(crate) fn listening(&self, resource: &str) {
+        if let Some(wakes) = self.lock().get(resource) {
+            for wake in wakes.iter().filter(|w| w.fair) {
+                wake.notify.notify_one();
+            }
         }
     }
 
@@ -339,6 +352,32 @@ mod tests {
             waiting.wake.heard.load(Ordering::Acquire),
             0,
             "a wake starts a new count"
+        );
+    }
+
+    #[tokio::test]
+    async fn fair_waiters_try_again_once_their_announcements_are_heard() {
+        let registry = Arc::new(Registry::default());
+        let waiters = Waiters {
+            registry: Arc::clone(&registry),
+            subscribers: Vec::new(),
+        };
+        let resources = Resources::one("r");
+        let fair = waiters.register(&resources, WaiterId(1), true);
+        let unfair = waiters.register(&resources, WaiterId(2), false);
+        registry.listening("r");
+        // Invariant 9: the fair waiter's wait returns at once, not after an hour.
+        let woke = tokio::time::timeout(
+            Duration::from_secs(30),
+            fair.woken_or(Duration::from_secs(3600)),
+        )
+        .await;
+        assert!(woke.is_ok(), "the fair waiter was not woken");
+        let unwoken =
+            tokio::time::timeout(Duration::from_millis(50), unfair.wake.notify.notified()).await;
+        assert!(
+            unwoken.is_err(),
+            "a waiter that is not fair needs no catching up"
         );
     }
 
