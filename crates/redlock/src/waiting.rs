@@ -382,76 +382,70 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn fair_waiters_try_again_once_their_announcements_are_heard() {
+    /// A registry, and waiters on it with no subscribers (a quorum of one).
+    fn waiters() -> (Arc<Registry>, Waiters) {
         let registry = Arc::new(Registry::default());
         let waiters = Waiters {
             registry: Arc::clone(&registry),
             subscribers: Vec::new(),
         };
+        (registry, waiters)
+    }
+
+    /// Whether `waiting`'s wait returns at once (well within 30 s) rather than after an hour.
+    async fn wakes_at_once(waiting: &Waiting) -> bool {
+        let wait = waiting.woken_or(Duration::from_secs(3600));
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .is_ok()
+    }
+
+    /// Whether nothing wakes `waiting` within 50 ms.
+    async fn stays_asleep(waiting: &Waiting) -> bool {
+        let wake = waiting.wake.notify.notified();
+        tokio::time::timeout(Duration::from_millis(50), wake)
+            .await
+            .is_err()
+    }
+
+    #[tokio::test]
+    async fn fair_waiters_try_again_once_their_announcements_are_heard() {
+        let (registry, waiters) = waiters();
         let resources = Resources::one("r");
         let fair = waiters.register(&resources, WaiterId(1), true);
         let unfair = waiters.register(&resources, WaiterId(2), false);
         registry.listening("r");
-        // Invariant 9: the fair waiter's wait returns at once, not after an hour.
-        let woke = tokio::time::timeout(
-            Duration::from_secs(30),
-            fair.woken_or(Duration::from_secs(3600)),
-        )
-        .await;
-        assert!(woke.is_ok(), "the fair waiter was not woken");
-        let unwoken =
-            tokio::time::timeout(Duration::from_millis(50), unfair.wake.notify.notified()).await;
+        assert!(wakes_at_once(&fair).await, "invariant 9");
         assert!(
-            unwoken.is_err(),
+            stays_asleep(&unfair).await,
             "a waiter that is not fair needs no catching up"
         );
     }
 
     #[tokio::test]
     async fn an_announcement_before_the_registration_is_kept_for_the_waiter_it_names() {
-        let registry = Arc::new(Registry::default());
-        let waiters = Waiters {
-            registry: Arc::clone(&registry),
-            subscribers: Vec::new(),
-        };
+        let (registry, waiters) = waiters();
         let resources = Resources::one("r");
         registry.released("r", &WaiterId(7).to_string(), 0);
         let named = waiters.register(&resources, WaiterId(7), true);
         let other = waiters.register(&resources, WaiterId(8), true);
-        // Invariant 10: the named waiter's wait returns at once, not after an hour.
-        let woke = tokio::time::timeout(
-            Duration::from_secs(30),
-            named.woken_or(Duration::from_secs(3600)),
-        )
-        .await;
-        assert!(woke.is_ok(), "the named waiter was not woken");
-        let unwoken =
-            tokio::time::timeout(Duration::from_millis(50), other.wake.notify.notified()).await;
+        assert!(wakes_at_once(&named).await, "invariant 10");
         assert!(
-            unwoken.is_err(),
+            stays_asleep(&other).await,
             "a waiter the announcement did not name was woken"
         );
     }
 
     #[tokio::test]
     async fn a_wake_before_the_wait_is_kept_and_a_dropped_waiter_is_forgotten() {
-        let registry = Arc::new(Registry::default());
-        let resources = Resources::one("r");
-        let waiters = Waiters {
-            registry: Arc::clone(&registry),
-            subscribers: Vec::new(),
-        };
-        let waiting = waiters.register(&resources, WaiterId(1), false);
+        let (registry, waiters) = waiters();
+        let waiting = waiters.register(&Resources::one("r"), WaiterId(1), false);
         assert!(registry.is_waited_for("r"));
         registry.released("r", "", 0);
-        // The permit is kept (invariant 2): this returns at once, not after an hour.
-        let woke = tokio::time::timeout(
-            Duration::from_secs(30),
-            waiting.woken_or(Duration::from_secs(3600)),
-        )
-        .await;
-        assert!(woke.is_ok());
+        assert!(
+            wakes_at_once(&waiting).await,
+            "invariant 2: the permit is kept"
+        );
         drop(waiting);
         assert!(!registry.is_waited_for("r"));
     }
