@@ -39,6 +39,8 @@ pub(crate) struct Alarm {
     /// The table slot and the entry's id, once registered (a slot is reused once its entry has
     /// fired or left, so the id tells whether it is still ours).
     slot: Option<(usize, u64)>,
+    /// The waker the table holds for us, so that polls with the same one skip the table's lock.
+    registered: Option<Waker>,
 }
 
 impl Alarm {
@@ -46,6 +48,7 @@ impl Alarm {
         Self {
             deadline,
             slot: None,
+            registered: None,
         }
     }
 
@@ -55,7 +58,16 @@ impl Alarm {
         if Instant::now() >= self.deadline {
             return Poll::Ready(());
         }
-        WATCHDOG.register(&mut self.slot, self.deadline, cx.waker());
+        // The entry can only have fired once the deadline passed, which the check above sees:
+        // while the waker is the same, the table already holds what it needs.
+        if !self
+            .registered
+            .as_ref()
+            .is_some_and(|known| known.will_wake(cx.waker()))
+        {
+            WATCHDOG.register(&mut self.slot, self.deadline, cx.waker());
+            self.registered = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 }

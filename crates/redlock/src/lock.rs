@@ -105,18 +105,37 @@ impl Held {
     async fn release_leaving(mut self, leave: Option<WaiterId>) -> Released {
         // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
         // the same signal again (a finished oneshot receiver panics when polled twice).
-        let ahead = match self.stragglers.take() {
-            Some(stragglers) => stragglers.before_release().await, // bounded by the node timeout
-            None => None,
-        };
-        let released = self
-            .shared
-            .release(&self.resources, &self.value, leave)
-            .await;
-        drop(ahead);
+        let stragglers = self.stragglers.take();
+        let released = release_after(
+            &self.shared,
+            &self.resources,
+            &self.value,
+            leave,
+            stragglers,
+        )
+        .await;
         self.armed = false;
         released
     }
+}
+
+/// Releases `value` behind the acquisition's `stragglers` (manager invariant 2): waits for those
+/// still driven (bounded by the node timeout), and keeps the queued ones until the release is
+/// queued behind them.
+async fn release_after(
+    shared: &Arc<Shared>,
+    resources: &Resources,
+    value: &Arc<str>,
+    leave: Option<WaiterId>,
+    stragglers: Option<LeftBehind>,
+) -> Released {
+    let ahead = match stragglers {
+        Some(stragglers) => stragglers.before_release().await,
+        None => None,
+    };
+    let released = shared.release(resources, value, leave).await;
+    drop(ahead);
+    released
 }
 
 impl Drop for Held {
@@ -133,12 +152,7 @@ impl Drop for Held {
                 let stragglers = self.stragglers.take();
                 self.shared.background.spawn_on(
                     async move {
-                        let ahead = match stragglers {
-                            Some(stragglers) => stragglers.before_release().await,
-                            None => None,
-                        };
-                        shared.release(&resources, &value, leave).await;
-                        drop(ahead);
+                        release_after(&shared, &resources, &value, leave, stragglers).await;
                     },
                     &runtime,
                 );

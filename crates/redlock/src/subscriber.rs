@@ -311,11 +311,7 @@ impl Task {
     }
 }
 
-/// A bulk or simple string push field as text.
+/// A push field (a bulk or simple string) as text.
 fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
+    redis::from_redis_value_ref(value).ok()
 }
