@@ -12,6 +12,10 @@ use redlock_nodes::Cluster;
 
 const MAX_TTL: Duration = Duration::from_secs(3);
 
+/// Long enough for a fresh node to be trusted: `max_ttl` of reported uptime, which counts for a
+/// second less (it is rounded to whole seconds, possibly up), and a margin.
+const UNTIL_TRUSTED: Duration = Duration::from_millis(3000 + 1000 + 300);
+
 fn client(cluster: &Cluster, quarantine: bool) -> Redlock {
     Redlock::builder(cluster.urls())
         .max_ttl(MAX_TTL)
@@ -25,7 +29,7 @@ fn client(cluster: &Cluster, quarantine: bool) -> Redlock {
 /// node 1 restarts empty. Returns A's lock.
 async fn a_holds_then_one_of_its_nodes_restarts_empty(cluster: &mut Cluster) -> redlock::Lock {
     // Let every node reach max_ttl of uptime, so only the restart makes one young.
-    tokio::time::sleep(MAX_TTL + Duration::from_millis(300)).await;
+    tokio::time::sleep(UNTIL_TRUSTED).await;
     cluster
         .node(2)
         .cli(&["SET", "res", "somebody-else", "PX", "300"])
@@ -85,7 +89,7 @@ async fn with_quarantine_the_restarted_node_does_not_vote_until_max_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_sees_the_run_id_change_quarantines_the_node() {
     let mut cluster = volatile_cluster(3);
-    tokio::time::sleep(MAX_TTL + Duration::from_millis(300)).await;
+    tokio::time::sleep(UNTIL_TRUSTED).await;
     let redlock = client(&cluster, true);
     redlock
         .try_acquire("warm", MAX_TTL)
