@@ -64,7 +64,7 @@ impl Cluster {
             cluster
                 .nodes
                 .iter_mut()
-                .try_for_each(RedisNode::await_ready)
+                .try_for_each(RedisNode::await_first_ready)
         });
         if let Err(e) = started {
             for node in &mut cluster.nodes {

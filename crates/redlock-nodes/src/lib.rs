@@ -65,4 +65,5 @@ pub use cluster::Cluster;
 pub use detached::{PID_FILE, detached_pid, stop_detached};
 pub use error::LaunchError;
 pub use node::{LOG_FILE, RedisNode};
+pub use probe::MARKER_KEY;
 pub use spec::{DEFAULT_STARTUP_TIMEOUT, NodeSpec, Persistence};

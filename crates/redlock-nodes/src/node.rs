@@ -98,7 +98,7 @@ impl RedisNode {
         };
         let mut node = Self::prepare(spec, port, port_fixed)?;
         node.spawn()?;
-        node.await_ready()?;
+        node.await_first_ready()?;
         Ok(node)
     }
 
@@ -226,6 +226,23 @@ impl RedisNode {
                 }
             }
         }
+    }
+
+    /// [`await_ready`](Self::await_ready) for a server's first start, which also writes the
+    /// marker key when the spec asks for it ([`NodeSpec::marked`]).
+    pub(crate) fn await_first_ready(&mut self) -> Result<(), LaunchError> {
+        self.await_ready()?;
+        if self.spec.marked {
+            if let Err(source) = probe::mark(self.port, self.spec.password()) {
+                let _ = self.kill(); // invariant 3
+                return Err(LaunchError::Io {
+                    action: "write the marker key on the server in",
+                    path: self.dir.clone(),
+                    source,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// One bounded wait for `PING`; kills the server on failure (invariant 3).

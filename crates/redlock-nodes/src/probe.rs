@@ -81,6 +81,47 @@ fn try_probe(port: u16, password: Option<&str>, expected_pid: u32) -> io::Result
     Ok(judge(&ping, &info, expected_pid))
 }
 
+/// The library's marker key (its `MARKER_KEY`; a library test checks the two agree): present on
+/// a node for as long as it kept its data. A brand-new node has no data to lose, so it gets a
+/// marker that vouches at once; without one, a client quarantines the node for `max_ttl`.
+pub const MARKER_KEY: &str = "redlock-node-marker";
+/// The value written on a brand-new node: unique to it (a different server put behind the same
+/// address shows a different marker), with no time after the colon to wait for.
+fn fresh_marker(port: u16) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("fresh-{port}-{}-{nanos}:0", std::process::id())
+}
+
+/// Writes the marker on a server that just came up for the first time (`SET … NX`: a marker
+/// already there, in a reused directory, is kept).
+pub(crate) fn mark(port: u16, password: Option<&str>) -> io::Result<()> {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
+    stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
+    stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
+    let mut request = Vec::new();
+    if let Some(password) = password {
+        encode(&mut request, &["AUTH", password]);
+    }
+    encode(
+        &mut request,
+        &["SET", MARKER_KEY, &fresh_marker(port), "NX"],
+    );
+    (&stream).write_all(&request)?;
+    let mut replies = BufReader::new(&stream);
+    if password.is_some() {
+        read_reply(&mut replies)?;
+    }
+    match read_reply(&mut replies)? {
+        Reply::Simple(_) | Reply::Other(_) => Ok(()),
+        other => Err(io::Error::other(format!(
+            "SET of the marker answered {other}"
+        ))),
+    }
+}
+
 /// Decides from the `PING` and `INFO server` replies (pure, so it is unit-tested).
 fn judge(ping: &Reply, info: &Reply, expected_pid: u32) -> Probe {
     match ping {

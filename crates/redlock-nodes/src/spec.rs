@@ -55,6 +55,7 @@ pub struct NodeSpec {
     pub(crate) args: Vec<String>,
     pub(crate) binary: Option<PathBuf>,
     pub(crate) startup_timeout: Duration,
+    pub(crate) marked: bool,
 }
 
 impl NodeSpec {
@@ -70,7 +71,18 @@ impl NodeSpec {
             args: Vec::new(),
             binary: None,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            marked: true,
         }
+    }
+
+    /// Whether [`RedisNode::start`](crate::RedisNode::start) writes the library's marker key
+    /// ([`MARKER_KEY`](crate::MARKER_KEY)) on the new server (default `true`): a brand-new
+    /// server has lost nothing, and the marker lets clients trust it at once. Off for a server
+    /// that should look like one that lost its data (the chaos checker's `replace` fault).
+    /// Restarts never write it: a restart that lost the data must show it.
+    pub fn marked(mut self, marked: bool) -> Self {
+        self.marked = marked;
+        self
     }
 
     /// Listen on this port (on 127.0.0.1). Default: a free port chosen at start, and a new one if

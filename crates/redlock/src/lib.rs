@@ -97,6 +97,7 @@ pub use error::{ConfigError, Error, Limit, LossReason, NodeReply, Reply, RoundFa
 pub use hold::{Guard, HoldOptions, LockInfo};
 pub use lock::{Lock, Released};
 pub use manager::Redlock;
+pub use quarantine::MARKER_KEY;
 pub use retry::Retry;
 pub use status::{NodeState, NodeStatus};
 

@@ -8,16 +8,18 @@
 //! after it broke.
 //!
 //! We manage that one connection ourselves rather than through redis-rs's `ConnectionManager`,
-//! because every (re)connection must run the restart-quarantine health check (`INFO server`,
-//! `CONFIG GET`) *before* the connection carries a vote; `ConnectionManager` reconnects behind
-//! our back with no hook to do that.
+//! because every (re)connection must run the restart-quarantine health check (`INFO server`, the
+//! marker script, `CONFIG GET`) *before* the connection carries a vote; `ConnectionManager`
+//! reconnects behind our back with no hook to do that, and it replaces a connection only on an
+//! error, never one that silently stopped answering (invariant 6).
 //!
 //! # Invariants
 //! 1. One connection per node: a new one is made only when none is published and no attempt is
 //!    under way; every request waiting for it awaits the same shared attempt, bounded by the
 //!    connect timeout.
-//! 2. A connection is published only after its health check (and `SCRIPT LOAD`) succeeded, so no
-//!    reply on it is counted before the node's quarantine is known.
+//! 2. A connection is published only after its health check succeeded, so no reply on it is
+//!    counted before the node's quarantine is known. (`SCRIPT LOAD` is best-effort: a user who
+//!    may not run `SCRIPT` gets every script through the `EVAL` fallback.)
 //! 3. `forget(generation)` forgets only the connection of that generation: a request that failed
 //!    on an old connection cannot drop its replacement.
 //! 4. Only the connect/forget lock writes the published connection (and only while holding it),
@@ -29,7 +31,24 @@
 //!    if its future is never polled again, but not if the future is dropped before the
 //!    connection's task took it (redis-rs skips a command whose reply nobody waits for). Either
 //!    way, a request queued later never overtakes it. A script's `EVAL` fallback after
-//!    `NOSCRIPT` is queued only if the request is polled again.
+//!    `NOSCRIPT` is queued only if the request is polled again. A replaced connection
+//!    (invariant 6) ends this order: requests still queued on it may run after later ones on its
+//!    successor. Those were given up on and never counted, so the worst they do is set a key
+//!    that a release already missed, which expires by its TTL.
+//! 6. **A connection that stops answering is replaced.** Errors drop a connection at once; so
+//!    do [`TIMEOUTS_BEFORE_REPLACING`] requests in a row given up on without a reply (a server
+//!    that moved, a firewall that silently drops the flow, a proxy black hole), and a health
+//!    recheck that fails or times out. Every connection has TCP keepalive on, so an idle flow
+//!    that died is noticed by the kernel too. The replacement runs the health check first
+//!    (invariant 2), so a server found behind the old address is judged before it votes.
+//! 7. **A vote carries its own evidence.** With the quarantine on, every acquisition (`SET`, or
+//!    the fenced and queued scripts) is followed on the same connection, in the same pipeline,
+//!    by a `GET` of the marker key, which must return what this connection's health check saw
+//!    (quarantine invariants 2, 3). A node that lost its data since (a `FLUSHALL`, an
+//!    eviction, a restart behind a proxy that kept our TCP connection) shows it in that very
+//!    reply, and its grant is not a vote: it is quarantined for `max_ttl` from then on, and
+//!    checked again. Extensions and fencing need no marker: they succeed only where the key
+//!    still holds our value, which a node that lost it cannot show.
 //!
 //! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
 //! read with one atomic load, and the health verdict is two atomics. Profiling
@@ -52,7 +71,7 @@
 //! are loaded with `SCRIPT LOAD` on every connection, so the common path never pays for the
 //! fallback.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,7 +83,7 @@ use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, ServerErrorKind, 
 
 use crate::error::{ConfigError, Reply, redact_url, secrets_in};
 use crate::fencing;
-use crate::quarantine::{Observation, TrustPolicy, trusted_from};
+use crate::quarantine::{MARKER_KEY, Marker, Memory, Observation, TrustPolicy};
 use crate::resources::Resources;
 use crate::status::NodeState;
 use crate::subscriber::{Subscriber, Watch};
@@ -129,6 +148,8 @@ static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
 static EXTEND: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), &[]));
+static MARKER: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/marker.lua"), &[]));
 static INSPECT: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
 static ACQUIRE_FENCED: LazyLock<LuaScript> =
@@ -158,8 +179,9 @@ static ACQUIRE_QUEUED: LazyLock<LuaScript> =
 static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), FENCED));
 
-fn scripts() -> [&'static LuaScript; 12] {
+fn scripts() -> [&'static LuaScript; 13] {
     [
+        &MARKER,
         &RELEASE_STANDARD,
         &RELEASE,
         &EXTEND,
@@ -309,15 +331,33 @@ pub(crate) struct NodeSettings {
     pub(crate) trust: TrustPolicy,
 }
 
-/// How often a live connection's health check is repeated: catches a `run_id` change that did
-/// not break our connection (a proxy in between), and is cheap (one `INFO server`).
+/// How often a live connection's health check is repeated: catches a `run_id` change or a
+/// lost marker that did not break our connection (a proxy in between, a `FLUSHALL`), and is
+/// cheap (one `INFO server`, one short script, one `CONFIG GET`).
 const HEALTH_RECHECK: Duration = Duration::from_secs(10);
+
+/// How many requests in a row may time out on one connection before it is replaced
+/// (invariant 6).
+const TIMEOUTS_BEFORE_REPLACING: u32 = 3;
+
+/// TCP keepalive on every node connection (invariant 6): an idle flow that a firewall or a moved
+/// server dropped silently is noticed within about `time + retries × interval`, 25 s.
+fn keepalive() -> redis::io::tcp::socket2::TcpKeepalive {
+    redis::io::tcp::socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(10))
+        .with_interval(Duration::from_secs(5))
+        .with_retries(3)
+}
 
 /// The health check's verdict for one connection.
 #[derive(Debug, Clone)]
 struct Health {
     trusted_from: Instant,
     checked_at: Instant,
+    /// The marker value a vote must read back (quarantine on only).
+    marker: Option<String>,
+    /// Whether `maxmemory-policy` lets the server evict lock keys.
+    may_evict: bool,
 }
 
 /// Nanoseconds from `epoch` to `t`; 0 for instants before it, which only ever stand for "already
@@ -338,6 +378,14 @@ struct Live {
     /// [`Health::checked_at`], in nanoseconds since `epoch`.
     checked_at: AtomicU64,
     rechecking: AtomicBool,
+    /// [`Health::marker`]: what an acquisition's vote reads back from the marker key.
+    marker: ArcSwapOption<String>,
+    /// [`Health::may_evict`].
+    may_evict: AtomicBool,
+    /// Requests on this connection that timed out since the last reply (invariant 6).
+    timeouts: AtomicU32,
+    /// Set when a health recheck failed: the next request replaces the connection.
+    condemned: AtomicBool,
 }
 
 impl Live {
@@ -349,6 +397,10 @@ impl Live {
             trusted_from: AtomicU64::new(0),
             checked_at: AtomicU64::new(0),
             rechecking: AtomicBool::new(false),
+            marker: ArcSwapOption::empty(),
+            may_evict: AtomicBool::new(false),
+            timeouts: AtomicU32::new(0),
+            condemned: AtomicBool::new(false),
         };
         live.set_health(health);
         live
@@ -365,6 +417,17 @@ impl Live {
             nanos_since(self.epoch, health.checked_at),
             Ordering::Release,
         );
+        self.marker
+            .store(health.marker.as_ref().map(|m| Arc::new(m.clone())));
+        self.may_evict.store(health.may_evict, Ordering::Release);
+    }
+
+    /// Evidence of a data loss on this connection (a vote read back the wrong marker): out of
+    /// the vote until `until`, and checked again on the next request.
+    fn lost_data(&self, until: Instant) {
+        let until = nanos_since(self.epoch, until);
+        self.trusted_from.fetch_max(until, Ordering::AcqRel);
+        self.checked_at.store(0, Ordering::Release);
     }
 
     /// `now` as these atomics count time: computed once per request for both uses below.
@@ -401,8 +464,8 @@ pub(crate) struct Node {
     connecting: Mutex<Option<Connecting>>,
     /// The base instant of every connection's health atomics.
     epoch: Instant,
-    /// The `run_id` of the last health check, kept across reconnections to notice a restart.
-    last_run_id: Arc<Mutex<Option<String>>>,
+    /// What health checks found so far, kept across reconnections (quarantine invariant 2).
+    memory: Arc<Mutex<Memory>>,
     generations: AtomicU64,
 }
 
@@ -418,10 +481,16 @@ impl Node {
     /// Parses `url` (`redis://`, `rediss://`, `redis+unix://`, with user, password and db) without
     /// connecting.
     pub(crate) fn new(url: &str, settings: NodeSettings) -> Result<Self, ConfigError> {
-        let client = redis::Client::open(url).map_err(|e| ConfigError::InvalidUrl {
+        let invalid = |e: RedisError| ConfigError::InvalidUrl {
             url: redact_url(url),
             reason: scrub(&e.to_string(), url),
-        })?;
+        };
+        let info = redis::Client::open(url)
+            .map_err(invalid)?
+            .get_connection_info()
+            .clone();
+        let tcp = info.tcp_settings().clone().set_keepalive(keepalive());
+        let client = redis::Client::open(info.set_tcp_settings(tcp)).map_err(invalid)?;
         let info = client.get_connection_info();
         let db = info.redis_settings().db();
         let label = if db == 0 {
@@ -436,7 +505,7 @@ impl Node {
             live: ArcSwapOption::empty(),
             connecting: Mutex::new(None),
             epoch: Instant::now(),
-            last_run_id: Arc::new(Mutex::new(None)),
+            memory: Arc::new(Mutex::new(Memory::default())),
             generations: AtomicU64::new(0),
         })
     }
@@ -459,7 +528,10 @@ impl Node {
     /// The live connection, made (with its health check) if there is none.
     async fn live(&self) -> Result<Arc<Live>, NodeError> {
         if let Some(live) = self.live.load_full() {
-            return Ok(live);
+            if !live.condemned.load(Ordering::Acquire) {
+                return Ok(live);
+            }
+            self.forget(live.generation);
         }
         let attempt = {
             let mut connecting = lock(&self.connecting);
@@ -491,7 +563,7 @@ impl Node {
     fn connect(&self) -> impl Future<Output = Result<Arc<Live>, NodeError>> + Send + 'static {
         let client = self.client.clone();
         let settings = self.settings;
-        let last_run_id = Arc::clone(&self.last_run_id);
+        let memory = Arc::clone(&self.memory);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let epoch = self.epoch;
         async move {
@@ -504,14 +576,14 @@ impl Node {
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
                     .map_err(|e| NodeError::from_redis(&e))?;
+                // Best-effort: a user who may not run `SCRIPT` still gets every script by the
+                // `EVAL` fallback; a connection that broke fails the health check next.
                 let mut pipe = redis::pipe();
                 for script in scripts() {
                     pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
                 }
-                pipe.query_async::<()>(&mut conn)
-                    .await
-                    .map_err(|e| NodeError::from_redis(&e))?;
-                let health = check_health(&mut conn, &settings.trust, &last_run_id).await?;
+                let _ = pipe.ignore_errors().query_async::<Value>(&mut conn).await;
+                let health = check_health(&mut conn, &settings.trust, &memory).await?;
                 Ok(Arc::new(Live::new(conn, generation, epoch, &health)))
             };
             tokio::time::timeout(settings.connect_timeout, attempt)
@@ -531,18 +603,19 @@ impl Node {
         if !live.health_is_stale(tick) || live.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (live, trust, last_run_id) = (
+        let (live, trust, memory) = (
             Arc::clone(live),
             self.settings.trust,
-            Arc::clone(&self.last_run_id),
+            Arc::clone(&self.memory),
         );
         let timeout = self.settings.connect_timeout;
         tokio::spawn(async move {
             let mut conn = live.conn.clone();
-            if let Ok(Ok(health)) =
-                tokio::time::timeout(timeout, check_health(&mut conn, &trust, &last_run_id)).await
-            {
-                live.set_health(&health);
+            match tokio::time::timeout(timeout, check_health(&mut conn, &trust, &memory)).await {
+                Ok(Ok(health)) => live.set_health(&health),
+                // A server that cannot be checked is not trusted on this connection any more:
+                // the next request makes a new one, health check first (invariant 6).
+                _ => live.condemned.store(true, Ordering::Release),
             }
             live.rechecking.store(false, Ordering::Release);
         });
@@ -561,6 +634,14 @@ impl Node {
         }
     }
 
+    /// Whether the node's `maxmemory-policy` lets it evict lock keys, as far as we know.
+    pub(crate) fn may_evict(&self) -> bool {
+        self.live
+            .load()
+            .as_ref()
+            .is_some_and(|live| live.may_evict.load(Ordering::Acquire))
+    }
+
     /// How much longer this node is quarantined, as far as we know now (`None` when trusted or
     /// not connected).
     pub(crate) fn quarantined_for(&self) -> Option<Duration> {
@@ -570,14 +651,49 @@ impl Node {
             .and_then(|live| live.quarantined_for(live.tick(Instant::now())))
     }
 
-    async fn query(&self, live: &Live, cmd: &Cmd) -> Result<Value, NodeError> {
+    /// Sends `cmd` on `live`; when `checked`, followed on the same connection by a read of the
+    /// marker, which must still hold what the health check saw (invariant 7).
+    async fn query(&self, live: &Live, cmd: Cmd, checked: bool) -> Result<Value, NodeError> {
         let mut conn = live.conn.clone();
-        cmd.query_async(&mut conn).await.map_err(|e| {
+        let result = if checked {
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd).cmd("GET").arg(MARKER_KEY);
+            pipe.ignore_errors()
+                .query_async::<Vec<Value>>(&mut conn)
+                .await
+                .and_then(|replies| {
+                    let mut replies = replies.into_iter();
+                    let (reply, marker) = (replies.next(), replies.next());
+                    self.check_marker(live, marker.as_ref());
+                    reply.unwrap_or(Value::Nil).extract_error()
+                })
+        } else {
+            cmd.query_async(&mut conn).await
+        };
+        result.map_err(|e| {
             if e.is_unrecoverable_error() || e.is_io_error() || e.is_connection_dropped() {
                 self.forget(live.generation);
             }
             NodeError::from_redis(&e)
         })
+    }
+
+    /// Compares a marker read back after a vote with the health check's: anything else is
+    /// evidence of a data loss, and the vote does not count (invariant 7).
+    fn check_marker(&self, live: &Live, read: Option<&Value>) {
+        let expected = live.marker.load();
+        let same = match (read, expected.as_deref()) {
+            (Some(Value::BulkString(read)), Some(expected)) => read == expected.as_bytes(),
+            // No marker known: the quarantine is off (nothing is checked then).
+            (_, None) => true,
+            _ => false,
+        };
+        if !same {
+            let now = Instant::now();
+            let until = lock(&self.memory).lost_data(&self.settings.trust, now);
+            live.lost_data(until);
+            tracing::warn!(node = %self.label, quarantined_ms = until.saturating_duration_since(now).as_millis(), "node lost its data (marker key gone or changed)");
+        }
     }
 
     async fn bounded<T>(
@@ -604,14 +720,23 @@ impl Node {
         let live = self.live().await;
         queued();
         let live = live?;
+        let mut unanswered = Unanswered {
+            node: self,
+            live: &live,
+            answered: false,
+        };
         // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
         // first poll return before the command is queued (redis-rs queues it through a Tokio
         // channel, whose permit counts against the budget), and invariant 5 needs it queued.
         let outcome =
             tokio::task::unconstrained(self.perform(&live, request, resources, value)).await;
+        unanswered.answered = true;
         // The one clock read of the request, after the reply: a node trusted "from now" by the
         // health check of the connection just made is not reported as quarantined.
         let tick = live.tick(Instant::now());
+        if live.timeouts.load(Ordering::Relaxed) != 0 {
+            live.timeouts.store(0, Ordering::Relaxed);
+        }
         self.maybe_recheck(&live, tick);
         let (done, fence_floor, behind) = outcome?;
         Ok(Answer {
@@ -633,13 +758,19 @@ impl Node {
     ) -> Result<(bool, Option<u64>, bool), NodeError> {
         let keys = resources.keys();
         let many = keys.len() > 1;
+        // An acquisition's vote reads the marker back (quarantine invariant 2, node invariant 7).
+        let checked = self.settings.trust.enabled
+            && matches!(
+                request,
+                Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. }
+            );
         Ok(match request {
             // Plain `SET NX PX` for one resource: the standard format other clients expect.
             Request::Set { ttl_ms } if !many => {
                 let key = resources.first();
                 let mut cmd = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
                 cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
-                match self.query(live, &cmd).await? {
+                match self.query(live, cmd, checked).await? {
                     Value::Okay => (true, None, false),
                     Value::SimpleString(s) if s == "OK" => (true, None, false),
                     Value::Nil => (false, None, false),
@@ -648,7 +779,7 @@ impl Node {
             }
             Request::Set { ttl_ms } => {
                 match self
-                    .eval(live, &ACQUIRE_MANY, keys, Some(value), &[ttl_ms])
+                    .eval(live, checked, &ACQUIRE_MANY, keys, Some(value), &[ttl_ms])
                     .await?
                 {
                     Value::Nil => (false, None, false),
@@ -658,7 +789,7 @@ impl Node {
             Request::SetFenced { ttl_ms } => {
                 let script = one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED);
                 let reply = self
-                    .eval(live, script, keys, Some(value), &[ttl_ms])
+                    .eval(live, checked, script, keys, Some(value), &[ttl_ms])
                     .await?;
                 match reply {
                     Value::Nil => (false, None, false),
@@ -682,7 +813,10 @@ impl Node {
                     place.lease_ms,
                     keys.len(),
                 );
-                match self.eval(live, script, keys, Some(value), tail).await? {
+                match self
+                    .eval(live, checked, script, keys, Some(value), tail)
+                    .await?
+                {
                     Value::Nil => (false, None, false),
                     // Refused: another waiter's turn (the script's 0).
                     Value::Int(0) => (false, None, true),
@@ -696,14 +830,21 @@ impl Node {
             } => {
                 let script = one_or_many(resources, &FENCE, &FENCE_MANY);
                 let reply = self
-                    .eval(live, script, keys, Some(value), &[token, retention_ms])
+                    .eval(
+                        live,
+                        checked,
+                        script,
+                        keys,
+                        Some(value),
+                        &[token, retention_ms],
+                    )
                     .await?;
                 (int_reply(&reply)? == 1, None, false)
             }
             Request::Extend { ttl_ms } => {
                 let script = one_or_many(resources, &EXTEND, &EXTEND_MANY);
                 let reply = self
-                    .eval(live, script, keys, Some(value), &[ttl_ms])
+                    .eval(live, checked, script, keys, Some(value), &[ttl_ms])
                     .await?;
                 (int_reply(&reply)? == 1, None, false)
             }
@@ -713,14 +854,15 @@ impl Node {
                 let reply = match (leave, announce) {
                     (None, false) if !many => {
                         let none: &[u64] = &[];
-                        self.eval(live, &RELEASE_STANDARD, keys, Some(value), none)
+                        self.eval(live, checked, &RELEASE_STANDARD, keys, Some(value), none)
                             .await?
                     }
                     _ => {
                         let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
                         let leave = leave.map(|id| id.to_string()).unwrap_or_default();
                         let tail = (leave, u8::from(announce));
-                        self.eval(live, script, keys, Some(value), tail).await?
+                        self.eval(live, checked, script, keys, Some(value), tail)
+                            .await?
                     }
                 };
                 (int_reply(&reply)? >= 1, None, false)
@@ -735,6 +877,7 @@ impl Node {
     async fn eval<K: AsRef<str> + redis::ToRedisArgs>(
         &self,
         live: &Live,
+        checked: bool,
         script: &LuaScript,
         keys: &[K],
         value: Option<&str>,
@@ -760,9 +903,13 @@ impl Node {
             cmd.arg(&grouped).arg(value).arg(&tail);
             cmd
         };
-        match self.query(live, &build("EVALSHA", &script.sha)).await {
+        match self
+            .query(live, build("EVALSHA", &script.sha), checked)
+            .await
+        {
             Err(NodeError::Server(e)) if e.starts_with("NOSCRIPT") => {
-                self.query(live, &build("EVAL", script.source)).await
+                self.query(live, build("EVAL", script.source), checked)
+                    .await
             }
             other => other,
         }
@@ -776,7 +923,7 @@ impl Node {
             return;
         };
         let _ = self
-            .bounded(deadline, self.query(&live, &redis::cmd("PING")))
+            .bounded(deadline, self.query(&live, redis::cmd("PING"), false))
             .await;
     }
 
@@ -790,11 +937,36 @@ impl Node {
         self.bounded(deadline, async {
             let live = self.live().await?;
             let none: &[u64] = &[];
-            let reply = self.eval(&live, &INSPECT, &[key], None, none).await;
+            let reply = self.eval(&live, false, &INSPECT, &[key], None, none).await;
             self.maybe_recheck(&live, live.tick(Instant::now()));
             node_state(reply?)
         })
         .await
+    }
+}
+
+/// A request sent on a connection and not answered yet. Dropped unanswered, it was given up on
+/// (its round's deadline passed, or its straggler's, or its caller went away): after
+/// [`TIMEOUTS_BEFORE_REPLACING`] of those in a row the connection is replaced (invariant 6).
+struct Unanswered<'a> {
+    node: &'a Node,
+    live: &'a Live,
+    answered: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let given_up = self.live.timeouts.fetch_add(1, Ordering::AcqRel) + 1;
+        if given_up == TIMEOUTS_BEFORE_REPLACING {
+            tracing::warn!(
+                node = %self.node.label,
+                "no reply to {TIMEOUTS_BEFORE_REPLACING} requests in a row: replacing the connection"
+            );
+            self.node.forget(self.live.generation);
+        }
     }
 }
 
@@ -845,48 +1017,114 @@ fn fence_floor(reply: &Value) -> Result<u64, NodeError> {
     Ok(fencing::floor(counter, secs, micros))
 }
 
-/// `INFO server` (and, when durable nodes may be trusted, `CONFIG GET` of the AOF settings), judged
-/// by the quarantine rules.
+/// The health check, judged by the quarantine rules: `INFO server`, the marker script and
+/// `CONFIG GET` of the persistence and eviction settings. With the quarantine off only the
+/// (best-effort) `CONFIG GET` is sent: nothing else is judged.
 async fn check_health(
     conn: &mut MultiplexedConnection,
     trust: &TrustPolicy,
-    last_run_id: &Mutex<Option<String>>,
+    memory: &Mutex<Memory>,
 ) -> Result<Health, NodeError> {
+    let config = read_config(conn).await;
+    if config.may_evict {
+        tracing::warn!(
+            "node may evict lock keys under memory pressure (maxmemory-policy is not noeviction): \
+             an evicted key is a lock given twice"
+        );
+    }
+    if !trust.enabled {
+        let now = Instant::now();
+        return Ok(Health {
+            trusted_from: now,
+            checked_at: now,
+            marker: None,
+            may_evict: config.may_evict,
+        });
+    }
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
         .await
-        .map_err(|e| NodeError::from_redis(&e))?;
-    let durable = trust.enabled && trust.trust_durable && is_durable(conn).await;
-    let seen = Observation::from_info(&info, durable)
+        .map_err(|e| needs(&e, "INFO", "+info"))?;
+    let marker = read_marker(conn, trust.max_ttl).await?;
+    let durable = trust.trust_durable && config.durable;
+    let seen = Observation::from_info(&info, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
     let now = Instant::now();
-    let mut last = lock(last_run_id);
-    let trusted_from = trusted_from(trust, &seen, last.as_deref(), now);
-    if last.as_deref() != Some(seen.run_id.as_str()) && last.is_some() {
-        let quarantined_ms = trusted_from.saturating_duration_since(now).as_millis();
-        tracing::warn!(run_id = %seen.run_id, quarantined_ms, "node restarted or was replaced");
+    let verdict = lock(memory).judge(trust, &seen, now);
+    if let Some(loss) = verdict.loss {
+        let quarantined_ms = verdict
+            .trusted_from
+            .saturating_duration_since(now)
+            .as_millis();
+        tracing::warn!(run_id = %seen.run_id, quarantined_ms, "{}", loss.describe());
     }
-    *last = Some(seen.run_id.clone());
     Ok(Health {
-        trusted_from,
+        trusted_from: verdict.trusted_from,
         checked_at: now,
+        marker: Some(seen.marker.value().to_owned()),
+        may_evict: config.may_evict,
     })
 }
 
-/// Whether the node cannot lose acknowledged writes: AOF on, fsync on every write. `false` when
-/// `CONFIG` is not allowed (renamed, or denied by an ACL).
-async fn is_durable(conn: &mut MultiplexedConnection) -> bool {
+/// A health-check command the server refused: a permission it lacks is named, with the ACL rule
+/// that grants it.
+fn needs(e: &RedisError, what: &str, rule: &str) -> NodeError {
+    if e.code() == Some("NOPERM") {
+        return NodeError::Server(format!(
+            "NOPERM this user may not run {what}, which the restart quarantine needs: allow \
+             `{rule}` (see the README's ACL section) or turn the quarantine off"
+        ));
+    }
+    NodeError::from_redis(e)
+}
+
+/// Reads the marker, writing one if it is missing (quarantine invariants 2, 3).
+async fn read_marker(
+    conn: &mut MultiplexedConnection,
+    max_ttl: Duration,
+) -> Result<Marker, NodeError> {
+    let fresh = format!("{:016x}", rand::random::<u64>());
+    let reply: (String, u8, u64) = redis::cmd("EVAL")
+        .arg(MARKER.source)
+        .arg(1)
+        .arg(MARKER_KEY)
+        .arg(fresh)
+        .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
+        .query_async(conn)
+        .await
+        .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{MARKER_KEY}")))?;
+    let (value, written, node_ms) = reply;
+    Ok(Marker::from_reply(value, written == 1, node_ms))
+}
+
+/// What `CONFIG GET` says about persistence and eviction.
+#[derive(Debug, Clone, Copy, Default)]
+struct ServerConfig {
+    /// AOF on, fsync on every write: the node cannot lose acknowledged writes.
+    durable: bool,
+    /// A memory limit with a policy that may evict keys with a TTL (lock keys).
+    may_evict: bool,
+}
+
+/// Reads [`ServerConfig`]; all `false` when `CONFIG` is not allowed (renamed, or denied by an
+/// ACL): such a node is not known to be durable, nor known to evict.
+async fn read_config(conn: &mut MultiplexedConnection) -> ServerConfig {
     let mut pipe = redis::pipe();
-    pipe.cmd("CONFIG").arg("GET").arg("appendonly");
-    pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
-    let Ok((appendonly, appendfsync)): Result<(Vec<String>, Vec<String>), _> =
+    for name in ["appendonly", "appendfsync", "maxmemory", "maxmemory-policy"] {
+        pipe.cmd("CONFIG").arg("GET").arg(name);
+    }
+    type Pairs = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+    let Ok((appendonly, appendfsync, maxmemory, policy)): Result<Pairs, _> =
         pipe.query_async(conn).await
     else {
-        return false;
+        return ServerConfig::default();
     };
-    appendonly.get(1).is_some_and(|v| v == "yes")
-        && appendfsync.get(1).is_some_and(|v| v == "always")
+    let value = |pair: &[String]| pair.get(1).cloned().unwrap_or_default();
+    ServerConfig {
+        durable: value(&appendonly) == "yes" && value(&appendfsync) == "always",
+        may_evict: value(&maxmemory) != "0" && value(&policy) != "noeviction",
+    }
 }
 
 /// Reads the inspect script's `{type, value or nil, pttl}`.

@@ -53,6 +53,10 @@ pub struct NodeStatus {
     /// How much longer the node is quarantined after a restart (its grants are not votes), if it
     /// is; see [`Builder::quarantine`](crate::Builder::quarantine).
     pub quarantined_for: Option<Duration>,
+    /// Whether the node's `maxmemory-policy` lets it evict keys under memory pressure (`false`
+    /// when unknown, e.g. `CONFIG` not allowed). An evicted lock key is a lock that a second
+    /// client can take while its holder relies on it: lock nodes need `noeviction`.
+    pub may_evict: bool,
 }
 
 impl NodeStatus {
@@ -91,6 +95,7 @@ impl Redlock {
                 node: node.label().to_owned(),
                 state,
                 quarantined_for: node.quarantined_for(),
+                may_evict: node.may_evict(),
             }
         }))
         .await

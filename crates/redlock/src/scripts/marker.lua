@@ -1,0 +1,14 @@
+-- The health check's marker (quarantine invariants 2, 3): read it, or write a new one that
+-- vouches for the node only `max_ttl` from now, in node time.
+-- KEYS[1]: the marker key. ARGV[1]: a fresh random value. ARGV[2]: max_ttl in milliseconds.
+-- Returns {value, 1 if this call wrote it else 0, node time in milliseconds}.
+-- Needs Redis >= 5 when it writes: TIME comes before the write (effects replication).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local value = redis.call('GET', KEYS[1])
+if value then
+  return {value, 0, now}
+end
+value = ARGV[1] .. ':' .. string.format('%d', now + tonumber(ARGV[2]))
+redis.call('SET', KEYS[1], value)
+return {value, 1, now}
