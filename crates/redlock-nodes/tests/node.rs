@@ -255,3 +255,23 @@ fn a_server_that_never_answers_times_out_and_is_killed() {
         "a server that failed to start was left running"
     );
 }
+
+#[test]
+fn a_new_server_gets_the_marker_and_an_empty_restart_loses_it() {
+    let mut node = RedisNode::start(NodeSpec::new().persistence(Persistence::AofAlways)).unwrap();
+    let marker = node.cli(&["GET", redlock_nodes::MARKER_KEY]).unwrap();
+    assert!(marker.starts_with("fresh-"), "{marker:?}");
+    node.restart().unwrap();
+    assert_eq!(node.cli(&["GET", redlock_nodes::MARKER_KEY]).unwrap(), marker);
+    node.restart_empty().unwrap();
+    assert_eq!(node.cli(&["EXISTS", redlock_nodes::MARKER_KEY]).unwrap(), "0");
+
+    let other = RedisNode::start(NodeSpec::new()).unwrap();
+    assert_ne!(
+        other.cli(&["GET", redlock_nodes::MARKER_KEY]).unwrap(),
+        marker,
+        "every server's marker is its own"
+    );
+    let unmarked = RedisNode::start(NodeSpec::new().marked(false)).unwrap();
+    assert_eq!(unmarked.cli(&["DBSIZE"]).unwrap(), "0");
+}
