@@ -280,6 +280,21 @@ async fn a_refused_health_check_names_the_permission_and_script_is_optional() {
         "no password in errors: {shown}"
     );
 
+    cluster
+        .node(0)
+        .cli(&[
+            "ACL", "SETUSER", "nomarker", "on", ">pw-nomarker", "~res*", "&*", "+@all",
+        ])
+        .expect("ACL SETUSER");
+    let no_marker = Redlock::builder([format!("redis://nomarker:pw-nomarker@127.0.0.1:{port}")])
+        .build()
+        .expect("valid");
+    let shown = format!("{}", no_marker.connect().await[0].reply);
+    assert!(
+        shown.contains("NOPERM") && shown.contains(redlock::MARKER_KEY),
+        "the marker key is named: {shown}"
+    );
+
     let no_script = Redlock::builder([format!("redis://noscript:pw-noscript@127.0.0.1:{port}")])
         .build()
         .expect("valid");

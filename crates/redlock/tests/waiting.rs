@@ -318,7 +318,8 @@ async fn fair_contenders_each_get_at_least_half_their_share() {
 async fn a_user_denied_the_queue_still_locks_and_waits_by_polling() {
     let cluster = cluster(3);
     for node in cluster.iter() {
-        // Lock keys only: no queue keys, no channels.
+        // Lock keys only (and the node's marker, which the quarantine needs): no queue keys,
+        // no channels.
         node.cli(&[
             "ACL",
             "SETUSER",
@@ -326,6 +327,7 @@ async fn a_user_denied_the_queue_still_locks_and_waits_by_polling() {
             "on",
             ">secret",
             "~acl:*",
+            "~redlock-node-marker",
             "resetchannels",
             "+@all",
         ])
