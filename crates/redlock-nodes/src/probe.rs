@@ -116,6 +116,8 @@ pub(crate) fn mark(port: u16, password: Option<&str>) -> io::Result<()> {
     }
     match read_reply(&mut replies)? {
         Reply::Simple(_) | Reply::Other(_) => Ok(()),
+        // A replica gets its master's marker by replication.
+        Reply::Error(e) if e.starts_with("READONLY") => Ok(()),
         other => Err(io::Error::other(format!(
             "SET of the marker answered {other}"
         ))),
