@@ -22,12 +22,14 @@ use crate::{Outcome, duration};
 
 const AFTER_HELP: &str = "\
 Prints one line per server (free, held by VALUE with its remaining time, another Redis type, or
-unreachable; and whether it is quarantined after a restart, for how much longer) and a summary,
+unreachable; whether it is quarantined because it may have lost its data (a restart, a flush, a
+missing marker key), for how much longer; and whether its maxmemory-policy may evict lock keys)
+and a summary,
 e.g. `held by 3f2a... on 3/5 nodes (quorum 3), 1 quarantined`. Quarantined nodes are not counted
 in the summary: their grants are not votes. With --json, one object: {\"resource\", \"quorum\",
 \"reachable\", \"quarantined\", \"holder\", \"held_on\", \"summary\", \"nodes\": [{\"node\",
 \"reachable\", \"state\" (free|held|other_type|unavailable), \"value\", \"type\", \"pttl_ms\",
-\"quarantined_ms\", \"error\"}]}; absent facts are null, pttl_ms is null for a key without expiry,
+\"quarantined_ms\", \"may_evict\", \"error\"}]}; absent facts are null, pttl_ms is null for a key without expiry,
 quarantined_ms is null for a node that is not quarantined.
 
 Examples:
@@ -62,6 +64,7 @@ struct NodeJson<'a> {
     kind: Option<&'a str>,
     pttl_ms: Option<u128>,
     quarantined_ms: Option<u128>,
+    may_evict: bool,
     error: Option<String>,
 }
 
@@ -117,7 +120,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     if args.json {
         let nodes = statuses
             .iter()
-            .map(|s| node_json(&s.node, &s.state, s.quarantined_for))
+            .map(|s| node_json(&s.node, &s.state, s.quarantined_for, s.may_evict))
             .collect();
         cli::print(&cli::json(&Report {
             resource: &args.resource,
@@ -135,9 +138,15 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             let mut line = format!("{:width$}  {}", s.node, describe(&s.state));
             if let Some(left) = s.quarantined_for {
                 line.push_str(&format!(
-                    "; quarantined for another {} (restarted recently: its grants are not votes)",
+                    "; quarantined for another {} (may have lost its data recently: its grants \
+                     are not votes)",
                     duration::format(left)
                 ));
+            }
+            if s.may_evict {
+                line.push_str(
+                    "; WARNING: its maxmemory-policy may evict lock keys (use noeviction)",
+                );
             }
             cli::print(&line)?;
         }
@@ -276,6 +285,7 @@ fn node_json<'a>(
     node: &'a str,
     state: &'a NodeState,
     quarantined_for: Option<Duration>,
+    may_evict: bool,
 ) -> NodeJson<'a> {
     let mut json = NodeJson {
         node,
@@ -285,6 +295,7 @@ fn node_json<'a>(
         kind: None,
         pttl_ms: None,
         quarantined_ms: quarantined_for.map(|d| d.as_millis()),
+        may_evict,
         error: None,
     };
     match state {
@@ -448,16 +459,17 @@ mod tests {
     #[test]
     fn json_nodes_say_what_is_known() {
         let state = held("v");
-        let json = serde_json::to_value(node_json("n:1", &state, None)).unwrap();
+        let json = serde_json::to_value(node_json("n:1", &state, None, false)).unwrap();
         assert_eq!(json["state"], "held");
         assert_eq!(json["value"], "v");
         assert_eq!(json["pttl_ms"], 5000);
         assert!(json["quarantined_ms"].is_null());
         let quarantined = Some(Duration::from_millis(29_500));
-        let json = serde_json::to_value(node_json("n:1", &state, quarantined)).unwrap();
+        let json = serde_json::to_value(node_json("n:1", &state, quarantined, true)).unwrap();
         assert_eq!(json["quarantined_ms"], 29_500);
+        assert_eq!(json["may_evict"], true);
         let state = down();
-        let json = serde_json::to_value(node_json("n:1", &state, None)).unwrap();
+        let json = serde_json::to_value(node_json("n:1", &state, None, false)).unwrap();
         assert_eq!(json["reachable"], false);
         assert_eq!(json["error"], "timed out");
         assert!(json["value"].is_null());
