@@ -1046,6 +1046,7 @@ async fn check_health(
         .query_async(conn)
         .await
         .map_err(|e| needs(&e, "INFO", "+info"))?;
+    too_old(&info)?;
     let marker = read_marker(conn, trust.max_ttl).await?;
     let durable = trust.trust_durable && config.durable;
     let seen = Observation::from_info(&info, durable, marker)
@@ -1065,6 +1066,26 @@ async fn check_health(
         marker: Some(seen.marker.value().to_owned()),
         may_evict: config.may_evict,
     })
+}
+
+/// The oldest Redis whose scripts may write after reading `TIME` (effects replication by
+/// default), which the marker and the fair-waiting scripts do.
+const OLDEST_REDIS: u32 = 5;
+
+/// Refuses a server older than [`OLDEST_REDIS`], named by its `INFO server` reply.
+fn too_old(info: &str) -> Result<(), NodeError> {
+    let version = info
+        .lines()
+        .find_map(|line| line.trim_end().strip_prefix("redis_version:"));
+    let major = version
+        .and_then(|v| v.split('.').next())
+        .and_then(|major| major.parse::<u32>().ok());
+    match (version, major) {
+        (Some(version), Some(major)) if major < OLDEST_REDIS => Err(NodeError::Server(format!(
+            "Redis {version} is too old: redlock needs Redis {OLDEST_REDIS} or later"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A health-check command the server refused: a permission it lacks is named, with the ACL rule
@@ -1165,4 +1186,22 @@ fn scrub(message: &str, url: &str) -> String {
         out = out.replace(&secret, "***");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_older_than_redis_5_are_refused_by_name() {
+        let info = |v: &str| format!("# Server\r\nredis_version:{v}\r\nrun_id:x\r\n");
+        assert!(too_old(&info("7.0.15")).is_ok());
+        assert!(too_old(&info("5.0.0")).is_ok());
+        let Err(NodeError::Server(why)) = too_old(&info("4.0.14")) else {
+            panic!("Redis 4 accepted");
+        };
+        assert!(why.contains("4.0.14") && why.contains("Redis 5"), "{why}");
+        // Valkey and other servers that report a version keep working.
+        assert!(too_old("# Server\r\n").is_ok());
+    }
 }
