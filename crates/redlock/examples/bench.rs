@@ -81,6 +81,12 @@ struct Args {
     #[arg(long)]
     notify: bool,
 
+    /// Restart quarantine on, as by default, with `max_ttl` = the TTL: every acquisition also
+    /// reads the node's marker back (waits until the fresh servers are trusted; no target
+    /// applies).
+    #[arg(long)]
+    quarantine: bool,
+
     /// Also give every acquisition a fencing token (one more round trip; no target applies).
     #[arg(long)]
     fencing: bool,
@@ -142,7 +148,9 @@ impl Target {
         // no restart quarantine, which would (rightly) not count the votes of servers that
         // started a moment ago.
         let mut builder = Redlock::builder(urls.iter().cloned())
-            .quarantine(false)
+            .quarantine(args.quarantine)
+            .max_ttl(args.ttl)
+            .fence_retention(args.ttl * 2)
             .fencing(args.fencing)
             .notify(args.notify);
         if let Some(timeout) = args.node_timeout {
@@ -150,7 +158,18 @@ impl Target {
         }
         let redlock = builder.build().expect("valid bench configuration");
         let ttl = args.ttl;
-        let replies = redlock.connect().await;
+        let mut replies = redlock.connect().await;
+        // A fresh server is trusted once it has been up for max_ttl (it shows its marker).
+        let trusted_by = Instant::now() + args.ttl + Duration::from_secs(5);
+        while args.quarantine
+            && replies
+                .iter()
+                .any(|r| matches!(r.reply, redlock::Reply::Quarantined(_)))
+            && Instant::now() < trusted_by
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            replies = redlock.connect().await;
+        }
         assert!(
             replies.iter().all(|r| r.reply.is_granted()),
             "every node answers redlock: {replies:?}"
@@ -402,7 +421,7 @@ impl Row {
     /// The target this row is held to and whether it meets it; `None` when none applies (fencing
     /// adds a round trip; one side only).
     fn verdict(&self, args: &Args) -> Option<(String, bool)> {
-        if args.fencing || args.only.is_some() {
+        if args.fencing || args.quarantine || args.only.is_some() {
             return None;
         }
         Some(if self.tasks == 1 {
@@ -442,6 +461,7 @@ impl Row {
             "throughput_ratio": self.throughput_ratio(),
             "p50_ratio": self.latency_ratio(),
             "fencing": args.fencing,
+            "quarantine": args.quarantine,
             "notify": args.notify,
             "target_met": self.verdict(args).map(|(_, met)| met),
         })
