@@ -152,9 +152,7 @@ struct Report {
 }
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
-    if args.duration.is_zero() {
-        return Err(Failure::usage("--duration must be greater than zero"));
-    }
+    cli::check_run_length(args.duration)?;
     global.check_ttl(args.ttl)?;
     let manager = global.reachable().await?;
 

@@ -52,6 +52,23 @@ Examples:
 
 ";
 
+/// The longest `--duration` of `bench` and `demo`: a day, as `chaos` allows.
+const LONGEST_RUN: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Checks the `--duration` of `bench` or `demo`: more than zero, and at most a day.
+pub fn check_run_length(length: Duration) -> Result<(), Failure> {
+    if length.is_zero() {
+        return Err(Failure::usage("--duration must be greater than zero"));
+    }
+    if length > LONGEST_RUN {
+        return Err(Failure::usage(format!(
+            "--duration {} is longer than the longest run, 24h",
+            duration::format(length)
+        )));
+    }
+    Ok(())
+}
+
 /// Take, inspect, extend and release Redlock distributed locks on Redis, and run a command
 /// while holding one.
 #[derive(Debug, Parser)]

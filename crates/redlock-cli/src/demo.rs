@@ -23,7 +23,7 @@ use redlock_nodes::{Cluster, NodeSpec, Persistence};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Global;
+use crate::cli::{self, Global};
 use crate::exit::{Failure, NOT_HELD, OK};
 use crate::{Outcome, duration, nodes, progress};
 
@@ -104,9 +104,7 @@ impl Shared {
 }
 
 pub fn run(args: &Args, global: &Global, runtime: &tokio::runtime::Runtime) -> Outcome {
-    if args.duration.is_zero() {
-        return Err(Failure::usage("--duration must be greater than zero"));
-    }
+    cli::check_run_length(args.duration)?;
     if TTL > global.max_ttl {
         // Checked before any node starts: every acquisition would be refused.
         return Err(Failure::usage(format!(

@@ -303,7 +303,9 @@ async fn supervise(
                 lost = true;
                 tracing::warn!(resources = ?guard.resources(), "lock lost; terminating COMMAND");
                 target.send(Signal::SIGTERM);
-                kill_at.as_mut().reset(tokio::time::Instant::now() + kill_grace);
+                // A grace too long to be an instant is a grace without end: no SIGKILL.
+                let now = tokio::time::Instant::now();
+                kill_at.as_mut().reset(now.checked_add(kill_grace).unwrap_or(far_future));
             }
             status = child.wait() => {
                 break match status {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{cluster, dead_url, redlock, run};
+use common::{assert_no_panic, cluster, dead_url, redlock, run};
 
 /// Runs `redlock ARGS` against `servers` and checks the one-line error and the status.
 #[track_caller]
@@ -269,4 +269,64 @@ fn help_is_printed_with_examples_and_exit_statuses() {
     // The environment's server list may hold a password: --help must not show it.
     let out = run(redlock("redis://:hunter2@127.0.0.1:1").arg("--help"));
     assert!(!out.stdout.contains("hunter2"), "{}", out.stdout);
+}
+
+/// `Duration::MAX` as the command line writes it.
+const HUGE: &str = "18446744073709551615s";
+
+#[test]
+fn huge_durations_are_one_line_usage_errors_where_they_cannot_work() {
+    // Refused before any server is contacted.
+    let servers = dead_url();
+    for (args, needle) in [
+        (&["acquire", "r", "--ttl", HUGE][..], "--max-ttl"),
+        (&["run", "r", "--ttl", HUGE, "--", "true"], "--max-ttl"),
+        (&["extend", "r", "v", "--ttl", HUGE], "--max-ttl"),
+        (&["bench", "--ttl", HUGE], "--max-ttl"),
+        (&["--max-ttl", HUGE, "status", "r"], "max_ttl"),
+        (&["--node-timeout", HUGE, "status", "r"], "node_timeout"),
+        (
+            &["--node-timeout", HUGE, "acquire", "r", "--ttl", "1s"],
+            "node_timeout",
+        ),
+        (
+            &["--node-timeout", "61s", "run", "r", "--", "true"],
+            "longer than max_ttl (60s)",
+        ),
+        (
+            &["bench", "--duration", HUGE],
+            "longer than the longest run",
+        ),
+        (&["demo", "--duration", HUGE], "longer than the longest run"),
+    ] {
+        let out = run(redlock(&servers).args(args));
+        assert_eq!(out.code(), 64, "{args:?}: {out:#?}");
+        out.one_line_error(needle);
+    }
+}
+
+#[test]
+fn a_huge_wait_means_until_acquired() {
+    // With the servers down, the first attempt's answer is final, however long the wait.
+    let servers = format!("{},{},{}", dead_url(), dead_url(), dead_url());
+    for args in [
+        &["acquire", "r", "--ttl", "10s", "--wait", HUGE][..],
+        &["run", "r", "--wait", HUGE, "--", "true"],
+    ] {
+        let out = run(redlock(&servers).args(args));
+        assert_eq!(out.code(), 75, "{args:?}: {out:#?}");
+        out.one_line_error("servers unreachable");
+    }
+    // A busy lock is waited for until it is freed (here: until it expires).
+    let cluster = cluster(1);
+    let servers = cluster.servers();
+    run(redlock(&servers).args(["acquire", "busy", "--ttl", "2s"])).expect_code(0);
+    for args in [
+        &["acquire", "busy", "--ttl", "2s", "--wait", HUGE][..],
+        &["run", "busy", "--ttl", "2s", "--wait", HUGE, "--", "true"],
+    ] {
+        let out = run(redlock(&servers).args(args));
+        assert_eq!(out.code(), 0, "{args:?}: {out:#?}");
+        assert_no_panic(&out.stderr);
+    }
 }

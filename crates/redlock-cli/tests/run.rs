@@ -277,6 +277,41 @@ fn lost_lock_ends_the_command(resources: &[&str], deleted: &str, message: &str) 
 }
 
 #[test]
+fn a_kill_grace_of_duration_max_never_kills_and_never_panics() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let started = Instant::now();
+    let child = redlock(&servers)
+        .args([
+            "run",
+            "graceful",
+            "--ttl",
+            "1s",
+            "--kill-grace",
+            "18446744073709551615s",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(20), || {
+        cluster
+            .iter()
+            .all(|node| node.cli(&["EXISTS", "graceful"]).unwrap() == "1")
+    }));
+    for node in cluster.iter() {
+        node.cli(&["DEL", "graceful"]).unwrap();
+    }
+    // SIGTERM ends `sleep`; nothing is left for a SIGKILL.
+    let out = finish(child, started);
+    out.expect_code(76);
+    out.one_line_error("was lost while sleep ran");
+}
+
+#[test]
 fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
     let mut cluster = cluster(3);
     let servers = cluster.servers();

@@ -1,8 +1,10 @@
 //! The builder: every setting with its documented default, checked once in [`Builder::build`].
 //!
 //! A configuration that cannot work (no servers, the same server twice, an unparsable URL, a
-//! drift factor that leaves no validity) is an error here, before any request is sent, never a
-//! panic and never a surprise at the first lock.
+//! drift factor that leaves no validity, a timeout too long to mean anything) is an error here,
+//! before any request is sent, never a panic and never a surprise at the first lock. Where a
+//! huge duration has a meaning ("forever": a `fence_retention`, or a [`Retry`]'s delay and
+//! `max_wait`), it is taken as that instead of refused.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -37,6 +39,16 @@ pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
 
 /// Default time a resource's fencing counter is kept after its last use: one day.
 pub const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest `connect_timeout`: an hour. A connection that is not made within minutes (TCP
+/// gives up on an unanswered connect within about two) is not coming, and the bound keeps every
+/// deadline derived from it representable.
+pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// The longest fencing counter retention: 100 years, which is forever in practice. A longer
+/// `fence_retention` (`Duration::MAX` included) is taken as this, since Redis needs a finite
+/// expiry.
+pub const MAX_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// Builds a [`Redlock`] manager. Create one with [`Redlock::builder`] or
 /// [`Redlock::builder_from_list`].
@@ -76,13 +88,16 @@ impl Builder {
     }
 
     /// How long each node has to answer one request (default [`DEFAULT_NODE_TIMEOUT`], 100 ms).
-    /// A node that does not answer in time counts as no vote.
+    /// A node that does not answer in time counts as no vote. Must be greater than zero and at
+    /// most `max_ttl`: a reply later than that cannot count toward any lock, whose validity has
+    /// run out by then.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
     }
 
     /// How long establishing a connection may take (default [`DEFAULT_CONNECT_TIMEOUT`], 1 s).
+    /// Must be greater than zero and at most [`MAX_CONNECT_TIMEOUT`] (an hour).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -136,7 +151,9 @@ impl Builder {
 
     /// How long a resource's fencing counter is kept after its last use (default
     /// [`DEFAULT_FENCE_RETENTION`], one day). Tokens stay increasing across an expired counter
-    /// as long as the nodes' clocks differ by less than half of it (see the README).
+    /// as long as the nodes' clocks differ by less than half of it (see the README). Must be at
+    /// least twice `max_ttl`; anything beyond [`MAX_FENCE_RETENTION`] (100 years, e.g.
+    /// `Duration::MAX` for "forever") is taken as that.
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.fence_retention = retention;
         self
@@ -175,6 +192,12 @@ impl Builder {
         }
         positive("node_timeout", self.node_timeout)?;
         positive("connect_timeout", self.connect_timeout)?;
+        at_most(
+            "connect_timeout",
+            self.connect_timeout,
+            ("the limit", MAX_CONNECT_TIMEOUT),
+            "a connection not made within minutes is not coming",
+        )?;
         if !(0.0..1.0).contains(&self.drift_factor) {
             return Err(ConfigError::InvalidSetting {
                 setting: "drift_factor",
@@ -190,6 +213,12 @@ impl Builder {
             }
             .into());
         }
+        at_most(
+            "node_timeout",
+            self.node_timeout,
+            ("max_ttl", self.max_ttl),
+            "a reply that late cannot count toward any lock",
+        )?;
         if self.fence_retention < self.max_ttl.saturating_mul(2) {
             return Err(ConfigError::InvalidSetting {
                 setting: "fence_retention",
@@ -230,7 +259,9 @@ impl Builder {
             drift_factor: self.drift_factor,
             retry: self.retry,
             max_ttl: self.max_ttl,
-            fence_retention: self.fencing.then_some(self.fence_retention),
+            fence_retention: self
+                .fencing
+                .then_some(self.fence_retention.min(MAX_FENCE_RETENTION)),
             notify: self.notify,
             fair: self.fair,
             background: TaskTracker::new(),
@@ -244,6 +275,22 @@ fn positive(setting: &'static str, value: Duration) -> Result<(), ConfigError> {
         return Err(ConfigError::InvalidSetting {
             setting,
             reason: "must be greater than zero".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses `value` above the bound `(name, bound)`, saying which bound it is and why.
+fn at_most(
+    setting: &'static str,
+    value: Duration,
+    (name, bound): (&str, Duration),
+    why: &str,
+) -> Result<(), ConfigError> {
+    if value > bound {
+        return Err(ConfigError::InvalidSetting {
+            setting,
+            reason: format!("{value:?} is longer than {name} ({bound:?}): {why}"),
         });
     }
     Ok(())

@@ -689,13 +689,31 @@ impl Redlock {
                 let id = place.map_or_else(WaiterId::new, |place| place.id);
                 waiting = Some(shared.waiters.register(&resources, id, shared.fair));
             }
-            match (&waiting, place) {
-                // `waiting` invariant 8: behind others, only the lease needs our attempts.
-                (Some(waiting), Some(place)) if behind => {
-                    waiting.woken_or(delay.max(place.poll_behind())).await;
-                }
-                (Some(waiting), _) => waiting.woken_or(delay).await,
-                (None, _) => tokio::time::sleep(delay).await,
+            // `waiting` invariant 8: behind others, only the lease needs our attempts; never past
+            // `max_wait` (`retry` invariant 1).
+            let wait = match place {
+                Some(place) if behind && waiting.is_some() => delay.max(place.poll_behind()),
+                _ => delay,
+            };
+            let wait = schedule.capped(wait, Instant::now());
+            match &waiting {
+                Some(waiting) => waiting.woken_or(wait).await,
+                None => tokio::time::sleep(wait).await,
+            }
+            if schedule.expired(Instant::now()) {
+                // Nothing woke us before the deadline: give up without another attempt. The
+                // round was rolled back; a release of a fresh value (the queue place's, if
+                // any) gives up the queue place and tells WRONGTYPE from busy, as the last
+                // rollback does.
+                let last = place_kept.unwrap_or_else(|| {
+                    Held::new(Arc::clone(shared), resources.clone(), new_value(), None)
+                });
+                explain_refusals(&mut failure, &last.release().await);
+                return Err(Error::NotAcquired {
+                    resource: resources.to_string(),
+                    attempts,
+                    failure: Box::new(failure),
+                });
             }
         }
     }

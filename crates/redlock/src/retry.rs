@@ -3,6 +3,13 @@
 //! Competing clients that retry in lock-step split the votes again and again, so every delay is
 //! drawn at random from `[delay/2, delay]` (the reference clients' rule). The random source is
 //! seedable so tests can replay a schedule exactly.
+//!
+//! # Invariants
+//! 1. No attempt starts once `max_wait` has passed since the first one started: a wait between
+//!    attempts ends by then (`Schedule::capped`), and an acquisition whose wait ended at the
+//!    deadline gives up without another attempt (`Schedule::expired`).
+//! 2. No duration is too long: a `max_wait` or a delay too far out to be an instant is no
+//!    deadline, or a wait that only a wake-up (or `max_wait`) ends. Nothing here panics.
 
 use std::time::{Duration, Instant};
 
@@ -58,14 +65,18 @@ impl Retry {
     }
 
     /// The maximum delay between attempts (default 200 ms); each delay is drawn uniformly from
-    /// `[delay/2, delay]`.
+    /// `[delay/2, delay]`. Any length is accepted: a huge one (`Duration::MAX`) means "never
+    /// poll", and only a release's notification or `max_wait` ends the wait.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
     }
 
     /// An overall deadline, measured from the start of the first attempt (default: none). No
-    /// attempt starts after it.
+    /// attempt starts after it: the wait before the next attempt is cut short at the deadline,
+    /// and if nothing woke the waiter by then the acquisition gives up. A deadline too far out
+    /// to represent (`Duration::MAX`) is no deadline: wait until acquired, or until the attempts
+    /// run out.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);
         self
@@ -86,6 +97,7 @@ impl Retry {
         Schedule {
             attempts_left: self.attempts,
             delay: self.delay,
+            // Invariant 2: a deadline too far out to be an instant is none.
             give_up_at: self.max_wait.and_then(|w| started.checked_add(w)),
             seed: self.seed,
             rng: None,
@@ -106,8 +118,9 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    /// Call after a failed attempt that ended at `now`: how long to sleep before the next
-    /// attempt, or `None` to give up.
+    /// Call after a failed attempt that ended at `now`: how long to wait before the next
+    /// attempt, never past the deadline (invariant 1), or `None` to give up: the attempts are
+    /// used up, or the deadline has passed.
     pub(crate) fn next_delay(&mut self, now: Instant) -> Option<Duration> {
         if let Some(left) = self.attempts_left.as_mut() {
             *left = left.saturating_sub(1);
@@ -115,11 +128,24 @@ impl Schedule {
                 return None;
             }
         }
-        let delay = self.jitter();
-        match self.give_up_at {
-            Some(give_up_at) if now + delay >= give_up_at => None,
-            _ => Some(delay),
+        if self.expired(now) {
+            return None;
         }
+        let delay = self.jitter();
+        Some(self.capped(delay, now))
+    }
+
+    /// `wait`, starting at `now`, cut short so that it ends by the deadline (invariant 1).
+    pub(crate) fn capped(&self, wait: Duration, now: Instant) -> Duration {
+        match self.give_up_at {
+            Some(give_up_at) => wait.min(give_up_at.saturating_duration_since(now)),
+            None => wait,
+        }
+    }
+
+    /// Whether the deadline has passed at `now`: no attempt may start (invariant 1).
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        self.give_up_at.is_some_and(|give_up_at| now >= give_up_at)
     }
 
     fn jitter(&mut self) -> Duration {
@@ -179,13 +205,40 @@ mod tests {
     }
 
     #[test]
-    fn no_attempt_starts_after_max_wait() {
+    fn no_wait_ends_after_max_wait_and_no_attempt_starts_after_it() {
+        let ms = Duration::from_millis;
         let start = Instant::now();
         let mut s = Retry::forever()
-            .delay(Duration::from_millis(200))
+            .delay(ms(200))
             .max_wait(Duration::from_secs(1))
             .schedule(start);
-        assert!(s.next_delay(start + Duration::from_millis(500)).is_some());
-        assert_eq!(s.next_delay(start + Duration::from_millis(950)), None);
+        let early = s.next_delay(start + ms(500)).unwrap();
+        assert!(early >= ms(100) && early <= ms(200), "{early:?}");
+        assert!(s.next_delay(start + ms(950)).unwrap() <= ms(50));
+        assert_eq!(s.capped(Duration::MAX, start + ms(900)), ms(100));
+        assert!(!s.expired(start + ms(999)));
+        assert!(s.expired(start + ms(1000)));
+        assert_eq!(s.next_delay(start + ms(1000)), None);
+    }
+
+    #[test]
+    fn huge_durations_mean_no_deadline_and_never_polling() {
+        let now = Instant::now();
+        let mut s = Retry::forever()
+            .delay(Duration::MAX)
+            .max_wait(Duration::MAX)
+            .schedule(now);
+        let far = now + Duration::from_secs(100 * 365 * 24 * 3600);
+        assert!(!s.expired(far), "Duration::MAX is no deadline");
+        let delay = s.next_delay(far).unwrap();
+        assert!(
+            delay >= Duration::from_secs(100 * 365 * 24 * 3600),
+            "{delay:?}"
+        );
+        let mut capped = Retry::forever()
+            .delay(Duration::MAX)
+            .max_wait(Duration::from_secs(1))
+            .schedule(now);
+        assert!(capped.next_delay(now).unwrap() <= Duration::from_secs(1));
     }
 }

@@ -54,6 +54,25 @@
 //!     registers only after its refused attempt, and the release that names it can come in
 //!     between. Lost, it would stall the whole queue (nobody else may go) for a quarter lease;
 //!     measured with `examples/contended.rs`, that happened in about half the 10 s fair runs.
+//! 11. A fair waiter for a set claims queue places only where it is blocked. An attempt that
+//!     finds some member of the set busy on a node queues (or keeps its place) only for the busy
+//!     members there, and leaves the queues of the free ones, announcing the next in line where
+//!     it was first (`scripts/acquire_queued.lua`); only an attempt that finds every member free
+//!     queues for all of them, and takes them if it is first in every queue. So:
+//!     1. a set waiting for a busy `b` never closes a free `a` to `a`'s other fair waiters (it
+//!        could not take `a` anyway); holding its place at the head of `a`'s queue would keep
+//!        `a` idle for as long as `b`'s holder keeps `b`, extensions included;
+//!     2. single-resource waiters are served exactly as before: the rule never applies to them;
+//!     3. the set's ticket never changes (invariant 3), so wherever it queues again it is back
+//!        in its arrival position, not at the back;
+//!     4. the price: a set is served when all its members are free at once on a quorum, not in
+//!        arrival order against the waiters of each member alone; under steady traffic on its
+//!        members it can wait longer than its turn (sets get no starvation-freedom), and safety
+//!        is unaffected (invariant 5);
+//!     5. a set that finds every member free but another waiter first in one queue still
+//!        queues for every member, so it may hold another member's queue until that waiter has
+//!        taken its resource and the set's next attempt (within a quarter lease, invariant 8)
+//!        finds it busy and lets go.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -120,10 +139,19 @@ impl QueuePlace {
 
 /// How long a queue place outlives its last renewal: four retry delays and a round, and at least
 /// a second, so that a live waiter, which renews it on every attempt, never loses it to a slow
-/// scheduler, while a dead one blocks the queue only briefly.
+/// scheduler, while a dead one blocks the queue only briefly. At most [`LONGEST_LEASE`].
 pub(crate) fn lease(retry_delay: Duration, node_timeout: Duration) -> Duration {
-    (retry_delay.saturating_mul(4) + node_timeout).max(Duration::from_secs(1))
+    retry_delay
+        .saturating_mul(4)
+        .saturating_add(node_timeout)
+        .clamp(Duration::from_secs(1), LONGEST_LEASE)
 }
+
+/// The longest lease: a day. A retry delay of hours (or `Duration::MAX`, "never poll") must still
+/// give a lease that Redis can store as an expiry, and a dead waiter should not close the queue
+/// for longer than that. A live waiter that polls less often than this may lose its place between
+/// attempts; it gets it back at its next attempt, with the same ticket (invariant 3).
+const LONGEST_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// One registered waiter: what wakes it.
 #[derive(Debug)]
@@ -347,6 +375,17 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(lease(ms(5), ms(100)), Duration::from_secs(1));
         assert_eq!(lease(ms(500), ms(100)), ms(2100));
+    }
+
+    #[test]
+    fn huge_delays_and_timeouts_give_a_day_long_lease_not_a_panic() {
+        assert_eq!(lease(Duration::MAX, Duration::MAX), LONGEST_LEASE);
+        assert_eq!(
+            lease(Duration::MAX, Duration::from_millis(100)),
+            LONGEST_LEASE
+        );
+        let place = QueuePlace::new(Duration::MAX, Duration::MAX);
+        assert_eq!(place.lease_ms, 24 * 60 * 60 * 1000);
     }
 
     #[tokio::test]

@@ -389,3 +389,89 @@ async fn a_waiter_dropped_while_waiting_leaves_the_queue() {
         "the holder's lock was untouched"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_attempt_starts_after_max_wait_even_for_a_waiter_behind_in_the_queue() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, true).await;
+    let lock = holder.acquire("deadline", TTL).await.unwrap();
+    // A first waiter at the head of the queue, so that the next one is behind it.
+    let first = built(&cluster, true, true).await;
+    let ahead = tokio::spawn(async move { first.acquire_with("deadline", TTL, &patient()).await });
+    assert!(eventually(SOON, || queued_on_majority(&cluster, "deadline", 1)).await);
+
+    // Behind another waiter, a fair waiter tries only every quarter of its lease (`waiting`
+    // invariant 8): with this node timeout, about 15 s, far beyond its max_wait of 1 s.
+    let behind = Redlock::builder(cluster.urls())
+        .fair(true)
+        .node_timeout(Duration::from_secs(59))
+        .build()
+        .unwrap();
+    behind.connect().await;
+    let retry = Retry::forever()
+        .delay(Duration::from_millis(500))
+        .max_wait(Duration::from_secs(1));
+    let started = tokio::time::Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        behind.acquire_with("deadline", TTL, &retry),
+    )
+    .await
+    .expect("gave up at last");
+    let elapsed = started.elapsed();
+    let err = result.expect_err("acquired a held lock");
+    assert!(err.is_busy(), "{err}");
+    // Waiting out its quarter lease, it would start an attempt after about 15 s; with every
+    // wait cut short at the deadline, it gives up after 1 s and a release round. The bound
+    // is loose, for a loaded machine.
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "an attempt started after max_wait: gave up after {elapsed:?}"
+    );
+    lock.release().await;
+    ahead.await.unwrap().unwrap().release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_set_waiter_does_not_close_a_free_member_while_another_is_busy() {
+    let cluster = cluster(3);
+    // Long enough to outlast every bound below: b stays busy until released.
+    let long = Duration::from_secs(50);
+    let x = built(&cluster, true, true).await;
+    let b = x.acquire("member:b", long).await.unwrap();
+
+    let w = built(&cluster, true, true).await;
+    let mut set = tokio::spawn(async move {
+        w.acquire_many_with(&["member:a", "member:b"], TTL, &patient())
+            .await
+    });
+    assert!(
+        eventually(SOON, || queued_on_majority(&cluster, "member:b", 1)).await,
+        "the set never queued for its busy member"
+    );
+
+    // A fair waiter for `a` alone gets it at once, while `b` is still held.
+    let y = built(&cluster, true, true).await;
+    let a = tokio::time::timeout(SOON, y.acquire_with("member:a", TTL, &patient()))
+        .await
+        .expect("the set waiting for b closed a to its other waiters")
+        .unwrap();
+    assert!(a.is_valid());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut set)
+            .await
+            .is_err(),
+        "the set was acquired with a member held"
+    );
+
+    // Both freed: the set gets both.
+    a.release().await;
+    b.release().await;
+    let set = tokio::time::timeout(SOON, set)
+        .await
+        .expect("the set never got its members once both were free")
+        .unwrap()
+        .unwrap();
+    assert_eq!(set.resources(), ["member:a", "member:b"]);
+    assert!(set.is_valid());
+}
