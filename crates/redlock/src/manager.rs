@@ -175,14 +175,14 @@ impl Count {
     }
 
     /// Every node that has not answered timed out.
-    fn time_out_the_rest(&mut self) {
-        for reply in self
-            .replies
-            .iter_mut()
-            .filter(|r| matches!(r, Reply::Pending))
-        {
-            *reply = Reply::Timeout;
-            self.tally.record(false);
+    /// Records every request still pending as timed out, telling `timed_out` which node's.
+    fn time_out_the_rest(&mut self, mut timed_out: impl FnMut(usize)) {
+        for (i, reply) in self.replies.iter_mut().enumerate() {
+            if matches!(reply, Reply::Pending) {
+                *reply = Reply::Timeout;
+                self.tally.record(false);
+                timed_out(i);
+            }
         }
     }
 }
@@ -265,7 +265,11 @@ impl Shared {
                 return Poll::Ready(true); // invariant 2
             }
             if deadline.poll(cx).is_ready() {
-                fanout.count().time_out_the_rest();
+                fanout.count().time_out_the_rest(|i| {
+                    if let Some(node) = self.nodes.get(i) {
+                        node.timed_out(); // node invariant 6
+                    }
+                });
                 return Poll::Ready(false); // the requests still pending are cancelled
             }
             Poll::Pending

@@ -36,9 +36,12 @@
 //!    successor. Those were given up on and never counted, so the worst they do is set a key
 //!    that a release already missed, which expires by its TTL.
 //! 6. **A connection that stops answering is replaced.** Errors drop a connection at once; so
-//!    do [`TIMEOUTS_BEFORE_REPLACING`] requests in a row given up on without a reply (a server
-//!    that moved, a firewall that silently drops the flow, a proxy black hole), and a health
-//!    recheck that fails or times out. Every connection has TCP keepalive on, so an idle flow
+//!    do [`TIMEOUTS_BEFORE_REPLACING`] requests in a row whose round's deadline passed without
+//!    their reply (a server that moved, a firewall that silently drops the flow, a proxy black
+//!    hole), and a health recheck that fails or times out. Only a deadline counts, not a request
+//!    merely dropped: a won round's stragglers are dropped unpolled once the release is queued
+//!    behind them, answered or not. A node that stops answering is seen by the next round it
+//!    fails, or by the next release, which waits for every node. Every connection has TCP keepalive on, so an idle flow
 //!    that died is noticed by the kernel too. The replacement runs the health check first
 //!    (invariant 2), so a server found behind the old address is judged before it votes.
 //! 7. **A vote carries its own evidence.** With the quarantine on, every acquisition (`SET`, or
@@ -634,6 +637,22 @@ impl Node {
         }
     }
 
+    /// A request to this node timed out: its round's deadline passed without its reply. After
+    /// [`TIMEOUTS_BEFORE_REPLACING`] in a row (no reply in between) the connection is replaced
+    /// (invariant 6).
+    pub(crate) fn timed_out(&self) {
+        let Some(live) = self.live.load_full() else {
+            return;
+        };
+        if live.timeouts.fetch_add(1, Ordering::AcqRel) + 1 == TIMEOUTS_BEFORE_REPLACING {
+            tracing::warn!(
+                node = %self.label,
+                "no reply to {TIMEOUTS_BEFORE_REPLACING} requests in a row: replacing the connection"
+            );
+            self.forget(live.generation);
+        }
+    }
+
     /// Whether the node's `maxmemory-policy` lets it evict lock keys, as far as we know.
     pub(crate) fn may_evict(&self) -> bool {
         self.live
@@ -720,17 +739,11 @@ impl Node {
         let live = self.live().await;
         queued();
         let live = live?;
-        let mut unanswered = Unanswered {
-            node: self,
-            live: &live,
-            answered: false,
-        };
         // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
         // first poll return before the command is queued (redis-rs queues it through a Tokio
         // channel, whose permit counts against the budget), and invariant 5 needs it queued.
         let outcome =
             tokio::task::unconstrained(self.perform(&live, request, resources, value)).await;
-        unanswered.answered = true;
         // The one clock read of the request, after the reply: a node trusted "from now" by the
         // health check of the connection just made is not reported as quarantined.
         let tick = live.tick(Instant::now());
@@ -942,31 +955,6 @@ impl Node {
             node_state(reply?)
         })
         .await
-    }
-}
-
-/// A request sent on a connection and not answered yet. Dropped unanswered, it was given up on
-/// (its round's deadline passed, or its straggler's, or its caller went away): after
-/// [`TIMEOUTS_BEFORE_REPLACING`] of those in a row the connection is replaced (invariant 6).
-struct Unanswered<'a> {
-    node: &'a Node,
-    live: &'a Live,
-    answered: bool,
-}
-
-impl Drop for Unanswered<'_> {
-    fn drop(&mut self) {
-        if self.answered {
-            return;
-        }
-        let given_up = self.live.timeouts.fetch_add(1, Ordering::AcqRel) + 1;
-        if given_up == TIMEOUTS_BEFORE_REPLACING {
-            tracing::warn!(
-                node = %self.node.label,
-                "no reply to {TIMEOUTS_BEFORE_REPLACING} requests in a row: replacing the connection"
-            );
-            self.node.forget(self.live.generation);
-        }
     }
 }
 
