@@ -326,3 +326,36 @@ async fn a_node_that_may_evict_keys_is_flagged() {
     let status = client(&plain, Duration::from_secs(60)).status("res").await;
     assert!(!status[0].may_evict, "{status:?}");
 }
+
+/// The other side of replacing silent connections: a healthy one is kept, however many won
+/// rounds leave requests behind (they are dropped unpolled once the release is queued).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_connections_are_kept_through_many_rounds() {
+    let cluster = cluster(5);
+    let redlock = Redlock::builder(cluster.urls())
+        .notify(false)
+        .build()
+        .expect("valid test configuration");
+    redlock.connect().await;
+    let before: Vec<Vec<String>> = cluster.iter().map(library_connections).collect();
+    let tasks: Vec<_> = (0..8)
+        .map(|task| {
+            let redlock = redlock.clone();
+            tokio::spawn(async move {
+                for cycle in 0..50 {
+                    if let Ok(lock) = redlock
+                        .try_acquire(&format!("res:{task}:{cycle}"), Duration::from_secs(5))
+                        .await
+                    {
+                        lock.release().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let after: Vec<Vec<String>> = cluster.iter().map(library_connections).collect();
+    assert_eq!(before, after, "the same connection to every node");
+}
