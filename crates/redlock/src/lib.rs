@@ -26,9 +26,13 @@
 //! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
 //!   got the lock. Check [`Lock::is_valid`] (or [`Guard::is_lost`]) before each step, keep steps
 //!   short.
-//! - A node that restarts without its data could let a second client gather a majority. We
-//!   quarantine such a node (its grants are not votes) until it has been up for `max_ttl`,
-//!   unless it is configured not to lose acknowledged writes (AOF, `appendfsync always`).
+//! - A node that loses its data (a restart, a flush, eviction, another server behind its
+//!   address) could let a second client gather a majority. We quarantine such a node (its
+//!   grants are not votes) for `max_ttl` from when we see the evidence: a changed `run_id`, a
+//!   missing or changed marker key ([`MARKER_KEY`]), an uptime below `max_ttl`. A node
+//!   configured not to lose acknowledged writes (AOF, `appendfsync always`) that still shows its
+//!   marker is trusted at once. This protects a holder only if every client of those servers
+//!   quarantines.
 //! - Mutual exclusion assumes clocks that run at about the same rate (not synchronised ones);
 //!   the drift allowance covers small differences, not jumps of the wall clock of a Redis server.
 //!
@@ -52,7 +56,8 @@
 //! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
 //!   tracking) and fair releases announced; only ever a hint.
 //! - `quorum`: pure vote counting; decides won, lost or still open.
-//! - `quarantine`: pure judgement of when a restarted node's votes count again.
+//! - `quarantine`: pure judgement of when a node that may have lost its data votes again, and
+//!   the marker key that is the evidence.
 //! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
 //! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
 //! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
