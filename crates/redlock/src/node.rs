@@ -1036,7 +1036,10 @@ async fn check_health(
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
     let marker = read_marker(conn, trust.max_ttl).await?;
-    let durable = trust.trust_durable && config.durable;
+    // A replica promoted in place of a master has the master's marker (it was replicated) but
+    // maybe not its last keys: its own durability says nothing about them (quarantine
+    // invariant 4).
+    let durable = trust.trust_durable && config.durable && !promoted(conn).await;
     let seen = Observation::from_info(&info, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
     let now = Instant::now();
@@ -1105,6 +1108,22 @@ async fn read_marker(
         .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{MARKER_KEY}")))?;
     let (value, written, node_ms) = reply;
     Ok(Marker::from_reply(value, written == 1, node_ms))
+}
+
+/// Whether `INFO replication` shows a replica promoted to master since it last started
+/// (`second_repl_offset` set; `-1` on a server that has only ever been a master since starting).
+/// `true` when it cannot be read: such a node is not trusted for its durability.
+async fn promoted(conn: &mut MultiplexedConnection) -> bool {
+    let Ok(info): Result<String, _> = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await
+    else {
+        return true;
+    };
+    !info
+        .lines()
+        .any(|line| line.trim_end() == "second_repl_offset:-1")
 }
 
 /// What `CONFIG GET` says about persistence and eviction.

@@ -43,7 +43,9 @@
 //!    shows the marker we knew (or, on first sight, any marker that vouches): a wiped AOF
 //!    directory, a new volume or a `FLUSHALL` leaves a durable node without its marker, which
 //!    is evidence of a loss (invariant 2). If `CONFIG` is not allowed, the node is not known to
-//!    be durable.
+//!    be durable. Nor is a replica promoted to master (`INFO replication` shows a
+//!    `second_repl_offset`): it carries the master's marker by replication, but perhaps not the
+//!    master's last keys.
 //! 5. With quarantine disabled every node is trusted: plain Redlock. No marker is read or
 //!    written.
 

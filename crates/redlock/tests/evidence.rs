@@ -359,3 +359,45 @@ async fn healthy_connections_are_kept_through_many_rounds() {
     let after: Vec<Vec<String>> = cluster.iter().map(library_connections).collect();
     assert_eq!(before, after, "the same connection to every node");
 }
+
+/// Durable trust is for a server that restarted with its own disk. A replica promoted in its
+/// place (behind the same address) carries the master's marker, by replication, but maybe not
+/// its last keys: its configuration vouches for nothing, and it is quarantined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_behind_the_same_address_is_not_trusted_for_its_durability() {
+    const MAX_TTL: Duration = Duration::from_secs(15);
+    let mut cluster = cluster(3);
+    let master_port = cluster.node(0).port().to_string();
+    let replica = RedisNode::start(
+        NodeSpec::new()
+            .persistence(redlock_nodes::Persistence::AofAlways)
+            .arg("--replicaof")
+            .arg("127.0.0.1")
+            .arg(master_port.clone()),
+    )
+    .expect("start replica");
+    let marker = cluster
+        .node(0)
+        .cli(&["GET", redlock::MARKER_KEY])
+        .expect("marker");
+    let synced = common::eventually(Duration::from_secs(10), || {
+        replica.cli(&["GET", redlock::MARKER_KEY]).ok().as_deref() == Some(marker.as_str())
+    })
+    .await;
+    assert!(synced, "the replica has the master's marker");
+    let client = client(&cluster, MAX_TTL);
+    client.connect().await;
+    cluster.node(0).kill().expect("the master dies");
+    replica
+        .cli(&["REPLICAOF", "NO", "ONE"])
+        .expect("promote the replica");
+    replica
+        .cli(&["CONFIG", "SET", "port", &master_port])
+        .expect("move it to the master's address");
+    client.status("res").await; // finds the old connection broken
+    let status = client.status("res").await;
+    assert!(
+        status[0].quarantined_for.is_some(),
+        "the promoted replica does not vote at once: {status:?}"
+    );
+}
