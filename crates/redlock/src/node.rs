@@ -118,17 +118,21 @@ impl LuaScript {
 enum KeyGroup {
     /// The resource's fencing counter.
     Fence,
+    /// The node's marker key (the same for every resource).
+    Marker,
 }
 
 impl KeyGroup {
     fn key(self, resource: &str) -> String {
         match self {
             KeyGroup::Fence => fence_key(resource),
+            KeyGroup::Marker => MARKER_KEY.to_owned(),
         }
     }
 }
 
 const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
+const FENCED_MARKED: &[KeyGroup] = &[KeyGroup::Fence, KeyGroup::Marker];
 
 /// A script that uses the waiting queue, with the queue's shared functions in front (and, for
 /// the acquisition, the fenced scripts' shared reading of the counters).
@@ -157,6 +161,10 @@ static INSPECT: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
 static ACQUIRE_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED));
+// The same script, also reading the marker back (invariant 7) for a single resource.
+static ACQUIRE_FENCED_MARKED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED_MARKED)
+});
 static FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
 static ACQUIRE_MANY: LazyLock<LuaScript> =
@@ -182,7 +190,7 @@ static ACQUIRE_QUEUED: LazyLock<LuaScript> =
 static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), FENCED));
 
-fn scripts() -> [&'static LuaScript; 13] {
+fn scripts() -> [&'static LuaScript; 14] {
     [
         &MARKER,
         &RELEASE_STANDARD,
@@ -190,6 +198,7 @@ fn scripts() -> [&'static LuaScript; 13] {
         &EXTEND,
         &INSPECT,
         &ACQUIRE_FENCED,
+        &ACQUIRE_FENCED_MARKED,
         &FENCE,
         &ACQUIRE_MANY,
         &ACQUIRE_MANY_FENCED,
@@ -800,13 +809,29 @@ impl Node {
                 }
             }
             Request::SetFenced { ttl_ms } => {
-                let script = one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED);
+                // One resource (the common case): the script reads the marker itself, which
+                // costs no command of its own (measured with `examples/bench.rs --fencing
+                // --quarantine`: see the README).
+                let marked = checked && !many;
+                let script = if marked {
+                    &ACQUIRE_FENCED_MARKED
+                } else {
+                    one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED)
+                };
                 let reply = self
-                    .eval(live, checked, script, keys, Some(value), &[ttl_ms])
+                    .eval(live, checked && !marked, script, keys, Some(value), &[ttl_ms])
                     .await?;
                 match reply {
                     Value::Nil => (false, None, false),
-                    reply => (true, Some(fence_floor(&reply)?), false),
+                    reply => {
+                        if marked {
+                            let Value::Array(items) = &reply else {
+                                return Err(unexpected("fenced SET", &reply));
+                            };
+                            self.check_marker(live, items.get(3));
+                        }
+                        (true, Some(fence_floor(&reply)?), false)
+                    }
                 }
             }
             Request::SetQueued {

@@ -122,6 +122,13 @@ async fn a_durable_node_that_lost_its_data_does_not_vote() {
     let holder = client(&cluster, MAX_TTL);
     let stayed = client(&cluster, MAX_TTL);
     stayed.connect().await;
+    // Without fencing the vote is a plain `SET`, and the marker read is a command of its own.
+    let stayed_plain = Redlock::builder(cluster.urls())
+        .max_ttl(MAX_TTL)
+        .fencing(false)
+        .build()
+        .expect("valid test configuration");
+    stayed_plain.connect().await;
     let held = holder
         .try_acquire("res", Duration::from_secs(12))
         .await
@@ -133,6 +140,11 @@ async fn a_durable_node_that_lost_its_data_does_not_vote() {
         .try_acquire("res", Duration::from_secs(1))
         .await
         .expect_err("a client connected through the flush sees it in its votes");
+    assert_eq!(quarantined_in(&err), 2, "{err}");
+    let err = stayed_plain
+        .try_acquire("res", Duration::from_secs(1))
+        .await
+        .expect_err("so does one whose votes are plain SETs");
     assert_eq!(quarantined_in(&err), 2, "{err}");
 
     let newcomer = client(&cluster, MAX_TTL);
