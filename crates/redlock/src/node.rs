@@ -421,9 +421,12 @@ impl Live {
     /// Records a health check's verdict. The two values need not change together: each is only
     /// compared with the clock on its own.
     fn set_health(&self, health: &Health) {
-        self.trusted_from.store(
+        // Never earlier than before: a recheck that judged the node before a vote showed a loss
+        // ([`Live::lost_data`]) must not undo that vote's quarantine when it lands after it.
+        // (Judged verdicts only move later anyway: quarantine invariant 2.)
+        self.trusted_from.fetch_max(
             nanos_since(self.epoch, health.trusted_from),
-            Ordering::Release,
+            Ordering::AcqRel,
         );
         self.checked_at.store(
             nanos_since(self.epoch, health.checked_at),
