@@ -262,9 +262,15 @@ fn a_new_server_gets_the_marker_and_an_empty_restart_loses_it() {
     let marker = node.cli(&["GET", redlock_nodes::MARKER_KEY]).unwrap();
     assert!(marker.starts_with("fresh-"), "{marker:?}");
     node.restart().unwrap();
-    assert_eq!(node.cli(&["GET", redlock_nodes::MARKER_KEY]).unwrap(), marker);
+    assert_eq!(
+        node.cli(&["GET", redlock_nodes::MARKER_KEY]).unwrap(),
+        marker
+    );
     node.restart_empty().unwrap();
-    assert_eq!(node.cli(&["EXISTS", redlock_nodes::MARKER_KEY]).unwrap(), "0");
+    assert_eq!(
+        node.cli(&["EXISTS", redlock_nodes::MARKER_KEY]).unwrap(),
+        "0"
+    );
 
     let other = RedisNode::start(NodeSpec::new()).unwrap();
     assert_ne!(

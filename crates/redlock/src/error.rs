@@ -185,8 +185,9 @@ pub enum LossReason {
     /// An extension round did not reach a quorum within the new validity (keys deleted or taken
     /// over, nodes down); every node's reply.
     ExtensionFailed(Box<RoundFailure>),
-    /// The validity deadline passed before an extension succeeded, e.g. because the nodes stalled
-    /// and the round could not finish in time.
+    /// No extension succeeded before the safety margin ahead of the validity deadline
+    /// ([`HoldOptions::margin`](crate::HoldOptions::margin)), e.g. because the nodes stalled and
+    /// the round could not finish in time.
     ValidityRanOut,
     /// A bound set in [`HoldOptions`](crate::HoldOptions) was reached. The keys were not
     /// released: they stay until the guard is released or dropped, or until they expire.
@@ -200,9 +201,9 @@ impl fmt::Display for LossReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LossReason::ExtensionFailed(failure) => write!(f, "extension failed, {failure}"),
-            LossReason::ValidityRanOut => {
-                f.write_str("its validity ran out before an extension succeeded")
-            }
+            LossReason::ValidityRanOut => f.write_str(
+                "its validity ran out (to within the safety margin) before an extension succeeded",
+            ),
             LossReason::LimitReached(limit) => write!(f, "{limit} reached"),
             LossReason::Invalid(e) => write!(f, "it cannot be kept alive, {e}"),
         }

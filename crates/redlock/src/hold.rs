@@ -12,9 +12,20 @@
 //! 1. **A loss is final.** Once the task has decided the lock is lost it sends nothing more and
 //!    never extends again (lock invariant 1: no resurrection). The reason is recorded *before*
 //!    the loss token fires, so whoever wakes on the token finds it.
-//! 2. **The signal is never late.** The task never sleeps past the validity deadline, and an
-//!    extension in flight is raced against that deadline: a round stuck on a stalled node cannot
-//!    delay the signal past it.
+//! 2. **The signal comes early, never late.** The lock counts as lost a safety margin before
+//!    its deadline ([`HoldOptions::margin`]; by default a tenth of the validity, at most 1 s):
+//!    the task never sleeps past that point, and an extension in flight is raced against it, so
+//!    a round stuck on a stalled node cannot delay the signal past it, and whoever wakes on the
+//!    loss token still has the margin to stop before the keys can expire.
+//! 7. **Time alone makes a lock lost.** [`Guard::is_lost`], [`Guard::remaining`] and their
+//!    [`LockInfo`] counterparts read the clock, not only the task's verdict: once the margin
+//!    before the deadline is reached they say "lost" and "no time left", even if the task never
+//!    ran (a `current_thread` runtime blocked by the work itself). The token can only fire when
+//!    the runtime runs the task; the clock needs nothing.
+//! 8. **The first extension is due by the lock's own deadline.** A guard made from a lock that
+//!    has already used part of its validity extends when the validity left is what an interval
+//!    after a fresh acquisition would leave (`deadline − (validity − interval)`), at once if that
+//!    has passed; not an interval after the guard's creation.
 //! 3. **A bound is a loss, reported while the lock is still valid.** When another extension is
 //!    due after [`HoldOptions::max_extensions`], or [`HoldOptions::max_hold`] has passed, the
 //!    task stops as for any loss; the keys still have validity left, so the holder can wind down
@@ -50,11 +61,16 @@ use crate::validity;
 #[must_use]
 pub struct HoldOptions {
     interval: Option<Duration>,
+    margin: Option<Duration>,
     max_extensions: Option<u32>,
     max_hold: Option<Duration>,
 }
 
 impl HoldOptions {
+    /// The default [`margin`](Self::margin) is a tenth of the validity, but never more than
+    /// this.
+    pub const MAX_DEFAULT_MARGIN: Duration = Duration::from_secs(1);
+
     /// The defaults: extend every third of the validity, for as long as the guard lives.
     pub fn new() -> Self {
         Self::default()
@@ -66,10 +82,24 @@ impl HoldOptions {
     /// interval is not there for retries: the two thirds left over absorb slow rounds and
     /// scheduling delays.
     ///
-    /// Must be greater than zero and shorter than that validity; otherwise the guard reports
-    /// [`LossReason::Invalid`] at once.
+    /// Must be greater than zero and, with the [`margin`](Self::margin), shorter than that
+    /// validity; otherwise the guard reports [`LossReason::Invalid`] at once.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = Some(interval);
+        self
+    }
+
+    /// How long before the lock's deadline the guard gives it up if no extension has succeeded
+    /// by then (default: a tenth of the validity, at most
+    /// [`MAX_DEFAULT_MARGIN`](Self::MAX_DEFAULT_MARGIN), and at most half of what the interval
+    /// leaves of the validity): the loss
+    /// token fires, and [`Guard::is_lost`] turns true, this much *before* the keys may expire,
+    /// so the work has that long to stop (invariant 2).
+    ///
+    /// The interval plus the margin must be shorter than the validity; otherwise the guard
+    /// reports [`LossReason::Invalid`] at once.
+    pub fn margin(mut self, margin: Duration) -> Self {
+        self.margin = Some(margin);
         self
     }
 
@@ -94,7 +124,10 @@ impl HoldOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Plan {
     ttl: Duration,
+    /// What a lock of `ttl` is valid for after an extension round (`ttl − drift`).
+    validity: Duration,
     interval: Duration,
+    margin: Duration,
     max_extensions: Option<u32>,
     max_hold: Option<Duration>,
 }
@@ -126,9 +159,28 @@ impl Plan {
                 ),
             });
         }
+        // The default never makes an explicit interval invalid: it shrinks to half of what the
+        // interval leaves.
+        let margin = options.margin.unwrap_or_else(|| {
+            (validity / 10)
+                .min(HoldOptions::MAX_DEFAULT_MARGIN)
+                .min((validity - interval) / 2)
+        });
+        if interval.saturating_add(margin) >= validity {
+            return Err(ConfigError::InvalidSetting {
+                setting: "margin",
+                reason: format!(
+                    "{margin:?} plus the interval ({interval:?}) must be shorter than the \
+                     {validity:?} a {ttl:?} lock stays valid, or the lock is given up before \
+                     its first extension"
+                ),
+            });
+        }
         Ok(Self {
             ttl,
+            validity,
             interval,
+            margin,
             max_extensions: options.max_extensions,
             max_hold: options.max_hold,
         })
@@ -157,27 +209,29 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn new(plan: Plan, start: Instant) -> Self {
+    /// A schedule for a guard made at `start` of a lock valid until `deadline` (invariant 8).
+    fn new(plan: Plan, start: Instant, deadline: Instant) -> Self {
         Self {
             plan,
             // An end too far away to represent is no end.
             hold_end: plan.max_hold.and_then(|max| start.checked_add(max)),
-            due: start + plan.interval,
+            due: plan.due(deadline).max(start),
             extensions: 0,
         }
     }
 
     /// What to do at `now`, with the lock valid until `deadline`.
     fn next(&self, now: Instant, deadline: Instant) -> Step {
-        if now >= deadline {
-            return Step::Lose(LossReason::ValidityRanOut);
+        let give_up = self.plan.give_up(deadline);
+        if now >= give_up {
+            return Step::Lose(LossReason::ValidityRanOut); // invariant 2
         }
         if let (Some(end), Some(max)) = (self.hold_end, self.plan.max_hold) {
             if now >= end {
                 return Step::Lose(LossReason::LimitReached(Limit::Hold(max))); // invariant 3
             }
         }
-        let give_up_at = self.hold_end.map_or(deadline, |end| end.min(deadline));
+        let give_up_at = self.hold_end.map_or(give_up, |end| end.min(give_up));
         if now < self.due {
             return Step::Wait(self.due.min(give_up_at));
         }
@@ -189,10 +243,25 @@ impl Schedule {
         Step::Extend { give_up_at }
     }
 
-    /// An extension succeeded at `now`: the next one is due an interval later.
-    fn extended(&mut self, now: Instant) {
+    /// An extension succeeded, making the lock valid until `deadline`: the next one is due an
+    /// interval after that extension's round started.
+    fn extended(&mut self, deadline: Instant) {
         self.extensions = self.extensions.saturating_add(1);
-        self.due = now + self.plan.interval;
+        self.due = self.plan.due(deadline);
+    }
+}
+
+impl Plan {
+    /// When the extension of a lock valid until `deadline` is due: when it has as much validity
+    /// left as it had an interval after it was taken (invariant 8).
+    fn due(&self, deadline: Instant) -> Instant {
+        let before = self.validity.saturating_sub(self.interval);
+        deadline.checked_sub(before).unwrap_or(deadline)
+    }
+
+    /// When a lock valid until `deadline` is given up: `margin` before it (invariant 2).
+    fn give_up(&self, deadline: Instant) -> Instant {
+        deadline.checked_sub(self.margin).unwrap_or(deadline)
     }
 }
 
@@ -200,8 +269,29 @@ impl Schedule {
 #[derive(Debug)]
 struct Status {
     deadline: Instant,
+    /// How long before `deadline` the lock counts as lost ([`Plan::margin`]; zero for a plan
+    /// that could not work, which is lost at once anyway).
+    margin: Duration,
     extensions: u32,
     loss: Option<LossReason>,
+}
+
+impl Status {
+    /// The instant from which the lock counts as lost by time alone (invariant 7).
+    fn lost_at(&self) -> Instant {
+        self.deadline
+            .checked_sub(self.margin)
+            .unwrap_or(self.deadline)
+    }
+
+    /// The time left before the lock counts as lost, zero once it is (`lost` says whether the
+    /// task already gave it up).
+    fn remaining(&self, lost: bool, now: Instant) -> Duration {
+        if lost {
+            return Duration::ZERO;
+        }
+        self.lost_at().saturating_duration_since(now)
+    }
 }
 
 fn status(status: &Mutex<Status>) -> MutexGuard<'_, Status> {
@@ -229,6 +319,7 @@ impl Lock {
         let plan = Plan::new(ttl, &options, shared.drift_factor, Instant::now());
         let status = Arc::new(Mutex::new(Status {
             deadline: self.deadline(),
+            margin: plan.as_ref().map_or(Duration::ZERO, |plan| plan.margin),
             extensions: 0,
             loss: None,
         }));
@@ -288,7 +379,7 @@ async fn extend_until_lost(
         Ok(plan) => plan,
         Err(e) => return LossReason::Invalid(e), // invariant 6
     };
-    let mut schedule = Schedule::new(plan, Instant::now());
+    let mut schedule = Schedule::new(plan, Instant::now(), lock.deadline());
     loop {
         match schedule.next(Instant::now(), lock.deadline()) {
             Step::Lose(reason) => return reason,
@@ -301,14 +392,15 @@ async fn extend_until_lost(
                     result = lock.extend(plan.ttl) => Some(result),
                     () = sleep_until(give_up_at) => None, // invariant 2
                 };
+                // Whatever happened, the guard reads the deadline the lock now has: a cancelled
+                // extension to a shorter TTL may have moved it earlier (lock invariant 3).
+                status(status_of).deadline = lock.deadline();
                 match extended {
                     // The next step says which of deadline or hold end has passed.
                     None => {}
                     Some(Ok(())) => {
-                        schedule.extended(Instant::now());
-                        let mut status = status(status_of);
-                        status.deadline = lock.deadline();
-                        status.extensions = schedule.extensions;
+                        schedule.extended(lock.deadline());
+                        status(status_of).extensions = schedule.extensions;
                     }
                     Some(Err(e)) => return loss_of(e),
                 }
@@ -375,24 +467,25 @@ impl Guard {
         self.fence
     }
 
-    /// The instant until which the lock may be relied on, moved forward by every successful
-    /// extension. After a loss it stays at the last deadline reached; see
-    /// [`remaining`](Self::remaining).
+    /// The instant until which the lock's keys are valid, moved forward by every successful
+    /// extension. After a loss it stays at the last deadline reached. The guard gives the lock
+    /// up a safety margin earlier ([`HoldOptions::margin`]); see [`remaining`](Self::remaining).
     pub fn deadline(&self) -> Instant {
         status(&self.status).deadline
     }
 
-    /// The time left before the deadline; zero once lost.
+    /// The time left before the lock counts as lost: up to the margin before the deadline,
+    /// zero once lost (invariant 7).
     pub fn remaining(&self) -> Duration {
-        if self.is_lost() {
-            return Duration::ZERO;
-        }
-        self.deadline().saturating_duration_since(Instant::now())
+        let lost = self.lost.is_cancelled();
+        status(&self.status).remaining(lost, Instant::now())
     }
 
-    /// Whether the lock is lost: the holder must stop relying on it. Final (invariant 1).
+    /// Whether the lock is lost: the holder must stop relying on it. True once the task gave it
+    /// up, and, by the clock alone, once the margin before the deadline is reached, even if the
+    /// task could not run (invariant 7). Final (invariant 1).
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.remaining().is_zero()
     }
 
     /// Why the lock was lost, or `None` while it is kept alive.
@@ -477,6 +570,7 @@ pub struct LockInfo {
     resource: Arc<str>,
     value: Arc<str>,
     fence: Option<u64>,
+    status: Arc<Mutex<Status>>,
     lost: CancellationToken,
 }
 
@@ -496,9 +590,23 @@ impl LockInfo {
         &self.value
     }
 
-    /// Whether the lock is lost (or the work is over); check it between steps.
+    /// The instant until which the lock's keys are valid, moved forward by every extension; see
+    /// [`Guard::deadline`].
+    pub fn deadline(&self) -> Instant {
+        status(&self.status).deadline
+    }
+
+    /// The time left before the lock counts as lost (a safety margin before the deadline); zero
+    /// once lost or once the work is over. See [`Guard::remaining`].
+    pub fn remaining(&self) -> Duration {
+        let lost = self.lost.is_cancelled();
+        status(&self.status).remaining(lost, Instant::now())
+    }
+
+    /// Whether the lock is lost (or the work is over); check it between steps. Time alone makes
+    /// it true, even if the background task could not run (see [`Guard::is_lost`]).
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.remaining().is_zero()
     }
 
     /// A token that fires when the lock is lost, and once `with_lock` returns; hand it to tasks
@@ -540,6 +648,7 @@ impl Redlock {
             resource: Arc::from(guard.resource()),
             value: Arc::clone(&guard.value),
             fence: guard.fence,
+            status: Arc::clone(&guard.status),
             lost: guard.lost_token(),
         };
         let output = tokio::select! {
@@ -624,11 +733,13 @@ mod tests {
     fn schedule(t0: Instant, max_extensions: Option<u32>, max_hold_ms: Option<u64>) -> Schedule {
         let plan = Plan {
             ttl: 1000 * MS,
+            validity: 1000 * MS,
             interval: 100 * MS,
+            margin: Duration::ZERO,
             max_extensions,
             max_hold: max_hold_ms.map(Duration::from_millis),
         };
-        Schedule::new(plan, t0)
+        Schedule::new(plan, t0, t0 + 1000 * MS)
     }
 
     #[test]
@@ -737,12 +848,78 @@ mod tests {
     fn the_next_extension_is_due_an_interval_after_the_last_success() {
         let t0 = Instant::now();
         let mut s = schedule(t0, None, None);
-        s.extended(t0 + 130 * MS);
+        // The extension's round started at 130 ms: valid until 1130 ms.
+        s.extended(t0 + 1130 * MS);
         assert_eq!(s.extensions, 1);
         assert_eq!(
-            s.next(t0 + 130 * MS, t0 + MS * 900),
+            s.next(t0 + 131 * MS, t0 + MS * 1130),
             Step::Wait(t0 + 230 * MS)
         );
+    }
+
+    #[test]
+    fn a_late_guard_extends_by_the_lock_s_deadline_not_its_own_creation() {
+        // Invariant 8: acquire(3 s), 2.5 s of work, keep_alive(3 s): the first extension is due
+        // at once, not a third of the validity after the guard was made.
+        let t0 = Instant::now();
+        let plan = plan(3000, HoldOptions::new()).unwrap();
+        let deadline = t0 + 2968 * MS;
+        let made = t0 + 2500 * MS;
+        let s = Schedule::new(plan, made, deadline);
+        assert!(
+            matches!(s.next(made, deadline), Step::Extend { .. }),
+            "{:?}",
+            s.next(made, deadline)
+        );
+        // A guard made at once waits the interval, as before.
+        let s = Schedule::new(plan, t0, deadline);
+        assert_eq!(s.next(t0, deadline), Step::Wait(t0 + 2968 * MS / 3));
+    }
+
+    #[test]
+    fn the_lock_is_given_up_a_margin_before_its_deadline() {
+        // Invariant 2: validity 2968 ms, margin a tenth of it.
+        let t0 = Instant::now();
+        let plan = plan(3000, HoldOptions::new()).unwrap();
+        assert_eq!(plan.margin, 2968 * MS / 10);
+        let deadline = t0 + 2968 * MS;
+        let s = Schedule::new(plan, t0, deadline);
+        let give_up = deadline - plan.margin;
+        assert_eq!(
+            s.next(t0 + 2000 * MS, deadline),
+            Step::Extend {
+                give_up_at: give_up
+            }
+        );
+        assert_eq!(
+            s.next(give_up, deadline),
+            Step::Lose(LossReason::ValidityRanOut)
+        );
+        // Long TTLs: at most a second.
+        let long = super::Plan::new(
+            Duration::from_secs(60),
+            &HoldOptions::new(),
+            0.01,
+            Instant::now(),
+        )
+        .unwrap();
+        assert_eq!(long.margin, HoldOptions::MAX_DEFAULT_MARGIN);
+        // A margin that leaves no room for the first extension is refused.
+        let result = plan_with(3000, HoldOptions::new().margin(2000 * MS));
+        assert!(
+            matches!(
+                result,
+                Err(ConfigError::InvalidSetting {
+                    setting: "margin",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+
+    fn plan_with(ttl_ms: u64, options: HoldOptions) -> Result<Plan, ConfigError> {
+        plan(ttl_ms, options)
     }
 
     #[test]

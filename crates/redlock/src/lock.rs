@@ -11,6 +11,12 @@
 //!    starts a best-effort release on every node, in the background, on the current Tokio
 //!    runtime. `Drop` never blocks, never awaits, and never panics: outside a runtime it only
 //!    logs, and the keys expire with their TTL.
+//! 3. **An extension never leaves the deadline later than the keys allow.** Before an extension
+//!    to `ttl` is sent, the deadline becomes `min(deadline, now + ttl − drift)`: a shorter TTL
+//!    may already have shortened the keys on a majority by the time the round is cancelled or
+//!    fails, and every node that applies it does so after `now` (validity invariant 1). A
+//!    longer TTL cannot shorten any key, so the old deadline stays a safe bound until the round
+//!    is won.
 
 use std::sync::Arc;
 
@@ -20,6 +26,7 @@ use crate::error::{Error, NodeReply};
 use crate::manager::Shared;
 use crate::resources::Resources;
 use crate::stragglers::LeftBehind;
+use crate::validity;
 use crate::waiting::WaiterId;
 
 /// What a release did, node by node.
@@ -248,8 +255,9 @@ impl Lock {
     /// within the new validity; the handle is then invalid for good.
     ///
     /// # Cancel safety
-    /// Dropping the future leaves the handle's deadline unchanged (the old, shorter one), which is
-    /// always safe; some nodes may have extended their key.
+    /// Dropping the future leaves the handle's deadline at the earlier of the old one and what
+    /// the new TTL allows (invariant 3), which is safe whichever nodes applied it: with a
+    /// shorter TTL, some nodes may already have shortened their key.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         if !self.is_valid() {
             self.lost = true;
@@ -257,6 +265,11 @@ impl Lock {
                 resource: self.held.resources.to_string(),
                 failure: None,
             });
+        }
+        // Invariant 3. A TTL that leaves no validity is refused before anything is sent.
+        if let Some(bound) = validity::deadline(Instant::now(), ttl, self.held.shared.drift_factor)
+        {
+            self.deadline = self.deadline.min(bound);
         }
         match self
             .held

@@ -162,9 +162,8 @@ static INSPECT: LazyLock<LuaScript> =
 static ACQUIRE_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED));
 // The same script, also reading the marker back (invariant 7) for a single resource.
-static ACQUIRE_FENCED_MARKED: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED_MARKED)
-});
+static ACQUIRE_FENCED_MARKED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED_MARKED));
 static FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
 static ACQUIRE_MANY: LazyLock<LuaScript> =
@@ -822,7 +821,14 @@ impl Node {
                     one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED)
                 };
                 let reply = self
-                    .eval(live, checked && !marked, script, keys, Some(value), &[ttl_ms])
+                    .eval(
+                        live,
+                        checked && !marked,
+                        script,
+                        keys,
+                        Some(value),
+                        &[ttl_ms],
+                    )
                     .await?;
                 match reply {
                     Value::Nil => (false, None, false),

@@ -34,10 +34,17 @@ fn quarantined_in(err: &Error) -> usize {
 
 /// The ids of the clients connected to `node`, other than the `redis-cli` that asks.
 fn library_connections(node: &RedisNode) -> Vec<String> {
-    let list = node.cli(&["CLIENT", "LIST"]).expect("redis-cli CLIENT LIST");
+    let list = node
+        .cli(&["CLIENT", "LIST"])
+        .expect("redis-cli CLIENT LIST");
     list.lines()
         .filter(|line| !line.contains("cmd=client|list"))
-        .filter_map(|line| line.split(' ').next()?.strip_prefix("id=").map(str::to_owned))
+        .filter_map(|line| {
+            line.split(' ')
+                .next()?
+                .strip_prefix("id=")
+                .map(str::to_owned)
+        })
         .collect()
 }
 
@@ -295,7 +302,14 @@ async fn a_refused_health_check_names_the_permission_and_script_is_optional() {
     cluster
         .node(0)
         .cli(&[
-            "ACL", "SETUSER", "nomarker", "on", ">pw-nomarker", "~res*", "&*", "+@all",
+            "ACL",
+            "SETUSER",
+            "nomarker",
+            "on",
+            ">pw-nomarker",
+            "~res*",
+            "&*",
+            "+@all",
         ])
         .expect("ACL SETUSER");
     let no_marker = Redlock::builder([format!("redis://nomarker:pw-nomarker@127.0.0.1:{port}")])

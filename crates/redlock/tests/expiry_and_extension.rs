@@ -202,3 +202,47 @@ async fn a_cancelled_acquisition_leaves_nothing_behind() {
     cluster.node(1).resume().unwrap();
     cluster.node(2).resume().unwrap();
 }
+
+/// An extension to a shorter TTL that is cancelled half-way (here: the nodes stalled, so the
+/// caller gave up) leaves the handle's deadline no later than the shorter TTL allows: the nodes
+/// may apply it (and do, once they resume), so the old, longer deadline would be a lie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_shorter_extension_shortens_the_deadline() {
+    let mut cluster = cluster(3);
+    let redlock = redlock::Redlock::builder(cluster.urls())
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    redlock.connect().await;
+    let mut lock = redlock
+        .try_acquire("res", Duration::from_secs(20))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        cluster.node(i).pause().unwrap();
+    }
+    let before = Instant::now();
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(300),
+        lock.extend(Duration::from_secs(2)),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the extension was cancelled half-way");
+    for i in 0..3 {
+        cluster.node(i).resume().unwrap();
+    }
+    assert!(
+        lock.deadline() <= before + Duration::from_secs(2),
+        "the handle trusts the lock no longer than the shorter TTL: {:?} left",
+        lock.deadline().saturating_duration_since(Instant::now())
+    );
+    // The stalled extension did land: the keys now expire within the shorter TTL.
+    let landed = eventually(Duration::from_secs(5), || {
+        (0..3).all(|i| {
+            let pttl = pttl_on(cluster.node(i), "res");
+            (0..=2000).contains(&pttl)
+        })
+    })
+    .await;
+    assert!(landed, "the nodes applied the shorter TTL");
+}

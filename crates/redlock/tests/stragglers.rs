@@ -84,7 +84,11 @@ async fn a_late_set_always_lands_before_the_release() {
     redlock.settle().await;
     for node in cluster.iter() {
         // The marker key is the node's, not a lock's: it stays.
-        assert_eq!(node.cli(&["DBSIZE"]).unwrap(), "1", "no lock key is left behind");
+        assert_eq!(
+            node.cli(&["DBSIZE"]).unwrap(),
+            "1",
+            "no lock key is left behind"
+        );
         assert_eq!(
             node.cli(&["RANDOMKEY"]).unwrap(),
             redlock::MARKER_KEY,
