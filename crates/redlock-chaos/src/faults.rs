@@ -15,6 +15,16 @@
 //! | `delay` | its proxy holds every chunk back 50–300 ms | heal |
 //! | `drop` | its proxy closes every open connection | (instant) |
 //! | `client-pause` | the client, in its next critical section, sleeps past its validity by 100–700 ms after its last validity check and before its write | (instant) |
+//! | `restart-burst` | a majority of nodes, one after the other: `SIGKILL`, then a restart with its data deleted | (instant) |
+//! | `flush` | `FLUSHALL` on a majority of nodes, over a connection of its own: data lost by a running server (an operator's mistake, eviction) | (instant) |
+//! | `replace` | a majority of proxies switch to their spares: different, long-running servers without data, behind the same addresses; open connections are closed | switched back |
+//! | `blackhole` | its proxy stops forwarding on every open connection, which stays open; new connections work | the black-holed connections are closed |
+//!
+//! The data-loss faults (`restart-burst`, `flush`, `replace`) hit a majority at once, aimed at
+//! a fresh holder (invariant 4): a node that lost a lock only matters to a second client that
+//! can complete a majority with it, and a minority never can when the holder has every node.
+//! They start only when no node is impaired, and a design that quarantines such nodes is
+//! unavailable for up to a TTL afterwards, by design.
 //!
 //! # Invariants
 //! 1. The plan is a pure function of its inputs: the same seed gives the same faults, in the
@@ -75,26 +85,42 @@ pub enum Fault {
     Drop,
     /// A client sleeps past its validity inside its critical section.
     ClientPause,
+    /// A majority restarts without its data, one node after the other.
+    RestartBurst,
+    /// `FLUSHALL` on a majority.
+    Flush,
+    /// A majority of proxies switch to different, empty, long-running servers.
+    Replace,
+    /// A proxy stops forwarding on its open connections.
+    Blackhole,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 10] = [
         Fault::Kill,
         Fault::Restart,
         Fault::Pause,
         Fault::Delay,
         Fault::Drop,
         Fault::ClientPause,
+        Fault::RestartBurst,
+        Fault::Flush,
+        Fault::Replace,
+        Fault::Blackhole,
     ];
 
     /// The kinds enabled when none are named: all but `drop`.
-    pub const DEFAULT: [Fault; 5] = [
+    pub const DEFAULT: [Fault; 9] = [
         Fault::Kill,
         Fault::Pause,
         Fault::Restart,
         Fault::Delay,
         Fault::ClientPause,
+        Fault::RestartBurst,
+        Fault::Flush,
+        Fault::Replace,
+        Fault::Blackhole,
     ];
 
     /// The name on the command line.
@@ -107,6 +133,10 @@ impl Fault {
             Fault::Delay => "delay",
             Fault::Drop => "drop",
             Fault::ClientPause => "client-pause",
+            Fault::RestartBurst => "restart-burst",
+            Fault::Flush => "flush",
+            Fault::Replace => "replace",
+            Fault::Blackhole => "blackhole",
         }
     }
 
@@ -133,8 +163,13 @@ impl Fault {
     fn impairs(self) -> bool {
         matches!(
             self,
-            Fault::Kill | Fault::Restart | Fault::Pause | Fault::Delay
+            Fault::Kill | Fault::Restart | Fault::Pause | Fault::Delay | Fault::Blackhole
         )
+    }
+
+    /// Whether it hits a majority at once (the module docs).
+    fn hits_a_majority(self) -> bool {
+        matches!(self, Fault::RestartBurst | Fault::Flush | Fault::Replace)
     }
 }
 
@@ -203,6 +238,32 @@ pub enum Action {
         /// The slot.
         slot: usize,
     },
+    /// Restart `count` slots from `first` on (wrapping) without their data, one after the other.
+    RestartBurst {
+        /// The first slot.
+        first: usize,
+        /// How many.
+        count: usize,
+    },
+    /// `FLUSHALL` on `count` slots from `first` on (wrapping).
+    Flush {
+        /// The first slot.
+        first: usize,
+        /// How many.
+        count: usize,
+    },
+    /// Put `count` slots from `first` on (wrapping) behind their spares, then back.
+    Replace {
+        /// The first slot.
+        first: usize,
+        /// How many.
+        count: usize,
+    },
+    /// Black-hole the slot's open connections, then close them.
+    Blackhole {
+        /// The slot.
+        slot: usize,
+    },
     /// Pause a client past its validity in its next critical section.
     ClientPause {
         /// The client.
@@ -223,8 +284,37 @@ impl Action {
             Action::Delay { .. } => Fault::Delay,
             Action::Drop { .. } => Fault::Drop,
             Action::ClientPause { .. } => Fault::ClientPause,
+            Action::RestartBurst { .. } => Fault::RestartBurst,
+            Action::Flush { .. } => Fault::Flush,
+            Action::Replace { .. } => Fault::Replace,
+            Action::Blackhole { .. } => Fault::Blackhole,
         }
     }
+
+    /// The slots it hits, given `slots` in all (none for a client pause).
+    #[must_use]
+    pub fn slots(self, slots: usize) -> Vec<usize> {
+        match self {
+            Action::Kill { slot }
+            | Action::Restart { slot }
+            | Action::Pause { slot }
+            | Action::Delay { slot, .. }
+            | Action::Drop { slot }
+            | Action::Blackhole { slot } => vec![slot],
+            Action::RestartBurst { first, count }
+            | Action::Flush { first, count }
+            | Action::Replace { first, count } => {
+                (0..count).map(|i| (first + i) % slots.max(1)).collect()
+            }
+            Action::ClientPause { .. } => Vec::new(),
+        }
+    }
+}
+
+/// A majority of `slots`.
+#[must_use]
+pub fn majority(slots: usize) -> usize {
+    slots / 2 + 1
 }
 
 /// At most this many slots impaired at once (invariant 2).
@@ -276,6 +366,28 @@ pub fn plan(
                 client: rng.random_range(0..clients),
                 extra_ms: rng.random_range(100..=700),
             }),
+            kind if kind.hits_a_majority() => {
+                let first = rng.random_range(0..slots);
+                let count = majority(slots);
+                // Only when no node is impaired; the slots stay busy for the fault and the
+                // restarts or quarantines that follow it.
+                if busy_until.iter().all(|&until| until <= at) {
+                    let busy = match kind {
+                        Fault::Replace => at + lasts + SLACK,
+                        _ => at + SLACK + SLACK,
+                    };
+                    for i in 0..count {
+                        busy_until[(first + i) % slots] = busy;
+                    }
+                    Some(match kind {
+                        Fault::RestartBurst => Action::RestartBurst { first, count },
+                        Fault::Flush => Action::Flush { first, count },
+                        _ => Action::Replace { first, count },
+                    })
+                } else {
+                    None
+                }
+            }
             _ => {
                 let free: Vec<usize> = (0..slots).filter(|&s| busy_until[s] <= at).collect();
                 let impaired = slots - free.len();
@@ -298,6 +410,7 @@ pub fn plan(
                                 slot,
                                 ms: rng.random_range(50..=300),
                             },
+                            Fault::Blackhole => Action::Blackhole { slot },
                             _ => Action::Drop { slot },
                         })
                     }
@@ -352,18 +465,20 @@ pub(crate) fn inject<T>(
         match step {
             Step::Start(i) => {
                 let fault = plan[i];
-                let slot = slot_of(fault.action);
-                if let Some(slot) = slot {
-                    let busy = impaired.iter().filter(|f| f.is_some()).count();
-                    if fault.action.kind().impairs()
-                        && (impaired.get(slot).is_none_or(Option::is_some)
-                            || busy >= max_impaired(topology.slots()))
-                    {
-                        tracing::debug!(?fault, "skipped: a minority is already impaired");
-                        continue;
-                    }
+                let kind = fault.action.kind();
+                let hit = fault.action.slots(topology.slots());
+                let busy = impaired.iter().filter(|f| f.is_some()).count();
+                let clash = hit.iter().any(|&s| impaired.get(s).is_none_or(Option::is_some));
+                if (kind.hits_a_majority() && busy > 0)
+                    || (kind.impairs() && (clash || busy >= max_impaired(topology.slots())))
+                {
+                    tracing::debug!(?fault, "skipped: nodes are already impaired");
+                    continue;
                 }
-                if matches!(fault.action, Action::Kill { .. } | Action::Restart { .. }) {
+                if matches!(
+                    kind,
+                    Fault::Kill | Fault::Restart | Fault::RestartBurst | Fault::Flush | Fault::Replace
+                ) {
                     stopped = aim(record, topology, stop);
                     if stopped {
                         break;
@@ -371,8 +486,8 @@ pub(crate) fn inject<T>(
                 }
                 match start(fault.action, topology, record) {
                     Ok(Some(node)) => {
-                        if let Some(slot) = slot {
-                            impaired[slot] = Some(fault.action.kind());
+                        for &slot in &hit {
+                            impaired[slot] = Some(kind);
                         }
                         if matches!(fault.action, Action::Pause { .. }) {
                             paused.push(node);
@@ -389,7 +504,7 @@ pub(crate) fn inject<T>(
                 if let Err(e) = end(action, node, topology, record) {
                     tracing::warn!(?action, node, "fault not undone: {e}");
                 }
-                if let Some(slot) = slot_of(action) {
+                for slot in action.slots(topology.slots()) {
                     impaired[slot] = None;
                 }
             }
@@ -435,17 +550,6 @@ fn aim<T>(record: &Recorder, topology: &Topology, stop: &Receiver<T>) -> bool {
     }
     tracing::debug!("nothing to aim at");
     false
-}
-
-fn slot_of(action: Action) -> Option<usize> {
-    match action {
-        Action::Kill { slot }
-        | Action::Restart { slot }
-        | Action::Pause { slot }
-        | Action::Delay { slot, .. }
-        | Action::Drop { slot } => Some(slot),
-        Action::ClientPause { .. } => None,
-    }
 }
 
 fn event(record: &Recorder, node: Option<usize>, kind: FaultKind, detail: String) {
@@ -524,6 +628,69 @@ fn start(
             record.arm_pause(client, extra_ms);
             Ok(None)
         }
+        Action::RestartBurst { .. } => {
+            // Down one after the other, then back one after the other: for a moment the
+            // majority is down together, and every one of them comes back empty.
+            let mut killed = Vec::new();
+            for slot in action.slots(topology.slots()) {
+                let node = topology.kill(slot)?.node;
+                record.node_down(node);
+                event(
+                    record,
+                    Some(node),
+                    FaultKind::Kill,
+                    format!("SIGKILL node {node} (restart burst), back at once without its data"),
+                );
+                killed.push(node);
+            }
+            for node in killed {
+                topology.bring_back(node, false)?;
+                record.node_up(node);
+                event(
+                    record,
+                    Some(node),
+                    FaultKind::Restart { with_data: false },
+                    "restarted with its data deleted (restart burst)".to_owned(),
+                );
+            }
+            Ok(None)
+        }
+        Action::Flush { .. } => {
+            for slot in action.slots(topology.slots()) {
+                let node = topology.flush(slot)?;
+                event(
+                    record,
+                    Some(node),
+                    FaultKind::Flush,
+                    "FLUSHALL: the running server lost every key".to_owned(),
+                );
+            }
+            Ok(None)
+        }
+        Action::Replace { first, .. } => {
+            for slot in action.slots(topology.slots()) {
+                if let Some(node) = topology.replace(slot)? {
+                    event(
+                        record,
+                        Some(node),
+                        FaultKind::Replace { back: false },
+                        "proxy switched to a different, empty, long-running server".to_owned(),
+                    );
+                }
+            }
+            Ok(Some(topology.node_of(first)))
+        }
+        Action::Blackhole { slot } => {
+            topology.proxy(slot).blackhole();
+            let node = topology.node_of(slot);
+            event(
+                record,
+                Some(node),
+                FaultKind::Blackhole,
+                "proxy stopped forwarding on every open connection, which stay open".to_owned(),
+            );
+            Ok(Some(node))
+        }
     }
 }
 
@@ -567,7 +734,30 @@ fn end(
                 "proxy delay removed".to_owned(),
             );
         }
-        Action::Drop { .. } | Action::ClientPause { .. } => {}
+        Action::Replace { .. } => {
+            for slot in action.slots(topology.slots()) {
+                topology.restore(slot);
+                event(
+                    record,
+                    Some(topology.node_of(slot)),
+                    FaultKind::Replace { back: true },
+                    "proxy switched back to the node".to_owned(),
+                );
+            }
+        }
+        Action::Blackhole { slot } => {
+            topology.proxy(slot).heal();
+            event(
+                record,
+                Some(node),
+                FaultKind::Heal,
+                "black-holed connections closed".to_owned(),
+            );
+        }
+        Action::Drop { .. }
+        | Action::ClientPause { .. }
+        | Action::RestartBurst { .. }
+        | Action::Flush { .. } => {}
     }
     Ok(())
 }

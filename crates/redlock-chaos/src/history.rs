@@ -109,6 +109,15 @@ pub enum FaultKind {
     },
     /// A replica was promoted in place of its primary.
     Failover,
+    /// The node lost every key while running (`FLUSHALL`).
+    Flush,
+    /// A different, empty server was put behind the node's address, or the node put back.
+    Replace {
+        /// Whether the node itself was put back.
+        back: bool,
+    },
+    /// The node's open connections stopped forwarding but stay open.
+    Blackhole,
 }
 
 /// An interval during which a node was up and reachable: `[from_us, to_us)`.

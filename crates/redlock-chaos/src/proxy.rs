@@ -12,7 +12,10 @@
 //!   new ones are accepted as usual.
 //! - [`Proxy::set_upstream`]: new connections go to another port (a failover), current ones are
 //!   dropped.
-//! - [`Proxy::heal`]: no more delay.
+//! - [`Proxy::blackhole`]: every connection open now stops forwarding in both directions but
+//!   stays open (a server that moved, a firewall that silently drops a flow); new ones are
+//!   accepted and forwarded as usual.
+//! - [`Proxy::heal`]: no more delay, and the black-holed connections are closed.
 //!
 //! # Invariants
 //! 1. Bytes of one connection and direction are written in the order they were read, whatever
@@ -24,7 +27,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -57,8 +60,28 @@ struct Inner {
     upstream: AtomicU16,
     delay_ms: AtomicU64,
     /// Cancelled to drop every connection open now; replaced by a fresh one each time.
-    generation: Mutex<CancellationToken>,
+    generation: Mutex<Generation>,
+    /// Black-holed generations, closed by the next heal.
+    black_holed: Mutex<Vec<CancellationToken>>,
     shutdown: CancellationToken,
+}
+
+/// The connections accepted since the last drop or black hole.
+#[derive(Debug, Clone)]
+struct Generation {
+    /// Cancelled to close them.
+    dropped: CancellationToken,
+    /// Set to stop forwarding on them while they stay open.
+    frozen: Arc<AtomicBool>,
+}
+
+impl Generation {
+    fn new(shutdown: &CancellationToken) -> Self {
+        Self {
+            dropped: shutdown.child_token(),
+            frozen: Arc::new(AtomicBool::new(false)),
+        }
+    }
 }
 
 impl Proxy {
@@ -78,7 +101,8 @@ impl Proxy {
             port,
             upstream: AtomicU16::new(upstream),
             delay_ms: AtomicU64::new(0),
-            generation: Mutex::new(shutdown.child_token()),
+            generation: Mutex::new(Generation::new(&shutdown)),
+            black_holed: Mutex::new(Vec::new()),
             shutdown,
         });
         tokio::spawn(accept_loop(listener, Arc::clone(&inner)));
@@ -105,9 +129,21 @@ impl Proxy {
 
     /// Closes every connection open now, both sides (invariant 2).
     pub fn drop_connections(&self) {
-        let fresh = self.inner.shutdown.child_token();
-        let old = std::mem::replace(&mut *self.inner.generation(), fresh);
-        old.cancel();
+        self.next_generation().dropped.cancel();
+    }
+
+    /// Stops forwarding on every connection open now, in both directions, and keeps them open
+    /// until the next [`heal`](Self::heal); new connections are forwarded as usual.
+    pub fn blackhole(&self) {
+        let old = self.next_generation();
+        old.frozen.store(true, Ordering::Relaxed);
+        lock(&self.inner.black_holed).push(old.dropped);
+    }
+
+    /// Starts a new generation of connections; returns the old one.
+    fn next_generation(&self) -> Generation {
+        let fresh = Generation::new(&self.inner.shutdown);
+        std::mem::replace(&mut *self.inner.generation(), fresh)
     }
 
     /// Sends new connections to `port` on 127.0.0.1 and drops the current ones.
@@ -116,17 +152,23 @@ impl Proxy {
         self.drop_connections();
     }
 
-    /// Removes the delay. Dropped connections are not restored: clients reconnect by themselves.
+    /// Removes the delay and closes the black-holed connections. Dropped connections are not
+    /// restored: clients reconnect by themselves.
     pub fn heal(&self) {
         self.set_delay(Duration::ZERO);
+        for dropped in std::mem::take(&mut *lock(&self.inner.black_holed)) {
+            dropped.cancel();
+        }
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Inner {
-    fn generation(&self) -> std::sync::MutexGuard<'_, CancellationToken> {
-        self.generation
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn generation(&self) -> std::sync::MutexGuard<'_, Generation> {
+        lock(&self.generation)
     }
 
     fn delay(&self) -> Duration {
@@ -145,13 +187,14 @@ async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let dropped = inner.generation().clone();
-        tokio::spawn(connection(client, Arc::clone(&inner), dropped));
+        let generation = inner.generation().clone();
+        tokio::spawn(connection(client, Arc::clone(&inner), generation));
     }
 }
 
 /// One proxied connection, from accept to close (invariant 2).
-async fn connection(client: TcpStream, inner: Arc<Inner>, dropped: CancellationToken) {
+async fn connection(client: TcpStream, inner: Arc<Inner>, generation: Generation) {
+    let Generation { dropped, frozen } = generation;
     let port = inner.upstream.load(Ordering::Relaxed);
     if port == 0 {
         return;
@@ -172,16 +215,17 @@ async fn connection(client: TcpStream, inner: Arc<Inner>, dropped: CancellationT
     let (client_read, client_write) = client.into_split();
     let (upstream_read, upstream_write) = upstream.into_split();
     tokio::select! {
-        () = pump(client_read, upstream_write, &inner) => {}
-        () = pump(upstream_read, client_write, &inner) => {}
+        () = pump(client_read, upstream_write, &inner, &frozen) => {}
+        () = pump(upstream_read, client_write, &inner, &frozen) => {}
         () = dropped.cancelled() => {}
     }
     // Returning drops all four halves, which closes both sockets.
 }
 
 /// Copies `from` to `to`, each chunk held back by the delay in force when it was read. Ends when
-/// `from` closes or either side fails, after writing out what was already read.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, inner: &Inner) {
+/// `from` closes or either side fails, after writing out what was already read. Once `frozen`,
+/// what is read is thrown away and nothing more is written: the other side sees silence.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, inner: &Inner, frozen: &AtomicBool) {
     let (queue, mut queued) = mpsc::channel::<(Instant, Vec<u8>)>(QUEUE);
     let read = async move {
         let mut buf = vec![0; CHUNK];
@@ -203,6 +247,9 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, inner: &Inner) {
             // Not even a timer without a delay: tokio's timer would round up to the next ms.
             if due > Instant::now() {
                 tokio::time::sleep_until(due).await;
+            }
+            if frozen.load(Ordering::Relaxed) {
+                continue;
             }
             if to.write_all(&chunk).await.is_err() {
                 return;
@@ -270,6 +317,23 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(round_trip(&mut again, b"back").await.unwrap(), b"back");
+
+        // A black hole: the open connection goes silent but stays open; a new one works.
+        proxy.blackhole();
+        let silent =
+            tokio::time::timeout(Duration::from_millis(300), round_trip(&mut again, b"hole")).await;
+        assert!(silent.is_err(), "no answer through a black hole: {silent:?}");
+        let mut fresh = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        assert_eq!(round_trip(&mut fresh, b"new!").await.unwrap(), b"new!");
+        proxy.heal();
+        let closed = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0) | Err(_))),
+            "healing closes the black-holed connection: {closed:?}"
+        );
+        assert_eq!(round_trip(&mut fresh, b"kept").await.unwrap(), b"kept");
         shutdown.cancel();
     }
 

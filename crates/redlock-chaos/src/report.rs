@@ -356,6 +356,10 @@ fn fault_label(fault: &FaultEvent) -> String {
         FaultKind::Heal => "heal".to_owned(),
         FaultKind::ClientPause { ms } => format!("pause {ms} ms"),
         FaultKind::Failover => "failover".to_owned(),
+        FaultKind::Flush => "flush".to_owned(),
+        FaultKind::Replace { back: false } => "replace".to_owned(),
+        FaultKind::Replace { back: true } => "put back".to_owned(),
+        FaultKind::Blackhole => "blackhole".to_owned(),
     };
     match (fault.node, fault.client) {
         (Some(n), _) => format!("{what} n{n}"),

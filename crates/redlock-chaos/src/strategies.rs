@@ -5,7 +5,7 @@
 //!
 //! | strategy | servers | what it is |
 //! |---|---|---|
-//! | `redlock` | `--nodes` independent masters | this library: quarantine on, durable nodes *not* trusted (restart faults delete their data although they run AOF), fencing on |
+//! | `redlock` | `--nodes` independent masters | this library with its defaults: quarantine on, durable nodes trusted when they show their marker key (restart, flush and replace faults take their data although they run AOF), fencing on |
 //! | `redlock-no-quarantine` | same | the same with `.quarantine(false)`: plain Redlock |
 //! | `single-instance` | 1 | this library on one node (quarantine and fencing on) |
 //! | `single-with-failover` | 1 master + 1 replica | this library on one node that fails over to a replica whose replication lags 2.5 s, longer than the TTL; quarantine off, as any single-instance client |
@@ -45,7 +45,7 @@ const COMMAND_TIMEOUT: Duration = redlock::config::DEFAULT_NODE_TIMEOUT;
 /// A lock design under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Strategy {
-    /// This library, quarantine and fencing on, durable nodes not trusted.
+    /// This library with its defaults: quarantine, durable-node trust on evidence, fencing.
     Redlock,
     /// This library with the restart quarantine off.
     RedlockNoQuarantine,
@@ -124,11 +124,10 @@ impl Strategy {
 
     /// How this strategy's clients are made, over the proxies' `urls`.
     pub(crate) fn design(self, urls: &[String]) -> Design {
-        let builder = Redlock::builder(urls.iter().cloned())
-            .max_ttl(TTL)
-            // Restart faults delete a node's data although it runs with appendfsync always, so
-            // its configuration does not make it safe to trust at once.
-            .trust_durable_nodes(false);
+        // The library's defaults otherwise, durable-node trust included: restart, flush and
+        // replace faults take a node's data although it runs with appendfsync always, and the
+        // marker key is what must tell.
+        let builder = Redlock::builder(urls.iter().cloned()).max_ttl(TTL);
         match self {
             Strategy::Redlock | Strategy::SingleInstance => Design::Library(builder),
             Strategy::RedlockNoQuarantine | Strategy::SingleWithFailover => {

@@ -22,6 +22,14 @@
 //! never on the async runtime. That thread also starts every server, which ties the servers'
 //! lives to it (`PR_SET_PDEATHSIG`, see `redlock_nodes::NodeSpec::die_with_parent`).
 //!
+//! # Spares
+//! With independent masters, every slot also has a *spare*: a server started with the others,
+//! without persistence and without the library's marker key, that the `replace` fault puts
+//! behind the slot's proxy. By the time clients start it has been up for longer than a lock's
+//! TTL, so its uptime says nothing: it stands for a different, long-running server moved behind
+//! the same address (a new VM, a moved VIP, a switched proxy). It is emptied (`FLUSHALL`) before
+//! each use, since clients write their keys and a new marker on it.
+//!
 //! # Invariants
 //! 1. Servers listen on 127.0.0.1 only, on ports the launcher picked, and every process signalled
 //!    is one this topology started (the launcher signals only its own children, by pid).
@@ -60,6 +68,8 @@ pub(crate) struct Topology {
     proxies: Vec<Proxy>,
     /// The failover pair's replication proxy, and which node is master.
     failover: Option<(Proxy, usize)>,
+    /// One spare per slot, for `replace` (independent masters only).
+    spares: Vec<RedisNode>,
 }
 
 fn spec() -> NodeSpec {
@@ -96,15 +106,18 @@ impl Topology {
         match (layout, replication) {
             (Layout::Independent(n), _) => {
                 let mut nodes = Vec::with_capacity(n);
+                let mut spares = Vec::with_capacity(n);
                 for proxy in proxies.iter().take(n) {
                     let node = RedisNode::start(spec())?;
                     proxy.set_upstream(node.port());
                     nodes.push(node);
+                    spares.push(RedisNode::start(NodeSpec::new().marked(false))?);
                 }
                 Ok(Self {
                     nodes,
                     proxies,
                     failover: None,
+                    spares,
                 })
             }
             (Layout::Failover, Some(link)) => {
@@ -127,6 +140,7 @@ impl Topology {
                     nodes: vec![master, replica],
                     proxies,
                     failover: Some((link, 0)),
+                    spares: Vec::new(),
                 })
             }
             (Layout::Failover, None) => Err(ChaosError::Config(
@@ -212,6 +226,31 @@ impl Topology {
         };
         let replica = &self.nodes[1 - master];
         replica.cli(&["EXISTS", key]).is_ok_and(|n| n == "0")
+    }
+
+    /// `FLUSHALL` on the node behind `slot`, over a connection of its own (not through the
+    /// proxy); returns which node.
+    pub(crate) fn flush(&self, slot: usize) -> Result<usize, LaunchError> {
+        let node = self.node_of(slot);
+        self.nodes[node].cli(&["FLUSHALL"])?;
+        Ok(node)
+    }
+
+    /// Puts `slot`'s spare, emptied, behind its proxy, closing the connections open now;
+    /// returns the node the slot had. `false` when the layout has no spares.
+    pub(crate) fn replace(&self, slot: usize) -> Result<Option<usize>, LaunchError> {
+        let Some(spare) = self.spares.get(slot) else {
+            return Ok(None);
+        };
+        spare.cli(&["FLUSHALL"])?;
+        self.proxies[slot].set_upstream(spare.port());
+        Ok(Some(self.node_of(slot)))
+    }
+
+    /// Puts `slot`'s own node back behind its proxy, closing the connections to the spare.
+    pub(crate) fn restore(&self, slot: usize) {
+        let node = self.node_of(slot);
+        self.proxies[slot].set_upstream(self.nodes[node].port());
     }
 
     /// Freezes the node behind `slot` (`SIGSTOP`); returns which node.

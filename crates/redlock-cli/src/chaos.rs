@@ -37,7 +37,8 @@ fenced store (stale tokens refused), release. The history is then checked: two h
 believed themselves valid at once, or fencing tokens going backwards, are violations.
 
 Strategies (--strategy):
-  redlock                 this library, 5 nodes: quarantine on, durable nodes not trusted, fencing
+  redlock                 this library with its defaults, 5 nodes: quarantine (durable nodes trusted
+                          when they show their marker key), fencing
   redlock-no-quarantine   the same with the restart quarantine off (plain Redlock)
   single-instance         this library on one node
   single-with-failover    one master, one replica whose replication lags 2.5 s (more than a
@@ -54,6 +55,12 @@ Faults (--faults, comma-separated, or none):
   delay         hold back every chunk through a node's proxy 50-300 ms
   drop          close every connection through a node's proxy (not in the default list)
   client-pause  a client sleeps past its validity between its check and its write
+  restart-burst a majority of nodes, one after the other: SIGKILL, restart with data deleted
+  flush         FLUSHALL on a majority of nodes (a running server loses its data)
+  replace       a majority of proxies switch to different, empty, long-running servers, and
+                back later
+  blackhole     a node's proxy stops forwarding on its open connections, which stay open;
+                new connections work
 
 Output: the summary table on stdout; with --json one line instead: {\"strategy\", \"seed\",
 \"nodes\", \"clients\", \"duration_ms\", \"sections\", \"faults\", \"overlaps\", \"token_violations\",
@@ -93,7 +100,7 @@ pub struct Args {
         long,
         value_name = "LIST",
         value_parser = parse_faults,
-        default_value = "kill,pause,restart,delay,client-pause"
+        default_value = "kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole"
     )]
     faults: Faults,
 
