@@ -468,7 +468,9 @@ pub(crate) fn inject<T>(
                 let kind = fault.action.kind();
                 let hit = fault.action.slots(topology.slots());
                 let busy = impaired.iter().filter(|f| f.is_some()).count();
-                let clash = hit.iter().any(|&s| impaired.get(s).is_none_or(Option::is_some));
+                let clash = hit
+                    .iter()
+                    .any(|&s| impaired.get(s).is_none_or(Option::is_some));
                 if (kind.hits_a_majority() && busy > 0)
                     || (kind.impairs() && (clash || busy >= max_impaired(topology.slots())))
                 {
@@ -477,7 +479,11 @@ pub(crate) fn inject<T>(
                 }
                 if matches!(
                     kind,
-                    Fault::Kill | Fault::Restart | Fault::RestartBurst | Fault::Flush | Fault::Replace
+                    Fault::Kill
+                        | Fault::Restart
+                        | Fault::RestartBurst
+                        | Fault::Flush
+                        | Fault::Replace
                 ) {
                     stopped = aim(record, topology, stop);
                     if stopped {

@@ -322,7 +322,10 @@ mod tests {
         proxy.blackhole();
         let silent =
             tokio::time::timeout(Duration::from_millis(300), round_trip(&mut again, b"hole")).await;
-        assert!(silent.is_err(), "no answer through a black hole: {silent:?}");
+        assert!(
+            silent.is_err(),
+            "no answer through a black hole: {silent:?}"
+        );
         let mut fresh = TcpStream::connect(("127.0.0.1", proxy.port()))
             .await
             .unwrap();

@@ -93,7 +93,9 @@ impl Strategy {
     #[must_use]
     pub fn describe(self) -> &'static str {
         match self {
-            Strategy::Redlock => "this library: quarantine on, durable nodes not trusted, fencing",
+            Strategy::Redlock => {
+                "this library with its defaults: quarantine (trusting durable nodes that show their marker), fencing"
+            }
             Strategy::RedlockNoQuarantine => "this library with .quarantine(false): plain Redlock",
             Strategy::SingleInstance => "this library on one node",
             Strategy::SingleWithFailover => {
