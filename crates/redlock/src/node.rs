@@ -794,7 +794,9 @@ impl Node {
                 let key = resources.first();
                 let mut cmd = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
                 cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
-                match self.query(live, cmd, checked).await? {
+                let marker = checked.then_some(MARKER_KEY);
+                let reply = self.query(live, cmd, checked).await;
+                match reply.map_err(|e| naming_keys(e, std::iter::once(key).chain(marker)))? {
                     Value::Okay => (true, None, false),
                     Value::SimpleString(s) if s == "OK" => (true, None, false),
                     Value::Nil => (false, None, false),
@@ -950,7 +952,7 @@ impl Node {
             cmd.arg(&grouped).arg(value).arg(&tail);
             cmd
         };
-        match self
+        let result = match self
             .query(live, build("EVALSHA", &script.sha), checked)
             .await
         {
@@ -959,7 +961,12 @@ impl Node {
                     .await
             }
             other => other,
-        }
+        };
+        let marker = checked.then_some(MARKER_KEY);
+        result.map_err(|e| {
+            let used = keys.iter().map(AsRef::as_ref).chain(grouped.iter().map(String::as_str));
+            naming_keys(e, used.chain(marker))
+        })
     }
 
     /// Waits, until `deadline` at most, for this node to have run every request queued on its
@@ -989,6 +996,21 @@ impl Node {
             node_state(reply?)
         })
         .await
+    }
+}
+
+/// A `NOPERM` about keys does not say which (Redis: "no permissions to access one of the keys
+/// used as arguments"): the library does, so an operator can fix the ACL without guessing.
+fn naming_keys<'k>(error: NodeError, keys: impl Iterator<Item = &'k str>) -> NodeError {
+    match error {
+        NodeError::Server(why) if why.starts_with("NOPERM") => {
+            let keys: Vec<&str> = keys.take(6).collect();
+            NodeError::Server(format!(
+                "{why}: the request uses the keys {} (see the README's ACL section)",
+                keys.join(", ")
+            ))
+        }
+        other => other,
     }
 }
 
