@@ -67,6 +67,7 @@ pub struct Builder {
     fence_retention: Duration,
     notify: bool,
     fair: bool,
+    tls_root_certificates: Option<Vec<u8>>,
 }
 
 impl Builder {
@@ -84,7 +85,19 @@ impl Builder {
             fence_retention: DEFAULT_FENCE_RETENTION,
             notify: true,
             fair: false,
+            tls_root_certificates: None,
         }
+    }
+
+    /// The certificate authorities (PEM, one or more certificates) that `rediss://` servers'
+    /// certificates must chain to, instead of the system's roots (the default): for servers with
+    /// certificates from a private CA. Checked at [`build`](Self::build): a PEM that holds no
+    /// certificate is an [`Error::Config`]. A server whose certificate does not chain to them, or
+    /// has expired, is refused on connection with an error that says so; it is never trusted
+    /// without verification.
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into());
+        self
     }
 
     /// How long each node has to answer one request (default [`DEFAULT_NODE_TIMEOUT`], 100 ms).
@@ -229,6 +242,9 @@ impl Builder {
             }
             .into());
         }
+        if let Some(pem) = &self.tls_root_certificates {
+            check_certificates(pem)?;
+        }
         let settings = NodeSettings {
             connect_timeout: self.connect_timeout,
             trust: TrustPolicy {
@@ -240,7 +256,7 @@ impl Builder {
         let mut nodes = Vec::with_capacity(self.servers.len());
         let mut seen = HashSet::new();
         for url in &self.servers {
-            let node = Node::new(url.trim(), settings)?;
+            let node = Node::new(url.trim(), settings, self.tls_root_certificates.as_deref())?;
             if !seen.insert(node.server_identity()) {
                 return Err(ConfigError::DuplicateServer(node.server_identity()).into());
             }
@@ -318,4 +334,24 @@ mod tests {
         );
         assert!(split_list(" , ").is_empty());
     }
+}
+
+/// Refuses a PEM that holds no certificate, or one that cannot be read: redis-rs would take it
+/// as an empty set of roots, and every TLS connection would fail later, less clearly.
+fn check_certificates(pem: &[u8]) -> Result<(), ConfigError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let invalid = |reason: String| ConfigError::InvalidSetting {
+        setting: "tls_root_certificates",
+        reason,
+    };
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(format!("not a PEM certificate list: {e}")))?;
+    if certificates.is_empty() {
+        return Err(invalid(
+            "holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)".to_owned(),
+        ));
+    }
+    Ok(())
 }

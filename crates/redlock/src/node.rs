@@ -493,16 +493,33 @@ impl std::fmt::Debug for Node {
 
 impl Node {
     /// Parses `url` (`redis://`, `rediss://`, `redis+unix://`, with user, password and db) without
-    /// connecting.
-    pub(crate) fn new(url: &str, settings: NodeSettings) -> Result<Self, ConfigError> {
+    /// connecting; a `rediss://` server's certificate must chain to `tls_roots` (PEM) when given,
+    /// else to the system's roots.
+    pub(crate) fn new(
+        url: &str,
+        settings: NodeSettings,
+        tls_roots: Option<&[u8]>,
+    ) -> Result<Self, ConfigError> {
         let invalid = |e: RedisError| ConfigError::InvalidUrl {
             url: redact_url(url),
             reason: scrub(&e.to_string(), url),
         };
-        let info = redis::Client::open(url)
-            .map_err(invalid)?
-            .get_connection_info()
-            .clone();
+        let client = match tls_roots {
+            Some(roots) if url.trim_start().starts_with("rediss://") => {
+                let certificates = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots.to_vec()),
+                };
+                redis::Client::build_with_tls(url, certificates).map_err(|e| {
+                    ConfigError::InvalidSetting {
+                        setting: "tls_root_certificates",
+                        reason: scrub(&e.to_string(), url),
+                    }
+                })?
+            }
+            _ => redis::Client::open(url).map_err(invalid)?,
+        };
+        let info = client.get_connection_info().clone();
         let tcp = info.tcp_settings().clone().set_keepalive(keepalive());
         let client = redis::Client::open(info.set_tcp_settings(tcp)).map_err(invalid)?;
         let info = client.get_connection_info();
