@@ -139,6 +139,11 @@ pub struct Global {
     /// script instead of a plain SET per attempt)
     #[arg(long, global = true)]
     pub fair: bool,
+
+    /// Certificate authorities (PEM file) that rediss:// servers' certificates must chain to,
+    /// instead of the system's roots
+    #[arg(long, global = true, env = "REDLOCK_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 impl Global {
@@ -170,6 +175,12 @@ impl Global {
             .fence_retention(DEFAULT_FENCE_RETENTION.max(self.max_ttl.saturating_mul(2)));
         if let Some(timeout) = self.node_timeout {
             builder = builder.node_timeout(timeout);
+        }
+        if let Some(path) = &self.tls_ca {
+            let pem = std::fs::read(path).map_err(|e| {
+                Failure::usage(format!("--tls-ca {}: cannot read it: {e}", path.display()))
+            })?;
+            builder = builder.tls_root_certificates(pem);
         }
         builder.build().map_err(exit::from_error)
     }

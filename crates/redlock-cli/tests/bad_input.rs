@@ -330,3 +330,58 @@ fn a_huge_wait_means_until_acquired() {
         assert_no_panic(&out.stderr);
     }
 }
+
+#[test]
+fn a_wrong_password_never_appears_in_any_output_even_with_debug_logs() {
+    let cluster = redlock_nodes::Cluster::start(
+        1,
+        redlock_nodes::NodeSpec::new()
+            .persistence(redlock_nodes::Persistence::AofAlways)
+            .arg("--requirepass")
+            .arg("right-pass-5521"),
+    )
+    .expect("start");
+    let url = cluster.urls()[0].replace("redis://", "redis://:wrong-pass-7319@");
+    for args in [
+        &["acquire", "r", "--ttl", "10s", "--wait", "0s"][..],
+        &["status", "r"],
+        &["status", "r", "--json"],
+        &["release", "r", "some-value"],
+    ] {
+        let out = run(redlock(&url).args(args).env("RUST_LOG", "trace"));
+        assert_ne!(out.code(), 0, "{args:?}: {out:#?}");
+        for text in [&out.stdout, &out.stderr] {
+            assert!(!text.contains("wrong-pass-7319"), "{args:?}: {text}");
+            assert!(!text.contains("right-pass"), "{args:?}: {text}");
+        }
+        assert_no_panic(&out.stderr);
+    }
+    let out = run(redlock(&url).args(["acquire", "r", "--ttl", "10s", "--wait", "0s"]));
+    assert!(
+        out.stderr.contains("WRONGPASS") || out.stderr.to_lowercase().contains("password"),
+        "says the password was refused: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_tls_ca_file_that_cannot_be_used_is_a_usage_error() {
+    let servers = "rediss://127.0.0.1:1";
+    let missing = rejects(
+        servers,
+        &["--tls-ca", "/nonexistent/ca.pem", "status", "r"],
+        64,
+        "--tls-ca",
+    );
+    assert!(missing.contains("/nonexistent/ca.pem"), "{missing}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let not_pem = dir.path().join("ca.pem");
+    std::fs::write(&not_pem, "hello").expect("write");
+    let path = not_pem.display().to_string();
+    rejects(
+        servers,
+        &["--tls-ca", &path, "status", "r"],
+        64,
+        "tls_root_certificates",
+    );
+}
