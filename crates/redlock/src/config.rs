@@ -322,20 +322,6 @@ pub(crate) fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lists_split_on_commas_and_ignore_blanks() {
-        assert_eq!(
-            split_list(" redis://a:1 ,redis://b:2,, "),
-            vec!["redis://a:1", "redis://b:2"]
-        );
-        assert!(split_list(" , ").is_empty());
-    }
-}
-
 /// Refuses a PEM that holds no certificate, or one that cannot be read: redis-rs would take it
 /// as an empty set of roots, and every TLS connection would fail later, less clearly.
 fn check_certificates(pem: &[u8]) -> Result<(), ConfigError> {
@@ -354,4 +340,18 @@ fn check_certificates(pem: &[u8]) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_on_commas_and_ignore_blanks() {
+        assert_eq!(
+            split_list(" redis://a:1 ,redis://b:2,, "),
+            vec!["redis://a:1", "redis://b:2"]
+        );
+        assert!(split_list(" , ").is_empty());
+    }
 }

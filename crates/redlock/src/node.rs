@@ -981,7 +981,10 @@ impl Node {
         };
         let marker = checked.then_some(MARKER_KEY);
         result.map_err(|e| {
-            let used = keys.iter().map(AsRef::as_ref).chain(grouped.iter().map(String::as_str));
+            let used = keys
+                .iter()
+                .map(AsRef::as_ref)
+                .chain(grouped.iter().map(String::as_str));
             naming_keys(e, used.chain(marker))
         })
     }

@@ -101,7 +101,10 @@ async fn the_full_acl_is_enough_for_fencing_notification_and_fair_waiting() {
     let first_token = first.fence();
     first.release().await;
     let woke = eventually(Duration::from_secs(10), || waiting.is_finished()).await;
-    assert!(woke, "the waiter was woken by the release, not by its 30 s retry");
+    assert!(
+        woke,
+        "the waiter was woken by the release, not by its 30 s retry"
+    );
     let second = waiting.await.expect("task").expect("the waiter got it");
     assert!(second.fence() > first_token, "tokens increase");
     second.release().await;

@@ -161,7 +161,10 @@ async fn an_expired_server_certificate_is_refused_with_a_clear_error() {
         .build()
         .expect("valid");
     let shown = redlock.connect().await[0].reply.to_string();
-    assert!(shown.to_lowercase().contains("expired"), "says expired: {shown}");
+    assert!(
+        shown.to_lowercase().contains("expired"),
+        "says expired: {shown}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
