@@ -674,8 +674,10 @@ fn start(
             Ok(None)
         }
         Action::Replace { first, .. } => {
+            let mut replaced = false;
             for slot in action.slots(topology.slots()) {
                 if let Some(node) = topology.replace(slot)? {
+                    replaced = true;
                     event(
                         record,
                         Some(node),
@@ -684,7 +686,8 @@ fn start(
                     );
                 }
             }
-            Ok(Some(topology.node_of(first)))
+            // A layout without spares (a failover pair) has nothing to switch back.
+            Ok(replaced.then(|| topology.node_of(first)))
         }
         Action::Blackhole { slot } => {
             topology.proxy(slot).blackhole();
