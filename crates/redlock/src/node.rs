@@ -1090,7 +1090,8 @@ async fn check_health(
     memory: &Mutex<Memory>,
 ) -> Result<Health, NodeError> {
     let config = read_config(conn).await;
-    if config.may_evict {
+    let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
+    if config.may_evict && !reported {
         tracing::warn!(
             "node may evict lock keys under memory pressure (maxmemory-policy is not noeviction): \
              an evicted key is a lock given twice"

@@ -135,6 +135,9 @@ pub(crate) struct Memory {
     marker: Option<String>,
     /// Until when the evidence seen so far keeps the node out.
     quarantined_until: Option<Instant>,
+    /// Whether the node was already reported as able to evict keys (warned once, not every
+    /// health check).
+    pub(crate) eviction_reported: bool,
 }
 
 /// Why a node is quarantined, for the log.
