@@ -20,7 +20,8 @@
 //!   quarantine, a single instance, a master with a replica promoted on crash, and the old
 //!   `SETNX`/`GETSET` recipe.
 //! - [`faults`]: the seeded, reproducible fault plan and its injector.
-//! - [`proxy`]: the loopback TCP proxy in front of each node (latency, dropped connections).
+//! - [`proxy`]: the loopback TCP proxy in front of each node (latency, dropped connections, black
+//!   holes, switching to another server).
 //! - `topology`: the servers and proxies of a run; `record`: live state turned into a history;
 //!   `error`: [`ChaosError`].
 

@@ -24,6 +24,9 @@
 //! # Promises
 //!
 //! - Servers listen on 127.0.0.1 only, with protected mode on, and never read a config file.
+//! - A brand-new server gets the lock library's marker key ([`MARKER_KEY`]), which tells its
+//!   clients it has lost nothing (see [`NodeSpec::marked`]); a restart never writes it, so a
+//!   restart that lost the data shows it.
 //! - We signal only processes we started, by pid: children we have not reaped yet, or a detached
 //!   node's pid after checking `/proc` that it is still that server. Nothing is found by name.
 //! - Every wait is bounded (startup 10 s by default, kill 5 s, `redis-cli` 10 s) and every OS or
