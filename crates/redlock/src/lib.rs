@@ -51,8 +51,9 @@
 //!
 //! # Layout
 //! - [`config`]: the builder, with validated, documented defaults.
-//! - `node`: where requests go to Redis: one multiplexed connection per node, timeouts, scripts
-//!   (`src/scripts/*.lua`).
+//! - `node`: where requests go to Redis: one multiplexed connection per node, its health check,
+//!   timeouts, the request path.
+//! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
 //! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
 //!   tracking) and fair releases announced; only ever a hint.
 //! - `quorum`: pure vote counting; decides won, lost or still open.
@@ -90,6 +91,7 @@ mod quarantine;
 mod quorum;
 mod resources;
 pub mod retry;
+mod scripts;
 mod status;
 mod stragglers;
 mod subscriber;

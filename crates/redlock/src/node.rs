@@ -75,7 +75,7 @@
 //! fallback.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -88,144 +88,15 @@ use crate::error::{ConfigError, Reply, redact_url, secrets_in};
 use crate::fencing;
 use crate::quarantine::{MARKER_KEY, Marker, Memory, Observation, TrustPolicy};
 use crate::resources::Resources;
+use crate::scripts::{
+    ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
+    ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, INSPECT, LuaScript, MARKER,
+    RELEASE, RELEASE_MANY, RELEASE_STANDARD, one_or_many,
+};
 use crate::status::NodeState;
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
 use crate::waiting::{QueuePlace, WaiterId};
-
-/// A Lua script with its SHA1, computed once.
-struct LuaScript {
-    source: &'static str,
-    sha: String,
-    /// The keys it takes after the resources, one group of `n` per kind, in this order.
-    groups: &'static [KeyGroup],
-}
-
-impl LuaScript {
-    fn new(source: &'static str, groups: &'static [KeyGroup]) -> Self {
-        Self {
-            source,
-            sha: redis::Script::new(source).get_hash().to_owned(),
-            groups,
-        }
-    }
-}
-
-/// A key a script needs next to each lock key. Other Redlock clients never touch these, so the
-/// lock key itself keeps the standard format. (The waiting queue's keys are not declared: see
-/// `scripts/queue.lua`.)
-#[derive(Debug, Clone, Copy)]
-enum KeyGroup {
-    /// The resource's fencing counter.
-    Fence,
-    /// The node's marker key (the same for every resource).
-    Marker,
-}
-
-impl KeyGroup {
-    fn key(self, resource: &str) -> String {
-        match self {
-            KeyGroup::Fence => fence_key(resource),
-            KeyGroup::Marker => MARKER_KEY.to_owned(),
-        }
-    }
-}
-
-const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
-const FENCED_MARKED: &[KeyGroup] = &[KeyGroup::Fence, KeyGroup::Marker];
-
-/// A script that uses the waiting queue, with the queue's shared functions in front (and, for
-/// the acquisition, the fenced scripts' shared reading of the counters).
-macro_rules! queue_script {
-    ($file:literal) => {
-        concat!(include_str!("scripts/queue.lua"), include_str!($file))
-    };
-    ($file:literal, fenced) => {
-        concat!(
-            include_str!("scripts/queue.lua"),
-            include_str!("scripts/fence_reading.lua"),
-            include_str!($file)
-        )
-    };
-}
-
-static RELEASE_STANDARD: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/release_standard.lua"), &[]));
-static RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
-static EXTEND: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), &[]));
-static MARKER: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/marker.lua"), &[]));
-static INSPECT: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
-static ACQUIRE_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED));
-// The same script, also reading the marker back (invariant 7) for a single resource.
-static ACQUIRE_FENCED_MARKED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED_MARKED));
-static FENCE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
-static ACQUIRE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), &[]));
-static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
-        concat!(
-            include_str!("scripts/fence_reading.lua"),
-            include_str!("scripts/acquire_many_fenced.lua")
-        ),
-        FENCED,
-    )
-});
-static FENCE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), FENCED));
-static EXTEND_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), &[]));
-static RELEASE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), &[]));
-static ACQUIRE_QUEUED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), &[]));
-// The same script: it finds the counters after the resources.
-static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), FENCED));
-
-fn scripts() -> [&'static LuaScript; 14] {
-    [
-        &MARKER,
-        &RELEASE_STANDARD,
-        &RELEASE,
-        &EXTEND,
-        &INSPECT,
-        &ACQUIRE_FENCED,
-        &ACQUIRE_FENCED_MARKED,
-        &FENCE,
-        &ACQUIRE_MANY,
-        &ACQUIRE_MANY_FENCED,
-        &FENCE_MANY,
-        &EXTEND_MANY,
-        &RELEASE_MANY,
-        &ACQUIRE_QUEUED,
-    ]
-}
-
-/// The script for one resource (the standard format, where there is one) or for a set of them
-/// ([`resources`](crate::resources) invariant 2).
-fn one_or_many(
-    resources: &Resources,
-    one: &'static LazyLock<LuaScript>,
-    many: &'static LazyLock<LuaScript>,
-) -> &'static LuaScript {
-    if resources.keys().len() > 1 {
-        many
-    } else {
-        one
-    }
-}
-
-/// The key that holds a resource's fencing counter, next to the lock key.
-pub(crate) fn fence_key(resource: &str) -> String {
-    format!("redlock-fence:{resource}")
-}
 
 /// One request of a round, the same for every node. Each applies to all the resources of a
 /// lock at once: on a set, a node does it for every key or for none (except a release, which
@@ -610,7 +481,7 @@ impl Node {
                 // Best-effort: a user who may not run `SCRIPT` still gets every script by the
                 // `EVAL` fallback; a connection that broke fails the health check next.
                 let mut pipe = redis::pipe();
-                for script in scripts() {
+                for script in crate::scripts::all() {
                     pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
                 }
                 let _ = pipe.ignore_errors().query_async::<Value>(&mut conn).await;

@@ -1,0 +1,145 @@
+//! The Lua scripts the nodes run, and the keys each takes: what goes to Redis besides the plain
+//! `SET` and the health check's commands ([`node`](crate::node) sends them).
+//!
+//! Each script is hashed once (`EVALSHA`), and declares the keys it needs next to each lock key
+//! ([`KeyGroup`]): every key a script touches is passed as a key, so an ACL can name them and a
+//! refused one can be reported by name.
+
+use std::sync::LazyLock;
+
+use crate::quarantine::MARKER_KEY;
+use crate::resources::Resources;
+
+/// A Lua script with its SHA1, computed once.
+pub(crate) struct LuaScript {
+    pub(crate) source: &'static str,
+    pub(crate) sha: String,
+    /// The keys it takes after the resources, one group of `n` per kind, in this order.
+    pub(crate) groups: &'static [KeyGroup],
+}
+
+impl LuaScript {
+    fn new(source: &'static str, groups: &'static [KeyGroup]) -> Self {
+        Self {
+            source,
+            sha: redis::Script::new(source).get_hash().to_owned(),
+            groups,
+        }
+    }
+}
+
+/// A key a script needs next to each lock key. Other Redlock clients never touch these, so the
+/// lock key itself keeps the standard format. (The waiting queue's keys are not declared: see
+/// `scripts/queue.lua`.)
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyGroup {
+    /// The resource's fencing counter.
+    Fence,
+    /// The node's marker key (the same for every resource).
+    Marker,
+}
+
+impl KeyGroup {
+    pub(crate) fn key(self, resource: &str) -> String {
+        match self {
+            KeyGroup::Fence => fence_key(resource),
+            KeyGroup::Marker => MARKER_KEY.to_owned(),
+        }
+    }
+}
+
+const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
+const FENCED_MARKED: &[KeyGroup] = &[KeyGroup::Fence, KeyGroup::Marker];
+
+/// A script that uses the waiting queue, with the queue's shared functions in front (and, for
+/// the acquisition, the fenced scripts' shared reading of the counters).
+macro_rules! queue_script {
+    ($file:literal) => {
+        concat!(include_str!("scripts/queue.lua"), include_str!($file))
+    };
+    ($file:literal, fenced) => {
+        concat!(
+            include_str!("scripts/queue.lua"),
+            include_str!("scripts/fence_reading.lua"),
+            include_str!($file)
+        )
+    };
+}
+
+pub(crate) static RELEASE_STANDARD: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/release_standard.lua"), &[]));
+pub(crate) static RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
+pub(crate) static EXTEND: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), &[]));
+pub(crate) static MARKER: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/marker.lua"), &[]));
+pub(crate) static INSPECT: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
+pub(crate) static ACQUIRE_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED));
+// The same script, also reading the marker back (invariant 7) for a single resource.
+pub(crate) static ACQUIRE_FENCED_MARKED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED_MARKED));
+pub(crate) static FENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
+pub(crate) static ACQUIRE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), &[]));
+pub(crate) static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        concat!(
+            include_str!("scripts/fence_reading.lua"),
+            include_str!("scripts/acquire_many_fenced.lua")
+        ),
+        FENCED,
+    )
+});
+pub(crate) static FENCE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), FENCED));
+pub(crate) static EXTEND_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), &[]));
+pub(crate) static RELEASE_MANY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), &[]));
+pub(crate) static ACQUIRE_QUEUED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), &[]));
+// The same script: it finds the counters after the resources.
+pub(crate) static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), FENCED));
+
+pub(crate) fn all() -> [&'static LuaScript; 14] {
+    [
+        &MARKER,
+        &RELEASE_STANDARD,
+        &RELEASE,
+        &EXTEND,
+        &INSPECT,
+        &ACQUIRE_FENCED,
+        &ACQUIRE_FENCED_MARKED,
+        &FENCE,
+        &ACQUIRE_MANY,
+        &ACQUIRE_MANY_FENCED,
+        &FENCE_MANY,
+        &EXTEND_MANY,
+        &RELEASE_MANY,
+        &ACQUIRE_QUEUED,
+    ]
+}
+
+/// The script for one resource (the standard format, where there is one) or for a set of them
+/// ([`resources`](crate::resources) invariant 2).
+pub(crate) fn one_or_many(
+    resources: &Resources,
+    one: &'static LazyLock<LuaScript>,
+    many: &'static LazyLock<LuaScript>,
+) -> &'static LuaScript {
+    if resources.keys().len() > 1 {
+        many
+    } else {
+        one
+    }
+}
+
+/// The key that holds a resource's fencing counter, next to the lock key.
+pub(crate) fn fence_key(resource: &str) -> String {
+    format!("redlock-fence:{resource}")
+}
