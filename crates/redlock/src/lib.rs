@@ -54,6 +54,8 @@
 //! - `node`: where requests go to Redis: one multiplexed connection per node, its health check,
 //!   timeouts, the request path.
 //! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
+//! - `health`: the health check a connection passes before its replies count (`INFO`, the
+//!   marker key, `CONFIG GET`), judged by `quarantine`.
 //! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
 //!   tracking) and fair releases announced; only ever a hint.
 //! - `quorum`: pure vote counting; decides won, lost or still open.
@@ -83,6 +85,7 @@ pub mod config;
 mod deadlines;
 pub mod error;
 mod fencing;
+mod health;
 mod hold;
 mod lock;
 mod manager;

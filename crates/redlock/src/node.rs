@@ -86,12 +86,13 @@ use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, ServerErrorKind, 
 
 use crate::error::{ConfigError, Reply, redact_url, secrets_in};
 use crate::fencing;
-use crate::quarantine::{MARKER_KEY, Marker, Memory, Observation, TrustPolicy};
+use crate::health::{Health, check_health};
+use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
 use crate::resources::Resources;
 use crate::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
-    ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, INSPECT, LuaScript, MARKER,
-    RELEASE, RELEASE_MANY, RELEASE_STANDARD, one_or_many,
+    ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, INSPECT, LuaScript, RELEASE,
+    RELEASE_MANY, RELEASE_STANDARD, one_or_many,
 };
 use crate::status::NodeState;
 use crate::subscriber::{Subscriber, Watch};
@@ -175,7 +176,7 @@ impl NodeError {
         }
     }
 
-    fn from_redis(e: &RedisError) -> Self {
+    pub(crate) fn from_redis(e: &RedisError) -> Self {
         if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
             return NodeError::Server("NOSCRIPT".to_owned());
         }
@@ -229,17 +230,6 @@ fn keepalive() -> redis::io::tcp::socket2::TcpKeepalive {
         .with_time(Duration::from_secs(10))
         .with_interval(Duration::from_secs(5))
         .with_retries(3)
-}
-
-/// The health check's verdict for one connection.
-#[derive(Debug, Clone)]
-struct Health {
-    trusted_from: Instant,
-    checked_at: Instant,
-    /// The marker value a vote must read back (quarantine on only).
-    marker: Option<String>,
-    /// Whether `maxmemory-policy` lets the server evict lock keys.
-    may_evict: bool,
 }
 
 /// Nanoseconds from `epoch` to `t`; 0 for instants before it, which only ever stand for "already
@@ -952,157 +942,6 @@ fn fence_floor(reply: &Value) -> Result<u64, NodeError> {
     Ok(fencing::floor(counter, secs, micros))
 }
 
-/// The health check, judged by the quarantine rules: `INFO server`, the marker script and
-/// `CONFIG GET` of the persistence and eviction settings. With the quarantine off only the
-/// (best-effort) `CONFIG GET` is sent: nothing else is judged.
-async fn check_health(
-    conn: &mut MultiplexedConnection,
-    trust: &TrustPolicy,
-    memory: &Mutex<Memory>,
-) -> Result<Health, NodeError> {
-    let config = read_config(conn).await;
-    let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
-    if config.may_evict && !reported {
-        tracing::warn!(
-            "node may evict lock keys under memory pressure (maxmemory-policy is not noeviction): \
-             an evicted key is a lock given twice"
-        );
-    }
-    if !trust.enabled {
-        let now = Instant::now();
-        return Ok(Health {
-            trusted_from: now,
-            checked_at: now,
-            marker: None,
-            may_evict: config.may_evict,
-        });
-    }
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .map_err(|e| needs(&e, "INFO", "+info"))?;
-    too_old(&info)?;
-    let marker = read_marker(conn, trust.max_ttl).await?;
-    // A replica promoted in place of a master has the master's marker (it was replicated) but
-    // maybe not its last keys: its own durability says nothing about them (quarantine
-    // invariant 4).
-    let durable = trust.trust_durable && config.durable && !promoted(conn).await;
-    let seen = Observation::from_info(&info, durable, marker)
-        .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
-    let now = Instant::now();
-    let verdict = lock(memory).judge(trust, &seen, now);
-    if let Some(loss) = verdict.loss {
-        let quarantined_ms = verdict
-            .trusted_from
-            .saturating_duration_since(now)
-            .as_millis();
-        tracing::warn!(run_id = %seen.run_id, quarantined_ms, "{}", loss.describe());
-    }
-    Ok(Health {
-        trusted_from: verdict.trusted_from,
-        checked_at: now,
-        marker: Some(seen.marker.value().to_owned()),
-        may_evict: config.may_evict,
-    })
-}
-
-/// The oldest Redis whose scripts may write after reading `TIME` (effects replication by
-/// default), which the marker and the fair-waiting scripts do.
-const OLDEST_REDIS: u32 = 5;
-
-/// Refuses a server older than [`OLDEST_REDIS`], named by its `INFO server` reply.
-fn too_old(info: &str) -> Result<(), NodeError> {
-    let version = info
-        .lines()
-        .find_map(|line| line.trim_end().strip_prefix("redis_version:"));
-    let major = version
-        .and_then(|v| v.split('.').next())
-        .and_then(|major| major.parse::<u32>().ok());
-    match (version, major) {
-        (Some(version), Some(major)) if major < OLDEST_REDIS => Err(NodeError::Server(format!(
-            "Redis {version} is too old: redlock needs Redis {OLDEST_REDIS} or later"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// A health-check command the server refused: a permission it lacks is named, with the ACL rule
-/// that grants it.
-fn needs(e: &RedisError, what: &str, rule: &str) -> NodeError {
-    if e.code() == Some("NOPERM") {
-        return NodeError::Server(format!(
-            "NOPERM this user may not run {what}, which the restart quarantine needs: allow \
-             `{rule}` (see the README's ACL section) or turn the quarantine off"
-        ));
-    }
-    NodeError::from_redis(e)
-}
-
-/// Reads the marker, writing one if it is missing (quarantine invariants 2, 3).
-async fn read_marker(
-    conn: &mut MultiplexedConnection,
-    max_ttl: Duration,
-) -> Result<Marker, NodeError> {
-    let fresh = format!("{:016x}", rand::random::<u64>());
-    let reply: (String, u8, u64) = redis::cmd("EVAL")
-        .arg(MARKER.source)
-        .arg(1)
-        .arg(MARKER_KEY)
-        .arg(fresh)
-        .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
-        .query_async(conn)
-        .await
-        .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{MARKER_KEY}")))?;
-    let (value, written, node_ms) = reply;
-    Ok(Marker::from_reply(value, written == 1, node_ms))
-}
-
-/// Whether `INFO replication` shows a replica promoted to master since it last started
-/// (`second_repl_offset` set; `-1` on a server that has only ever been a master since starting).
-/// `true` when it cannot be read: such a node is not trusted for its durability.
-async fn promoted(conn: &mut MultiplexedConnection) -> bool {
-    let Ok(info): Result<String, _> = redis::cmd("INFO")
-        .arg("replication")
-        .query_async(conn)
-        .await
-    else {
-        return true;
-    };
-    !info
-        .lines()
-        .any(|line| line.trim_end() == "second_repl_offset:-1")
-}
-
-/// What `CONFIG GET` says about persistence and eviction.
-#[derive(Debug, Clone, Copy, Default)]
-struct ServerConfig {
-    /// AOF on, fsync on every write: the node cannot lose acknowledged writes.
-    durable: bool,
-    /// A memory limit with a policy that may evict keys with a TTL (lock keys).
-    may_evict: bool,
-}
-
-/// Reads [`ServerConfig`]; all `false` when `CONFIG` is not allowed (renamed, or denied by an
-/// ACL): such a node is not known to be durable, nor known to evict.
-async fn read_config(conn: &mut MultiplexedConnection) -> ServerConfig {
-    let mut pipe = redis::pipe();
-    for name in ["appendonly", "appendfsync", "maxmemory", "maxmemory-policy"] {
-        pipe.cmd("CONFIG").arg("GET").arg(name);
-    }
-    type Pairs = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
-    let Ok((appendonly, appendfsync, maxmemory, policy)): Result<Pairs, _> =
-        pipe.query_async(conn).await
-    else {
-        return ServerConfig::default();
-    };
-    let value = |pair: &[String]| pair.get(1).cloned().unwrap_or_default();
-    ServerConfig {
-        durable: value(&appendonly) == "yes" && value(&appendfsync) == "always",
-        may_evict: value(&maxmemory) != "0" && value(&policy) != "noeviction",
-    }
-}
-
 /// Reads the inspect script's `{type, value or nil, pttl}`.
 fn node_state(reply: Value) -> Result<NodeState, NodeError> {
     let unexpected =
@@ -1141,22 +980,4 @@ fn scrub(message: &str, url: &str) -> String {
         out = out.replace(&secret, "***");
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn servers_older_than_redis_5_are_refused_by_name() {
-        let info = |v: &str| format!("# Server\r\nredis_version:{v}\r\nrun_id:x\r\n");
-        assert!(too_old(&info("7.0.15")).is_ok());
-        assert!(too_old(&info("5.0.0")).is_ok());
-        let Err(NodeError::Server(why)) = too_old(&info("4.0.14")) else {
-            panic!("Redis 4 accepted");
-        };
-        assert!(why.contains("4.0.14") && why.contains("Redis 5"), "{why}");
-        // Valkey and other servers that report a version keep working.
-        assert!(too_old("# Server\r\n").is_ok());
-    }
 }
