@@ -25,7 +25,7 @@ use std::fmt;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redlock::{Error, NodeReply, Reply};
+use redlock::{Cause, Error, NodeReply, Reply};
 
 use crate::duration;
 
@@ -103,43 +103,6 @@ impl fmt::Display for Failure {
     }
 }
 
-/// The first `WRONGTYPE` reply of a round, if any node gave one.
-pub fn wrong_type(replies: &[NodeReply]) -> Option<&NodeReply> {
-    replies
-        .iter()
-        .find(|r| matches!(&r.reply, Reply::ServerError(e) if e.starts_with("WRONGTYPE")))
-}
-
-/// Whether a node gave no answer that counts: anything but a grant or a refusal (a timeout, no
-/// connection, an error reply, a quarantined node's grant, and whatever the library may add),
-/// so it may hold the key without that being known for sure.
-pub fn unanswered(reply: &Reply) -> bool {
-    !matches!(reply, Reply::Granted | Reply::Refused)
-}
-
-/// Whether a node could not be used at all: no connection, no reply in time, or an error reply
-/// (`NOAUTH`, ...), as opposed to a node that answered, whether it granted or not.
-pub fn unusable(reply: &Reply) -> bool {
-    matches!(
-        reply,
-        Reply::Timeout | Reply::Unreachable(_) | Reply::ServerError(_)
-    )
-}
-
-/// Whether the nodes that did not answer could have made the difference: with their votes, a
-/// quorum would have been possible, so "not held" cannot be concluded.
-pub fn undecided<'a>(replies: impl IntoIterator<Item = &'a Reply>, quorum: usize) -> bool {
-    let (mut granted, mut silent) = (0, 0);
-    for reply in replies {
-        if reply.is_granted() {
-            granted += 1;
-        } else if unanswered(reply) {
-            silent += 1;
-        }
-    }
-    silent > 0 && granted + silent >= quorum
-}
-
 /// Just the replies of a round, for the functions here that judge them.
 pub fn replies(round: &[NodeReply]) -> impl Iterator<Item = &Reply> + Clone {
     round.iter().map(|r| &r.reply)
@@ -153,6 +116,17 @@ pub struct Quarantine {
 }
 
 impl Quarantine {
+    /// The quarantine the library blamed a failure on.
+    pub fn blamed(cause: &Cause) -> Option<Self> {
+        match cause {
+            Cause::Quarantined { nodes, longest } => Some(Self {
+                nodes: *nodes,
+                longest: *longest,
+            }),
+            _ => None,
+        }
+    }
+
     /// `None` when no node replied as quarantined.
     pub fn of<'a>(replies: impl IntoIterator<Item = &'a Reply>) -> Option<Self> {
         replies
@@ -195,8 +169,9 @@ pub fn others(replies: &[NodeReply]) -> String {
         .join("; ")
 }
 
-/// Classifies a failed acquisition: bad TTL (64), a key of another type (65), or not acquired
-/// because busy, unreachable or quarantined (75, the message says which).
+/// Classifies a failed acquisition by the library's [`Cause`]: bad TTL (64), a key of another
+/// type (65), or not acquired because busy, unreachable or quarantined (75, the message says
+/// which).
 pub fn not_acquired(error: Error) -> Failure {
     match &error {
         Error::NotAcquired {
@@ -204,15 +179,17 @@ pub fn not_acquired(error: Error) -> Failure {
             attempts,
             failure,
         } => {
-            if let Some(reply) = wrong_type(&failure.replies) {
-                return wrong_type_failure(resource, reply);
-            }
-            let why = match Cause::of(replies(&failure.replies), failure.quorum) {
-                Cause::Quarantine(q) => format!("{q}, so too few nodes could vote"),
+            let why = match failure.cause() {
+                Cause::WrongType { node } => {
+                    return wrong_type_failure(resource, &node, &failure.replies);
+                }
                 Cause::Busy => format!("{resource:?} is busy, held by someone else"),
-                Cause::Unreachable => "servers unreachable".to_owned(),
-                // E.g. validity used up by slow replies; the details say which.
-                Cause::Other => "no quorum".to_owned(),
+                Cause::Unavailable => "servers unreachable".to_owned(),
+                cause => match Quarantine::blamed(&cause) {
+                    Some(q) => format!("{q}, so too few nodes could vote"),
+                    // E.g. validity used up by slow replies; the details say which.
+                    None => "no quorum".to_owned(),
+                },
             };
             let plural = if *attempts == 1 { "" } else { "s" };
             Failure::new(
@@ -224,55 +201,16 @@ pub fn not_acquired(error: Error) -> Failure {
     }
 }
 
-/// Why a round of acquisition did not reach its quorum, as the message tells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    /// Had the quarantined nodes' grants counted, the round was won; that is the cause, even if
-    /// some other node refused.
-    Quarantine(Quarantine),
-    /// A node refused: somebody else holds the resource there.
-    Busy,
-    /// Every node that did not grant could not be used (or was quarantined, too few to matter).
-    Unreachable,
-    /// None of these, e.g. a quorum granted but used up the validity.
-    Other,
-}
-
-impl Cause {
-    fn of<'a>(replies: impl IntoIterator<Item = &'a Reply> + Clone, quorum: usize) -> Self {
-        let granted = replies
-            .clone()
-            .into_iter()
-            .filter(|r| r.is_granted())
-            .count();
-        if granted >= quorum {
-            return Cause::Other; // won, but too late: no validity was left
-        }
-        if let Some(q) = Quarantine::of(replies.clone()) {
-            if granted + q.nodes >= quorum {
-                return Cause::Quarantine(q);
-            }
-        }
-        if replies.clone().into_iter().any(|r| *r == Reply::Refused) {
-            Cause::Busy
-        } else if replies
-            .into_iter()
-            .all(|r| r.is_granted() || unusable(r) || matches!(r, Reply::Quarantined(_)))
-        {
-            Cause::Unreachable
-        } else {
-            Cause::Other
-        }
-    }
-}
-
-/// The failure for a resource whose key has another Redis type.
-pub fn wrong_type_failure(resource: &str, reply: &NodeReply) -> Failure {
+/// The failure for a resource whose key has another Redis type on `node`.
+pub fn wrong_type_failure(resource: &str, node: &str, replies: &[NodeReply]) -> Failure {
+    let detail = replies
+        .iter()
+        .find(|r| r.node == node)
+        .map_or_else(String::new, |r| format!(" ({})", r.reply));
     Failure::new(
         WRONG_TYPE,
         format!(
-            "{resource:?} exists on {} with another Redis type, so it is not a lock ({})",
-            reply.node, reply.reply
+            "{resource:?} exists on {node} with another Redis type, so it is not a lock{detail}"
         ),
     )
 }
@@ -293,24 +231,6 @@ mod tests {
     fn messages_stay_on_one_line() {
         let f = Failure::new(1, "a\nb\r\n  c");
         assert_eq!(f.to_string(), "a b c");
-    }
-
-    #[test]
-    fn silent_nodes_leave_the_answer_open_only_if_they_could_reach_a_quorum() {
-        use Reply::*;
-        let unreachable = || Unreachable("refused".into());
-        for (replies, expected) in [
-            (vec![Granted, unreachable(), Refused], true),
-            (vec![Timeout, Timeout, Timeout], true),
-            (vec![Refused, Refused, unreachable()], false),
-            (vec![Refused, Refused, Refused], false),
-            (vec![Granted, Refused, Refused], false),
-            (vec![Refused, Refused, Timeout, Timeout, Timeout], true),
-            (vec![Refused, Refused, Refused, Timeout, Timeout], false),
-        ] {
-            let quorum = replies.len() / 2 + 1;
-            assert_eq!(undecided(&replies, quorum), expected, "{replies:?}");
-        }
     }
 
     /// A real `NotAcquired`: the library's failure records have no public constructor.
@@ -357,33 +277,6 @@ mod tests {
             one.to_string(),
             "1 node restarted recently and is quarantined for up to 500ms"
         );
-    }
-
-    #[test]
-    fn a_failure_is_blamed_on_quarantine_only_if_it_made_the_difference() {
-        use Reply::*;
-        let q = Quarantined(Duration::from_secs(10));
-        let quarantine = |nodes| {
-            Cause::Quarantine(Quarantine {
-                nodes,
-                longest: Duration::from_secs(10),
-            })
-        };
-        for (replies, expected) in [
-            (vec![q.clone(), q.clone(), q.clone()], quarantine(3)),
-            (vec![Granted, q.clone(), Refused], quarantine(1)),
-            (vec![Refused, q.clone(), q.clone()], quarantine(2)),
-            (vec![Refused, Refused, q.clone()], Cause::Busy),
-            (vec![q.clone(), Timeout, Timeout], Cause::Unreachable),
-            (vec![Granted, Refused, Timeout], Cause::Busy),
-            (vec![Granted, Timeout, Timeout], Cause::Unreachable),
-            (vec![Granted, Pending, Pending], Cause::Other),
-            (vec![Granted, Granted, q.clone()], Cause::Other),
-            (vec![Granted, Granted, Timeout], Cause::Other),
-        ] {
-            let quorum = replies.len() / 2 + 1;
-            assert_eq!(Cause::of(&replies, quorum), expected, "{replies:?}");
-        }
     }
 
     #[test]

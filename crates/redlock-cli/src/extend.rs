@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock::Error;
+use redlock::{Cause, Error};
 use serde::Serialize;
 
 use crate::cli::{self, Global};
@@ -85,18 +85,16 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             failure: Some(failure),
             ..
         }) => {
-            if let Some(reply) = exit::wrong_type(&failure.replies) {
-                return Err(exit::wrong_type_failure(resource, reply));
+            let cause = failure.cause();
+            if let Cause::WrongType { node } = &cause {
+                return Err(exit::wrong_type_failure(resource, node, &failure.replies));
             }
-            let status = if !failure.validity_exhausted
-                && exit::undecided(exit::replies(&failure.replies), failure.quorum)
-            {
-                UNAVAILABLE
-            } else {
-                NOT_HELD
+            let status = match cause {
+                Cause::Unavailable | Cause::Quarantined { .. } => UNAVAILABLE,
+                _ => NOT_HELD,
             };
             let message = if status == UNAVAILABLE {
-                let why = match exit::Quarantine::of(exit::replies(&failure.replies)) {
+                let why = match exit::Quarantine::blamed(&cause) {
                     Some(q) => format!("too few nodes answered that can vote: {q}"),
                     None => "too few nodes answered".to_owned(),
                 };

@@ -10,6 +10,7 @@
 //! - some nodes did not answer and, had they held VALUE, a quorum would have: we cannot tell
 //!   (exit 69). Whatever they hold expires with its TTL.
 
+use redlock::Cause;
 use serde::Serialize;
 
 use crate::Outcome;
@@ -79,22 +80,27 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         }
         return Ok(OK);
     }
-    if let Some(reply) = exit::wrong_type(&released.replies) {
-        return Err(exit::wrong_type_failure(resource, reply));
-    }
     let others = exit::others(&released.replies);
-    if exit::undecided(exit::replies(&released.replies), quorum) {
-        // A quarantined node's delete is not a vote either: it cannot confirm the lock was held.
-        let quarantine = exit::Quarantine::of(exit::replies(&released.replies))
-            .map_or_else(String::new, |q| format!("; {q}"));
-        return Err(Failure::new(
-            UNAVAILABLE,
-            format!(
-                "could not confirm the release of {resource:?}: released on {confirmed} of \
-                 {nodes} nodes, {quorum} needed ({others}){quarantine}; what is left expires \
-                 with its TTL"
-            ),
-        ));
+    match released.cause() {
+        Some(Cause::WrongType { node }) => {
+            return Err(exit::wrong_type_failure(resource, &node, &released.replies));
+        }
+        Some(Cause::NotHeld) | None => {}
+        Some(cause) => {
+            // A quarantined node's delete is not a vote either: it cannot confirm the lock was
+            // held.
+            let quarantine = exit::Quarantine::blamed(&cause)
+                .or_else(|| exit::Quarantine::of(exit::replies(&released.replies)))
+                .map_or_else(String::new, |q| format!("; {q}"));
+            return Err(Failure::new(
+                UNAVAILABLE,
+                format!(
+                    "could not confirm the release of {resource:?}: released on {confirmed} of \
+                     {nodes} nodes, {quorum} needed ({others}){quarantine}; what is left expires \
+                     with its TTL"
+                ),
+            ));
+        }
     }
     Err(Failure::new(
         NOT_HELD,

@@ -6,19 +6,14 @@
 //! huge duration has a meaning ("forever": a `fence_retention`, or a [`Retry`]'s delay and
 //! `max_wait`), it is taken as that instead of refused.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::{Engine, Settings};
 use crate::error::{ConfigError, Error};
-use crate::manager::{Redlock, Shared};
-use crate::node::{Node, NodeSettings};
+use crate::manager::Redlock;
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
-use crate::stragglers::Stragglers;
-use crate::subscriber::Watch;
-use crate::waiting::Waiters;
-use tokio_util::task::TaskTracker;
 
 /// Default bound on each node's reply within a round.
 ///
@@ -245,44 +240,50 @@ impl Builder {
         if let Some(pem) = &self.tls_root_certificates {
             check_certificates(pem)?;
         }
-        let settings = NodeSettings {
-            connect_timeout: self.connect_timeout,
-            trust: TrustPolicy {
-                enabled: self.quarantine,
-                max_ttl: self.max_ttl,
-                trust_durable: self.trust_durable_nodes,
-            },
-        };
-        let mut nodes = Vec::with_capacity(self.servers.len());
-        let mut seen = HashSet::new();
-        for url in &self.servers {
-            let node = Node::new(url.trim(), settings, self.tls_root_certificates.as_deref())?;
-            if !seen.insert(node.server_identity()) {
-                return Err(ConfigError::DuplicateServer(node.server_identity()).into());
-            }
-            nodes.push(node);
-        }
-        let watch = if self.fair {
-            Watch::Announcements
-        } else {
-            Watch::Keys
-        };
-        Ok(Redlock::from_shared(Arc::new(Shared {
-            waiters: Waiters::new(nodes.iter().map(|node| node.subscriber(watch)).collect()),
-            nodes,
+        let settings = Settings {
+            servers: self.servers,
+            tls_root_certificates: self.tls_root_certificates,
             node_timeout: self.node_timeout,
             connect_timeout: self.connect_timeout,
             drift_factor: self.drift_factor,
             retry: self.retry,
             max_ttl: self.max_ttl,
+            trust: TrustPolicy {
+                enabled: self.quarantine,
+                max_ttl: self.max_ttl,
+                trust_durable: self.trust_durable_nodes,
+            },
             fence_retention: self
                 .fencing
                 .then_some(self.fence_retention.min(MAX_FENCE_RETENTION)),
             notify: self.notify,
             fair: self.fair,
-            background: TaskTracker::new(),
-            stragglers: Stragglers::new(),
-        })))
+        };
+        Ok(Redlock::new(Arc::new(Engine::new(settings)?)))
+    }
+}
+
+impl Redlock {
+    /// A builder over these servers, one URL per independent Redis master:
+    /// `redis://[user:password@]host[:port][/db]`, `rediss://…` for TLS,
+    /// `redis+unix:///path/to/socket[?db=N&pass=…]`.
+    pub fn builder<I, S>(servers: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Builder::new(servers.into_iter().map(Into::into).collect())
+    }
+
+    /// A builder over a comma-separated list of URLs, the form of the CLI's `--servers` and of
+    /// the `REDLOCK_SERVERS` environment variable.
+    pub fn builder_from_list(list: &str) -> Builder {
+        Builder::new(split_list(list))
+    }
+
+    /// A manager with default settings over a comma-separated list of URLs.
+    pub fn from_list(list: &str) -> Result<Self, Error> {
+        Self::builder_from_list(list).build()
     }
 }
 

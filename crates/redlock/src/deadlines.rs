@@ -1,6 +1,6 @@
 //! Round deadlines, watched by one thread instead of a Tokio timer per round.
 //!
-//! Every round is bounded by the node timeout ([`manager`](crate::manager) invariant 1), but
+//! Every round is bounded by the node timeout ([`engine`](crate::engine) invariant 1), but
 //! almost no round ever reaches it: the replies come first. A Tokio timer for each round was
 //! still paid in full: an entry put into and taken out of the runtime's timer wheel under its
 //! lock, and, worse, every time a worker thread went to sleep waiting for replies it had to arm

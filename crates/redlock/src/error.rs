@@ -7,6 +7,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use crate::cause::{Asked, Cause};
+
 /// What one node answered in one round of requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -21,8 +25,10 @@ pub enum Reply {
     Timeout,
     /// No connection to the node (refused, dropped, or could not be established).
     Unreachable(String),
-    /// The node answered with an error, e.g. `WRONGTYPE` or `NOAUTH`.
+    /// The node answered with an error, e.g. `NOAUTH` or `NOPERM`.
     ServerError(String),
+    /// The key exists on the node with another Redis type (`WRONGTYPE`): it is not a lock.
+    WrongType(String),
     /// The round was decided before this node answered.
     Pending,
     /// The node did what we asked, but it restarted recently (or its `run_id` changed) and is
@@ -45,6 +51,7 @@ impl fmt::Display for Reply {
             Reply::Timeout => f.write_str("timed out"),
             Reply::Unreachable(why) => write!(f, "unreachable ({why})"),
             Reply::ServerError(why) => write!(f, "error reply ({why})"),
+            Reply::WrongType(why) => write!(f, "another Redis type ({why})"),
             Reply::Pending => f.write_str("not waited for"),
             Reply::Quarantined(left) => write!(
                 f,
@@ -73,8 +80,8 @@ pub struct RoundFailure {
     pub quorum: usize,
     /// Every node's reply, in configuration order.
     pub replies: Vec<NodeReply>,
-    /// A quorum granted, but too late: no validity was left once it did.
-    pub validity_exhausted: bool,
+    /// What the round asked, which decides what a refusal means.
+    pub(crate) asked: Asked,
 }
 
 impl RoundFailure {
@@ -83,10 +90,11 @@ impl RoundFailure {
         self.replies.iter().filter(|r| r.reply.is_granted()).count()
     }
 
-    /// Whether at least one node refused because the key is held: the resource is busy, as
-    /// opposed to the servers being unreachable.
-    pub fn busy(&self) -> bool {
-        self.replies.iter().any(|r| r.reply == Reply::Refused)
+    /// Why the round failed: busy, not held, unavailable, quarantined, a key of another type,
+    /// or too slow to leave any validity.
+    pub fn cause(&self) -> Cause {
+        let replies = self.replies.iter().map(|r| (r.node.as_str(), &r.reply));
+        Cause::of(self.asked, replies, self.quorum)
     }
 }
 
@@ -99,7 +107,7 @@ impl fmt::Display for RoundFailure {
             self.replies.len(),
             self.quorum
         )?;
-        if self.validity_exhausted {
+        if self.cause() == Cause::TooSlow {
             f.write_str(", but no validity was left")?;
         }
         let mut others = self.replies.iter().filter(|r| !r.reply.is_granted());
@@ -111,6 +119,51 @@ impl fmt::Display for RoundFailure {
             f.write_str(")")?;
         }
         Ok(())
+    }
+}
+
+/// Why a node gave no usable answer to one request (inside the library; callers see a [`Reply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NodeError {
+    Timeout,
+    Unreachable(String),
+    Server(String),
+    WrongType(String),
+}
+
+impl NodeError {
+    /// The [`Reply`] that reports this error to callers.
+    pub(crate) fn reply(&self) -> Reply {
+        match self {
+            NodeError::Timeout => Reply::Timeout,
+            NodeError::Unreachable(why) => Reply::Unreachable(why.clone()),
+            NodeError::Server(why) => Reply::ServerError(why.clone()),
+            NodeError::WrongType(why) => Reply::WrongType(why.clone()),
+        }
+    }
+
+    /// Classifies a redis-rs error: an error reply (typed where callers act on it), a timeout,
+    /// or no connection.
+    pub(crate) fn from_redis(e: &RedisError) -> Self {
+        if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
+            return NodeError::Server("NOSCRIPT".to_owned());
+        }
+        match e.code() {
+            Some(code) => {
+                let why = match e.detail() {
+                    Some(detail) => format!("{code} {detail}"),
+                    None => code.to_owned(),
+                };
+                // redis-rs has no kind of its own for it.
+                if code == "WRONGTYPE" {
+                    NodeError::WrongType(why)
+                } else {
+                    NodeError::Server(why)
+                }
+            }
+            None if e.is_timeout() => NodeError::Timeout,
+            None => NodeError::Unreachable(e.to_string()),
+        }
     }
 }
 
@@ -167,7 +220,20 @@ impl Error {
     /// Whether the lock was not acquired because somebody else holds it (as opposed to the
     /// servers being unreachable or the configuration being wrong).
     pub fn is_busy(&self) -> bool {
-        matches!(self, Error::NotAcquired { failure, .. } if failure.busy())
+        self.cause() == Some(Cause::Busy)
+    }
+
+    /// Why a round failed, for [`Error::NotAcquired`] and for [`Error::LockLost`] when an
+    /// extension round was sent.
+    pub fn cause(&self) -> Option<Cause> {
+        match self {
+            Error::NotAcquired { failure, .. }
+            | Error::LockLost {
+                failure: Some(failure),
+                ..
+            } => Some(failure.cause()),
+            _ => None,
+        }
     }
 
     /// Whether a lock that was held can no longer be relied on ([`Error::LockLost`] from an
@@ -377,12 +443,12 @@ mod tests {
                     reply: Reply::Timeout,
                 },
             ],
-            validity_exhausted: false,
+            asked: Asked::Acquire,
         };
         assert_eq!(
             failure.to_string(),
             "1 of 3 nodes granted, 2 needed (b:2: refused; c:3: timed out)"
         );
-        assert!(failure.busy());
+        assert_eq!(failure.cause(), Cause::Busy);
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
-use crate::node::NodeError;
+use crate::error::NodeError;
 use crate::quarantine::{MARKER_KEY, Marker, Memory, Observation, TrustPolicy};
 use crate::scripts::MARKER;
 use crate::sync::lock;

@@ -48,9 +48,11 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::engine::Engine;
+use crate::engine::Released;
 use crate::error::{ConfigError, Error, Limit, LossReason};
-use crate::lock::{Lock, Released};
-use crate::manager::{Redlock, Shared};
+use crate::lock::Lock;
+use crate::manager::Redlock;
 use crate::resources::Resources;
 use crate::sync::lock;
 use crate::validity;
@@ -438,7 +440,7 @@ pub struct Guard {
     resources: Resources,
     value: Arc<str>,
     fence: Option<u64>,
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
     status: Arc<Mutex<Status>>,
     lost: CancellationToken,
     task: JoinHandle<Lock>,
@@ -943,7 +945,7 @@ mod tests {
         let failure = Box::new(crate::error::RoundFailure {
             quorum: 2,
             replies: Vec::new(),
-            validity_exhausted: false,
+            asked: crate::cause::Asked::Keep,
         });
         let lost = |failure| Error::LockLost {
             resource: "r".into(),

@@ -81,8 +81,10 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod cause;
 pub mod config;
 mod deadlines;
+mod engine;
 pub mod error;
 mod fencing;
 mod health;
@@ -102,10 +104,12 @@ mod sync;
 mod validity;
 mod waiting;
 
+pub use cause::Cause;
 pub use config::Builder;
+pub use engine::Released;
 pub use error::{ConfigError, Error, Limit, LossReason, NodeReply, Reply, RoundFailure};
 pub use hold::{Guard, HoldOptions, LockInfo};
-pub use lock::{Lock, Released};
+pub use lock::Lock;
 pub use manager::Redlock;
 pub use quarantine::MARKER_KEY;
 pub use retry::Retry;

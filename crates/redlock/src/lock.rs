@@ -22,42 +22,31 @@ use std::sync::Arc;
 
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, NodeReply};
-use crate::manager::Shared;
+use crate::engine::{Engine, Released};
+use crate::error::Error;
 use crate::resources::Resources;
 use crate::stragglers::LeftBehind;
 use crate::validity;
 use crate::waiting::WaiterId;
 
-/// What a release did, node by node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Released {
-    /// How many nodes held our value and deleted it.
-    pub confirmed: usize,
-    /// Every node's reply: `Granted` (deleted), `Refused` (did not hold our value, e.g. already
-    /// expired), or why it could not be asked.
-    pub replies: Vec<NodeReply>,
-}
-
 /// Resources and a value that may be set on some nodes, released on drop unless disarmed
 /// (invariant 2). Shared by an acquisition in progress and the [`Lock`] it becomes.
 #[derive(Debug)]
 pub(crate) struct Held {
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
     resources: Resources,
     value: Arc<str>,
     /// The acquisition's place in the fair queue, given up by the release
     /// ([`waiting`](crate::waiting) invariant 4).
     queued: Option<WaiterId>,
-    /// The acquisition's requests still in flight; a release follows them (manager invariant 2).
+    /// The acquisition's requests still in flight; a release follows them (engine invariant 2).
     stragglers: Option<LeftBehind>,
     armed: bool,
 }
 
 impl Held {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        shared: Arc<Engine>,
         resources: Resources,
         value: Arc<str>,
         queued: Option<WaiterId>,
@@ -126,11 +115,11 @@ impl Held {
     }
 }
 
-/// Releases `value` behind the acquisition's `stragglers` (manager invariant 2): waits for those
+/// Releases `value` behind the acquisition's `stragglers` (engine invariant 2): waits for those
 /// still driven (bounded by the node timeout), and keeps the queued ones until the release is
 /// queued behind them.
 async fn release_after(
-    shared: &Arc<Shared>,
+    shared: &Arc<Engine>,
     resources: &Resources,
     value: &Arc<str>,
     leave: Option<WaiterId>,
@@ -203,7 +192,7 @@ impl Lock {
     }
 
     /// The manager this lock belongs to: its drift factor, and its nodes for a release by value.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Engine> {
         &self.held.shared
     }
 

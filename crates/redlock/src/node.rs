@@ -82,19 +82,19 @@ use arc_swap::ArcSwapOption;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 
-use crate::error::{ConfigError, Reply, redact_url, secrets_in};
+use crate::cause::Asked;
+use crate::error::{ConfigError, NodeError, Reply, redact_url, secrets_in};
 use crate::fencing;
 use crate::health::{Health, check_health};
 use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
 use crate::resources::Resources;
 use crate::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
-    ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, INSPECT, LuaScript, RELEASE,
+    ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, LuaScript, RELEASE,
     RELEASE_MANY, RELEASE_STANDARD, one_or_many,
 };
-use crate::status::NodeState;
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
 use crate::waiting::{QueuePlace, WaiterId};
@@ -131,6 +131,18 @@ pub(crate) enum Request {
 }
 
 impl Request {
+    /// What a refusal of this request means: somebody else's value is there (an acquisition),
+    /// or ours is not (anything else).
+    pub(crate) fn asked(self) -> Asked {
+        match self {
+            Request::Set { .. }
+            | Request::SetFenced { .. }
+            | Request::SetQueued { .. }
+            | Request::Connect => Asked::Acquire,
+            Request::Fence { .. } | Request::Extend { .. } | Request::Release { .. } => Asked::Keep,
+        }
+    }
+
     /// Whether a reply to this request is a vote, which a quarantined node may not cast.
     pub(crate) fn is_vote(self) -> bool {
         matches!(
@@ -156,39 +168,6 @@ pub(crate) struct Answer {
     pub(crate) fence_floor: Option<u64>,
     /// For [`Request::SetQueued`]: refused because another waiter is ahead in the queue.
     pub(crate) behind: bool,
-}
-
-/// Why a node gave no usable answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NodeError {
-    Timeout,
-    Unreachable(String),
-    Server(String),
-}
-
-impl NodeError {
-    /// The [`Reply`] that reports this error to callers.
-    pub(crate) fn reply(&self) -> Reply {
-        match self {
-            NodeError::Timeout => Reply::Timeout,
-            NodeError::Unreachable(why) => Reply::Unreachable(why.clone()),
-            NodeError::Server(why) => Reply::ServerError(why.clone()),
-        }
-    }
-
-    pub(crate) fn from_redis(e: &RedisError) -> Self {
-        if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
-            return NodeError::Server("NOSCRIPT".to_owned());
-        }
-        match e.code() {
-            Some(code) => NodeError::Server(match e.detail() {
-                Some(detail) => format!("{code} {detail}"),
-                None => code.to_owned(),
-            }),
-            None if e.is_timeout() => NodeError::Timeout,
-            None => NodeError::Unreachable(e.to_string()),
-        }
-    }
 }
 
 /// Turns a node's answer (or error) to `request` into the [`Reply`] reported to callers. A
@@ -862,19 +841,20 @@ impl Node {
             .await;
     }
 
-    /// The inspect script: what `key` holds on this node (type, value, time to live), read in
-    /// one atomic step. Changes nothing.
-    pub(crate) async fn inspect(
+    /// Runs a read-only `script` on `key` (not checked against the marker), bounded by
+    /// `deadline`: for operators' reads such as [`status`](crate::status).
+    pub(crate) async fn read(
         &self,
+        script: &LuaScript,
         key: &str,
         deadline: Instant,
-    ) -> Result<NodeState, NodeError> {
+    ) -> Result<Value, NodeError> {
         self.bounded(deadline, async {
             let live = self.live().await?;
             let none: &[u64] = &[];
-            let reply = self.eval(&live, false, &INSPECT, &[key], None, none).await;
+            let reply = self.eval(&live, false, script, &[key], None, none).await;
             self.maybe_recheck(&live, live.tick(Instant::now()));
-            node_state(reply?)
+            reply
         })
         .await
     }
@@ -940,35 +920,6 @@ fn fence_floor(reply: &Value) -> Result<u64, NodeError> {
         return Err(unexpected("fenced SET", reply));
     };
     Ok(fencing::floor(counter, secs, micros))
-}
-
-/// Reads the inspect script's `{type, value or nil, pttl}`.
-fn node_state(reply: Value) -> Result<NodeState, NodeError> {
-    let unexpected =
-        |reply: &Value| NodeError::Server(format!("unexpected inspect reply: {reply:?}"));
-    let Value::Array(items) = &reply else {
-        return Err(unexpected(&reply));
-    };
-    let text = |v: &Value| match v {
-        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    };
-    let (Some(kind), Some(value), Some(Value::Int(pttl))) =
-        (items.first().and_then(text), items.get(1), items.get(2))
-    else {
-        return Err(unexpected(&reply));
-    };
-    // PTTL: -1 means no expiry, -2 no key (which TYPE already said: the script is atomic).
-    let ttl = u64::try_from(*pttl).ok().map(Duration::from_millis);
-    Ok(match kind.as_str() {
-        "none" => NodeState::Free,
-        "string" => NodeState::Held {
-            value: text(value).ok_or_else(|| unexpected(&reply))?,
-            ttl,
-        },
-        _ => NodeState::OtherType { kind, ttl },
-    })
 }
 
 /// Removes the URL's password from a message that might quote it (a parser error may echo the

@@ -11,9 +11,11 @@
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use redis::Value;
 
-use crate::error::Reply;
+use crate::error::{NodeError, Reply};
 use crate::manager::Redlock;
+use crate::scripts::INSPECT;
 
 /// What one node holds for a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,12 +86,13 @@ impl Redlock {
     /// # Cancel safety
     /// Read-only: dropping the future leaves nothing on any server.
     pub async fn status(&self, resource: &str) -> Vec<NodeStatus> {
-        let shared = self.shared();
+        let shared = self.engine();
         let deadline = Instant::now() + shared.node_timeout;
         join_all(shared.nodes.iter().map(|node| async move {
             let state = node
-                .inspect(resource, deadline)
+                .read(&INSPECT, resource, deadline)
                 .await
+                .and_then(node_state)
                 .unwrap_or_else(|e| NodeState::Unavailable(e.reply()));
             NodeStatus {
                 node: node.label().to_owned(),
@@ -100,4 +103,33 @@ impl Redlock {
         }))
         .await
     }
+}
+
+/// Reads the inspect script's `{type, value or nil, pttl}`.
+fn node_state(reply: Value) -> Result<NodeState, NodeError> {
+    let unexpected =
+        |reply: &Value| NodeError::Server(format!("unexpected inspect reply: {reply:?}"));
+    let Value::Array(items) = &reply else {
+        return Err(unexpected(&reply));
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let (Some(kind), Some(value), Some(Value::Int(pttl))) =
+        (items.first().and_then(text), items.get(1), items.get(2))
+    else {
+        return Err(unexpected(&reply));
+    };
+    // PTTL: -1 means no expiry, -2 no key (which TYPE already said: the script is atomic).
+    let ttl = u64::try_from(*pttl).ok().map(Duration::from_millis);
+    Ok(match kind.as_str() {
+        "none" => NodeState::Free,
+        "string" => NodeState::Held {
+            value: text(value).ok_or_else(|| unexpected(&reply))?,
+            ttl,
+        },
+        _ => NodeState::OtherType { kind, ttl },
+    })
 }

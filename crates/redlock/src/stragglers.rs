@@ -1,6 +1,6 @@
 //! The requests a won round leaves behind ("stragglers"), and how they still land.
 //!
-//! A won round returns at once (manager invariant 2), but the nodes that had not answered yet
+//! A won round returns at once (engine invariant 2), but the nodes that had not answered yet
 //! must still get their request: a late `OK` becomes part of the lock, and `Redlock::settle`
 //! waits for it. The common case costs nothing: every straggler is already queued on its node's
 //! connection, which runs it before anything queued later ([`node`](crate::node) invariant 5).

@@ -47,7 +47,6 @@ use tokio::sync::mpsc;
 
 use crate::resources::Resources;
 use crate::sync::lock;
-use crate::waiting::Registry;
 
 /// The channel a release of `resource` is announced on (`scripts/queue.lua`).
 const CHANNEL_PREFIX: &str = "redlock-released:";
@@ -57,6 +56,19 @@ const SWEEP: Duration = Duration::from_secs(2);
 
 /// How long a failed connection attempt keeps the task from starting again.
 const BACKOFF: Duration = Duration::from_secs(1);
+
+/// What a subscriber reports, to whoever waits ([`waiting`](crate::waiting)'s registry). A
+/// trait so that the subscriber, which only hears, does not depend on how waiters are woken.
+pub(crate) trait Listener: Send + Sync + 'static {
+    /// `node` announced a fair client's release of `resource`, naming `head` next in line.
+    fn released(&self, resource: &str, head: &str, node: usize);
+    /// `node` found `resource`'s key gone.
+    fn freed(&self, resource: &str, node: usize);
+    /// Announcements for `resource` are heard from now on.
+    fn listening(&self, resource: &str);
+    /// Whether anybody still waits for `resource`.
+    fn is_waited_for(&self, resource: &str) -> bool;
+}
 
 /// How a subscriber hears that a resource may be taken: all of one manager's waiters are fair
 /// or none are.
@@ -105,7 +117,7 @@ impl Subscriber {
     /// Makes sure this node's task watches `resources`, starting it if it is not running. Never
     /// waits: the watching is set up in the background. `node` is this node's index, which its
     /// reports are counted under.
-    pub(crate) fn listen(&self, node: usize, resources: &Resources, registry: &Arc<Registry>) {
+    pub(crate) fn listen(&self, node: usize, resources: &Resources, registry: &Arc<dyn Listener>) {
         let Some(client) = &self.client else { return };
         let mut state = lock(&self.state);
         let running = state.inbox.as_ref().is_some_and(|inbox| !inbox.is_closed());
@@ -143,7 +155,7 @@ struct Task {
     client: redis::Client,
     connect_timeout: Duration,
     watch: Watch,
-    registry: Weak<Registry>,
+    registry: Weak<dyn Listener>,
     /// Its subscriber's state, to record a failed connection attempt (see [`BACKOFF`]).
     state: Arc<Mutex<State>>,
 }

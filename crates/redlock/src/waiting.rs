@@ -83,7 +83,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
 use crate::resources::Resources;
-use crate::subscriber::Subscriber;
+use crate::subscriber::{Listener, Subscriber};
 use crate::sync::lock;
 
 /// Identifies one waiter (one acquisition) in the queues and in release messages.
@@ -207,10 +207,12 @@ impl Registry {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Wake>>>> {
         lock(&self.by_resource)
     }
+}
 
+impl Listener for Registry {
     /// Records that `node` announced a fair client's release of `resource` naming `head`, for the
     /// one waiter it is for (invariant 7), and wakes it once a quorum of nodes has (invariant 6).
-    pub(crate) fn released(&self, resource: &str, head: &str, node: usize) {
+    fn released(&self, resource: &str, head: &str, node: usize) {
         let by_resource = self.lock();
         let wake = by_resource
             .get(resource)
@@ -232,7 +234,7 @@ impl Registry {
     /// Records that `node` found `resource`'s key gone (whoever released it, or it expired), for
     /// the one waiter that is not fair (invariant 7): fair waiters wait for their turn's
     /// announcement (invariant 8).
-    pub(crate) fn freed(&self, resource: &str, node: usize) {
+    fn freed(&self, resource: &str, node: usize) {
         let by_resource = self.lock();
         let Some(wakes) = by_resource.get(resource) else {
             return;
@@ -244,7 +246,7 @@ impl Registry {
 
     /// Called once announcements for `resource` are heard: its fair waiters may have missed
     /// their turn's announcement before that, so each tries once more (invariant 9).
-    pub(crate) fn listening(&self, resource: &str) {
+    fn listening(&self, resource: &str) {
         if let Some(wakes) = self.lock().get(resource) {
             for wake in wakes.iter().filter(|w| w.fair) {
                 wake.notify.notify_one();
@@ -253,7 +255,7 @@ impl Registry {
     }
 
     /// Whether anybody still waits for `resource`.
-    pub(crate) fn is_waited_for(&self, resource: &str) -> bool {
+    fn is_waited_for(&self, resource: &str) -> bool {
         self.lock().contains_key(resource)
     }
 }
@@ -296,13 +298,68 @@ impl Waiters {
                 wake.heard_from_all(nodes); // invariant 10
             }
         }
+        let listener: Arc<dyn Listener> = self.registry.clone();
         for (node, subscriber) in self.subscribers.iter().enumerate() {
-            subscriber.listen(node, resources, &self.registry);
+            subscriber.listen(node, resources, &listener);
         }
         Waiting {
             wake,
             resources: resources.clone(),
             registry: Arc::clone(&self.registry),
+        }
+    }
+}
+
+/// One acquisition's turn-taking: its place in the fair queue (fair managers only), and once it
+/// had to wait, its registration to be woken by releases.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    place: Option<QueuePlace>,
+    waiting: Option<Waiting>,
+}
+
+impl Turn {
+    /// A turn for an acquisition starting now; with a queue place when `fair` (invariant 3).
+    pub(crate) fn new(fair: bool, retry_delay: Duration, node_timeout: Duration) -> Self {
+        Self {
+            place: fair.then(|| QueuePlace::new(retry_delay, node_timeout)),
+            waiting: None,
+        }
+    }
+
+    /// The queue place, the same for the whole acquisition (invariant 3).
+    pub(crate) fn place(&self) -> Option<QueuePlace> {
+        self.place
+    }
+
+    /// The queue place's waiter id, which a release gives up (invariant 4).
+    pub(crate) fn id(&self) -> Option<WaiterId> {
+        self.place.map(|place| place.id)
+    }
+
+    /// Waits `delay` before the next attempt, or less when a release wakes us (invariant 1):
+    /// registered with `waiters` on the first wait, unless notification is off (`None`). A fair
+    /// waiter that a quorum put `behind` another waits for its turn's announcement, or a quarter
+    /// of its lease (invariant 8). `cap` bounds the wait (the retry policy's `max_wait`).
+    pub(crate) async fn wait(
+        &mut self,
+        waiters: Option<&Waiters>,
+        resources: &Resources,
+        delay: Duration,
+        behind: bool,
+        cap: impl FnOnce(Duration) -> Duration,
+    ) {
+        if let (Some(waiters), None) = (waiters, &self.waiting) {
+            let id = self.id().unwrap_or_else(WaiterId::new);
+            self.waiting = Some(waiters.register(resources, id, self.place.is_some()));
+        }
+        let wait = match self.place {
+            Some(place) if behind && self.waiting.is_some() => delay.max(place.poll_behind()),
+            _ => delay,
+        };
+        match &self.waiting {
+            Some(waiting) => waiting.woken_or(cap(wait)).await,
+            None => tokio::time::sleep(cap(wait)).await,
         }
     }
 }

@@ -80,9 +80,17 @@ async fn a_key_of_another_type_is_reported_as_wrongtype() {
         failure
             .replies
             .iter()
-            .all(|r| matches!(&r.reply, Reply::ServerError(e) if e.starts_with("WRONGTYPE"))),
+            .all(|r| matches!(&r.reply, Reply::WrongType(e) if e.starts_with("WRONGTYPE"))),
         "{message}"
     );
+    assert_eq!(
+        err.cause(),
+        Some(redlock::Cause::WrongType {
+            node: failure.replies[0].node.clone()
+        }),
+        "the library says why: {message}"
+    );
+    assert!(!err.is_busy(), "a hash is not a busy lock: {message}");
     for i in 0..3 {
         assert_eq!(
             cluster.node(i).cli(&["TYPE", "res"]).unwrap(),

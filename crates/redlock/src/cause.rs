@@ -1,0 +1,254 @@
+//! Why a round did not reach its quorum: the library's classification of the node replies, so
+//! that no caller re-derives "busy" from "unreachable" by counting replies itself.
+//!
+//! Pure: a function of the replies, the quorum and what was asked, tested over every
+//! combination of outcomes for three nodes.
+//!
+//! # Invariants
+//! 1. **A key of another type is named first.** Whatever else happened, a `WRONGTYPE` reply
+//!    means the resource is not a lock at all, which retrying cannot fix.
+//! 2. **Quarantine is blamed only when it made the difference**: with the quarantined nodes'
+//!    grants counted, a quorum would have granted.
+//! 3. **"Not held" and "busy" are definite answers.** A release or an extension is reported as
+//!    not held only when the nodes that did not answer could not have made a quorum with the
+//!    ones that did what we asked; otherwise the answer is unavailable, since the lock may still
+//!    be held where nobody could look. An acquisition is busy as soon as one node refused: that
+//!    node holds somebody else's value.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::Reply;
+
+/// What a round asked the nodes to do, which decides what a refusal means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asked {
+    /// Set our value (a refusal: somebody else's value is there).
+    Acquire,
+    /// Extend or delete our value (a refusal: our value is not there any more).
+    Keep,
+}
+
+/// Why a round did not reach its quorum in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The resource's key holds another Redis type on `node` (`WRONGTYPE`): it is not a lock,
+    /// and retrying will not change that.
+    WrongType {
+        /// The first node that said so (its address, without credentials).
+        node: String,
+    },
+    /// Nodes that restarted recently (or may have lost their data) granted, but are
+    /// quarantined and do not vote; with their grants a quorum would have granted. Ends by
+    /// itself within `max_ttl`.
+    Quarantined {
+        /// How many nodes were quarantined.
+        nodes: usize,
+        /// The longest quarantine left among them.
+        longest: Duration,
+    },
+    /// An acquisition: a node refused because somebody else holds the resource.
+    Busy,
+    /// An extension or a release: the nodes that answered do not hold our value (it expired, was
+    /// released, or taken over), and those that did not answer could not change that.
+    NotHeld,
+    /// Too few nodes gave an answer that counts (unreachable, timed out, or an error reply such
+    /// as `NOAUTH`) to decide.
+    Unavailable,
+    /// A quorum granted, but too late: no validity was left once it did.
+    TooSlow,
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::WrongType { node } => {
+                write!(f, "the key has another Redis type on {node}: not a lock")
+            }
+            Cause::Quarantined { nodes, longest } => write!(
+                f,
+                "{nodes} node(s) quarantined after a restart (for up to {} ms), too few could vote",
+                longest.as_millis()
+            ),
+            Cause::Busy => f.write_str("busy, held by someone else"),
+            Cause::NotHeld => f.write_str("not held with this value"),
+            Cause::Unavailable => f.write_str("too few nodes answered"),
+            Cause::TooSlow => f.write_str("granted, but no validity was left"),
+        }
+    }
+}
+
+impl Cause {
+    /// Classifies the replies of a round that was not won in time (invariants 1–3); `nodes`
+    /// pairs each reply with its node.
+    pub(crate) fn of<'a>(
+        asked: Asked,
+        replies: impl Iterator<Item = (&'a str, &'a Reply)> + Clone,
+        quorum: usize,
+    ) -> Cause {
+        let wrong_type = replies
+            .clone()
+            .find(|(_, reply)| matches!(reply, Reply::WrongType(_)));
+        if let Some((node, _)) = wrong_type {
+            return Cause::WrongType {
+                node: node.to_owned(),
+            };
+        }
+        let (mut granted, mut refused, mut quarantined, mut longest) = (0, 0, 0, Duration::ZERO);
+        let mut total = 0;
+        for (_, reply) in replies {
+            total += 1;
+            match reply {
+                Reply::Granted => granted += 1,
+                Reply::Refused => refused += 1,
+                Reply::Quarantined(left) => {
+                    quarantined += 1;
+                    longest = longest.max(*left);
+                }
+                _ => {}
+            }
+        }
+        if granted >= quorum {
+            return Cause::TooSlow;
+        }
+        // Invariant 2.
+        if quarantined > 0 && granted + quarantined >= quorum {
+            return Cause::Quarantined {
+                nodes: quarantined,
+                longest,
+            };
+        }
+        // Invariant 3. Silent: no answer that counts (a quarantined node's included).
+        let silent = total - granted - refused;
+        match asked {
+            Asked::Acquire if refused > 0 => Cause::Busy,
+            Asked::Keep if silent == 0 || granted + silent < quorum => Cause::NotHeld,
+            _ => Cause::Unavailable,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODES: [&str; 5] = ["a:1", "b:2", "c:3", "d:4", "e:5"];
+
+    fn cause(asked: Asked, replies: &[Reply]) -> Cause {
+        let quorum = replies.len() / 2 + 1;
+        Cause::of(asked, NODES.iter().copied().zip(replies.iter()), quorum)
+    }
+
+    fn q(secs: u64) -> Reply {
+        Reply::Quarantined(Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn acquisitions_are_blamed_on_quarantine_only_if_it_made_the_difference() {
+        use Reply::*;
+        let quarantined = |nodes| Cause::Quarantined {
+            nodes,
+            longest: Duration::from_secs(10),
+        };
+        for (replies, expected) in [
+            (vec![q(10), q(10), q(3)], quarantined(3)),
+            (vec![Granted, q(10), Refused], quarantined(1)),
+            (vec![Refused, q(10), q(10)], quarantined(2)),
+            (vec![Refused, Refused, q(10)], Cause::Busy),
+            (vec![q(10), Timeout, Timeout], Cause::Unavailable),
+            (vec![Granted, Refused, Timeout], Cause::Busy),
+            (vec![Granted, Timeout, Timeout], Cause::Unavailable),
+            (vec![Granted, Granted, q(10)], Cause::TooSlow),
+            (vec![Granted, Granted, Timeout], Cause::TooSlow),
+            (
+                vec![Granted, ServerError("NOAUTH".into()), Timeout],
+                Cause::Unavailable,
+            ),
+        ] {
+            assert_eq!(cause(Asked::Acquire, &replies), expected, "{replies:?}");
+        }
+    }
+
+    #[test]
+    fn not_held_only_when_the_silent_nodes_could_not_make_a_quorum() {
+        use Reply::*;
+        let unreachable = || Unreachable("refused".into());
+        for (replies, expected) in [
+            (vec![Granted, unreachable(), Refused], Cause::Unavailable),
+            (vec![Timeout, Timeout, Timeout], Cause::Unavailable),
+            (vec![Refused, Refused, unreachable()], Cause::NotHeld),
+            (vec![Refused, Refused, Refused], Cause::NotHeld),
+            (vec![Granted, Refused, Refused], Cause::NotHeld),
+            (
+                vec![Refused, Refused, Timeout, Timeout, Timeout],
+                Cause::Unavailable,
+            ),
+            (
+                vec![Refused, Refused, Refused, Timeout, Timeout],
+                Cause::NotHeld,
+            ),
+        ] {
+            assert_eq!(cause(Asked::Keep, &replies), expected, "{replies:?}");
+        }
+    }
+
+    /// Every combination of five outcomes on three nodes, for both kinds of round: the
+    /// invariants hold whatever the mix.
+    #[test]
+    fn every_combination_of_three_replies_follows_the_invariants() {
+        let outcomes = [
+            Reply::Granted,
+            Reply::Refused,
+            Reply::Timeout,
+            q(5),
+            Reply::WrongType("WRONGTYPE".into()),
+        ];
+        for mask in 0..outcomes.len().pow(3) {
+            let replies: Vec<Reply> = (0..3)
+                .map(|i| outcomes[mask / outcomes.len().pow(i) % outcomes.len()].clone())
+                .collect();
+            let count = |f: fn(&Reply) -> bool| replies.iter().filter(|r| f(r)).count();
+            let granted = count(|r| *r == Reply::Granted);
+            let refused = count(|r| *r == Reply::Refused);
+            let quarantined = count(|r| matches!(r, Reply::Quarantined(_)));
+            let first_wrong = replies
+                .iter()
+                .position(|r| matches!(r, Reply::WrongType(_)));
+            for asked in [Asked::Acquire, Asked::Keep] {
+                let got = cause(asked, &replies);
+                let case = format!("{asked:?} {replies:?}: {got:?}");
+                match got {
+                    Cause::WrongType { node } => {
+                        assert_eq!(Some(node.as_str()), first_wrong.map(|i| NODES[i]), "{case}");
+                    }
+                    other => {
+                        assert!(first_wrong.is_none(), "invariant 1: {case}");
+                        match other {
+                            Cause::TooSlow => assert!(granted >= 2, "{case}"),
+                            Cause::Quarantined { nodes, .. } => {
+                                assert_eq!(nodes, quarantined, "{case}");
+                                assert!(granted < 2 && granted + quarantined >= 2, "{case}");
+                            }
+                            Cause::Busy => {
+                                assert!(asked == Asked::Acquire && refused > 0, "{case}");
+                            }
+                            Cause::NotHeld => {
+                                assert!(asked == Asked::Keep, "{case}");
+                                // Invariant 3: even had every silent node granted, no quorum.
+                                assert!(3 - refused < 2 || refused + granted == 3, "{case}");
+                            }
+                            Cause::Unavailable => {
+                                assert!(granted < 2, "{case}");
+                                if asked == Asked::Acquire {
+                                    assert_eq!(refused, 0, "{case}");
+                                }
+                            }
+                            Cause::WrongType { .. } => unreachable!(),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! The round engine: one request to every node at once, the replies counted as they come in,
+//! the round decided as soon as its outcome is known. And what every lock shares with its
+//! manager: the nodes, the settings, the work left in the background.
+//!
+//! The algorithm ([`manager`](crate::manager)) says *which* rounds to run and what to make of
+//! them; this module only runs them. A round does not know whether it acquires, extends or
+//! releases beyond the one [`Until`] rule that says how long it waits.
+//!
+//! # Invariants
+//! 1. A round sends its request to **every** node at the same instant and measures time from an
+//!    instant taken before the first request ([`validity`](crate::validity) invariant 1).
+//! 2. A round is decided as soon as the outcome is known ([`quorum`](crate::quorum) invariant 3).
+//!    A won round returns at once, and its requests still in flight land all the same: a late
+//!    `OK` simply becomes part of the lock (release and extension go to every node anyway). A
+//!    request already queued on its node's connection is kept by the lock, unpolled, until the
+//!    release is queued behind it: the node runs it first ([`node`](crate::node) invariant 5).
+//!    Requests still waiting for a connection (a node's first request, or one after a
+//!    reconnection) are finished in the background ([`stragglers`](crate::stragglers)), and the
+//!    release waits for those: one that overtook such a `SET` would leave the key behind until
+//!    its TTL. A round that can no longer be won still collects every reply, bounded by the node
+//!    timeout, so that its rollback follows every late `SET`.
+//! 3. A quarantined node ([`quarantine`](crate::quarantine)) still gets every request, but its
+//!    grants are not votes. No lock or extension is longer than `max_ttl`, the quarantine length.
+//! 4. Unless fairness is on, a single resource's release is the standard compare-and-delete
+//!    script, byte for byte, and costs exactly what it costs other clients: waiters learn of it
+//!    from the server's key tracking. A fair client's release also announces itself to the queued
+//!    waiters ([`waiting`](crate::waiting)).
+
+use std::collections::HashSet;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::future::join_all;
+use tokio_util::task::TaskTracker;
+
+use crate::cause::Asked;
+use crate::deadlines::Alarm;
+use crate::error::{ConfigError, Error, NodeError, NodeReply, Reply, RoundFailure};
+use crate::node::{Answer, Node, NodeSettings, Request, reply_of};
+use crate::quarantine::TrustPolicy;
+use crate::quorum::{Decision, Tally};
+use crate::resources::Resources;
+use crate::retry::Retry;
+use crate::stragglers::{LeftBehind, Stragglers};
+use crate::subscriber::Watch;
+use crate::sync::lock;
+use crate::validity;
+use crate::waiting::{WaiterId, Waiters};
+
+/// What a release did, node by node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// How many nodes held our value and deleted it.
+    pub confirmed: usize,
+    /// How many confirmations make a release certain: `N/2 + 1`.
+    pub quorum: usize,
+    /// Every node's reply: `Granted` (deleted), `Refused` (did not hold our value, e.g. already
+    /// expired), or why it could not be asked.
+    pub replies: Vec<NodeReply>,
+}
+
+impl Released {
+    /// `None` when a quorum confirmed the release; otherwise why not: the lock was not held
+    /// with this value ([`Cause::NotHeld`](crate::Cause::NotHeld)), too few nodes answered to
+    /// tell, or the key holds another Redis type.
+    pub fn cause(&self) -> Option<crate::Cause> {
+        (self.confirmed < self.quorum).then(|| {
+            let replies = self.replies.iter().map(|r| (r.node.as_str(), &r.reply));
+            crate::Cause::of(Asked::Keep, replies, self.quorum)
+        })
+    }
+}
+
+/// Every setting of a manager, validated by the [`Builder`](crate::Builder): what the engine
+/// is built from.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) servers: Vec<String>,
+    pub(crate) tls_root_certificates: Option<Vec<u8>>,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) retry: Retry,
+    pub(crate) max_ttl: Duration,
+    pub(crate) trust: TrustPolicy,
+    pub(crate) fence_retention: Option<Duration>,
+    pub(crate) notify: bool,
+    pub(crate) fair: bool,
+}
+
+/// The round engine, and what every lock handle shares with its manager.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) retry: Retry,
+    pub(crate) max_ttl: Duration,
+    /// How long fencing counters are kept after their last use; `None`: fencing is off.
+    pub(crate) fence_retention: Option<Duration>,
+    /// Whether waiters are woken by releases ([`Builder::notify`]).
+    pub(crate) notify: bool,
+    /// Whether waiters queue in arrival order ([`Builder::fair`]).
+    pub(crate) fair: bool,
+    /// The waiters of this manager and the subscribers that wake them.
+    pub(crate) waiters: Waiters,
+    /// Requests still in flight after their caller moved on: stragglers of won rounds, releases
+    /// of dropped locks. Each is bounded by the node timeout. See [`Redlock::settle`].
+    pub(crate) background: TaskTracker,
+    /// Drives the stragglers of won rounds (tracked by `background`).
+    pub(crate) stragglers: Stragglers,
+}
+
+/// How long a round waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// Return at the first decisive reply if it is a win (an acquisition's `SET`). The requests
+    /// still in flight land all the same, so their keys become part of the lock, and come back
+    /// with the round for the lock's release to follow (invariant 2). A loss still waits for
+    /// every reply, so that the rollback follows every late `SET`.
+    Won,
+    /// As [`Won`](Self::Won), for rounds that set no lock key (fencing, extension): the requests
+    /// still in flight are finished in the background, and nothing waits for them.
+    WonThenDriven,
+    /// Wait for every node or its timeout (release, connect), to report them all.
+    AllReplied,
+}
+
+/// One round of requests, as decided.
+#[derive(Debug)]
+pub(crate) struct Round {
+    start: Instant,
+    /// What the round asked, which decides what a refusal means in its failure.
+    asked: Asked,
+    pub(crate) decision: Decision,
+    /// The requests of a won round still in flight.
+    pub(crate) stragglers: Option<LeftBehind>,
+    /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
+    pub(crate) fence_floor: Option<u64>,
+    /// How many nodes said another waiter's turn comes first (fair acquisitions).
+    pub(crate) behind: usize,
+    pub(crate) quorum: usize,
+    pub(crate) replies: Vec<Reply>,
+}
+
+impl Round {
+    pub(crate) fn failure(self, shared: &Engine) -> RoundFailure {
+        RoundFailure {
+            quorum: self.quorum,
+            replies: shared.label(self.replies),
+            asked: self.asked,
+        }
+    }
+}
+
+/// The replies of a round so far.
+struct Count {
+    request: Request,
+    tally: Tally,
+    /// Emptied when the round is decided: stragglers are not recorded any more.
+    replies: Vec<Reply>,
+    /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
+    fence_floor: Option<u64>,
+    /// How many nodes refused a fair acquisition because another waiter was ahead.
+    behind: usize,
+}
+
+impl Count {
+    fn new(request: Request, nodes: usize) -> Self {
+        Self {
+            request,
+            tally: Tally::new(nodes),
+            replies: vec![Reply::Pending; nodes],
+            fence_floor: None,
+            behind: 0,
+        }
+    }
+
+    /// Records node `i`'s answer, unless the round is decided already.
+    fn record(&mut self, i: usize, result: &Result<Answer, NodeError>) {
+        let Some(reply) = self.replies.get_mut(i) else {
+            return;
+        };
+        *reply = reply_of(self.request, result);
+        let counts = match result {
+            Ok(answer) if answer.done => {
+                self.fence_floor = self.fence_floor.max(answer.fence_floor);
+                // Invariant 3: a quarantined node's vote does not count.
+                !self.request.is_vote() || answer.quarantined_for.is_none()
+            }
+            Ok(answer) => {
+                self.behind += usize::from(answer.behind);
+                false
+            }
+            Err(_) => false,
+        };
+        self.tally.record(counts);
+    }
+
+    /// Every node that has not answered timed out.
+    /// Records every request still pending as timed out, telling `timed_out` which node's.
+    fn time_out_the_rest(&mut self, mut timed_out: impl FnMut(usize)) {
+        for (i, reply) in self.replies.iter_mut().enumerate() {
+            if matches!(reply, Reply::Pending) {
+                *reply = Reply::Timeout;
+                self.tally.record(false);
+                timed_out(i);
+            }
+        }
+    }
+}
+
+/// What every request of a round shares, owned so that a won round can leave its stragglers to
+/// the background: one reference count per request rather than one per manager, resources and
+/// value.
+struct Fanout {
+    shared: Arc<Engine>,
+    request: Request,
+    resources: Resources,
+    value: Arc<str>,
+    /// Written by each request as its reply comes in, read by the round after each poll.
+    count: Mutex<Count>,
+    /// How many requests still wait for their node's connection: not queued on it yet.
+    unqueued: AtomicUsize,
+}
+
+impl Fanout {
+    fn count(&self) -> MutexGuard<'_, Count> {
+        lock(&self.count)
+    }
+
+    /// Node `i`'s request, its reply recorded as soon as it is in.
+    async fn send(self: Arc<Self>, i: usize) {
+        if let Some(node) = self.shared.nodes.get(i) {
+            let queued = || {
+                self.unqueued.fetch_sub(1, Ordering::Relaxed);
+            };
+            let result = node
+                .send(self.request, &self.resources, &self.value, queued)
+                .await;
+            self.count().record(i, &result);
+        }
+    }
+}
+
+impl Engine {
+    /// Builds the engine: a node for each server (parsed, not connected) and a subscriber for
+    /// each.
+    ///
+    /// # Errors
+    /// An unparsable URL, or the same server twice.
+    pub(crate) fn new(settings: Settings) -> Result<Self, ConfigError> {
+        let node_settings = NodeSettings {
+            connect_timeout: settings.connect_timeout,
+            trust: settings.trust,
+        };
+        let mut nodes = Vec::with_capacity(settings.servers.len());
+        let mut seen = HashSet::new();
+        for url in &settings.servers {
+            let tls_roots = settings.tls_root_certificates.as_deref();
+            let node = Node::new(url.trim(), node_settings, tls_roots)?;
+            if !seen.insert(node.server_identity()) {
+                return Err(ConfigError::DuplicateServer(node.server_identity()));
+            }
+            nodes.push(node);
+        }
+        let watch = if settings.fair {
+            Watch::Announcements
+        } else {
+            Watch::Keys
+        };
+        Ok(Self {
+            waiters: Waiters::new(nodes.iter().map(|node| node.subscriber(watch)).collect()),
+            nodes,
+            node_timeout: settings.node_timeout,
+            connect_timeout: settings.connect_timeout,
+            drift_factor: settings.drift_factor,
+            retry: settings.retry,
+            max_ttl: settings.max_ttl,
+            fence_retention: settings.fence_retention,
+            notify: settings.notify,
+            fair: settings.fair,
+            background: TaskTracker::new(),
+            stragglers: Stragglers::new(),
+        })
+    }
+
+    /// Sends `request` for `resources` and `value` to every node at once (invariant 1), all
+    /// bounded by one deadline `timeout` from now, and counts the replies.
+    pub(crate) async fn round(
+        self: &Arc<Self>,
+        until: Until,
+        request: Request,
+        resources: &Resources,
+        value: &Arc<str>,
+        timeout: Duration,
+    ) -> Round {
+        let start = Instant::now();
+        let node_deadline = start + timeout;
+        let fanout = Arc::new(Fanout {
+            shared: Arc::clone(self),
+            request,
+            resources: resources.clone(),
+            value: Arc::clone(value),
+            count: Mutex::new(Count::new(request, self.nodes.len())),
+            unqueued: AtomicUsize::new(self.nodes.len()),
+        });
+        // `join_all` keeps up to 30 futures in a single allocation (beyond, it switches to
+        // `FuturesOrdered`, which only costs more) and polls every one still pending on each
+        // wake-up, which with the handful of nodes of a Redlock deployment is cheaper than waking
+        // them one by one. Each request records its own reply, so one poll
+        // counts every reply that is in. Not `FuturesUnordered`: once it has polled all of its
+        // futures in one go, which every round does first, it wakes its own task and returns
+        // `Pending` (a yield, futures-rs#2333); measured with `examples/bench.rs`, 2.5 more
+        // context switches and about 30 µs more per lock + release with one task.
+        let mut requests =
+            join_all((0..self.nodes.len()).map(|i| Fanout::send(Arc::clone(&fanout), i)));
+        // One deadline for the round, not one per request: they would all share it; watched by
+        // the deadline thread, not a Tokio timer ([`deadlines`](crate::deadlines)).
+        let mut deadline = Alarm::new(node_deadline);
+        // Whether requests are left on their way: only when the round was won before they all
+        // replied.
+        let left_behind = poll_fn(|cx| {
+            // A reply that is in counts, even at the deadline.
+            if Pin::new(&mut requests).poll(cx).is_ready() {
+                return Poll::Ready(false);
+            }
+            if until != Until::AllReplied && fanout.count().tally.decision() == Decision::Won {
+                return Poll::Ready(true); // invariant 2
+            }
+            if deadline.poll(cx).is_ready() {
+                fanout.count().time_out_the_rest(|i| {
+                    if let Some(node) = self.nodes.get(i) {
+                        node.timed_out(); // node invariant 6
+                    }
+                });
+                return Poll::Ready(false); // the requests still pending are cancelled
+            }
+            Poll::Pending
+        })
+        .await;
+        // Decided: replies that come in from now on are not recorded.
+        let (decision, quorum, fence_floor, behind, replies) = {
+            let mut count = fanout.count();
+            let replies = std::mem::take(&mut count.replies);
+            (
+                count.tally.decision(),
+                count.tally.quorum(),
+                count.fence_floor,
+                count.behind,
+                replies,
+            )
+        };
+        // Invariant 2. All polls of the round ran on this task, so the count is current.
+        let stragglers = left_behind.then(|| {
+            let requests = Box::pin(requests.map(drop));
+            let unqueued = fanout.unqueued.load(Ordering::Relaxed) > 0;
+            if until == Until::Won && !unqueued {
+                LeftBehind::Queued(Mutex::new(requests))
+            } else {
+                LeftBehind::Driven(self.stragglers.hand_off(
+                    requests,
+                    node_deadline,
+                    self.background.token(),
+                ))
+            }
+        });
+        Round {
+            start,
+            asked: request.asked(),
+            decision,
+            fence_floor,
+            behind,
+            stragglers,
+            quorum,
+            replies,
+        }
+    }
+
+    /// Runs the compare-and-delete script on every node and waits for all of them; `leave`
+    /// gives up that waiter's place in the fair queue.
+    pub(crate) async fn release(
+        self: &Arc<Self>,
+        resources: &Resources,
+        value: &Arc<str>,
+        leave: Option<WaiterId>,
+    ) -> Released {
+        let round = self
+            .round(
+                Until::AllReplied,
+                Request::Release {
+                    leave,
+                    // Invariant 4: only fair waiters need announcements.
+                    announce: self.fair,
+                },
+                resources,
+                value,
+                self.node_timeout,
+            )
+            .await;
+        Released {
+            confirmed: round.replies.iter().filter(|r| r.is_granted()).count(),
+            quorum: round.quorum,
+            replies: self.label(round.replies),
+        }
+    }
+
+    /// Runs the compare-and-PEXPIRE script on every node; returns the new deadline.
+    pub(crate) async fn extend(
+        self: &Arc<Self>,
+        resources: &Resources,
+        value: &Arc<str>,
+        ttl: Duration,
+    ) -> Result<Instant, Error> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        let round = self
+            .round(
+                Until::WonThenDriven,
+                Request::Extend { ttl_ms },
+                resources,
+                value,
+                self.node_timeout,
+            )
+            .await;
+        match self.deadline_if_won(&round, ttl) {
+            Some(deadline) => Ok(deadline),
+            None => Err(Error::LockLost {
+                resource: resources.to_string(),
+                failure: Some(Box::new(round.failure(self))),
+            }),
+        }
+    }
+
+    /// Invariant 3: the deadline, if the round was won and it is still in the future.
+    pub(crate) fn deadline_if_won(&self, round: &Round, ttl: Duration) -> Option<Instant> {
+        if round.decision != Decision::Won {
+            return None;
+        }
+        validity::deadline(round.start, ttl, self.drift_factor).filter(|d| *d > Instant::now())
+    }
+
+    /// The TTL in whole milliseconds, if it leaves any validity after the drift allowance.
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64, ConfigError> {
+        let ttl_ms = validity::ttl_millis(ttl);
+        let invalid = |reason: String| ConfigError::InvalidTtl { ttl, reason };
+        if ttl_ms == 0 {
+            return Err(invalid(
+                "Redis expiries are whole milliseconds, at least 1 ms".into(),
+            ));
+        }
+        if ttl > self.max_ttl {
+            return Err(invalid(format!(
+                "longer than max_ttl ({:?}), the restart quarantine; raise max_ttl on every client of these servers",
+                self.max_ttl
+            )));
+        }
+        if validity::deadline(Instant::now(), ttl, self.drift_factor).is_none() {
+            let drift = validity::drift(ttl, self.drift_factor);
+            return Err(invalid(format!(
+                "the clock-drift allowance ({drift:?}) leaves no validity; use a longer TTL"
+            )));
+        }
+        Ok(ttl_ms)
+    }
+
+    pub(crate) fn label(&self, replies: Vec<Reply>) -> Vec<NodeReply> {
+        self.nodes
+            .iter()
+            .zip(replies)
+            .map(|(node, reply)| NodeReply {
+                node: node.label().to_owned(),
+                reply,
+            })
+            .collect()
+    }
+}
