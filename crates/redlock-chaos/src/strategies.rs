@@ -40,7 +40,7 @@ const ACQUIRE_FOR: Duration = Duration::from_millis(400);
 const RETRY_DELAY: Duration = Duration::from_millis(40);
 /// How long one Redis command of the `setnx-getset` recipe may take (the library's default node
 /// timeout, for a fair comparison).
-const COMMAND_TIMEOUT: Duration = redlock::config::DEFAULT_NODE_TIMEOUT;
+const COMMAND_TIMEOUT: Duration = redlock::defaults::NODE_TIMEOUT;
 
 /// A lock design under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

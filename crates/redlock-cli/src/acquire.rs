@@ -6,8 +6,8 @@
 //!
 //! The library releases a dropped [`Lock`](redlock::Lock) handle in the background (its
 //! invariant 2). Here that would be wrong, and also a race: exiting right after the drop might
-//! or might not get the release out. So the handle is deliberately forgotten
-//! (`std::mem::forget`): nothing is spawned, and all it leaks is memory the exit frees anyway.
+//! or might not get the release out. So the handle is deliberately detached
+//! ([`redlock::Lock::detach`]): no release is sent, on drop or on exit.
 //!
 //! Before exiting, it waits for the round's requests still in flight, so the lock ends up on
 //! every node that takes it, not on a bare quorum ([`Global::let_stragglers_land`]).
@@ -102,6 +102,6 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         return Err(failure);
     }
     // Keep the lock held after we exit (see the module docs): no background release.
-    std::mem::forget(lock);
+    lock.detach();
     Ok(OK)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
-use redlock::config::DEFAULT_FENCE_RETENTION;
+use redlock::defaults::FENCE_RETENTION;
 use redlock::{Builder, NodeReply, Redlock, Reply, Retry};
 
 use crate::exit::{self, Failure};
@@ -17,7 +17,7 @@ use crate::{acquire, bench, chaos, demo, duration, extend, nodes, release, run, 
 pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:6379";
 
 /// `--max-ttl` when neither it nor `REDLOCK_MAX_TTL` is given: the library's default
-/// ([`redlock::config::DEFAULT_MAX_TTL`]; a test checks they agree), written out so `--help`
+/// ([`redlock::defaults::MAX_TTL`]; a test checks they agree), written out so `--help`
 /// can show it.
 const DEFAULT_MAX_TTL: &str = "60s";
 
@@ -172,7 +172,7 @@ impl Global {
             // The library wants fencing counters kept for at least twice max_ttl. The CLI has no
             // option for that, so a long --max-ttl lengthens the retention instead of failing on
             // a setting nobody can change.
-            .fence_retention(DEFAULT_FENCE_RETENTION.max(self.max_ttl.saturating_mul(2)));
+            .fence_retention(FENCE_RETENTION.max(self.max_ttl.saturating_mul(2)));
         if let Some(timeout) = self.node_timeout {
             builder = builder.node_timeout(timeout);
         }
@@ -202,8 +202,7 @@ impl Global {
 
     /// The node timeout in effect.
     pub fn node_timeout(&self) -> Duration {
-        self.node_timeout
-            .unwrap_or(redlock::config::DEFAULT_NODE_TIMEOUT)
+        self.node_timeout.unwrap_or(redlock::defaults::NODE_TIMEOUT)
     }
 
     /// Waits for the requests of a won round that are still in flight.
@@ -387,7 +386,7 @@ mod tests {
     fn the_max_ttl_default_is_the_librarys() {
         assert_eq!(
             duration::parse(DEFAULT_MAX_TTL),
-            Ok(redlock::config::DEFAULT_MAX_TTL)
+            Ok(redlock::defaults::MAX_TTL)
         );
     }
 

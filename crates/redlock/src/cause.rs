@@ -18,7 +18,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::Reply;
+use crate::reply::Reply;
 
 /// What a round asked the nodes to do, which decides what a refusal means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

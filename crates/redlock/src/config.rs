@@ -9,41 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::defaults::{
+    CONNECT_TIMEOUT, DRIFT_FACTOR, FENCE_RETENTION, LONGEST_CONNECT_TIMEOUT,
+    LONGEST_FENCE_RETENTION, MAX_TTL, NODE_TIMEOUT,
+};
 use crate::engine::{Engine, Settings};
 use crate::error::{ConfigError, Error};
 use crate::manager::Redlock;
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
-
-/// Default bound on each node's reply within a round.
-///
-/// 100 ms: well above a loopback or LAN round trip even on a loaded 2-core machine, and still
-/// only 1% of a 10 s TTL. It is also the longest a stopped or partitioned node can delay a round
-/// that needs its reply. Lower it for TTLs under a few seconds.
-pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
-
-/// Default bound on establishing a connection (TCP, TLS, AUTH, SELECT).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Default clock drift factor: the reference clients' 1%.
-pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
-
-/// Default largest TTL, and so the restart quarantine: one minute. Locks and extensions longer
-/// than this are refused; a node restarted less than this long ago does not vote.
-pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
-
-/// Default time a resource's fencing counter is kept after its last use: one day.
-pub const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The longest `connect_timeout`: an hour. A connection that is not made within minutes (TCP
-/// gives up on an unanswered connect within about two) is not coming, and the bound keeps every
-/// deadline derived from it representable.
-pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
-
-/// The longest fencing counter retention: 100 years, which is forever in practice. A longer
-/// `fence_retention` (`Duration::MAX` included) is taken as this, since Redis needs a finite
-/// expiry.
-pub const MAX_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// Builds a [`Redlock`] manager. Create one with [`Redlock::builder`] or
 /// [`Redlock::builder_from_list`].
@@ -69,15 +43,15 @@ impl Builder {
     pub(crate) fn new(servers: Vec<String>) -> Self {
         Self {
             servers,
-            node_timeout: DEFAULT_NODE_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            drift_factor: DEFAULT_DRIFT_FACTOR,
+            node_timeout: NODE_TIMEOUT,
+            connect_timeout: CONNECT_TIMEOUT,
+            drift_factor: DRIFT_FACTOR,
             retry: Retry::default(),
-            max_ttl: DEFAULT_MAX_TTL,
+            max_ttl: MAX_TTL,
             quarantine: true,
             trust_durable_nodes: true,
             fencing: true,
-            fence_retention: DEFAULT_FENCE_RETENTION,
+            fence_retention: FENCE_RETENTION,
             notify: true,
             fair: false,
             tls_root_certificates: None,
@@ -95,7 +69,7 @@ impl Builder {
         self
     }
 
-    /// How long each node has to answer one request (default [`DEFAULT_NODE_TIMEOUT`], 100 ms).
+    /// How long each node has to answer one request (default [`NODE_TIMEOUT`], 100 ms).
     /// A node that does not answer in time counts as no vote. Must be greater than zero and at
     /// most `max_ttl`: a reply later than that cannot count toward any lock, whose validity has
     /// run out by then.
@@ -104,14 +78,14 @@ impl Builder {
         self
     }
 
-    /// How long establishing a connection may take (default [`DEFAULT_CONNECT_TIMEOUT`], 1 s).
-    /// Must be greater than zero and at most [`MAX_CONNECT_TIMEOUT`] (an hour).
+    /// How long establishing a connection may take (default [`CONNECT_TIMEOUT`], 1 s).
+    /// Must be greater than zero and at most [`LONGEST_CONNECT_TIMEOUT`] (an hour).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
-    /// The clock drift factor (default [`DEFAULT_DRIFT_FACTOR`], 0.01): a lock of TTL `t` is
+    /// The clock drift factor (default [`DRIFT_FACTOR`], 0.01): a lock of TTL `t` is
     /// trusted for `t − elapsed − (t × factor + 2 ms)`. Must be in `[0, 1)`.
     pub fn drift_factor(mut self, factor: f64) -> Self {
         self.drift_factor = factor;
@@ -125,7 +99,7 @@ impl Builder {
         self
     }
 
-    /// The largest TTL any client of these servers uses (default [`DEFAULT_MAX_TTL`], 60 s).
+    /// The largest TTL any client of these servers uses (default [`MAX_TTL`], 60 s).
     /// Locks and extensions longer than this are refused, and it is the length of the restart
     /// quarantine: configure the same value on every client.
     pub fn max_ttl(mut self, max_ttl: Duration) -> Self {
@@ -158,9 +132,9 @@ impl Builder {
     }
 
     /// How long a resource's fencing counter is kept after its last use (default
-    /// [`DEFAULT_FENCE_RETENTION`], one day). Tokens stay increasing across an expired counter
+    /// [`FENCE_RETENTION`], one day). Tokens stay increasing across an expired counter
     /// as long as the nodes' clocks differ by less than half of it (see the README). Must be at
-    /// least twice `max_ttl`; anything beyond [`MAX_FENCE_RETENTION`] (100 years, e.g.
+    /// least twice `max_ttl`; anything beyond [`LONGEST_FENCE_RETENTION`] (100 years, e.g.
     /// `Duration::MAX` for "forever") is taken as that.
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.fence_retention = retention;
@@ -203,7 +177,7 @@ impl Builder {
         at_most(
             "connect_timeout",
             self.connect_timeout,
-            ("the limit", MAX_CONNECT_TIMEOUT),
+            ("the limit", LONGEST_CONNECT_TIMEOUT),
             "a connection not made within minutes is not coming",
         )?;
         if !(0.0..1.0).contains(&self.drift_factor) {
@@ -255,7 +229,7 @@ impl Builder {
             },
             fence_retention: self
                 .fencing
-                .then_some(self.fence_retention.min(MAX_FENCE_RETENTION)),
+                .then_some(self.fence_retention.min(LONGEST_FENCE_RETENTION)),
             notify: self.notify,
             fair: self.fair,
         };

@@ -40,10 +40,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
-use crate::error::{ConfigError, Error, NodeError, NodeReply, Reply, RoundFailure};
+use crate::error::{ConfigError, Error, RoundFailure};
 use crate::node::{Answer, Node, NodeSettings, Request, reply_of};
 use crate::quarantine::TrustPolicy;
 use crate::quorum::{Decision, Tally};
+use crate::reply::{NodeError, NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::stragglers::{LeftBehind, Stragglers};

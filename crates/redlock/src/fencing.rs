@@ -4,7 +4,7 @@
 //! A lock alone cannot stop a holder that paused (GC, swap, a stopped VM) past its validity from
 //! writing after the next holder got the lock. A fencing token can: every acquisition carries a
 //! larger token than all before it, and the protected resource refuses any write whose token is
-//! smaller than the largest it has seen. [`Lock::fence`](crate::Lock::fence) is that token.
+//! smaller than the largest it has seen. [`LockInfo::fence`](crate::LockInfo::fence) is that token.
 //!
 //! # How a token is chosen
 //! 1. The acquisition's `SET NX PX` is a script that, on success, also returns the node's counter

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
-use crate::error::NodeError;
 use crate::quarantine::{MARKER_KEY, Marker, Memory, Observation, TrustPolicy};
+use crate::reply::NodeError;
 use crate::scripts::MARKER;
 use crate::sync::lock;
 

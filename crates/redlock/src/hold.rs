@@ -17,8 +17,8 @@
 //!    the task never sleeps past that point, and an extension in flight is raced against it, so
 //!    a round stuck on a stalled node cannot delay the signal past it, and whoever wakes on the
 //!    loss token still has the margin to stop before the keys can expire.
-//! 7. **Time alone makes a lock lost.** [`Guard::is_lost`], [`Guard::remaining`] and their
-//!    [`LockInfo`] counterparts read the clock, not only the task's verdict: once the margin
+//! 7. **Time alone makes a lock lost.** A guard's [`LockInfo`] ([`is_lost`](LockInfo::is_lost),
+//!    [`remaining`](LockInfo::remaining)), and the clone `with_lock`'s work gets, read the clock, not only the task's verdict: once the margin
 //!    before the deadline is reached they say "lost" and "no time left", even if the task never
 //!    ran (a `current_thread` runtime blocked by the work itself). The token can only fire when
 //!    the runtime runs the task; the clock needs nothing.
@@ -51,9 +51,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::engine::Engine;
 use crate::engine::Released;
 use crate::error::{ConfigError, Error, Limit, LossReason};
-use crate::lock::Lock;
+use crate::lock::{KeptAlive, Lock, LockInfo};
 use crate::manager::Redlock;
-use crate::resources::Resources;
 use crate::sync::lock;
 use crate::validity;
 
@@ -95,7 +94,7 @@ impl HoldOptions {
     /// by then (default: a tenth of the validity, at most
     /// [`MAX_DEFAULT_MARGIN`](Self::MAX_DEFAULT_MARGIN), and at most half of what the interval
     /// leaves of the validity): the loss
-    /// token fires, and [`Guard::is_lost`] turns true, this much *before* the keys may expire,
+    /// token fires, and [`is_lost`](crate::LockInfo::is_lost) turns true, this much *before* the keys may expire,
     /// so the work has that long to stop (invariant 2).
     ///
     /// The interval plus the margin must be shorter than the validity; otherwise the guard
@@ -327,9 +326,10 @@ impl Lock {
         }));
         let stop = CancellationToken::new();
         let lost = stop.child_token(); // invariant 4
-        let resources = self.resource_set().clone();
-        let value: Arc<str> = Arc::from(self.value());
-        let fence = self.fence();
+        let info = self.info_kept(Arc::new(Kept {
+            status: Arc::clone(&status),
+            lost: lost.clone(),
+        }));
         let task = tokio::spawn(keep(
             self,
             plan,
@@ -338,9 +338,7 @@ impl Lock {
             lost.clone(),
         ));
         Guard {
-            resources,
-            value,
-            fence,
+            info,
             shared,
             status,
             lost,
@@ -431,15 +429,13 @@ fn loss_of(error: Error) -> LossReason {
 
 /// A lock kept alive in the background, created by [`Lock::keep_alive`].
 ///
-/// Check [`is_lost`](Self::is_lost) between steps, await [`lost`](Self::lost), or hand
+/// Check [`is_lost`](LockInfo::is_lost) between steps, await [`lost`](Self::lost), or hand
 /// [`lost_token`](Self::lost_token) to whatever must stop when the lock is gone. Release it with
 /// [`release`](Self::release); a guard dropped unreleased stops its task and releases the lock in
 /// the background, like a dropped [`Lock`].
 #[derive(Debug)]
 pub struct Guard {
-    resources: Resources,
-    value: Arc<str>,
-    fence: Option<u64>,
+    info: LockInfo,
     shared: Arc<Engine>,
     status: Arc<Mutex<Status>>,
     lost: CancellationToken,
@@ -448,48 +444,17 @@ pub struct Guard {
     stop: DropGuard,
 }
 
+impl std::ops::Deref for Guard {
+    type Target = LockInfo;
+
+    /// What the lock knows about itself: its deadline moves forward with every extension, and it
+    /// counts as lost a margin before it (invariant 7), or once the task gave it up.
+    fn deref(&self) -> &LockInfo {
+        &self.info
+    }
+}
+
 impl Guard {
-    /// The locked resource (the Redis key); for several, the first; see [`Lock::resource`].
-    pub fn resource(&self) -> &str {
-        self.resources.first()
-    }
-
-    /// Every locked resource; see [`Lock::resources`].
-    pub fn resources(&self) -> &[String] {
-        self.resources.keys()
-    }
-
-    /// The random value that identifies this acquisition.
-    pub fn value(&self) -> &str {
-        &self.value
-    }
-
-    /// The acquisition's fencing token; see [`Lock::fence`].
-    pub fn fence(&self) -> Option<u64> {
-        self.fence
-    }
-
-    /// The instant until which the lock's keys are valid, moved forward by every successful
-    /// extension. After a loss it stays at the last deadline reached. The guard gives the lock
-    /// up a safety margin earlier ([`HoldOptions::margin`]); see [`remaining`](Self::remaining).
-    pub fn deadline(&self) -> Instant {
-        status(&self.status).deadline
-    }
-
-    /// The time left before the lock counts as lost: up to the margin before the deadline,
-    /// zero once lost (invariant 7).
-    pub fn remaining(&self) -> Duration {
-        let lost = self.lost.is_cancelled();
-        status(&self.status).remaining(lost, Instant::now())
-    }
-
-    /// Whether the lock is lost: the holder must stop relying on it. True once the task gave it
-    /// up, and, by the clock alone, once the margin before the deadline is reached, even if the
-    /// task could not run (invariant 7). Final (invariant 1).
-    pub fn is_lost(&self) -> bool {
-        self.remaining().is_zero()
-    }
-
     /// Why the lock was lost, or `None` while it is kept alive.
     pub fn loss_reason(&self) -> Option<LossReason> {
         status(&self.status).loss.clone()
@@ -528,14 +493,14 @@ impl Guard {
     /// under way, dropping the future is [`Lock::release`]'s cancel safety.
     pub async fn release(self) -> Result<Released, Error> {
         let Guard {
-            resources,
-            value,
+            info,
             shared,
             status: status_of,
             task,
             stop,
             ..
         } = self;
+        let resources = info.resource_set();
         drop(stop); // invariant 4
         let released = match task.await {
             Ok(lock) => lock.release().await,
@@ -545,7 +510,9 @@ impl Guard {
                 // releasing by value again is harmless and gives us the replies.
                 tracing::error!(resource = %resources, error = %e, "keep-alive task failed");
                 // Its queue place, if any, runs out with its lease.
-                shared.release(&resources, &value, None).await
+                shared
+                    .release(resources, &Arc::from(info.value()), None)
+                    .await
             }
         };
         let loss = status(&status_of).loss.take();
@@ -566,55 +533,26 @@ impl Guard {
     }
 }
 
-/// What the work of [`Redlock::with_lock`] gets to know about its lock.
-#[derive(Debug, Clone)]
-pub struct LockInfo {
-    resource: Arc<str>,
-    value: Arc<str>,
-    fence: Option<u64>,
+/// What a guard's task tells the lock's [`LockInfo`]: the deadline it reached, and whether it
+/// gave the lock up.
+#[derive(Debug)]
+struct Kept {
     status: Arc<Mutex<Status>>,
     lost: CancellationToken,
 }
 
-impl LockInfo {
-    /// The locked resource (the Redis key).
-    pub fn resource(&self) -> &str {
-        &self.resource
-    }
-
-    /// The acquisition's fencing token; see [`Lock::fence`].
-    pub fn fence(&self) -> Option<u64> {
-        self.fence
-    }
-
-    /// The random value that identifies this acquisition.
-    pub fn value(&self) -> &str {
-        &self.value
-    }
-
-    /// The instant until which the lock's keys are valid, moved forward by every extension; see
-    /// [`Guard::deadline`].
-    pub fn deadline(&self) -> Instant {
+impl KeptAlive for Kept {
+    fn deadline(&self) -> Instant {
         status(&self.status).deadline
     }
 
-    /// The time left before the lock counts as lost (a safety margin before the deadline); zero
-    /// once lost or once the work is over. See [`Guard::remaining`].
-    pub fn remaining(&self) -> Duration {
+    fn remaining(&self, now: Instant) -> Duration {
         let lost = self.lost.is_cancelled();
-        status(&self.status).remaining(lost, Instant::now())
+        status(&self.status).remaining(lost, now)
     }
 
-    /// Whether the lock is lost (or the work is over); check it between steps. Time alone makes
-    /// it true, even if the background task could not run (see [`Guard::is_lost`]).
-    pub fn is_lost(&self) -> bool {
-        self.remaining().is_zero()
-    }
-
-    /// A token that fires when the lock is lost, and once `with_lock` returns; hand it to tasks
-    /// the work spawns (see [`Guard::lost_token`]).
-    pub fn lost_token(&self) -> &CancellationToken {
-        &self.lost
+    fn lost_token(&self) -> CancellationToken {
+        self.lost.child_token()
     }
 }
 
@@ -646,13 +584,7 @@ impl Redlock {
         Fut: Future<Output = T>,
     {
         let guard = self.acquire(resource, ttl).await?.keep_alive(ttl);
-        let info = LockInfo {
-            resource: Arc::from(guard.resource()),
-            value: Arc::clone(&guard.value),
-            fence: guard.fence,
-            status: Arc::clone(&guard.status),
-            lost: guard.lost_token(),
-        };
+        let info = LockInfo::clone(&guard);
         let output = tokio::select! {
             // A loss noticed together with the output wins: we cannot tell the work finished
             // while the lock was still ours.

@@ -7,7 +7,7 @@
 //! not theirs.
 //!
 //! # Guarantees
-//! - **Mutual exclusion**, while the holder finishes before [`Lock::deadline`]: the keys on a
+//! - **Mutual exclusion**, while the holder finishes before [`LockInfo::deadline`]: the keys on a
 //!   majority outlive the deadline, and any two majorities share a node.
 //! - **No deadlock**: every key expires with its TTL, so a crashed holder blocks nobody for
 //!   longer than that.
@@ -24,7 +24,7 @@
 //!
 //! # Non-guarantees
 //! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
-//!   got the lock. Check [`Lock::is_valid`] (or [`Guard::is_lost`]) before each step, keep steps
+//!   got the lock. Check [`LockInfo::is_valid`] (a [`Lock`] and a [`Guard`] dereference to their [`LockInfo`]) before each step, keep steps
 //!   short.
 //! - A node that loses its data (a restart, a flush, eviction, another server behind its
 //!   address) could let a second client gather a majority. We quarantine such a node (its
@@ -50,42 +50,61 @@
 //! ```
 //!
 //! # Layout
-//! - [`config`]: the builder, with validated, documented defaults.
-//! - `node`: where requests go to Redis: one multiplexed connection per node, its health check,
-//!   timeouts, the request path.
+//! Every public type is exported here, at the crate root, and only here; the one public module,
+//! [`defaults`], holds the settings' default values.
+//!
+//! Where bytes go to Redis:
+//! - `node`: one multiplexed connection per node, its health and timeouts, the request path.
+//!   The only module that sends lock commands; a node kind that is a whole cluster goes beside
+//!   it, behind the same `Request`/`Answer` seam, without touching the algorithm.
 //! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
 //! - `health`: the health check a connection passes before its replies count (`INFO`, the
 //!   marker key, `CONFIG GET`), judged by `quarantine`.
 //! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
-//!   tracking) and fair releases announced; only ever a hint.
-//! - `quorum`: pure vote counting; decides won, lost or still open.
-//! - `quarantine`: pure judgement of when a node that may have lost its data votes again, and
-//!   the marker key that is the evidence.
-//! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
-//! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
-//! - `validity`: pure deadline arithmetic (`start + ttl − drift`).
-//! - [`retry`]: the retry policy with jittered delays.
-//! - `manager`: the algorithm, readable top to bottom: fan out, tally, decide, roll back.
+//!   tracking) and fair releases announced, and reports them to a `Listener`; only ever a hint.
+//!
+//! The algorithm, and the machinery it runs on:
+//! - `manager`: the algorithm, readable top to bottom: attempt, decide, roll back, wait.
+//! - `engine`: the round engine (every node at once, replies counted as they come, decided as
+//!   soon as known) and what every lock shares; built from the validated settings.
 //! - `deadlines`: one thread that wakes rounds past their node timeout (no timer per round).
 //! - `stragglers`: the requests a won round leaves behind: kept by the lock, or finished by one
 //!   task per runtime.
-//! - `waiting`: waiting for a busy lock: woken by its release, and in arrival order when fair.
-//! - `lock`: the held lock and its clean-up on drop.
+//! - `waiting`: waiting for a busy lock: one acquisition's `Turn`, woken by releases, in arrival
+//!   order when fair.
+//!
+//! Pure rules, unit-tested without a server:
+//! - `quorum`: vote counting; decides won, lost or still open.
+//! - `cause`: why a round that was not won failed (busy, not held, unavailable, quarantined,
+//!   a key of another type, too slow).
+//! - `quarantine`: when a node that may have lost its data votes again, and the marker key that
+//!   is the evidence.
+//! - `validity`: deadline arithmetic (`start + ttl − drift`).
+//! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
+//! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
+//! - `retry`: the retry policy with jittered delays.
+//!
+//! What callers hold and read:
+//! - `config`: the [`Builder`]: checks every setting, then hands them to the engine.
+//! - `lock`: the held [`Lock`] and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
 //!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
 //! - `status`: a read-only look at who holds a resource, node by node (the CLI's `status`).
-//! - [`error`]: the one error type and per-node replies.
+//! - `error`, `reply`: the one [`Error`] type, and what each node answered.
 //! - `sync`: locking a mutex without a poison path.
+//!
+//! No two modules import each other, directly or through others: the arrows run one way.
 
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod cause;
-pub mod config;
+mod config;
 mod deadlines;
+pub mod defaults;
 mod engine;
-pub mod error;
+mod error;
 mod fencing;
 mod health;
 mod hold;
@@ -94,8 +113,9 @@ mod manager;
 mod node;
 mod quarantine;
 mod quorum;
+mod reply;
 mod resources;
-pub mod retry;
+mod retry;
 mod scripts;
 mod status;
 mod stragglers;
@@ -107,11 +127,12 @@ mod waiting;
 pub use cause::Cause;
 pub use config::Builder;
 pub use engine::Released;
-pub use error::{ConfigError, Error, Limit, LossReason, NodeReply, Reply, RoundFailure};
-pub use hold::{Guard, HoldOptions, LockInfo};
-pub use lock::Lock;
+pub use error::{ConfigError, Error, Limit, LossReason, RoundFailure};
+pub use hold::{Guard, HoldOptions};
+pub use lock::{Lock, LockInfo};
 pub use manager::Redlock;
 pub use quarantine::MARKER_KEY;
+pub use reply::{NodeReply, Reply};
 pub use retry::Retry;
 pub use status::{NodeState, NodeStatus};
 

@@ -18,9 +18,12 @@
 //!    longer TTL cannot shorten any key, so the old deadline stays a safe bound until the round
 //!    is won.
 
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, PoisonError};
 
 use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, Released};
 use crate::error::Error;
@@ -98,6 +101,21 @@ impl Held {
         self.armed = false;
     }
 
+    /// Drops the promise to release, but lets the acquisition's requests still in flight land:
+    /// those queued on their connections are handed to the runtime's driver, which polls them to
+    /// their reply (dropped unpolled, redis-rs would skip them; `node` invariant 5).
+    fn detach(mut self) {
+        if let Some(LeftBehind::Queued(requests)) = self.stragglers.take() {
+            let requests = requests
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner);
+            let deadline = Instant::now() + self.shared.node_timeout;
+            let token = self.shared.background.token();
+            drop(self.shared.stragglers.hand_off(requests, deadline, token));
+        }
+        self.armed = false;
+    }
+
     async fn release_leaving(mut self, leave: Option<WaiterId>) -> Released {
         // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
         // the same signal again (a finished oneshot receiver panics when polled twice).
@@ -161,27 +179,57 @@ impl Drop for Held {
     }
 }
 
-/// A lock held on a quorum of nodes.
+/// What a lock knows about itself: its resources, its value, its fencing token, and how long it
+/// may be relied on. Written once for every handle: a [`Lock`] and a
+/// [`Guard`](crate::Guard) dereference to theirs, and [`Redlock::with_lock`]'s work gets a
+/// clone.
 ///
-/// Valid until [`deadline`](Self::deadline) unless an extension fails. Release it with
-/// [`release`](Self::release); a handle dropped unreleased is released in the background
-/// (best effort, on the current Tokio runtime; outside a runtime it simply expires with its TTL).
-#[derive(Debug)]
-pub struct Lock {
-    held: Held,
-    deadline: Instant,
+/// [`Redlock::with_lock`]: crate::Redlock::with_lock
+#[derive(Debug, Clone)]
+pub struct LockInfo {
+    resources: Resources,
+    value: Arc<str>,
     fence: Option<u64>,
-    lost: bool,
+    time: Time,
 }
 
-impl Lock {
-    pub(crate) fn new(held: Held, deadline: Instant, fence: Option<u64>) -> Self {
-        Self {
-            held,
-            deadline,
-            fence,
-            lost: false,
-        }
+/// How a lock's validity is known.
+#[derive(Debug, Clone)]
+enum Time {
+    /// A lock nobody extends in the background: valid until `deadline` unless an extension
+    /// failed (invariant 1).
+    Fixed { deadline: Instant, lost: bool },
+    /// A lock kept alive by a guard's task ([`hold`](crate::hold)).
+    Kept(Arc<dyn KeptAlive>),
+}
+
+/// What a keep-alive task tells about the lock it keeps.
+pub(crate) trait KeptAlive: fmt::Debug + Send + Sync {
+    /// The deadline the last extension reached.
+    fn deadline(&self) -> Instant;
+    /// The time left before the lock counts as lost at `now`; zero once it is.
+    fn remaining(&self, now: Instant) -> Duration;
+    /// A token that fires when the lock is lost.
+    fn lost_token(&self) -> CancellationToken;
+}
+
+impl LockInfo {
+    /// The locked resource (the Redis key); for a lock on several resources, the first of
+    /// [`resources`](Self::resources).
+    pub fn resource(&self) -> &str {
+        self.resources.first()
+    }
+
+    /// Every locked resource, sorted and without duplicates (one for [`Redlock::acquire`]).
+    ///
+    /// [`Redlock::acquire`]: crate::Redlock::acquire
+    pub fn resources(&self) -> &[String] {
+        self.resources.keys()
+    }
+
+    /// The random value that identifies this acquisition (40 hex characters).
+    pub fn value(&self) -> &str {
+        &self.value
     }
 
     /// The fencing token of this acquisition (`None` when the manager has fencing off): larger
@@ -191,49 +239,126 @@ impl Lock {
         self.fence
     }
 
+    /// The monotonic instant until which the lock's keys are valid on a quorum, moved forward by
+    /// every successful extension. A kept-alive lock is given up a safety margin earlier
+    /// ([`HoldOptions::margin`](crate::HoldOptions::margin)); see
+    /// [`remaining`](Self::remaining).
+    pub fn deadline(&self) -> Instant {
+        match &self.time {
+            Time::Fixed { deadline, .. } => *deadline,
+            Time::Kept(kept) => kept.deadline(),
+        }
+    }
+
+    /// The time left before the lock counts as lost: up to the deadline, or for a kept-alive
+    /// lock up to the margin before it; zero once lost.
+    pub fn remaining(&self) -> Duration {
+        let now = Instant::now();
+        match &self.time {
+            Time::Fixed { lost: true, .. } => Duration::ZERO,
+            Time::Fixed { deadline, .. } => deadline.saturating_duration_since(now),
+            Time::Kept(kept) => kept.remaining(now),
+        }
+    }
+
+    /// Whether the lock may still be relied on (invariant 1); check it before each step. Time
+    /// alone makes it false, even if a keep-alive task could not run.
+    pub fn is_valid(&self) -> bool {
+        !self.remaining().is_zero()
+    }
+
+    /// `!is_valid()`: the holder must stop relying on the lock. Final.
+    pub fn is_lost(&self) -> bool {
+        !self.is_valid()
+    }
+
+    /// A token that fires when a kept-alive lock is lost (and once its guard is released or
+    /// dropped, or `with_lock` returns); `None` for a [`Lock`] nobody keeps alive, which only
+    /// time and its own extensions end.
+    pub fn lost_token(&self) -> Option<CancellationToken> {
+        match &self.time {
+            Time::Fixed { .. } => None,
+            Time::Kept(kept) => Some(kept.lost_token()),
+        }
+    }
+
+    /// The same lock, now kept alive by a task that reports through `kept`.
+    pub(crate) fn kept(&self, kept: Arc<dyn KeptAlive>) -> Self {
+        Self {
+            time: Time::Kept(kept),
+            ..self.clone()
+        }
+    }
+
+    pub(crate) fn resource_set(&self) -> &Resources {
+        &self.resources
+    }
+}
+
+/// A lock held on a quorum of nodes; what it knows about itself is its [`LockInfo`], which it
+/// dereferences to (`lock.value()`, `lock.is_valid()`, ...).
+///
+/// Valid until [`deadline`](LockInfo::deadline) unless an extension fails. Release it with
+/// [`release`](Self::release), or hand it to another process with [`detach`](Self::detach); a
+/// handle dropped unreleased is released in the background (best effort, on the current Tokio
+/// runtime; outside a runtime it simply expires with its TTL).
+#[derive(Debug)]
+pub struct Lock {
+    held: Held,
+    info: LockInfo,
+}
+
+impl std::ops::Deref for Lock {
+    type Target = LockInfo;
+
+    fn deref(&self) -> &LockInfo {
+        &self.info
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(held: Held, deadline: Instant, fence: Option<u64>) -> Self {
+        let info = LockInfo {
+            resources: held.resources.clone(),
+            value: Arc::clone(&held.value),
+            fence,
+            time: Time::Fixed {
+                deadline,
+                lost: false,
+            },
+        };
+        Self { held, info }
+    }
+
     /// The manager this lock belongs to: its drift factor, and its nodes for a release by value.
     pub(crate) fn shared(&self) -> &Arc<Engine> {
         &self.held.shared
     }
 
-    /// The locked resource (the Redis key); for a lock on several resources, the first of
-    /// [`resources`](Self::resources).
-    pub fn resource(&self) -> &str {
-        self.held.resources.first()
+    /// This lock's info, kept alive from now on by a task that reports through `kept`.
+    pub(crate) fn info_kept(&self, kept: Arc<dyn KeptAlive>) -> LockInfo {
+        self.info.kept(kept)
     }
 
-    /// Every locked resource, sorted and without duplicates (one for [`Redlock::acquire`]).
+    /// Moves the deadline (only a [`Time::Fixed`] one: a lock is kept alive only by value).
+    fn set_time(&mut self, deadline: Instant, lost: bool) {
+        self.info.time = Time::Fixed { deadline, lost };
+    }
+
+    /// Gives the lock up without releasing it: it stays held until its TTL runs out, or until
+    /// somebody who knows its value releases it ([`Redlock::release_value`], the CLI's
+    /// `release`). For handing a lock to another process; returns what identifies it.
     ///
-    /// [`Redlock::acquire`]: crate::Redlock::acquire
-    pub fn resources(&self) -> &[String] {
-        self.held.resources.keys()
-    }
-
-    pub(crate) fn resource_set(&self) -> &Resources {
-        &self.held.resources
-    }
-
-    /// The random value that identifies this acquisition (40 hex characters).
-    pub fn value(&self) -> &str {
-        &self.held.value
-    }
-
-    /// The monotonic instant until which the lock may be relied on.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
-    /// The time left before the deadline; zero once invalid.
-    pub fn remaining(&self) -> Duration {
-        if self.lost {
-            return Duration::ZERO;
-        }
-        self.deadline.saturating_duration_since(Instant::now())
-    }
-
-    /// Whether the lock may still be relied on (invariant 1).
-    pub fn is_valid(&self) -> bool {
-        !self.remaining().is_zero()
+    /// The acquisition's requests still in flight are finished in the background;
+    /// [`Redlock::settle`] waits for them, so that the lock is on every node that answers
+    /// before this process exits.
+    ///
+    /// [`Redlock::release_value`]: crate::Redlock::release_value
+    /// [`Redlock::settle`]: crate::Redlock::settle
+    pub fn detach(self) -> LockInfo {
+        let Lock { held, info } = self;
+        held.detach();
+        info
     }
 
     /// Resets the lock's TTL to `ttl` from now on every node that still holds our value (for a
@@ -249,7 +374,7 @@ impl Lock {
     /// shorter TTL, some nodes may already have shortened their key.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         if !self.is_valid() {
-            self.lost = true;
+            self.set_time(self.deadline(), true);
             return Err(Error::LockLost {
                 resource: self.held.resources.to_string(),
                 failure: None,
@@ -258,7 +383,7 @@ impl Lock {
         // Invariant 3. A TTL that leaves no validity is refused before anything is sent.
         if let Some(bound) = validity::deadline(Instant::now(), ttl, self.held.shared.drift_factor)
         {
-            self.deadline = self.deadline.min(bound);
+            self.set_time(self.deadline().min(bound), false);
         }
         match self
             .held
@@ -267,12 +392,12 @@ impl Lock {
             .await
         {
             Ok(deadline) => {
-                self.deadline = deadline;
+                self.set_time(deadline, false);
                 Ok(())
             }
             Err(e @ Error::Config(_)) => Err(e),
             Err(e) => {
-                self.lost = true;
+                self.set_time(self.deadline(), true);
                 Err(e)
             }
         }

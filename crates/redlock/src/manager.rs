@@ -23,10 +23,11 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use crate::engine::{Engine, Released, Until};
-use crate::error::{Error, NodeReply, Reply, RoundFailure};
+use crate::error::{Error, RoundFailure};
 use crate::lock::{Held, Lock};
 use crate::node::Request;
 use crate::quorum::Decision;
+use crate::reply::{NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::validity;
@@ -117,7 +118,7 @@ impl Redlock {
 
     /// Acquires `resource` for `ttl`, retrying by the manager's [`Retry`] policy.
     ///
-    /// On success the lock is valid until [`Lock::deadline`]: the TTL minus the time the round
+    /// On success the lock is valid until [`LockInfo::deadline`](crate::LockInfo::deadline): the TTL minus the time the round
     /// took minus the clock-drift allowance.
     ///
     /// # Errors

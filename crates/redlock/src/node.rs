@@ -85,10 +85,11 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 
 use crate::cause::Asked;
-use crate::error::{ConfigError, NodeError, Reply, redact_url, secrets_in};
+use crate::error::{ConfigError, redact_url, secrets_in};
 use crate::fencing;
 use crate::health::{Health, check_health};
 use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
+use crate::reply::{NodeError, Reply};
 use crate::resources::Resources;
 use crate::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use redis::Value;
 
-use crate::error::{NodeError, Reply};
 use crate::manager::Redlock;
+use crate::reply::{NodeError, Reply};
 use crate::scripts::INSPECT;
 
 /// What one node holds for a resource.

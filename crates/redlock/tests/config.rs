@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::cluster;
 use redlock::{ConfigError, Error, HoldOptions, LossReason, Redlock, Retry};
 
-/// The documented bounds (`redlock::config::MAX_CONNECT_TIMEOUT`, `MAX_FENCE_RETENTION`).
+/// The documented bounds (`redlock::defaults::LONGEST_CONNECT_TIMEOUT`, `LONGEST_FENCE_RETENTION`).
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(3600);
 const MAX_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 

@@ -52,7 +52,7 @@ async fn our_lock_blocks_a_plain_set_nx() {
     // A plain client's compare-and-delete script releases our lock given our value.
     let script = r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end"#;
     let value = lock.value().to_owned();
-    std::mem::forget(lock); // no background release: the plain script must do it
+    lock.detach(); // no background release: the plain script must do it
     for i in 0..3 {
         let node = cluster.node(i);
         assert_eq!(

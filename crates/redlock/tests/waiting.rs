@@ -155,7 +155,7 @@ async fn an_expiry_wakes_the_waiter() {
         .acquire("expiring", Duration::from_secs(5))
         .await
         .unwrap();
-    std::mem::forget(lock);
+    lock.detach();
     let waiting = never_polling(&cluster, waiter, &["expiring"]).await;
     woken(waiting, "the expiry").await;
 }

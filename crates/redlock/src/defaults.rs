@@ -1,0 +1,34 @@
+//! The defaults of the [`Builder`](crate::Builder)'s settings, and the bounds it enforces: one
+//! place to read what a manager does when nobody configured it.
+
+use std::time::Duration;
+
+/// Default bound on each node's reply within a round.
+///
+/// 100 ms: well above a loopback or LAN round trip even on a loaded 2-core machine, and still
+/// only 1% of a 10 s TTL. It is also the longest a stopped or partitioned node can delay a round
+/// that needs its reply. Lower it for TTLs under a few seconds.
+pub const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Default bound on establishing a connection (TCP, TLS, AUTH, SELECT).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Default clock drift factor: the reference clients' 1%.
+pub const DRIFT_FACTOR: f64 = 0.01;
+
+/// Default largest TTL, and so the restart quarantine: one minute. Locks and extensions longer
+/// than this are refused; a node restarted less than this long ago does not vote.
+pub const MAX_TTL: Duration = Duration::from_secs(60);
+
+/// Default time a resource's fencing counter is kept after its last use: one day.
+pub const FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest `connect_timeout`: an hour. A connection that is not made within minutes (TCP
+/// gives up on an unanswered connect within about two) is not coming, and the bound keeps every
+/// deadline derived from it representable.
+pub const LONGEST_CONNECT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// The longest fencing counter retention: 100 years, which is forever in practice. A longer
+/// `fence_retention` (`Duration::MAX` included) is taken as this, since Redis needs a finite
+/// expiry.
+pub const LONGEST_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);

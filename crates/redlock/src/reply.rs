@@ -1,0 +1,113 @@
+//! What one node answered to one request: the per-node record every failure carries, so a
+//! caller can tell "held by someone else" from "node unreachable", node by node.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+/// What one node answered in one round of requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The node did what we asked: `SET NX` stored our value, or the compare-and-delete /
+    /// compare-and-expire script found our value and acted on it.
+    Granted,
+    /// For an acquisition: the key already exists (another holder, or a key of another kind).
+    /// For an extension or release: the key does not hold our value (expired, or taken over).
+    Refused,
+    /// No reply within the per-node timeout.
+    Timeout,
+    /// No connection to the node (refused, dropped, or could not be established).
+    Unreachable(String),
+    /// The node answered with an error, e.g. `NOAUTH` or `NOPERM`.
+    ServerError(String),
+    /// The key exists on the node with another Redis type (`WRONGTYPE`): it is not a lock.
+    WrongType(String),
+    /// The round was decided before this node answered.
+    Pending,
+    /// The node did what we asked, but it restarted recently (or its `run_id` changed) and is
+    /// quarantined for this much longer: its grant is not a vote.
+    Quarantined(Duration),
+}
+
+impl Reply {
+    /// Whether the node did what we asked.
+    pub fn is_granted(&self) -> bool {
+        matches!(self, Reply::Granted)
+    }
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Granted => f.write_str("granted"),
+            Reply::Refused => f.write_str("refused"),
+            Reply::Timeout => f.write_str("timed out"),
+            Reply::Unreachable(why) => write!(f, "unreachable ({why})"),
+            Reply::ServerError(why) => write!(f, "error reply ({why})"),
+            Reply::WrongType(why) => write!(f, "another Redis type ({why})"),
+            Reply::Pending => f.write_str("not waited for"),
+            Reply::Quarantined(left) => write!(
+                f,
+                "granted, but quarantined after a restart for another {} ms (not a vote)",
+                left.as_millis()
+            ),
+        }
+    }
+}
+
+/// One node's reply, with the node it came from (its address, without credentials).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeReply {
+    /// The node's address, e.g. `127.0.0.1:6379`.
+    pub node: String,
+    /// What it answered.
+    pub reply: Reply,
+}
+
+/// Why a node gave no usable answer to one request (inside the library; callers see a [`Reply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NodeError {
+    Timeout,
+    Unreachable(String),
+    Server(String),
+    WrongType(String),
+}
+
+impl NodeError {
+    /// The [`Reply`] that reports this error to callers.
+    pub(crate) fn reply(&self) -> Reply {
+        match self {
+            NodeError::Timeout => Reply::Timeout,
+            NodeError::Unreachable(why) => Reply::Unreachable(why.clone()),
+            NodeError::Server(why) => Reply::ServerError(why.clone()),
+            NodeError::WrongType(why) => Reply::WrongType(why.clone()),
+        }
+    }
+
+    /// Classifies a redis-rs error: an error reply (typed where callers act on it), a timeout,
+    /// or no connection.
+    pub(crate) fn from_redis(e: &RedisError) -> Self {
+        if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
+            return NodeError::Server("NOSCRIPT".to_owned());
+        }
+        match e.code() {
+            Some(code) => {
+                let why = match e.detail() {
+                    Some(detail) => format!("{code} {detail}"),
+                    None => code.to_owned(),
+                };
+                // redis-rs has no kind of its own for it.
+                if code == "WRONGTYPE" {
+                    NodeError::WrongType(why)
+                } else {
+                    NodeError::Server(why)
+                }
+            }
+            None if e.is_timeout() => NodeError::Timeout,
+            None => NodeError::Unreachable(e.to_string()),
+        }
+    }
+}
