@@ -17,9 +17,11 @@ use std::time::Duration;
 use redlock::Retry;
 use serde::Serialize;
 
-use crate::cli::{self, Global};
+use crate::duration;
+use crate::exit::Outcome;
 use crate::exit::{self, OK};
-use crate::{Outcome, duration};
+use crate::global::Global;
+use crate::output;
 
 const AFTER_HELP: &str = "\
 Prints the lock's value, and nothing else (with --json: {\"resource\", \"value\", \"fence\",
@@ -45,7 +47,7 @@ restart: the message says which); 65 the resource exists with another Redis type
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The resource to lock: the Redis key.
-    #[arg(value_parser = cli::resource)]
+    #[arg(value_parser = output::resource)]
     resource: String,
 
     /// How long the lock lives unless extended or released, e.g. 30s.
@@ -92,11 +94,11 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         ttl_ms: args.ttl.as_millis(),
     };
     let line = if args.json {
-        cli::json(&acquired)
+        output::json(&acquired)
     } else {
         lock.value().to_owned()
     };
-    if let Err(failure) = cli::print(&line) {
+    if let Err(failure) = output::print(&line) {
         // Nobody could release a lock whose value was never seen: give it back.
         lock.release().await;
         return Err(failure);

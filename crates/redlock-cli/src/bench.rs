@@ -31,9 +31,11 @@ use redlock::{Redlock, Retry};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{self, Global};
+use crate::exit::Outcome;
 use crate::exit::{self, Failure, OK, UNAVAILABLE};
-use crate::{Outcome, duration, progress};
+use crate::global::Global;
+use crate::output;
+use crate::{duration, progress};
 
 const AFTER_HELP: &str = "\
 Drives the library against the configured servers and reports cycles per second (a cycle is an
@@ -152,7 +154,7 @@ struct Report {
 }
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
-    cli::check_run_length(args.duration)?;
+    output::check_run_length(args.duration)?;
     global.check_ttl(args.ttl)?;
     let manager = global.reachable().await?;
 
@@ -233,7 +235,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         per_worker: per_worker(&acquisitions),
     };
     if args.json {
-        cli::print(&cli::json(&report))?;
+        output::print(&output::json(&report))?;
     } else {
         print_human(&report)?;
     }
@@ -355,7 +357,7 @@ fn print_human(r: &Report) -> Result<(), Failure> {
         Workload::Contended => "contended",
     };
     let on = |on: bool| if on { "on" } else { "off" };
-    cli::print(&format!(
+    output::print(&format!(
         "{workload}, {} workers, {}, {} nodes (quorum {}), notify {}, fair {}",
         r.concurrency,
         duration::format(Duration::from_millis(
@@ -366,12 +368,12 @@ fn print_human(r: &Report) -> Result<(), Failure> {
         on(r.notify),
         on(r.fair)
     ))?;
-    cli::print(&format!(
+    output::print(&format!(
         "cycles: {} ({}/s), errors: {}",
         r.cycles, r.cycles_per_sec, r.errors
     ))?;
     if r.workload == Workload::Contended {
-        cli::print(&format!(
+        output::print(&format!(
             "hand-offs: {} ({}/s)",
             r.handoffs, r.handoffs_per_sec
         ))?;
@@ -385,11 +387,11 @@ fn print_human(r: &Report) -> Result<(), Failure> {
             ms(l.max)
         )
     };
-    cli::print(&format!(
+    output::print(&format!(
         "latency per cycle (acquire + release): {}",
         percentiles(&r.latency_us)
     ))?;
-    cli::print(&format!(
+    output::print(&format!(
         "wait for the lock (acquire): {}",
         percentiles(&r.wait_us)
     ))?;
@@ -397,12 +399,12 @@ fn print_human(r: &Report) -> Result<(), Failure> {
     let share = p.min_share.map_or_else(String::new, |s| {
         format!(", least served {s} of a fair share")
     });
-    cli::print(&format!(
+    output::print(&format!(
         "cycles per worker: min {}, max {}{share}",
         p.min, p.max
     ))?;
     if let Some(e) = &r.first_error {
-        cli::print(&format!("first error: {e}"))?;
+        output::print(&format!("first error: {e}"))?;
     }
     Ok(())
 }

@@ -22,8 +22,9 @@ use serde::Serialize;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::exit::Outcome;
 use crate::exit::{Failure, OK, USAGE};
-use crate::{Outcome, cli, duration, nodes, progress};
+use crate::{duration, nodes, output, progress};
 
 /// The exit status when the checker found a violation.
 pub const VIOLATION: u8 = 1;
@@ -239,12 +240,12 @@ pub async fn run(args: &Args) -> Outcome {
         })?;
     }
     if args.json {
-        cli::print(&cli::json(&summary(&history, &verdict)))?;
+        output::print(&output::json(&summary(&history, &verdict)))?;
     } else {
         let table = redlock_chaos::report::summary_table(&verdict, &history);
-        cli::print(table.trim_end())?;
+        output::print(table.trim_end())?;
         if let Some(path) = &args.report {
-            cli::print(&format!("report written to {}", path.display()))?;
+            output::print(&format!("report written to {}", path.display()))?;
         }
     }
     Ok(if verdict.is_safe() { OK } else { VIOLATION })

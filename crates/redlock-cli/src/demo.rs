@@ -23,9 +23,11 @@ use redlock_nodes::{Cluster, NodeSpec, Persistence};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{self, Global};
+use crate::exit::Outcome;
 use crate::exit::{Failure, NOT_HELD, OK};
-use crate::{Outcome, duration, nodes, progress};
+use crate::global::Global;
+use crate::output;
+use crate::{duration, nodes, progress};
 
 const AFTER_HELP: &str = "\
 Starts 5 local redis-server nodes (appendonly, fsync always: trusted at once, never quarantined)
@@ -104,7 +106,7 @@ impl Shared {
 }
 
 pub fn run(args: &Args, global: &Global, runtime: &tokio::runtime::Runtime) -> Outcome {
-    cli::check_run_length(args.duration)?;
+    output::check_run_length(args.duration)?;
     if TTL > global.max_ttl {
         // Checked before any node starts: every acquisition would be refused.
         return Err(Failure::usage(format!(

@@ -66,6 +66,9 @@ Exit status:
   126/127  run: COMMAND could not be executed / was not found
   other    run: COMMAND's own status, 128+N if it died from signal N";
 
+/// What a subcommand ends with: the exit status, or a failure to report.
+pub type Outcome = Result<u8, Failure>;
+
 /// Why a subcommand failed: a status and one line for stderr.
 #[derive(Debug)]
 pub struct Failure {

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use redlock::{Cause, Error};
 use serde::Serialize;
 
-use crate::cli::{self, Global};
+use crate::duration;
+use crate::exit::Outcome;
 use crate::exit::{self, Failure, NOT_HELD, OK, UNAVAILABLE};
-use crate::{Outcome, duration};
+use crate::global::Global;
+use crate::output;
 
 const AFTER_HELP: &str = "\
 Sets the lock's TTL to DUR from now on every node that still holds VALUE. Prints the new validity
@@ -32,7 +34,7 @@ it is not revived); 69 too few nodes answered to tell; 65 the resource has anoth
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The locked resource.
-    #[arg(value_parser = cli::resource)]
+    #[arg(value_parser = output::resource)]
     resource: String,
 
     /// The lock's value, as printed by `redlock acquire`.
@@ -65,7 +67,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             global.let_stragglers_land(&manager, validity).await;
             let validity = deadline.saturating_duration_since(Instant::now());
             let line = if args.json {
-                cli::json(&Extended {
+                output::json(&Extended {
                     resource,
                     value: &args.value,
                     validity_ms: validity.as_millis(),
@@ -78,7 +80,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
                     duration::format(validity)
                 )
             };
-            cli::print(&line)?;
+            output::print(&line)?;
             Ok(OK)
         }
         Err(Error::LockLost {

@@ -13,13 +13,17 @@
 //! executable / not found; else COMMAND's own status (128+N for signal N). The full table, and
 //! the reasons for each choice, are in [`exit`]; `redlock --help` prints it.
 //!
+//! The long-running tools (`nodes`, `demo`, `bench`, `chaos`) sit behind the default-on `tools`
+//! feature: a production build can leave them out with `--no-default-features`.
+//!
 //! Every failure is one line on stderr, `redlock: error: ...`, never a panic; server URLs appear
 //! only as `host:port`, never with their password.
 //!
 //! # Layout
-//! - `cli`: global options (`--servers`, `--node-timeout`, `--max-ttl`, `--no-quarantine`,
-//!   `--no-fencing`, `--no-notify`, `--fair`) and the one place they configure a manager, the
-//!   subcommand list, clap errors made one-line.
+//! - `cli`: the subcommand list, `--help`, clap errors made one-line.
+//! - `global`: the options every subcommand understands, and the one place they configure a
+//!   manager.
+//! - `output`: one line on stdout, JSON, resource names, run lengths.
 //! - `exit`: exit statuses and the one-line [`exit::Failure`].
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.
@@ -30,14 +34,21 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod acquire;
+#[cfg(feature = "tools")]
 mod bench;
+#[cfg(feature = "tools")]
 mod chaos;
 mod cli;
+#[cfg(feature = "tools")]
 mod demo;
 mod duration;
 mod exit;
 mod extend;
+mod global;
+#[cfg(feature = "tools")]
 mod nodes;
+mod output;
+#[cfg(feature = "tools")]
 mod progress;
 mod release;
 mod run;
@@ -49,10 +60,7 @@ use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Command, Parsed};
-use crate::exit::Failure;
-
-/// What a subcommand ends with: the exit status, or a failure to report.
-pub type Outcome = Result<u8, Failure>;
+use crate::exit::{Failure, Outcome};
 
 fn main() -> ExitCode {
     let cli = match cli::parse() {
@@ -63,16 +71,20 @@ fn main() -> ExitCode {
     let global = &cli.global;
     let outcome = match cli.command {
         // Synchronous: redlock-nodes manages processes with blocking calls, no runtime needed.
+        #[cfg(feature = "tools")]
         Command::Nodes(args) => nodes::run(&args),
         // The demo's servers die with the thread that started them (PR_SET_PDEATHSIG), so it
         // starts them on this thread, outside the runtime's workers.
+        #[cfg(feature = "tools")]
         Command::Demo(args) => with_runtime(|rt| demo::run(&args, global, rt)),
         Command::Acquire(args) => with_runtime(|rt| rt.block_on(acquire::run(&args, global))),
         Command::Release(args) => with_runtime(|rt| rt.block_on(release::run(&args, global))),
         Command::Extend(args) => with_runtime(|rt| rt.block_on(extend::run(&args, global))),
         Command::Status(args) => with_runtime(|rt| rt.block_on(status::run(&args, global))),
         Command::Run(args) => with_runtime(|rt| rt.block_on(run::run(args, global))),
+        #[cfg(feature = "tools")]
         Command::Bench(args) => with_runtime(|rt| rt.block_on(bench::run(&args, global))),
+        #[cfg(feature = "tools")]
         Command::Chaos(args) => with_runtime(|rt| rt.block_on(chaos::run(&args))),
     };
     match outcome {

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use redlock_nodes::{Cluster, LaunchError, NodeSpec, Persistence, detached_pid, stop_detached};
 use serde::{Deserialize, Serialize};
 
-use crate::Outcome;
-use crate::cli;
+use crate::exit::Outcome;
 use crate::exit::{Failure, OK, UNAVAILABLE, USAGE};
+use crate::output;
 
 /// The state file in DIR.
 const STATE_FILE: &str = "nodes.json";
@@ -183,7 +183,7 @@ fn start(dir: &Path, count: u16, port: Option<u16>, json: bool) -> Outcome {
     write_state(dir, &state)?;
     let nodes = reports(dir, &state);
     if json {
-        cli::print(&cli::json(&Report {
+        output::print(&output::json(&Report {
             dir: dir.to_owned(),
             servers,
             nodes,
@@ -197,7 +197,7 @@ fn start(dir: &Path, count: u16, port: Option<u16>, json: bool) -> Outcome {
             eprintln!("  {}  pid {}", node.url, pid_text(node.pid));
         }
         eprintln!("stop them with: redlock nodes stop --dir {}", dir.display());
-        cli::print(&format!("export REDLOCK_SERVERS={servers}"))?;
+        output::print(&format!("export REDLOCK_SERVERS={servers}"))?;
     }
     Ok(OK)
 }
@@ -247,7 +247,7 @@ fn status(dir: &Path, json: bool) -> Outcome {
     let down = nodes.iter().filter(|n| !n.running).count();
     let total = nodes.len();
     if json {
-        cli::print(&cli::json(&Report {
+        output::print(&output::json(&Report {
             dir: dir.to_owned(),
             servers,
             nodes,
@@ -258,9 +258,9 @@ fn status(dir: &Path, json: bool) -> Outcome {
                 Some(pid) => format!("running, pid {pid}"),
                 None => "not running".to_owned(),
             };
-            cli::print(&format!("{}  {state}", node.url))?;
+            output::print(&format!("{}  {state}", node.url))?;
         }
-        cli::print(&format!("export REDLOCK_SERVERS={servers}"))?;
+        output::print(&format!("export REDLOCK_SERVERS={servers}"))?;
     }
     if down > 0 {
         return Err(Failure::new(

@@ -27,7 +27,7 @@ pub fn tick(bar: &ProgressBar, elapsed: Duration, message: String) {
 pub fn say(bar: &ProgressBar, line: &str) {
     if bar.is_hidden() || bar.is_finished() {
         // Best effort, like the bar itself: a closed stdout must not stop the run.
-        let _ = crate::cli::print(line);
+        let _ = crate::output::print(line);
     } else {
         bar.println(line);
     }

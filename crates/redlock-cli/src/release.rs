@@ -13,9 +13,10 @@
 use redlock::Cause;
 use serde::Serialize;
 
-use crate::Outcome;
-use crate::cli::{self, Global};
+use crate::exit::Outcome;
 use crate::exit::{self, Failure, NOT_HELD, OK, UNAVAILABLE};
+use crate::global::Global;
+use crate::output;
 
 const AFTER_HELP: &str = "\
 Deletes the lock on every node that holds VALUE, and nothing that does not. With --json, prints
@@ -35,7 +36,7 @@ another Redis type; 64 bad arguments.";
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The locked resource.
-    #[arg(value_parser = cli::resource)]
+    #[arg(value_parser = output::resource)]
     resource: String,
 
     /// The lock's value, as printed by `redlock acquire`.
@@ -68,13 +69,13 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         quorum,
     };
     if args.json {
-        cli::print(&cli::json(&report))?;
+        output::print(&output::json(&report))?;
     }
     let resource = &args.resource;
     let confirmed = released.confirmed;
     if report.released {
         if !args.json {
-            cli::print(&format!(
+            output::print(&format!(
                 "released {resource:?} on {confirmed} of {nodes} nodes"
             ))?;
         }

@@ -3,7 +3,7 @@
 //!
 //! Acquire (waiting until acquired by default), start COMMAND with `REDLOCK_RESOURCE`,
 //! `REDLOCK_VALUE` and `REDLOCK_FENCE` (the fencing token; unset with `--no-fencing`) in its
-//! environment, keep the lock extended while it runs (a [`Guard`](redlock::Guard)), release when
+//! environment, keep the lock extended while it runs (a [`Guard`]), release when
 //! it exits, and exit with its status.
 //!
 //! Several resources are locked as one lock, all or none
@@ -49,9 +49,11 @@ use redlock::{Error, Guard, Retry};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::SignalKind;
 
-use crate::cli::{self, Global};
+use crate::duration;
+use crate::exit::Outcome;
 use crate::exit::{self, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
-use crate::{Outcome, duration};
+use crate::global::Global;
+use crate::output;
 
 const AFTER_HELP: &str = "\
 Several resources are locked as one lock, all or none, in any order (duplicates are ignored):
@@ -84,7 +86,7 @@ ended the wait for the lock.";
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The resources to lock, as one lock: Redis keys.
-    #[arg(value_name = "RESOURCE", required = true, num_args = 1.., value_parser = cli::resource)]
+    #[arg(value_name = "RESOURCE", required = true, num_args = 1.., value_parser = output::resource)]
     resources: Vec<String>,
 
     /// The lock's TTL; it is extended every third of it while COMMAND runs.

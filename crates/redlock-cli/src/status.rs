@@ -16,9 +16,11 @@ use std::time::Duration;
 use redlock::NodeState;
 use serde::Serialize;
 
-use crate::cli::{self, Global};
+use crate::duration;
+use crate::exit::Outcome;
 use crate::exit::{Failure, OK, Quarantine, UNAVAILABLE};
-use crate::{Outcome, duration};
+use crate::global::Global;
+use crate::output;
 
 const AFTER_HELP: &str = "\
 Prints one line per server (free, held by VALUE with its remaining time, another Redis type, or
@@ -45,7 +47,7 @@ Exit status: 0 when a quorum of servers answered and is out of quarantine (whate
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The resource to look at.
-    #[arg(value_parser = cli::resource)]
+    #[arg(value_parser = output::resource)]
     resource: String,
 
     /// Print one JSON object.
@@ -122,7 +124,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             .iter()
             .map(|s| node_json(&s.node, &s.state, s.quarantined_for, s.may_evict))
             .collect();
-        cli::print(&cli::json(&Report {
+        output::print(&output::json(&Report {
             resource: &args.resource,
             quorum,
             reachable: summary.reachable,
@@ -148,9 +150,9 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
                     "; WARNING: its maxmemory-policy may evict lock keys (use noeviction)",
                 );
             }
-            cli::print(&line)?;
+            output::print(&line)?;
         }
-        cli::print(&summary.text)?;
+        output::print(&summary.text)?;
     }
     if summary.counted < quorum {
         let (resource, n) = (&args.resource, statuses.len());

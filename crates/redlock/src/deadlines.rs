@@ -2,11 +2,9 @@
 //!
 //! Every round is bounded by the node timeout ([`engine`](crate::engine) invariant 1), but
 //! almost no round ever reaches it: the replies come first. A Tokio timer for each round was
-//! still paid in full: an entry put into and taken out of the runtime's timer wheel under its
-//! lock, and, worse, every time a worker thread went to sleep waiting for replies it had to arm
-//! a kernel timer for the nearest deadline. Measured with `examples/bench.rs` (one node, one
-//! task, the case that is nothing but round trips), that was about 3 µs per lock + release and
-//! the difference between a p50 of 1.05× and 1.07–1.10× the raw baseline.
+//! still paid in full (its timer-wheel entry, and a kernel timer armed whenever a worker went to
+//! sleep waiting for replies): about 3 µs per lock + release, measured in the README's
+//! *Performance* section.
 //!
 //! Here a round's [`Alarm`] puts its deadline and waker in a slot of one process-wide table
 //! (a lock, a push, and a pop when the round ends), and a single thread sleeps until the nearest

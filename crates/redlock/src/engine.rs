@@ -313,14 +313,9 @@ impl Engine {
             count: Mutex::new(Count::new(request, self.nodes.len())),
             unqueued: AtomicUsize::new(self.nodes.len()),
         });
-        // `join_all` keeps up to 30 futures in a single allocation (beyond, it switches to
-        // `FuturesOrdered`, which only costs more) and polls every one still pending on each
-        // wake-up, which with the handful of nodes of a Redlock deployment is cheaper than waking
-        // them one by one. Each request records its own reply, so one poll
-        // counts every reply that is in. Not `FuturesUnordered`: once it has polled all of its
-        // futures in one go, which every round does first, it wakes its own task and returns
-        // `Pending` (a yield, futures-rs#2333); measured with `examples/bench.rs`, 2.5 more
-        // context switches and about 30 µs more per lock + release with one task.
+        // `join_all`: one allocation for a handful of nodes, and each poll counts every reply
+        // that is in. Not `FuturesUnordered`, which yields after polling all its futures at once
+        // (futures-rs#2333): 30 µs more per cycle (the README's *Performance*).
         let mut requests =
             join_all((0..self.nodes.len()).map(|i| Fanout::send(Arc::clone(&fanout), i)));
         // One deadline for the round, not one per request: they would all share it; watched by

@@ -54,19 +54,14 @@
 //!    still holds our value, which a node that lost it cannot show.
 //!
 //! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
-//! read with one atomic load, and the health verdict is two atomics. Profiling
-//! `examples/bench.rs` with 32 tasks on two worker threads put part of the library's overhead at
-//! N = 3 and 5 in the `Mutex` around the connection slot (contended between the threads) and the
-//! one around the health verdict (taken twice per request, with two clock reads). Throughput
-//! alone did not show the difference on a noisy two-core machine (both builds ranged over
-//! 0.80–0.97× the raw baseline), so this rests on the profile, not on cycles/s. Each request reads
-//! the clock once, after its reply, for both the quarantine verdict and the re-check decision.
+//! read with one atomic load, and the health verdict is two atomics, because the mutexes they
+//! replaced showed up as contention in profiles (the README's *Performance*, "hand-made parts").
+//! Each request reads the clock once, after its reply, for both the quarantine verdict and the
+//! re-check decision.
 //!
-//! Every request is bounded in time, never by this layer alone: the manager sends all requests of
-//! a round at the same instant, so "per-node timeout" and "one deadline for the round" are the
-//! same thing, and the manager enforces that deadline with one timer per round: a timer per
-//! request cost about 1,100 instructions each, a third of the library's overhead over raw
-//! commands at N = 3 (`examples/bench.rs` under callgrind). A node that does not answer in time
+//! Every request is bounded in time, never by this layer alone: all requests of a round share one
+//! deadline, which the [`engine`](crate::engine) enforces with one alarm per round, not a timer
+//! per request (measured: the README's *Performance*). A node that does not answer in time
 //! (stopped, overloaded, partitioned) is a `Timeout`, never a vote.
 //!
 //! Scripts are sent as `EVALSHA`; on `NOSCRIPT` (a node restarted, or its script cache was flushed)

@@ -5,11 +5,8 @@
 //! waits for it. The common case costs nothing: every straggler is already queued on its node's
 //! connection, which runs it before anything queued later ([`node`](crate::node) invariant 5).
 //! The lock just keeps those requests, unpolled ([`LeftBehind::Queued`]), until its release is
-//! queued behind them; no task drives them and the release does not wait. Measured with
-//! `examples/bench.rs` (five nodes, 32 tasks), driving every won round's stragglers to the end
-//! instead, and making the release wait for them, cost 4–12 µs of client CPU per lock + release
-//! and kept redlock at 0.80–0.99× the raw baseline; keeping them took it to 0.91–1.04× (0.95 or
-//! more in 7 of 8 runs).
+//! queued behind them; no task drives them and the release does not wait (driving them all
+//! cost 4–12 µs of client CPU per cycle at N = 5: the README's *Performance*).
 //!
 //! Requests that were still waiting for a connection (a node's first request, or one after a
 //! reconnection) are not queued anywhere yet, and a release must not overtake them

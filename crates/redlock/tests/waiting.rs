@@ -346,6 +346,10 @@ async fn a_user_denied_the_queue_still_locks_and_waits_by_polling() {
     };
     let holder = narrow(false);
     let lock = holder.acquire("acl:job", TTL).await.unwrap();
+    // The lock on every node before the waiter starts: a `SET` still on its way to the third
+    // node could otherwise lose to the waiter's first attempt there, and the release would
+    // find that node refusing for a reason that has nothing to do with the ACL.
+    holder.settle().await;
     let waiter = narrow(true);
     let retry = Retry::forever().delay(Duration::from_millis(100));
     let waiting = tokio::spawn(async move { waiter.acquire_with("acl:job", TTL, &retry).await });
