@@ -3,18 +3,7 @@
 //! The statuses follow `sysexits.h` where one fits, so shell scripts can tell "try again later"
 //! from "fix your command line" from "the lock is gone":
 //!
-//! | status | meaning |
-//! |---|---|
-//! | 0 | success |
-//! | 1 | `release`/`extend`: the lock is not held with that value (expired, released, taken over, or a wrong value); `demo`: the verdict found a violation |
-//! | 64 | usage error: bad arguments, server URL, duration or TTL (also a TTL above `--max-ttl`); no COMMAND after `--` |
-//! | 65 | the resource exists on a server with another Redis type (`WRONGTYPE`): it is not a lock |
-//! | 69 | servers unavailable: too few answered to give a definite answer, counting only nodes out of restart quarantine (`release`, `extend`, `status`, `bench`); `nodes start`: no `redis-server` binary |
-//! | 71 | an operating-system error: a file, a process or the runtime could not be set up |
-//! | 75 | not acquired in time (`acquire`, `run`): busy, servers unreachable, or too many of them quarantined after a restart; the message says which |
-//! | 76 | `run`: the lock was lost while COMMAND ran; COMMAND was terminated |
-//! | 126, 127 | `run`: COMMAND could not be executed / was not found (as in `env`, `timeout`) |
-//! | other | `run`: COMMAND's own status; 128+N when it died from signal N |
+//! The table itself is written once, in [`HELP`], which `redlock --help` prints.
 //!
 //! 76 is `EX_PROTOCOL` in `sysexits.h`; we reuse the number for our own meaning, next to 75.
 //!

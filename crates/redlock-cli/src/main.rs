@@ -6,15 +6,8 @@
 //! the algorithm at work (`demo`) and measure it (`bench`).
 //!
 //! # Exit statuses
-//! 0 success; 1 not held with that value (`release`, `extend`) or a failed `demo` verdict;
-//! 64 usage error (also a TTL above `--max-ttl`); 65 the resource has another Redis type;
-//! 69 servers unavailable (too few answered, or too few out of restart quarantine); 71 OS error;
-//! 75 not acquired in time; 76 lock lost while `run`'s COMMAND ran; 126/127 COMMAND not
-//! executable / not found; else COMMAND's own status (128+N for signal N). The full table, and
-//! the reasons for each choice, are in [`exit`]; `redlock --help` prints it.
-//!
-//! The long-running tools (`nodes`, `demo`, `bench`, `chaos`) sit behind the default-on `tools`
-//! feature: a production build can leave them out with `--no-default-features`.
+//! They follow `sysexits.h` where one fits; the table is written once, in `exit::HELP`, and
+//! `redlock --help` prints it.
 //!
 //! Every failure is one line on stderr, `redlock: error: ...`, never a panic; server URLs appear
 //! only as `host:port`, never with their password.
@@ -28,7 +21,9 @@
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.
 //! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `nodes`, `demo`,
-//!   `bench`, `chaos`; each holds its arguments, help text and examples.
+//!   `bench`, `chaos`; each holds its arguments, help text and examples. The long-running tools
+//!   (`nodes`, `demo`, `bench`, `chaos`, and `progress`) sit behind the default-on `tools`
+//!   feature: a production build leaves them out with `--no-default-features`.
 
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
