@@ -44,8 +44,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fmt;
-use std::str::FromStr;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -53,6 +51,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::history::{FaultEvent, FaultKind};
+use crate::named::named;
 use crate::record::Recorder;
 use crate::topology::Topology;
 
@@ -173,28 +172,7 @@ impl Fault {
     }
 }
 
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Fault {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Fault::ALL
-            .into_iter()
-            .find(|f| f.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = Fault::ALL.iter().map(|f| f.name()).collect();
-                format!(
-                    "unknown fault {name:?}: expected a comma-separated list of {}",
-                    names.join(", ")
-                )
-            })
-    }
-}
+named!(Fault, "fault", "a comma-separated list of");
 
 /// One fault of the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -609,24 +587,19 @@ fn start(
         }
         Action::Delay { slot, ms } => {
             topology.proxy(slot).set_delay(Duration::from_millis(ms));
-            let node = topology.node_of(slot);
-            event(
+            let detail = format!("proxy holds every chunk back {ms} ms");
+            Ok(Some(proxy_event(
+                topology,
                 record,
-                Some(node),
+                slot,
                 FaultKind::Delay { ms },
-                format!("proxy holds every chunk back {ms} ms"),
-            );
-            Ok(Some(node))
+                detail,
+            )))
         }
         Action::Drop { slot } => {
             topology.proxy(slot).drop_connections();
-            let node = topology.node_of(slot);
-            event(
-                record,
-                Some(node),
-                FaultKind::DropConnections,
-                "proxy closed every open connection".to_owned(),
-            );
+            let detail = "proxy closed every open connection";
+            proxy_event(topology, record, slot, FaultKind::DropConnections, detail);
             Ok(None)
         }
         Action::ClientPause { client, extra_ms } => {
@@ -691,16 +664,30 @@ fn start(
         }
         Action::Blackhole { slot } => {
             topology.proxy(slot).blackhole();
-            let node = topology.node_of(slot);
-            event(
+            let detail = "proxy stopped forwarding on every open connection, which stay open";
+            Ok(Some(proxy_event(
+                topology,
                 record,
-                Some(node),
+                slot,
                 FaultKind::Blackhole,
-                "proxy stopped forwarding on every open connection, which stay open".to_owned(),
-            );
-            Ok(Some(node))
+                detail,
+            )))
         }
     }
+}
+
+/// Records a fault just done to the proxy of `slot` against the node behind it (in a failover
+/// pair, the current master), and returns that node.
+fn proxy_event(
+    topology: &Topology,
+    record: &Recorder,
+    slot: usize,
+    kind: FaultKind,
+    detail: impl Into<String>,
+) -> usize {
+    let node = topology.node_of(slot);
+    event(record, Some(node), kind, detail.into());
+    node
 }
 
 /// Undoes `action`, which hit `node`.
@@ -734,14 +721,14 @@ fn end(
                 event(record, Some(node), FaultKind::Resume, "SIGCONT".to_owned());
             }
         }
-        Action::Delay { slot, .. } => {
+        Action::Delay { slot, .. } | Action::Blackhole { slot } => {
             topology.proxy(slot).heal();
-            event(
-                record,
-                Some(node),
-                FaultKind::Heal,
-                "proxy delay removed".to_owned(),
-            );
+            let detail = if matches!(action, Action::Delay { .. }) {
+                "proxy delay removed"
+            } else {
+                "black-holed connections closed"
+            };
+            event(record, Some(node), FaultKind::Heal, detail.to_owned());
         }
         Action::Replace { .. } => {
             for slot in action.slots(topology.slots()) {
@@ -753,15 +740,6 @@ fn end(
                     "proxy switched back to the node".to_owned(),
                 );
             }
-        }
-        Action::Blackhole { slot } => {
-            topology.proxy(slot).heal();
-            event(
-                record,
-                Some(node),
-                FaultKind::Heal,
-                "black-holed connections closed".to_owned(),
-            );
         }
         Action::Drop { .. }
         | Action::ClientPause { .. }

@@ -23,7 +23,7 @@
 //! - [`proxy`]: the loopback TCP proxy in front of each node (latency, dropped connections, black
 //!   holes, switching to another server).
 //! - `topology`: the servers and proxies of a run; `record`: live state turned into a history;
-//!   `error`: [`ChaosError`].
+//!   `error`: [`ChaosError`]; `named`: parsing and showing [`Fault`] and [`Strategy`] by name.
 
 #![warn(missing_docs)]
 
@@ -38,6 +38,7 @@ pub use report::{summary_table, write_report};
 // The runner half: servers, proxies, faults and clients of a run, producing a History.
 mod error;
 pub mod faults;
+mod named;
 pub mod proxy;
 mod record;
 pub mod runner;

@@ -20,8 +20,6 @@
 //! expire. The strategy shows the race that a client trusting whatever master it is given runs
 //! into.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
@@ -29,6 +27,8 @@ use rand::{RngExt, SeedableRng};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redlock::{Lock, Redlock, Retry};
+
+use crate::named::named;
 
 /// Every strategy's lock TTL, and the library's `max_ttl`: short, so that runs of a few seconds
 /// see many expiries and restart quarantines.
@@ -149,28 +149,7 @@ pub(crate) enum Design {
     OldRecipe,
 }
 
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Strategy {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Strategy::ALL
-            .into_iter()
-            .find(|s| s.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = Strategy::ALL.iter().map(|s| s.name()).collect();
-                format!(
-                    "unknown strategy {name:?}: expected one of {}",
-                    names.join(", ")
-                )
-            })
-    }
-}
+named!(Strategy, "strategy", "one of");
 
 /// A lock that was granted, as its holder sees it.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use crate::duration;
 use crate::exit::Outcome;
 use crate::exit::{self, Failure, NOT_HELD, OK, UNAVAILABLE};
 use crate::global::Global;
-use crate::output;
+use crate::output::{self, HeldLock};
 
 const AFTER_HELP: &str = "\
 Sets the lock's TTL to DUR from now on every node that still holds VALUE. Prints the new validity
@@ -33,12 +33,8 @@ it is not revived); 69 too few nodes answered to tell; 65 the resource has anoth
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The locked resource.
-    #[arg(value_parser = output::resource)]
-    resource: String,
-
-    /// The lock's value, as printed by `redlock acquire`.
-    value: String,
+    #[command(flatten)]
+    lock: HeldLock,
 
     /// The new time to live, from now, e.g. 30s.
     #[arg(long, value_name = "DUR", value_parser = duration::parse)]
@@ -60,8 +56,11 @@ struct Extended<'a> {
 pub async fn run(args: &Args, global: &Global) -> Outcome {
     global.check_ttl(args.ttl)?;
     let manager = global.connected().await?;
-    let resource = &args.resource;
-    match manager.extend_value(resource, &args.value, args.ttl).await {
+    let resource = &args.lock.resource;
+    match manager
+        .extend_value(resource, &args.lock.value, args.ttl)
+        .await
+    {
         Ok(deadline) => {
             let validity = deadline.saturating_duration_since(Instant::now());
             global.let_stragglers_land(&manager, validity).await;
@@ -69,7 +68,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             let line = if args.json {
                 output::json(&Extended {
                     resource,
-                    value: &args.value,
+                    value: &args.lock.value,
                     validity_ms: validity.as_millis(),
                     ttl_ms: args.ttl.as_millis(),
                 })
@@ -104,7 +103,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             } else {
                 format!(
                     "not extended, {resource:?} is not held with value {:?} ({failure})",
-                    args.value
+                    args.lock.value
                 )
             };
             Err(Failure::new(status, message))

@@ -121,11 +121,29 @@ struct NodeReport {
     running: bool,
 }
 
+/// What `start` and `status` print: the nodes recorded in DIR, as JSON or as text.
 #[derive(Debug, Serialize)]
 struct Report {
     dir: PathBuf,
     servers: String,
     nodes: Vec<NodeReport>,
+}
+
+impl Report {
+    /// The nodes recorded in `state`, and their URLs as `--servers` takes them.
+    fn new(dir: &Path, state: &State) -> Self {
+        let nodes = reports(dir, state);
+        let servers = nodes
+            .iter()
+            .map(|n| n.url.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        Self {
+            dir: dir.to_owned(),
+            servers,
+            nodes,
+        }
+    }
 }
 
 pub fn run(args: &Args) -> Outcome {
@@ -177,27 +195,22 @@ fn start(dir: &Path, count: u16, port: Option<u16>, json: bool) -> Outcome {
             })
             .collect(),
     };
-    let servers = cluster.servers();
     // Detached: dropping the handles leaves the servers running (that is the point).
     drop(cluster);
     write_state(dir, &state)?;
-    let nodes = reports(dir, &state);
+    let report = Report::new(dir, &state);
     if json {
-        output::print(&output::json(&Report {
-            dir: dir.to_owned(),
-            servers,
-            nodes,
-        }))?;
+        output::print(&output::json(&report))?;
     } else {
         eprintln!(
             "started {count} redis-server node(s) in {} (appendonly, fsync always):",
             dir.display()
         );
-        for node in &nodes {
+        for node in &report.nodes {
             eprintln!("  {}  pid {}", node.url, pid_text(node.pid));
         }
         eprintln!("stop them with: redlock nodes stop --dir {}", dir.display());
-        output::print(&format!("export REDLOCK_SERVERS={servers}"))?;
+        output::print(&format!("export REDLOCK_SERVERS={}", report.servers))?;
     }
     Ok(OK)
 }
@@ -238,29 +251,20 @@ fn status(dir: &Path, json: bool) -> Outcome {
             ),
         ));
     };
-    let nodes = reports(dir, &state);
-    let servers = nodes
-        .iter()
-        .map(|n| n.url.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
-    let down = nodes.iter().filter(|n| !n.running).count();
-    let total = nodes.len();
+    let report = Report::new(dir, &state);
+    let down = report.nodes.iter().filter(|n| !n.running).count();
+    let total = report.nodes.len();
     if json {
-        output::print(&output::json(&Report {
-            dir: dir.to_owned(),
-            servers,
-            nodes,
-        }))?;
+        output::print(&output::json(&report))?;
     } else {
-        for node in &nodes {
+        for node in &report.nodes {
             let state = match node.pid {
                 Some(pid) => format!("running, pid {pid}"),
                 None => "not running".to_owned(),
             };
             output::print(&format!("{}  {state}", node.url))?;
         }
-        output::print(&format!("export REDLOCK_SERVERS={servers}"))?;
+        output::print(&format!("export REDLOCK_SERVERS={}", report.servers))?;
     }
     if down > 0 {
         return Err(Failure::new(
@@ -346,7 +350,7 @@ pub fn chain(error: &dyn std::error::Error) -> String {
 /// else the operating system's doing (71).
 pub fn launch_failure(error: LaunchError) -> Failure {
     let status = match &error {
-        LaunchError::ServerNotFound { .. } | LaunchError::CliNotFound { .. } => UNAVAILABLE,
+        LaunchError::BinaryNotFound { .. } => UNAVAILABLE,
         LaunchError::InvalidSpec(_) => USAGE,
         _ => crate::exit::OS_ERROR,
     };

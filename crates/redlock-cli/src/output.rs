@@ -1,5 +1,6 @@
 //! What every subcommand writes and checks the same way: one line on stdout, one line of
-//! JSON, a resource name, the length of a timed run.
+//! JSON, a resource name (and the RESOURCE VALUE pair naming a held lock), the length of a timed
+//! run.
 
 #[cfg(feature = "tools")]
 use std::time::Duration;
@@ -40,6 +41,19 @@ pub fn print(line: &str) -> Result<(), Failure> {
 /// object is printed rather than a panic.
 pub fn json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// The `RESOURCE VALUE` arguments of `extend` and `release`: a lock taken by `acquire`, named by
+/// its resource and the value `acquire` printed. One struct, flattened into both, so the two
+/// commands take and explain them alike.
+#[derive(Debug, clap::Args)]
+pub struct HeldLock {
+    /// The locked resource.
+    #[arg(value_parser = resource)]
+    pub resource: String,
+
+    /// The lock's value, as printed by `redlock acquire`.
+    pub value: String,
 }
 
 /// Checks a RESOURCE argument: any non-empty string (it is the Redis key, used as given).

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::exit::Outcome;
 use crate::exit::{self, Failure, NOT_HELD, OK, UNAVAILABLE};
 use crate::global::Global;
-use crate::output;
+use crate::output::{self, HeldLock};
 
 const AFTER_HELP: &str = "\
 Deletes the lock on every node that holds VALUE, and nothing that does not. With --json, prints
@@ -35,12 +35,8 @@ another Redis type; 64 bad arguments.";
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The locked resource.
-    #[arg(value_parser = output::resource)]
-    resource: String,
-
-    /// The lock's value, as printed by `redlock acquire`.
-    value: String,
+    #[command(flatten)]
+    lock: HeldLock,
 
     /// Print one JSON object.
     #[arg(long)]
@@ -58,11 +54,13 @@ struct Report<'a> {
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
     let manager = global.connected().await?;
-    let released = manager.release_value(&args.resource, &args.value).await;
+    let released = manager
+        .release_value(&args.lock.resource, &args.lock.value)
+        .await;
     let quorum = manager.quorum();
     let nodes = released.replies.len();
     let report = Report {
-        resource: &args.resource,
+        resource: &args.lock.resource,
         released: released.confirmed >= quorum,
         confirmed: released.confirmed,
         nodes,
@@ -71,7 +69,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     if args.json {
         output::print(&output::json(&report))?;
     }
-    let resource = &args.resource;
+    let resource = &args.lock.resource;
     let confirmed = released.confirmed;
     if report.released {
         if !args.json {
@@ -108,7 +106,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         format!(
             "{resource:?} is not held with value {:?}: released on {confirmed} of {nodes} nodes, \
              {quorum} needed (expired, already released, or another value)",
-            args.value
+            args.lock.value
         ),
     ))
 }

@@ -10,28 +10,23 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::RedisBinary;
+
 /// Why a node could not be started, controlled or stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LaunchError {
-    /// The `redis-server` binary does not exist where we looked.
+    /// The `redis-server` or `redis-cli` binary does not exist where we looked.
     #[error(
-        "redis-server not found at `{}`: install it with `sudo apt-get install -y redis-server` \
-         or set REDLOCK_REDIS_SERVER to its path",
-        binary.display()
+        "{which} not found at `{}`: install it with `sudo apt-get install -y {}` or set {} to \
+         its path",
+        binary.display(),
+        which.package(),
+        which.env()
     )]
-    ServerNotFound {
-        /// The path (or bare name looked up on `PATH`) that was tried.
-        binary: PathBuf,
-    },
-
-    /// The `redis-cli` binary does not exist where we looked.
-    #[error(
-        "redis-cli not found at `{}`: install it with `sudo apt-get install -y redis-tools` \
-         or set REDLOCK_REDIS_CLI to its path",
-        binary.display()
-    )]
-    CliNotFound {
+    BinaryNotFound {
+        /// Which of the two it is; the message names its package and environment variable.
+        which: RedisBinary,
         /// The path (or bare name looked up on `PATH`) that was tried.
         binary: PathBuf,
     },

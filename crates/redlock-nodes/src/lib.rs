@@ -51,7 +51,7 @@
 //! - `detached.rs`: [`stop_detached`] and [`detached_pid`] for servers of an earlier run.
 //! - `probe.rs`: free ports and the `PING` readiness probe over a plain TCP socket.
 //! - `process.rs`: spawning, signals and bounded waits; the crate's only `unsafe` block.
-//! - `binary.rs`: where `redis-server` and `redis-cli` are.
+//! - `binary.rs`: where `redis-server` and `redis-cli` are, and [`RedisBinary`] naming them.
 //! - `error.rs`: [`LaunchError`].
 
 mod binary;
@@ -63,7 +63,7 @@ mod probe;
 mod process;
 mod spec;
 
-pub use binary::{CLI_ENV, SERVER_ENV, server_binary};
+pub use binary::{CLI_ENV, RedisBinary, SERVER_ENV, server_binary};
 pub use cluster::Cluster;
 pub use detached::{PID_FILE, detached_pid, stop_detached};
 pub use error::LaunchError;

@@ -29,7 +29,7 @@ use crate::binary::cli_binary;
 use crate::probe::{self, Probe};
 use crate::process::{self, POLL};
 use crate::spec::redact;
-use crate::{LaunchError, NodeSpec, PID_FILE};
+use crate::{LaunchError, NodeSpec, PID_FILE, RedisBinary};
 
 /// The log file in a node's directory; redis appends to it, and so does the node's stdout and
 /// stderr, so configuration errors printed before logging starts end up there too.
@@ -86,7 +86,7 @@ impl RedisNode {
     ///
     /// # Errors
     ///
-    /// [`LaunchError::ServerNotFound`] if the binary is missing, [`LaunchError::PortInUse`] if the
+    /// [`LaunchError::BinaryNotFound`] if the binary is missing, [`LaunchError::PortInUse`] if the
     /// port is taken, [`LaunchError::Exited`] or [`LaunchError::NotReady`] (both quoting the end of
     /// the server's log) if it does not come up, and [`LaunchError::Io`] if its directory cannot be
     /// created.
@@ -442,7 +442,7 @@ impl RedisNode {
     ///
     /// [`LaunchError::Cli`] if `redis-cli` fails (its message included; a stopped server gives
     /// "Connection refused"), [`LaunchError::CliTimeout`] if it takes more than 10 s (a paused
-    /// server never answers), [`LaunchError::CliNotFound`] if it is not installed.
+    /// server never answers), [`LaunchError::BinaryNotFound`] if it is not installed.
     pub fn cli(&self, args: &[&str]) -> Result<String, LaunchError> {
         let binary = cli_binary(&self.spec.binary_path());
         let mut command = Command::new(&binary);
@@ -454,9 +454,10 @@ impl RedisNode {
         }
         let shown = || redact(args).join(" ");
         match process::run_bounded(command, CLI_TIMEOUT) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                Err(LaunchError::CliNotFound { binary })
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(LaunchError::BinaryNotFound {
+                which: RedisBinary::Cli,
+                binary,
+            }),
             Err(source) => Err(LaunchError::Spawn { binary, source }),
             Ok(None) => Err(LaunchError::CliTimeout {
                 args: shown(),

@@ -58,6 +58,21 @@ pub(crate) fn probe(port: u16, password: Option<&str>, expected_pid: u32) -> Pro
 }
 
 fn try_probe(port: u16, password: Option<&str>, expected_pid: u32) -> io::Result<Probe> {
+    let mut replies = send(port, password, &[&["PING"], &["INFO", "server"]])?;
+    let ping = read_reply(&mut replies)?;
+    let info = read_reply(&mut replies)?;
+    Ok(judge(&ping, &info, expected_pid))
+}
+
+/// Opens a connection to the server on `port` and sends `commands` on it, pipelined, after an
+/// `AUTH` when a password is set. Returns the connection to read one reply per command from: the
+/// `AUTH` reply is already read and ignored, as `AUTH` is allowed while loading and a wrong
+/// password shows up again as `-NOAUTH` on the next command.
+fn send(
+    port: u16,
+    password: Option<&str>,
+    commands: &[&[&str]],
+) -> io::Result<BufReader<TcpStream>> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
@@ -67,18 +82,16 @@ fn try_probe(port: u16, password: Option<&str>, expected_pid: u32) -> io::Result
     if let Some(password) = password {
         encode(&mut request, &["AUTH", password]);
     }
-    encode(&mut request, &["PING"]);
-    encode(&mut request, &["INFO", "server"]);
+    for command in commands {
+        encode(&mut request, command);
+    }
     (&stream).write_all(&request)?;
 
-    let mut replies = BufReader::new(&stream);
+    let mut replies = BufReader::new(stream);
     if password.is_some() {
-        // AUTH is allowed while loading; a wrong password shows up again as -NOAUTH on PING.
         read_reply(&mut replies)?;
     }
-    let ping = read_reply(&mut replies)?;
-    let info = read_reply(&mut replies)?;
-    Ok(judge(&ping, &info, expected_pid))
+    Ok(replies)
 }
 
 /// The library's marker key (its `MARKER_KEY`; a library test checks the two agree): present on
@@ -97,23 +110,8 @@ fn fresh_marker(port: u16) -> String {
 /// Writes the marker on a server that just came up for the first time (`SET … NX`: a marker
 /// already there, in a reused directory, is kept).
 pub(crate) fn mark(port: u16, password: Option<&str>) -> io::Result<()> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
-    stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
-    stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
-    let mut request = Vec::new();
-    if let Some(password) = password {
-        encode(&mut request, &["AUTH", password]);
-    }
-    encode(
-        &mut request,
-        &["SET", MARKER_KEY, &fresh_marker(port), "NX"],
-    );
-    (&stream).write_all(&request)?;
-    let mut replies = BufReader::new(&stream);
-    if password.is_some() {
-        read_reply(&mut replies)?;
-    }
+    let marker = fresh_marker(port);
+    let mut replies = send(port, password, &[&["SET", MARKER_KEY, &marker, "NX"]])?;
     match read_reply(&mut replies)? {
         Reply::Simple(_) | Reply::Other(_) => Ok(()),
         // A replica gets its master's marker by replication.

@@ -21,7 +21,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
-use crate::LaunchError;
+use crate::{LaunchError, RedisBinary};
 
 /// How often bounded waits look again. Short enough not to slow tests down, long enough not to
 /// burn one of CI's two cores.
@@ -48,7 +48,10 @@ pub(crate) fn spawn_server(
     command.spawn().map_err(|source| {
         let binary = command.get_program().into();
         if source.kind() == io::ErrorKind::NotFound {
-            LaunchError::ServerNotFound { binary }
+            LaunchError::BinaryNotFound {
+                which: RedisBinary::Server,
+                binary,
+            }
         } else {
             LaunchError::Spawn { binary, source }
         }

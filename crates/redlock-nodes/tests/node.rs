@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{dies_within, is_alive, raw_ping, reap};
-use redlock_nodes::{LaunchError, NodeSpec, Persistence, RedisNode};
+use redlock_nodes::{LaunchError, NodeSpec, Persistence, RedisBinary, RedisNode};
 
 /// Generous: these only bound how long a failing test hangs, they are not timing assertions.
 const DEATH: Duration = Duration::from_secs(10);
@@ -178,7 +178,16 @@ fn the_server_dies_with_the_thread_that_started_it() {
 #[test]
 fn a_missing_binary_says_how_to_install_it() {
     let err = RedisNode::start(NodeSpec::new().binary("/nonexistent/redis-server")).unwrap_err();
-    assert!(matches!(err, LaunchError::ServerNotFound { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            LaunchError::BinaryNotFound {
+                which: RedisBinary::Server,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let message = err.to_string();
     assert!(
         message.contains("sudo apt-get install -y redis-server"),

@@ -62,9 +62,31 @@ struct Outcome {
     per_task: Vec<u64>,
 }
 
+/// The figures reported for one mode, worked out once for both the JSON line and the table.
+#[derive(Debug)]
+struct Figures {
+    cycles_per_sec: f64,
+    handoffs_per_sec: f64,
+    wait_p50_us: u64,
+    wait_p99_us: u64,
+    wait_max_us: u64,
+    min_share: f64,
+}
+
 impl Outcome {
     fn per_sec(&self, n: u64) -> f64 {
         n as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn figures(&self) -> Figures {
+        Figures {
+            cycles_per_sec: self.per_sec(self.cycles),
+            handoffs_per_sec: self.per_sec(self.handoffs),
+            wait_p50_us: self.wait_us.value_at_quantile(0.5),
+            wait_p99_us: self.wait_us.value_at_quantile(0.99),
+            wait_max_us: self.wait_us.max(),
+            min_share: self.min_share(),
+        }
     }
 
     fn min_share(&self) -> f64 {
@@ -86,18 +108,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for mode in &args.modes {
         let outcome = runtime.block_on(measure(&cluster, mode, &args))?;
         if args.json {
+            let (mode, nodes, tasks, delay_ms) =
+                (&outcome.mode, args.nodes, args.tasks, args.delay_ms);
+            let Figures {
+                cycles_per_sec,
+                handoffs_per_sec,
+                wait_p50_us,
+                wait_p99_us,
+                wait_max_us,
+                min_share,
+            } = outcome.figures();
             println!(
-                "{{\"mode\":\"{}\",\"nodes\":{},\"tasks\":{},\"delay_ms\":{},\"cycles_per_sec\":{:.1},\"handoffs_per_sec\":{:.1},\"wait_us\":{{\"p50\":{},\"p99\":{},\"max\":{}}},\"min_share\":{:.3}}}",
-                outcome.mode,
-                args.nodes,
-                args.tasks,
-                args.delay_ms,
-                outcome.per_sec(outcome.cycles),
-                outcome.per_sec(outcome.handoffs),
-                outcome.wait_us.value_at_quantile(0.5),
-                outcome.wait_us.value_at_quantile(0.99),
-                outcome.wait_us.max(),
-                outcome.min_share(),
+                "{{\"mode\":\"{mode}\",\"nodes\":{nodes},\"tasks\":{tasks},\"delay_ms\":{delay_ms},\"cycles_per_sec\":{cycles_per_sec:.1},\"handoffs_per_sec\":{handoffs_per_sec:.1},\"wait_us\":{{\"p50\":{wait_p50_us},\"p99\":{wait_p99_us},\"max\":{wait_max_us}}},\"min_share\":{min_share:.3}}}"
             );
         }
         outcomes.push(outcome);
@@ -203,15 +225,16 @@ fn report(args: &Args, outcomes: &[Outcome]) {
         "mode", "cycles/s", "hand-offs/s", "wait p50", "wait p99", "wait max", "min share"
     );
     for o in outcomes {
+        let f = o.figures();
         println!(
             "{:<9} {:>10.0} {:>12.0} {:>8}µs {:>8}µs {:>8}µs {:>10.2}",
             o.mode,
-            o.per_sec(o.cycles),
-            o.per_sec(o.handoffs),
-            o.wait_us.value_at_quantile(0.5),
-            o.wait_us.value_at_quantile(0.99),
-            o.wait_us.max(),
-            o.min_share()
+            f.cycles_per_sec,
+            f.handoffs_per_sec,
+            f.wait_p50_us,
+            f.wait_p99_us,
+            f.wait_max_us,
+            f.min_share
         );
     }
     let ceiling = outcomes.iter().find(|o| o.mode == "alone");

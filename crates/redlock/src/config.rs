@@ -13,7 +13,7 @@ use crate::defaults::{
     CONNECT_TIMEOUT, DRIFT_FACTOR, FENCE_RETENTION, LONGEST_CONNECT_TIMEOUT,
     LONGEST_FENCE_RETENTION, MAX_TTL, NODE_TIMEOUT,
 };
-use crate::engine::{Engine, Settings};
+use crate::engine::{Engine, Rules, Settings};
 use crate::error::{ConfigError, Error};
 use crate::manager::Redlock;
 use crate::quarantine::TrustPolicy;
@@ -217,21 +217,23 @@ impl Builder {
         let settings = Settings {
             servers: self.servers,
             tls_root_certificates: self.tls_root_certificates,
-            node_timeout: self.node_timeout,
-            connect_timeout: self.connect_timeout,
-            drift_factor: self.drift_factor,
-            retry: self.retry,
-            max_ttl: self.max_ttl,
             trust: TrustPolicy {
                 enabled: self.quarantine,
                 max_ttl: self.max_ttl,
                 trust_durable: self.trust_durable_nodes,
             },
-            fence_retention: self
-                .fencing
-                .then_some(self.fence_retention.min(LONGEST_FENCE_RETENTION)),
-            notify: self.notify,
-            fair: self.fair,
+            rules: Rules {
+                node_timeout: self.node_timeout,
+                connect_timeout: self.connect_timeout,
+                drift_factor: self.drift_factor,
+                retry: self.retry,
+                max_ttl: self.max_ttl,
+                fence_retention: self
+                    .fencing
+                    .then_some(self.fence_retention.min(LONGEST_FENCE_RETENTION)),
+                notify: self.notify,
+                fair: self.fair,
+            },
         };
         Ok(Redlock::new(Arc::new(Engine::new(settings)?)))
     }

@@ -8,12 +8,12 @@
 //!
 //! # Invariants
 //! 1. A round sends its request to **every** node at the same instant and measures time from an
-//!    instant taken before the first request ([`validity`](crate::validity) invariant 1).
+//!    instant taken before the first request ([`validity`] invariant 1).
 //! 2. A round is decided as soon as the outcome is known ([`quorum`](crate::quorum) invariant 3).
 //!    A won round returns at once, and its requests still in flight land all the same: a late
 //!    `OK` simply becomes part of the lock (release and extension go to every node anyway). A
 //!    request already queued on its node's connection is kept by the lock, unpolled, until the
-//!    release is queued behind it: the node runs it first ([`node`](crate::node) invariant 5).
+//!    release is queued behind it: the node runs it first ([`server`](crate::server) invariant 5).
 //!    Requests still waiting for a connection (a node's first request, or one after a
 //!    reconnection) are finished in the background ([`stragglers`](crate::stragglers)), and the
 //!    release waits for those: one that overtook such a `SET` would leave the key behind until
@@ -41,12 +41,13 @@ use tokio_util::task::TaskTracker;
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
 use crate::error::{ConfigError, Error, RoundFailure};
-use crate::node::{Answer, Node, NodeSettings, Request, reply_of};
+use crate::node::{Answer, Node, Request, reply_of};
 use crate::quarantine::TrustPolicy;
 use crate::quorum::{Decision, Tally};
 use crate::reply::{NodeError, NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
+use crate::server::{Server, ServerSettings};
 use crate::stragglers::{LeftBehind, Stragglers};
 use crate::subscriber::Watch;
 use crate::sync::lock;
@@ -79,26 +80,17 @@ impl Released {
 }
 
 /// Every setting of a manager, validated by the [`Builder`](crate::Builder): what the engine
-/// is built from.
-#[derive(Debug)]
+/// is built from. (No `Debug`: the server URLs may hold passwords.)
 pub(crate) struct Settings {
     pub(crate) servers: Vec<String>,
     pub(crate) tls_root_certificates: Option<Vec<u8>>,
-    pub(crate) node_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) drift_factor: f64,
-    pub(crate) retry: Retry,
-    pub(crate) max_ttl: Duration,
     pub(crate) trust: TrustPolicy,
-    pub(crate) fence_retention: Option<Duration>,
-    pub(crate) notify: bool,
-    pub(crate) fair: bool,
+    pub(crate) rules: Rules,
 }
 
-/// The round engine, and what every lock handle shares with its manager.
+/// The settings every round and every lock follows, kept by the engine.
 #[derive(Debug)]
-pub(crate) struct Engine {
-    pub(crate) nodes: Vec<Node>,
+pub(crate) struct Rules {
     pub(crate) node_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) drift_factor: f64,
@@ -106,14 +98,21 @@ pub(crate) struct Engine {
     pub(crate) max_ttl: Duration,
     /// How long fencing counters are kept after their last use; `None`: fencing is off.
     pub(crate) fence_retention: Option<Duration>,
-    /// Whether waiters are woken by releases ([`Builder::notify`]).
+    /// Whether waiters are woken by releases ([`Builder::notify`](crate::Builder::notify)).
     pub(crate) notify: bool,
-    /// Whether waiters queue in arrival order ([`Builder::fair`]).
+    /// Whether waiters queue in arrival order ([`Builder::fair`](crate::Builder::fair)).
     pub(crate) fair: bool,
+}
+
+/// The round engine, and what every lock handle shares with its manager.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) rules: Rules,
     /// The waiters of this manager and the subscribers that wake them.
     pub(crate) waiters: Waiters,
     /// Requests still in flight after their caller moved on: stragglers of won rounds, releases
-    /// of dropped locks. Each is bounded by the node timeout. See [`Redlock::settle`].
+    /// of dropped locks. Each is bounded by the node timeout. See [`Redlock::settle`](crate::Redlock::settle).
     pub(crate) background: TaskTracker,
     /// Drives the stragglers of won rounds (tracked by `background`).
     pub(crate) stragglers: Stragglers,
@@ -258,21 +257,21 @@ impl Engine {
     /// # Errors
     /// An unparsable URL, or the same server twice.
     pub(crate) fn new(settings: Settings) -> Result<Self, ConfigError> {
-        let node_settings = NodeSettings {
-            connect_timeout: settings.connect_timeout,
+        let node_settings = ServerSettings {
+            connect_timeout: settings.rules.connect_timeout,
             trust: settings.trust,
         };
         let mut nodes = Vec::with_capacity(settings.servers.len());
         let mut seen = HashSet::new();
         for url in &settings.servers {
             let tls_roots = settings.tls_root_certificates.as_deref();
-            let node = Node::new(url.trim(), node_settings, tls_roots)?;
+            let node = Node::plain(Server::new(url.trim(), node_settings, tls_roots)?);
             if !seen.insert(node.server_identity()) {
                 return Err(ConfigError::DuplicateServer(node.server_identity()));
             }
             nodes.push(node);
         }
-        let watch = if settings.fair {
+        let watch = if settings.rules.fair {
             Watch::Announcements
         } else {
             Watch::Keys
@@ -280,14 +279,7 @@ impl Engine {
         Ok(Self {
             waiters: Waiters::new(nodes.iter().map(|node| node.subscriber(watch)).collect()),
             nodes,
-            node_timeout: settings.node_timeout,
-            connect_timeout: settings.connect_timeout,
-            drift_factor: settings.drift_factor,
-            retry: settings.retry,
-            max_ttl: settings.max_ttl,
-            fence_retention: settings.fence_retention,
-            notify: settings.notify,
-            fair: settings.fair,
+            rules: settings.rules,
             background: TaskTracker::new(),
             stragglers: Stragglers::new(),
         })
@@ -334,7 +326,7 @@ impl Engine {
             if deadline.poll(cx).is_ready() {
                 fanout.count().time_out_the_rest(|i| {
                     if let Some(node) = self.nodes.get(i) {
-                        node.timed_out(); // node invariant 6
+                        node.timed_out(); // server invariant 6
                     }
                 });
                 return Poll::Ready(false); // the requests still pending are cancelled
@@ -394,11 +386,11 @@ impl Engine {
                 Request::Release {
                     leave,
                     // Invariant 4: only fair waiters need announcements.
-                    announce: self.fair,
+                    announce: self.rules.fair,
                 },
                 resources,
                 value,
-                self.node_timeout,
+                self.rules.node_timeout,
             )
             .await;
         Released {
@@ -422,7 +414,7 @@ impl Engine {
                 Request::Extend { ttl_ms },
                 resources,
                 value,
-                self.node_timeout,
+                self.rules.node_timeout,
             )
             .await;
         match self.deadline_if_won(&round, ttl) {
@@ -439,7 +431,8 @@ impl Engine {
         if round.decision != Decision::Won {
             return None;
         }
-        validity::deadline(round.start, ttl, self.drift_factor).filter(|d| *d > Instant::now())
+        validity::deadline(round.start, ttl, self.rules.drift_factor)
+            .filter(|d| *d > Instant::now())
     }
 
     /// The TTL in whole milliseconds, if it leaves any validity after the drift allowance.
@@ -451,14 +444,14 @@ impl Engine {
                 "Redis expiries are whole milliseconds, at least 1 ms".into(),
             ));
         }
-        if ttl > self.max_ttl {
+        if ttl > self.rules.max_ttl {
             return Err(invalid(format!(
                 "longer than max_ttl ({:?}), the restart quarantine; raise max_ttl on every client of these servers",
-                self.max_ttl
+                self.rules.max_ttl
             )));
         }
-        if validity::deadline(Instant::now(), ttl, self.drift_factor).is_none() {
-            let drift = validity::drift(ttl, self.drift_factor);
+        if validity::deadline(Instant::now(), ttl, self.rules.drift_factor).is_none() {
+            let drift = validity::drift(ttl, self.rules.drift_factor);
             return Err(invalid(format!(
                 "the clock-drift allowance ({drift:?}) leaves no validity; use a longer TTL"
             )));

@@ -1,5 +1,5 @@
 //! The health check: what a node is judged by before any reply on a connection counts as a vote
-//! ([`node`](crate::node) invariant 2), and again every `HEALTH_RECHECK`. It reads `CONFIG GET`
+//! ([`server`](crate::server) invariant 2), and again every `HEALTH_RECHECK`. It reads `CONFIG GET`
 //! (best-effort: persistence and eviction), `INFO server` (`run_id`, uptime, version), the marker
 //! key (written when missing, by a script that gives it its quarantine) and, for a durable node,
 //! `INFO replication`; the [`quarantine`](crate::quarantine) module judges what it read.

@@ -317,7 +317,7 @@ impl Lock {
     /// Outside a Tokio runtime: the extensions run on a task spawned on the current runtime.
     pub fn keep_alive_with(self, ttl: Duration, options: HoldOptions) -> Guard {
         let shared = Arc::clone(self.shared());
-        let plan = Plan::new(ttl, &options, shared.drift_factor, Instant::now());
+        let plan = Plan::new(ttl, &options, shared.rules.drift_factor, Instant::now());
         let status = Arc::new(Mutex::new(Status {
             deadline: self.deadline(),
             margin: plan.as_ref().map_or(Duration::ZERO, |plan| plan.margin),

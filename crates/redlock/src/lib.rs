@@ -49,14 +49,25 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # One resource or several
+//! Six acquire methods: [`Redlock::acquire`], [`Redlock::try_acquire`] and
+//! [`Redlock::acquire_with`] for one resource, and their `_many` versions for a set. One generic
+//! `acquire(impl Into<Resources>)` would save three names but hide at the call site what
+//! differs: a set is taken by our own all-or-nothing scripts, not the standard wire format other
+//! clients share. The separate names keep that visible, at the cost of three more methods.
+//!
 //! # Layout
 //! Every public type is exported here, at the crate root, and only here; the one public module,
 //! [`defaults`], holds the settings' default values.
 //!
 //! Where bytes go to Redis:
-//! - `node`: one multiplexed connection per node, its health and timeouts, the request path.
-//!   The only module that sends lock commands; a node kind that is a whole cluster goes beside
-//!   it, behind the same `Request`/`Answer` seam, without touching the algorithm.
+//! - `node`: one Redlock node: what each request of a round (`Request`) means in commands and
+//!   replies (`Answer`). The seam between the algorithm and the wire: a node that is a whole
+//!   Redis Cluster routes each request to the `server` of the lock key's slot behind the same
+//!   `Request`/`Answer`, without touching the algorithm.
+//! - `server`: one Redis server: the one multiplexed connection to it, its health verdict,
+//!   timeouts and replacement, and the order requests run in. The only module that sends lock
+//!   commands.
 //! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
 //! - `health`: the health check a connection passes before its replies count (`INFO`, the
 //!   marker key, `CONFIG GET`), judged by `quarantine`.
@@ -117,6 +128,7 @@ mod reply;
 mod resources;
 mod retry;
 mod scripts;
+mod server;
 mod status;
 mod stragglers;
 mod subscriber;

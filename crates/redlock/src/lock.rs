@@ -103,13 +103,13 @@ impl Held {
 
     /// Drops the promise to release, but lets the acquisition's requests still in flight land:
     /// those queued on their connections are handed to the runtime's driver, which polls them to
-    /// their reply (dropped unpolled, redis-rs would skip them; `node` invariant 5).
+    /// their reply (dropped unpolled, redis-rs would skip them; `server` invariant 5).
     fn detach(mut self) {
         if let Some(LeftBehind::Queued(requests)) = self.stragglers.take() {
             let requests = requests
                 .into_inner()
                 .unwrap_or_else(PoisonError::into_inner);
-            let deadline = Instant::now() + self.shared.node_timeout;
+            let deadline = Instant::now() + self.shared.rules.node_timeout;
             let token = self.shared.background.token();
             drop(self.shared.stragglers.hand_off(requests, deadline, token));
         }
@@ -381,7 +381,8 @@ impl Lock {
             });
         }
         // Invariant 3. A TTL that leaves no validity is refused before anything is sent.
-        if let Some(bound) = validity::deadline(Instant::now(), ttl, self.held.shared.drift_factor)
+        if let Some(bound) =
+            validity::deadline(Instant::now(), ttl, self.held.shared.rules.drift_factor)
         {
             self.set_time(self.deadline().min(bound), false);
         }

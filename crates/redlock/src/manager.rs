@@ -89,7 +89,7 @@ impl Redlock {
                 Request::Connect,
                 &Resources::one(""),
                 &none,
-                engine.connect_timeout + engine.node_timeout,
+                engine.rules.connect_timeout + engine.rules.node_timeout,
             )
             .await;
         engine.label(round.replies)
@@ -112,7 +112,7 @@ impl Redlock {
         background.reopen();
         // The requests won rounds left queued on their connections (invariant 2) are answered
         // before a request queued after them.
-        let deadline = Instant::now() + self.engine.node_timeout;
+        let deadline = Instant::now() + self.engine.rules.node_timeout;
         join_all(self.engine.nodes.iter().map(|node| node.drain(deadline))).await;
     }
 
@@ -131,7 +131,8 @@ impl Redlock {
     /// expire with the TTL. Nothing is left held by a lock nobody owns for longer than the TTL.
     /// A waiter's place in the resource's queue is given up the same way, in the background.
     pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_with(resource, ttl, &self.engine.retry).await
+        self.acquire_with(resource, ttl, &self.engine.rules.retry)
+            .await
     }
 
     /// A single attempt, no retry (`flock -n`). See [`acquire`](Self::acquire).
@@ -176,7 +177,7 @@ impl Redlock {
     /// As for [`acquire`](Self::acquire): a release of every key of the set is started in the
     /// background.
     pub async fn acquire_many(&self, resources: &[&str], ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_many_with(resources, ttl, &self.engine.retry)
+        self.acquire_many_with(resources, ttl, &self.engine.rules.retry)
             .await
     }
 
@@ -209,7 +210,11 @@ impl Redlock {
         let mut schedule = retry.schedule(Instant::now());
         // Fair waiters queue from their first attempt, in one place for the whole acquisition
         // (`waiting` invariant 3).
-        let mut turn = Turn::new(engine.fair, retry.max_delay(), engine.node_timeout);
+        let mut turn = Turn::new(
+            engine.rules.fair,
+            retry.max_delay(),
+            engine.rules.node_timeout,
+        );
         // Gives the place up if this future is dropped between rounds (`waiting` invariant 4): a
         // release of a fresh value nobody holds (invariant 3), which only leaves the queue.
         let place_kept = turn
@@ -252,7 +257,7 @@ impl Redlock {
                 }
                 return Err(not_acquired(failure));
             };
-            let waiters = engine.notify.then_some(&engine.waiters);
+            let waiters = engine.rules.notify.then_some(&engine.waiters);
             turn.wait(waiters, &resources, delay, behind, |wait| {
                 schedule.capped(wait, Instant::now())
             })
@@ -281,7 +286,7 @@ impl Redlock {
         turn: &Turn,
     ) -> Result<Lock, Box<LostAttempt>> {
         let engine = &self.engine;
-        let fenced = engine.fence_retention.is_some();
+        let fenced = engine.rules.fence_retention.is_some();
         // Armed before the first request: dropping this future mid-round releases (invariant 3
         // keeps that release from touching anybody else's lock).
         let mut held = Held::new(
@@ -305,7 +310,7 @@ impl Redlock {
                 set,
                 resources,
                 held.value(),
-                engine.node_timeout,
+                engine.rules.node_timeout,
             )
             .await;
         // A release must not overtake a `SET` still on its way (engine invariant 2).
@@ -317,7 +322,7 @@ impl Redlock {
         let mut deadline = engine.deadline_if_won(&round, ttl);
         let mut fence = None;
         if let (Some(valid_until), Some(retention), Some(token)) =
-            (deadline, engine.fence_retention, round.fence_floor)
+            (deadline, engine.rules.fence_retention, round.fence_floor)
         {
             // Invariant 5: store the token on a quorum before anybody may use it.
             let store = Request::Fence {
@@ -330,7 +335,7 @@ impl Redlock {
                     store,
                     resources,
                     held.value(),
-                    engine.node_timeout,
+                    engine.rules.node_timeout,
                 )
                 .await;
             let stored = round.decision == Decision::Won && valid_until > Instant::now();

@@ -1,89 +1,29 @@
-//! One Redis master: where requests go to Redis (the only other connection is the
-//! [`subscriber`](crate::subscriber), which listens for releases).
+//! One Redlock node: what each request of a round means in commands and replies.
 //!
-//! Each node owns one long-lived multiplexed connection (redis-rs [`MultiplexedConnection`]),
-//! shared by every lock and every task: requests from many tasks are pipelined on it, and no
-//! request ever opens a TCP connection of its own. It is made lazily on first use (so a manager
-//! can be built outside a runtime and while servers are down) and made again on the next request
-//! after it broke.
-//!
-//! We manage that one connection ourselves rather than through redis-rs's `ConnectionManager`,
-//! because every (re)connection must run the restart-quarantine health check (`INFO server`, the
-//! marker script, `CONFIG GET`) *before* the connection carries a vote; `ConnectionManager`
-//! reconnects behind our back with no hook to do that, and it replaces a connection only on an
-//! error, never one that silently stopped answering (invariant 6).
+//! The [`engine`](crate::engine) sends every node the same [`Request`] and counts the
+//! [`Answer`]s; this module turns a request into the standard `SET` or one of our scripts
+//! ([`scripts`](crate::scripts)), sends it on the node's [`Server`] connection, and reads the
+//! reply back into an answer. Nothing here knows how bytes reach Redis, and the engine knows
+//! nothing of commands: that is the seam a node that is a whole Redis Cluster goes behind
+//! (a node whose requests go to the master serving the lock key's slot, each master a
+//! [`Server`] with its own health and quarantine), without touching the algorithm.
 //!
 //! # Invariants
-//! 1. One connection per node: a new one is made only when none is published and no attempt is
-//!    under way; every request waiting for it awaits the same shared attempt, bounded by the
-//!    connect timeout.
-//! 2. A connection is published only after its health check succeeded, so no reply on it is
-//!    counted before the node's quarantine is known. (`SCRIPT LOAD` is best-effort: a user who
-//!    may not run `SCRIPT` gets every script through the `EVAL` fallback.)
-//! 3. `forget(generation)` forgets only the connection of that generation: a request that failed
-//!    on an old connection cannot drop its replacement.
-//! 4. Only the connect/forget lock writes the published connection (and only while holding it),
-//!    so "published" and "attempt under way" never both hold and are never lost.
-//! 5. A node runs our requests in the order they were queued on its connection (redis-rs's
-//!    channel to the connection's task), and a request is queued in the very poll that gets
-//!    past [`Node::send`]'s wait for the connection, unless that channel is full (50 commands):
-//!    then it waits for room, and is queued only when polled again. A queued request runs even
-//!    if its future is never polled again, but not if the future is dropped before the
-//!    connection's task took it (redis-rs skips a command whose reply nobody waits for). Either
-//!    way, a request queued later never overtakes it. A script's `EVAL` fallback after
-//!    `NOSCRIPT` is queued only if the request is polled again. A replaced connection
-//!    (invariant 6) ends this order: requests still queued on it may run after later ones on its
-//!    successor. Those were given up on and never counted, so the worst they do is set a key
-//!    that a release already missed, which expires by its TTL.
-//! 6. **A connection that stops answering is replaced.** Errors drop a connection at once; so
-//!    do [`TIMEOUTS_BEFORE_REPLACING`] requests in a row whose round's deadline passed without
-//!    their reply (a server that moved, a firewall that silently drops the flow, a proxy black
-//!    hole), and a health recheck that fails or times out. Only a deadline counts, not a request
-//!    merely dropped: a won round's stragglers are dropped unpolled once the release is queued
-//!    behind them, answered or not. A node that stops answering is seen by the next round it
-//!    fails, or by the next release, which waits for every node. Every connection has TCP keepalive on, so an idle flow
-//!    that died is noticed by the kernel too. The replacement runs the health check first
-//!    (invariant 2), so a server found behind the old address is judged before it votes.
-//! 7. **A vote carries its own evidence.** With the quarantine on, every acquisition (`SET`, or
-//!    the fenced and queued scripts) is followed on the same connection, in the same pipeline,
-//!    by a `GET` of the marker key, which must return what this connection's health check saw
-//!    (quarantine invariants 2, 3). A node that lost its data since (a `FLUSHALL`, an
-//!    eviction, a restart behind a proxy that kept our TCP connection) shows it in that very
-//!    reply, and its grant is not a vote: it is quarantined for `max_ttl` from then on, and
-//!    checked again. Extensions and fencing need no marker: they succeed only where the key
-//!    still holds our value, which a node that lost it cannot show.
-//!
-//! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
-//! read with one atomic load, and the health verdict is two atomics, because the mutexes they
-//! replaced showed up as contention in profiles (the README's *Performance*, "hand-made parts").
-//! Each request reads the clock once, after its reply, for both the quarantine verdict and the
-//! re-check decision.
-//!
-//! Every request is bounded in time, never by this layer alone: all requests of a round share one
-//! deadline, which the [`engine`](crate::engine) enforces with one alarm per round, not a timer
-//! per request (measured: the README's *Performance*). A node that does not answer in time
-//! (stopped, overloaded, partitioned) is a `Timeout`, never a vote.
-//!
-//! Scripts are sent as `EVALSHA`; on `NOSCRIPT` (a node restarted, or its script cache was flushed)
-//! the same call is repeated once as `EVAL` with the script body, which also caches it again. They
-//! are loaded with `SCRIPT LOAD` on every connection, so the common path never pays for the
-//! fallback.
+//! 1. Only an acquisition, an extension or a fencing round is a vote ([`Request::is_vote`]), and
+//!    a vote's answer carries the quarantine verdict read *after* its reply
+//!    ([`server`](crate::server) invariant 7): a grant from a node quarantined at that moment
+//!    is reported as [`Reply::Quarantined`], never counted.
+//! 2. A request is queued on its connection in the poll that passes [`Node::send`]'s wait for
+//!    the connection, and runs in the order it was queued ([`server`](crate::server)
+//!    invariant 5): a release queued after a won round's stragglers runs after them.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
-use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, Shared};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
+use redis::Value;
 
 use crate::cause::Asked;
-use crate::error::{ConfigError, redact_url, secrets_in};
 use crate::fencing;
-use crate::health::{Health, check_health};
-use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
+use crate::quarantine::MARKER_KEY;
 use crate::reply::{NodeError, Reply};
 use crate::resources::Resources;
 use crate::scripts::{
@@ -91,8 +31,8 @@ use crate::scripts::{
     ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, LuaScript, RELEASE,
     RELEASE_MANY, RELEASE_STANDARD, one_or_many,
 };
+use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::subscriber::{Subscriber, Watch};
-use crate::sync::lock;
 use crate::waiting::{QueuePlace, WaiterId};
 
 /// One request of a round, the same for every node. Each applies to all the resources of a
@@ -182,659 +122,54 @@ pub(crate) fn reply_of(request: Request, result: &Result<Answer, NodeError>) -> 
     }
 }
 
-/// What a node needs to know to connect and to judge its own health.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NodeSettings {
-    pub(crate) connect_timeout: Duration,
-    pub(crate) trust: TrustPolicy,
-}
-
-/// How often a live connection's health check is repeated: catches a `run_id` change or a
-/// lost marker that did not break our connection (a proxy in between, a `FLUSHALL`), and is
-/// cheap (one `INFO server`, one short script, one `CONFIG GET`).
-const HEALTH_RECHECK: Duration = Duration::from_secs(10);
-
-/// How many requests in a row may time out on one connection before it is replaced
-/// (invariant 6).
-const TIMEOUTS_BEFORE_REPLACING: u32 = 3;
-
-/// TCP keepalive on every node connection (invariant 6): an idle flow that a firewall or a moved
-/// server dropped silently is noticed within about `time + retries × interval`, 25 s.
-fn keepalive() -> redis::io::tcp::socket2::TcpKeepalive {
-    redis::io::tcp::socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(10))
-        .with_interval(Duration::from_secs(5))
-        .with_retries(3)
-}
-
-/// Nanoseconds from `epoch` to `t`; 0 for instants before it, which only ever stand for "already
-/// past" (every `now` we compare with is later than the node's epoch).
-fn nanos_since(epoch: Instant, t: Instant) -> u64 {
-    u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// An established connection and what we know of the server behind it.
+/// One Redlock node: today one Redis server.
 #[derive(Debug)]
-struct Live {
-    conn: MultiplexedConnection,
-    generation: u64,
-    /// The node's base instant for the two atomics below.
-    epoch: Instant,
-    /// [`Health::trusted_from`], in nanoseconds since `epoch`.
-    trusted_from: AtomicU64,
-    /// [`Health::checked_at`], in nanoseconds since `epoch`.
-    checked_at: AtomicU64,
-    rechecking: AtomicBool,
-    /// [`Health::marker`]: what an acquisition's vote reads back from the marker key.
-    marker: ArcSwapOption<String>,
-    /// [`Health::may_evict`].
-    may_evict: AtomicBool,
-    /// Requests on this connection that timed out since the last reply (invariant 6).
-    timeouts: AtomicU32,
-    /// Set when a health recheck failed: the next request replaces the connection.
-    condemned: AtomicBool,
-}
-
-impl Live {
-    fn new(conn: MultiplexedConnection, generation: u64, epoch: Instant, health: &Health) -> Self {
-        let live = Self {
-            conn,
-            generation,
-            epoch,
-            trusted_from: AtomicU64::new(0),
-            checked_at: AtomicU64::new(0),
-            rechecking: AtomicBool::new(false),
-            marker: ArcSwapOption::empty(),
-            may_evict: AtomicBool::new(false),
-            timeouts: AtomicU32::new(0),
-            condemned: AtomicBool::new(false),
-        };
-        live.set_health(health);
-        live
-    }
-
-    /// Records a health check's verdict. The two values need not change together: each is only
-    /// compared with the clock on its own.
-    fn set_health(&self, health: &Health) {
-        // Never earlier than before: a recheck that judged the node before a vote showed a loss
-        // ([`Live::lost_data`]) must not undo that vote's quarantine when it lands after it.
-        // (Judged verdicts only move later anyway: quarantine invariant 2.)
-        self.trusted_from.fetch_max(
-            nanos_since(self.epoch, health.trusted_from),
-            Ordering::AcqRel,
-        );
-        self.checked_at.store(
-            nanos_since(self.epoch, health.checked_at),
-            Ordering::Release,
-        );
-        self.marker
-            .store(health.marker.as_ref().map(|m| Arc::new(m.clone())));
-        self.may_evict.store(health.may_evict, Ordering::Release);
-    }
-
-    /// Evidence of a data loss on this connection (a vote read back the wrong marker): out of
-    /// the vote until `until`, and checked again on the next request.
-    fn lost_data(&self, until: Instant) {
-        let until = nanos_since(self.epoch, until);
-        self.trusted_from.fetch_max(until, Ordering::AcqRel);
-        self.checked_at.store(0, Ordering::Release);
-    }
-
-    /// `now` as these atomics count time: computed once per request for both uses below.
-    fn tick(&self, now: Instant) -> u64 {
-        nanos_since(self.epoch, now)
-    }
-
-    /// How much longer this node is quarantined at `tick`, if it is.
-    fn quarantined_for(&self, tick: u64) -> Option<Duration> {
-        let left = self
-            .trusted_from
-            .load(Ordering::Acquire)
-            .saturating_sub(tick);
-        (left != 0).then(|| Duration::from_nanos(left))
-    }
-
-    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `tick`.
-    fn health_is_stale(&self, tick: u64) -> bool {
-        let age = tick.saturating_sub(self.checked_at.load(Ordering::Acquire));
-        u128::from(age) >= HEALTH_RECHECK.as_nanos()
-    }
-}
-
-type Connecting = Shared<BoxFuture<'static, Result<Arc<Live>, NodeError>>>;
-
-/// One independent Redis master.
 pub(crate) struct Node {
-    label: String,
-    client: redis::Client,
-    settings: NodeSettings,
-    /// The published connection (invariants 2, 4), read lock-free by every request.
-    live: ArcSwapOption<Live>,
-    /// The attempt under way, if any; also serializes every write to `live` (invariant 4).
-    connecting: Mutex<Option<Connecting>>,
-    /// The base instant of every connection's health atomics.
-    epoch: Instant,
-    /// What health checks found so far, kept across reconnections (quarantine invariant 2).
-    memory: Arc<Mutex<Memory>>,
-    generations: AtomicU64,
-}
-
-impl std::fmt::Debug for Node {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node")
-            .field("address", &self.label)
-            .finish()
-    }
+    server: Server,
 }
 
 impl Node {
-    /// Parses `url` (`redis://`, `rediss://`, `redis+unix://`, with user, password and db) without
-    /// connecting; a `rediss://` server's certificate must chain to `tls_roots` (PEM) when given,
-    /// else to the system's roots.
-    pub(crate) fn new(
-        url: &str,
-        settings: NodeSettings,
-        tls_roots: Option<&[u8]>,
-    ) -> Result<Self, ConfigError> {
-        let invalid = |e: RedisError| ConfigError::InvalidUrl {
-            url: redact_url(url),
-            reason: scrub(&e.to_string(), url),
-        };
-        let client = match tls_roots {
-            Some(roots) if url.trim_start().starts_with("rediss://") => {
-                let certificates = redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(roots.to_vec()),
-                };
-                redis::Client::build_with_tls(url, certificates).map_err(|e| {
-                    ConfigError::InvalidSetting {
-                        setting: "tls_root_certificates",
-                        reason: scrub(&e.to_string(), url),
-                    }
-                })?
-            }
-            _ => redis::Client::open(url).map_err(invalid)?,
-        };
-        let info = client.get_connection_info().clone();
-        let tcp = info.tcp_settings().clone().set_keepalive(keepalive());
-        let client = redis::Client::open(info.set_tcp_settings(tcp)).map_err(invalid)?;
-        let info = client.get_connection_info();
-        let db = info.redis_settings().db();
-        let label = if db == 0 {
-            info.addr().to_string()
-        } else {
-            format!("{}/{db}", info.addr())
-        };
-        Ok(Self {
-            label,
-            client,
-            settings,
-            live: ArcSwapOption::empty(),
-            connecting: Mutex::new(None),
-            epoch: Instant::now(),
-            memory: Arc::new(Mutex::new(Memory::default())),
-            generations: AtomicU64::new(0),
-        })
+    /// A node that is one plain Redis server.
+    pub(crate) fn plain(server: Server) -> Self {
+        Self { server }
     }
 
-    /// The node's address without credentials, e.g. `127.0.0.1:6379` or `/run/redis.sock/2`.
+    /// The node's address, without credentials.
     pub(crate) fn label(&self) -> &str {
-        &self.label
+        self.server.label()
     }
 
-    /// A subscriber that hears this node's lock keys freed, on a connection of its own.
+    /// A subscriber that hears this node's lock keys freed.
     pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
-        Subscriber::new(&self.client, self.settings.connect_timeout, watch)
+        self.server.subscriber(watch)
     }
 
-    /// What makes two nodes the same server: the address, whatever the db.
+    /// What makes two nodes the same: their server's address, whatever the db.
     pub(crate) fn server_identity(&self) -> String {
-        self.client.get_connection_info().addr().to_string()
+        self.server.server_identity()
     }
 
-    /// The live connection, made (with its health check) if there is none.
-    async fn live(&self) -> Result<Arc<Live>, NodeError> {
-        if let Some(live) = self.live.load_full() {
-            if !live.condemned.load(Ordering::Acquire) {
-                return Ok(live);
-            }
-            self.forget(live.generation);
-        }
-        let attempt = {
-            let mut connecting = lock(&self.connecting);
-            // Published while we waited for the lock (invariant 1).
-            if let Some(live) = self.live.load_full() {
-                return Ok(live);
-            }
-            connecting
-                .get_or_insert_with(|| self.connect().boxed().shared())
-                .clone()
-        };
-        let result = attempt.clone().await;
-        let mut connecting = lock(&self.connecting);
-        if connecting
-            .as_ref()
-            .is_some_and(|current| current.ptr_eq(&attempt))
-        {
-            *connecting = None;
-            // On an error nothing is published: the next request tries again.
-            if let Ok(live) = &result {
-                self.live.store(Some(Arc::clone(live)));
-            }
-        }
-        result
-    }
-
-    /// A connection attempt: connect, check health, load scripts; bounded by the connect timeout
-    /// so that a stalled server cannot leave the slot connecting forever.
-    fn connect(&self) -> impl Future<Output = Result<Arc<Live>, NodeError>> + Send + 'static {
-        let client = self.client.clone();
-        let settings = self.settings;
-        let memory = Arc::clone(&self.memory);
-        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
-        let epoch = self.epoch;
-        async move {
-            let attempt = async {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(settings.connect_timeout))
-                    // We bound every request ourselves, per round (see the module docs).
-                    .set_response_timeout(None);
-                let mut conn = client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
-                    .map_err(|e| NodeError::from_redis(&e))?;
-                // Best-effort: a user who may not run `SCRIPT` still gets every script by the
-                // `EVAL` fallback; a connection that broke fails the health check next.
-                let mut pipe = redis::pipe();
-                for script in crate::scripts::all() {
-                    pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
-                }
-                let _ = pipe.ignore_errors().query_async::<Value>(&mut conn).await;
-                let health = check_health(&mut conn, &settings.trust, &memory).await?;
-                Ok(Arc::new(Live::new(conn, generation, epoch, &health)))
-            };
-            tokio::time::timeout(settings.connect_timeout, attempt)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(NodeError::Unreachable(format!(
-                        "no connection within the connect timeout ({:?})",
-                        settings.connect_timeout
-                    )))
-                })
-        }
-    }
-
-    /// Repeats the health check in the background when it is older than [`HEALTH_RECHECK`] at
-    /// `tick` ([`Live::tick`]).
-    fn maybe_recheck(&self, live: &Arc<Live>, tick: u64) {
-        if !live.health_is_stale(tick) || live.rechecking.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let (live, trust, memory) = (
-            Arc::clone(live),
-            self.settings.trust,
-            Arc::clone(&self.memory),
-        );
-        let timeout = self.settings.connect_timeout;
-        tokio::spawn(async move {
-            let mut conn = live.conn.clone();
-            match tokio::time::timeout(timeout, check_health(&mut conn, &trust, &memory)).await {
-                Ok(Ok(health)) => live.set_health(&health),
-                // A server that cannot be checked is not trusted on this connection any more:
-                // the next request makes a new one, health check first (invariant 6).
-                _ => live.condemned.store(true, Ordering::Release),
-            }
-            live.rechecking.store(false, Ordering::Release);
-        });
-    }
-
-    /// Forgets a connection that broke, so the next request makes a new one.
-    fn forget(&self, generation: u64) {
-        let _writer = lock(&self.connecting); // invariant 4
-        if self
-            .live
-            .load()
-            .as_ref()
-            .is_some_and(|live| live.generation == generation)
-        {
-            self.live.store(None);
-        }
-    }
-
-    /// A request to this node timed out: its round's deadline passed without its reply. After
-    /// [`TIMEOUTS_BEFORE_REPLACING`] in a row (no reply in between) the connection is replaced
-    /// (invariant 6).
+    /// A request to this node timed out: its round's deadline passed without its reply
+    /// ([`server`](crate::server) invariant 6).
     pub(crate) fn timed_out(&self) {
-        let Some(live) = self.live.load_full() else {
-            return;
-        };
-        if live.timeouts.fetch_add(1, Ordering::AcqRel) + 1 == TIMEOUTS_BEFORE_REPLACING {
-            tracing::warn!(
-                node = %self.label,
-                "no reply to {TIMEOUTS_BEFORE_REPLACING} requests in a row: replacing the connection"
-            );
-            self.forget(live.generation);
-        }
+        self.server.timed_out();
     }
 
     /// Whether the node's `maxmemory-policy` lets it evict lock keys, as far as we know.
     pub(crate) fn may_evict(&self) -> bool {
-        self.live
-            .load()
-            .as_ref()
-            .is_some_and(|live| live.may_evict.load(Ordering::Acquire))
+        self.server.may_evict()
     }
 
     /// How much longer this node is quarantined, as far as we know now (`None` when trusted or
     /// not connected).
     pub(crate) fn quarantined_for(&self) -> Option<Duration> {
-        self.live
-            .load()
-            .as_ref()
-            .and_then(|live| live.quarantined_for(live.tick(Instant::now())))
+        self.server.quarantined_for()
     }
 
-    /// Sends `cmd` on `live`; when `checked`, followed on the same connection by a read of the
-    /// marker, which must still hold what the health check saw (invariant 7).
-    async fn query(&self, live: &Live, cmd: Cmd, checked: bool) -> Result<Value, NodeError> {
-        let mut conn = live.conn.clone();
-        let result = if checked {
-            let mut pipe = redis::pipe();
-            pipe.add_command(cmd).cmd("GET").arg(MARKER_KEY);
-            pipe.ignore_errors()
-                .query_async::<Vec<Value>>(&mut conn)
-                .await
-                .and_then(|replies| {
-                    let mut replies = replies.into_iter();
-                    let (reply, marker) = (replies.next(), replies.next());
-                    self.check_marker(live, marker.as_ref());
-                    reply.unwrap_or(Value::Nil).extract_error()
-                })
-        } else {
-            cmd.query_async(&mut conn).await
-        };
-        result.map_err(|e| {
-            if e.is_unrecoverable_error() || e.is_io_error() || e.is_connection_dropped() {
-                self.forget(live.generation);
-            }
-            NodeError::from_redis(&e)
-        })
-    }
-
-    /// Compares a marker read back after a vote with the health check's: anything else is
-    /// evidence of a data loss, and the vote does not count (invariant 7).
-    fn check_marker(&self, live: &Live, read: Option<&Value>) {
-        let expected = live.marker.load();
-        let same = match (read, expected.as_deref()) {
-            (Some(Value::BulkString(read)), Some(expected)) => read == expected.as_bytes(),
-            // No marker known: the quarantine is off (nothing is checked then).
-            (_, None) => true,
-            _ => false,
-        };
-        if !same {
-            let now = Instant::now();
-            let until = lock(&self.memory).lost_data(&self.settings.trust, now);
-            live.lost_data(until);
-            tracing::warn!(node = %self.label, quarantined_ms = until.saturating_duration_since(now).as_millis(), "node lost its data (marker key gone or changed)");
-        }
-    }
-
-    async fn bounded<T>(
-        &self,
-        deadline: Instant,
-        request: impl Future<Output = Result<T, NodeError>>,
-    ) -> Result<T, NodeError> {
-        tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), request)
-            .await
-            .unwrap_or(Err(NodeError::Timeout))
-    }
-
-    /// Performs `request`. Not bounded in time here: the caller bounds the whole round (see the
-    /// module docs). `queued` is called once the request no longer waits for a connection: from
-    /// then on it is queued on one (or has failed), and any later request to this node is queued
-    /// behind it (invariant 5).
-    pub(crate) async fn send(
-        &self,
-        request: Request,
-        resources: &Resources,
-        value: &str,
-        queued: impl FnOnce(),
-    ) -> Result<Answer, NodeError> {
-        let live = self.live().await;
-        queued();
-        let live = live?;
-        // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
-        // first poll return before the command is queued (redis-rs queues it through a Tokio
-        // channel, whose permit counts against the budget), and invariant 5 needs it queued.
-        let outcome =
-            tokio::task::unconstrained(self.perform(&live, request, resources, value)).await;
-        // The one clock read of the request, after the reply: a node trusted "from now" by the
-        // health check of the connection just made is not reported as quarantined.
-        let tick = live.tick(Instant::now());
-        if live.timeouts.load(Ordering::Relaxed) != 0 {
-            live.timeouts.store(0, Ordering::Relaxed);
-        }
-        self.maybe_recheck(&live, tick);
-        let (done, fence_floor, behind) = outcome?;
-        Ok(Answer {
-            done,
-            quarantined_for: live.quarantined_for(tick),
-            fence_floor,
-            behind,
-        })
-    }
-
-    /// Sends `request` on `live`: whether it was done, the fenced acquire's floor, and whether a
-    /// queued acquire was refused because another waiter's turn came first.
-    async fn perform(
-        &self,
-        live: &Live,
-        request: Request,
-        resources: &Resources,
-        value: &str,
-    ) -> Result<(bool, Option<u64>, bool), NodeError> {
-        let keys = resources.keys();
-        let many = keys.len() > 1;
-        // An acquisition's vote reads the marker back (quarantine invariant 2, node invariant 7).
-        let checked = self.settings.trust.enabled
-            && matches!(
-                request,
-                Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. }
-            );
-        Ok(match request {
-            // Plain `SET NX PX` for one resource: the standard format other clients expect.
-            Request::Set { ttl_ms } if !many => {
-                let key = resources.first();
-                let mut cmd = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
-                cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
-                let marker = checked.then_some(MARKER_KEY);
-                let reply = self.query(live, cmd, checked).await;
-                match reply.map_err(|e| naming_keys(e, std::iter::once(key).chain(marker)))? {
-                    Value::Okay => (true, None, false),
-                    Value::SimpleString(s) if s == "OK" => (true, None, false),
-                    Value::Nil => (false, None, false),
-                    other => return Err(unexpected("SET", &other)),
-                }
-            }
-            Request::Set { ttl_ms } => {
-                match self
-                    .eval(live, checked, &ACQUIRE_MANY, keys, Some(value), &[ttl_ms])
-                    .await?
-                {
-                    Value::Nil => (false, None, false),
-                    reply => (int_reply(&reply)? == 1, None, false),
-                }
-            }
-            Request::SetFenced { ttl_ms } => {
-                // One resource (the common case): the script reads the marker itself, which
-                // costs no command of its own (measured with `examples/bench.rs --fencing
-                // --quarantine`: see the README).
-                let marked = checked && !many;
-                let script = if marked {
-                    &ACQUIRE_FENCED_MARKED
-                } else {
-                    one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED)
-                };
-                let reply = self
-                    .eval(
-                        live,
-                        checked && !marked,
-                        script,
-                        keys,
-                        Some(value),
-                        &[ttl_ms],
-                    )
-                    .await?;
-                match reply {
-                    Value::Nil => (false, None, false),
-                    reply => {
-                        if marked {
-                            let Value::Array(items) = &reply else {
-                                return Err(unexpected("fenced SET", &reply));
-                            };
-                            self.check_marker(live, items.get(3));
-                        }
-                        (true, Some(fence_floor(&reply)?), false)
-                    }
-                }
-            }
-            Request::SetQueued {
-                ttl_ms,
-                fenced,
-                place,
-            } => {
-                let script: &LuaScript = if fenced {
-                    &ACQUIRE_QUEUED_FENCED
-                } else {
-                    &ACQUIRE_QUEUED
-                };
-                let tail = (
-                    ttl_ms,
-                    place.id.to_string(),
-                    place.ticket_us,
-                    place.lease_ms,
-                    keys.len(),
-                );
-                match self
-                    .eval(live, checked, script, keys, Some(value), tail)
-                    .await?
-                {
-                    Value::Nil => (false, None, false),
-                    // Refused: another waiter's turn (the script's 0).
-                    Value::Int(0) => (false, None, true),
-                    reply if fenced => (true, Some(fence_floor(&reply)?), false),
-                    reply => (int_reply(&reply)? == 1, None, false),
-                }
-            }
-            Request::Fence {
-                token,
-                retention_ms,
-            } => {
-                let script = one_or_many(resources, &FENCE, &FENCE_MANY);
-                let reply = self
-                    .eval(
-                        live,
-                        checked,
-                        script,
-                        keys,
-                        Some(value),
-                        &[token, retention_ms],
-                    )
-                    .await?;
-                (int_reply(&reply)? == 1, None, false)
-            }
-            Request::Extend { ttl_ms } => {
-                let script = one_or_many(resources, &EXTEND, &EXTEND_MANY);
-                let reply = self
-                    .eval(live, checked, script, keys, Some(value), &[ttl_ms])
-                    .await?;
-                (int_reply(&reply)? == 1, None, false)
-            }
-            // Done when at least one key still held our value: the keys of a set are set and
-            // extended together, so they expire together, and all or none were still ours.
-            Request::Release { leave, announce } => {
-                let reply = match (leave, announce) {
-                    (None, false) if !many => {
-                        let none: &[u64] = &[];
-                        self.eval(live, checked, &RELEASE_STANDARD, keys, Some(value), none)
-                            .await?
-                    }
-                    _ => {
-                        let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
-                        let leave = leave.map(|id| id.to_string()).unwrap_or_default();
-                        let tail = (leave, u8::from(announce));
-                        self.eval(live, checked, script, keys, Some(value), tail)
-                            .await?
-                    }
-                };
-                (int_reply(&reply)? >= 1, None, false)
-            }
-            Request::Connect => (true, None, false),
-        })
-    }
-
-    /// Runs `script` on `keys` (then, for each of the script's key groups, every key's key of that
-    /// group) with `value` and `tail` as arguments: `EVALSHA`, repeated once as `EVAL` on
-    /// `NOSCRIPT`.
-    async fn eval<K: AsRef<str> + redis::ToRedisArgs>(
-        &self,
-        live: &Live,
-        checked: bool,
-        script: &LuaScript,
-        keys: &[K],
-        value: Option<&str>,
-        tail: impl redis::ToRedisArgs,
-    ) -> Result<Value, NodeError> {
-        let grouped: Vec<String> = script
-            .groups
-            .iter()
-            .flat_map(|group| keys.iter().map(|k| group.key(k.as_ref())))
-            .collect();
-        let (args, bytes) = keys
-            .iter()
-            .map(AsRef::as_ref)
-            .chain(grouped.iter().map(String::as_str))
-            .chain(value)
-            .fold(
-                (2 + tail.num_of_args(), NUMBER * (1 + tail.num_of_args())),
-                |(n, b), arg| (n + 1, b + arg.len()),
-            );
-        let build = |verb: &str, body: &str| {
-            let mut cmd = command(verb, args, body.len() + bytes);
-            cmd.arg(body).arg(keys.len() + grouped.len()).arg(keys);
-            cmd.arg(&grouped).arg(value).arg(&tail);
-            cmd
-        };
-        let result = match self
-            .query(live, build("EVALSHA", &script.sha), checked)
-            .await
-        {
-            Err(NodeError::Server(e)) if e.starts_with("NOSCRIPT") => {
-                self.query(live, build("EVAL", script.source), checked)
-                    .await
-            }
-            other => other,
-        };
-        let marker = checked.then_some(MARKER_KEY);
-        result.map_err(|e| {
-            let used = keys
-                .iter()
-                .map(AsRef::as_ref)
-                .chain(grouped.iter().map(String::as_str));
-            naming_keys(e, used.chain(marker))
-        })
-    }
-
-    /// Waits, until `deadline` at most, for this node to have run every request queued on its
-    /// connection so far: their replies come before that of a `PING` queued behind them
-    /// (invariant 5). Without a connection, nothing is queued.
+    /// Waits, until `deadline` at most, for this node to have run every request queued so far
+    /// (invariant 2).
     pub(crate) async fn drain(&self, deadline: Instant) {
-        let Some(live) = self.live.load_full() else {
-            return;
-        };
-        let _ = self
-            .bounded(deadline, self.query(&live, redis::cmd("PING"), false))
-            .await;
+        self.server.drain(deadline).await;
     }
 
     /// Runs a read-only `script` on `key` (not checked against the marker), bounded by
@@ -845,43 +180,180 @@ impl Node {
         key: &str,
         deadline: Instant,
     ) -> Result<Value, NodeError> {
-        self.bounded(deadline, async {
-            let live = self.live().await?;
+        bounded(deadline, async {
+            let connection = self.server.connection().await?;
             let none: &[u64] = &[];
-            let reply = self.eval(&live, false, script, &[key], None, none).await;
-            self.maybe_recheck(&live, live.tick(Instant::now()));
+            let reply = connection.eval(false, script, &[key], None, none).await;
+            connection.finish();
             reply
         })
         .await
     }
-}
 
-/// A `NOPERM` about keys does not say which (Redis: "no permissions to access one of the keys
-/// used as arguments"): the library does, so an operator can fix the ACL without guessing.
-fn naming_keys<'k>(error: NodeError, keys: impl Iterator<Item = &'k str>) -> NodeError {
-    match error {
-        NodeError::Server(why) if why.starts_with("NOPERM") => {
-            let keys: Vec<&str> = keys.take(6).collect();
-            NodeError::Server(format!(
-                "{why}: the request uses the keys {} (see the README's ACL section)",
-                keys.join(", ")
-            ))
-        }
-        other => other,
+    /// Performs `request`. Not bounded in time here: the caller bounds the whole round (see
+    /// [`server`](crate::server)). `queued` is called once the request no longer waits for a
+    /// connection: from then on it is queued on one (or has failed), and any later request to
+    /// this node is queued behind it (invariant 2).
+    pub(crate) async fn send(
+        &self,
+        request: Request,
+        resources: &Resources,
+        value: &str,
+        queued: impl FnOnce(),
+    ) -> Result<Answer, NodeError> {
+        let connection = self.server.connection().await;
+        queued();
+        let connection = connection?;
+        // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
+        // first poll return before the command is queued (redis-rs queues it through a Tokio
+        // channel, whose permit counts against the budget), and invariant 2 needs it queued.
+        let outcome =
+            tokio::task::unconstrained(perform(&connection, request, resources, value)).await;
+        let quarantined_for = connection.finish(); // invariant 1: read after the reply
+        let (done, fence_floor, behind) = outcome?;
+        Ok(Answer {
+            done,
+            quarantined_for,
+            fence_floor,
+            behind,
+        })
     }
 }
 
-/// The most digits a `u64` or `usize` argument takes.
-const NUMBER: usize = 20;
-
-/// A command with room for `args` more arguments of `bytes` bytes in all, so that building it
-/// never grows its buffers: a `realloc` takes glibc's arena lock every time, and those were the
-/// largest source of lock waits between the runtime's worker threads in `examples/bench.rs`
-/// (`perf record -e context-switches`, 32 tasks).
-fn command(verb: &str, args: usize, bytes: usize) -> Cmd {
-    let mut cmd = Cmd::with_capacity(1 + args, verb.len() + bytes);
-    cmd.arg(verb);
-    cmd
+/// Sends `request` on `connection`: whether it was done, the fenced acquire's floor, and whether a
+/// queued acquire was refused because another waiter's turn came first.
+async fn perform(
+    connection: &Connection<'_>,
+    request: Request,
+    resources: &Resources,
+    value: &str,
+) -> Result<(bool, Option<u64>, bool), NodeError> {
+    let keys = resources.keys();
+    let many = keys.len() > 1;
+    // An acquisition's vote reads the marker back (quarantine invariant 2, server invariant 7).
+    let checked = connection.checks_votes()
+        && matches!(
+            request,
+            Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. }
+        );
+    Ok(match request {
+        // Plain `SET NX PX` for one resource: the standard format other clients expect.
+        Request::Set { ttl_ms } if !many => {
+            let key = resources.first();
+            let mut cmd = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
+            cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
+            let marker = checked.then_some(MARKER_KEY);
+            let reply = connection.query(cmd, checked).await;
+            match reply.map_err(|e| naming_keys(e, std::iter::once(key).chain(marker)))? {
+                Value::Okay => (true, None, false),
+                Value::SimpleString(s) if s == "OK" => (true, None, false),
+                Value::Nil => (false, None, false),
+                other => return Err(unexpected("SET", &other)),
+            }
+        }
+        Request::Set { ttl_ms } => {
+            match connection
+                .eval(checked, &ACQUIRE_MANY, keys, Some(value), &[ttl_ms])
+                .await?
+            {
+                Value::Nil => (false, None, false),
+                reply => (int_reply(&reply)? == 1, None, false),
+            }
+        }
+        Request::SetFenced { ttl_ms } => {
+            // One resource (the common case): the script reads the marker itself, which
+            // costs no command of its own (measured with `examples/bench.rs --fencing
+            // --quarantine`: see the README).
+            let marked = checked && !many;
+            let script = if marked {
+                &ACQUIRE_FENCED_MARKED
+            } else {
+                one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED)
+            };
+            let reply = connection
+                .eval(checked && !marked, script, keys, Some(value), &[ttl_ms])
+                .await?;
+            match reply {
+                Value::Nil => (false, None, false),
+                reply => {
+                    if marked {
+                        let Value::Array(items) = &reply else {
+                            return Err(unexpected("fenced SET", &reply));
+                        };
+                        connection.check_marker(items.get(3));
+                    }
+                    (true, Some(fence_floor(&reply)?), false)
+                }
+            }
+        }
+        Request::SetQueued {
+            ttl_ms,
+            fenced,
+            place,
+        } => {
+            let script: &LuaScript = if fenced {
+                &ACQUIRE_QUEUED_FENCED
+            } else {
+                &ACQUIRE_QUEUED
+            };
+            let tail = (
+                ttl_ms,
+                place.id.to_string(),
+                place.ticket_us,
+                place.lease_ms,
+                keys.len(),
+            );
+            match connection
+                .eval(checked, script, keys, Some(value), tail)
+                .await?
+            {
+                Value::Nil => (false, None, false),
+                // Refused: another waiter's turn (the script's 0).
+                Value::Int(0) => (false, None, true),
+                reply if fenced => (true, Some(fence_floor(&reply)?), false),
+                reply => (int_reply(&reply)? == 1, None, false),
+            }
+        }
+        Request::Fence {
+            token,
+            retention_ms,
+        } => {
+            let script = one_or_many(resources, &FENCE, &FENCE_MANY);
+            let reply = connection
+                .eval(checked, script, keys, Some(value), &[token, retention_ms])
+                .await?;
+            (int_reply(&reply)? == 1, None, false)
+        }
+        Request::Extend { ttl_ms } => {
+            let script = one_or_many(resources, &EXTEND, &EXTEND_MANY);
+            let reply = connection
+                .eval(checked, script, keys, Some(value), &[ttl_ms])
+                .await?;
+            (int_reply(&reply)? == 1, None, false)
+        }
+        // Done when at least one key still held our value: the keys of a set are set and
+        // extended together, so they expire together, and all or none were still ours.
+        Request::Release { leave, announce } => {
+            let reply = match (leave, announce) {
+                (None, false) if !many => {
+                    let none: &[u64] = &[];
+                    connection
+                        .eval(checked, &RELEASE_STANDARD, keys, Some(value), none)
+                        .await?
+                }
+                _ => {
+                    let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
+                    let leave = leave.map(|id| id.to_string()).unwrap_or_default();
+                    let tail = (leave, u8::from(announce));
+                    connection
+                        .eval(checked, script, keys, Some(value), tail)
+                        .await?
+                }
+            };
+            (int_reply(&reply)? >= 1, None, false)
+        }
+        Request::Connect => (true, None, false),
+    })
 }
 
 fn unexpected(what: &str, reply: &Value) -> NodeError {
@@ -916,15 +388,4 @@ fn fence_floor(reply: &Value) -> Result<u64, NodeError> {
         return Err(unexpected("fenced SET", reply));
     };
     Ok(fencing::floor(counter, secs, micros))
-}
-
-/// Removes the URL's password from a message that might quote it (a parser error may echo the
-/// part it could not read).
-fn scrub(message: &str, url: &str) -> String {
-    let redacted = redact_url(url);
-    let mut out = message.replace(url, &redacted);
-    for secret in secrets_in(url) {
-        out = out.replace(&secret, "***");
-    }
-    out
 }

@@ -87,7 +87,7 @@ impl Redlock {
     /// Read-only: dropping the future leaves nothing on any server.
     pub async fn status(&self, resource: &str) -> Vec<NodeStatus> {
         let shared = self.engine();
-        let deadline = Instant::now() + shared.node_timeout;
+        let deadline = Instant::now() + shared.rules.node_timeout;
         join_all(shared.nodes.iter().map(|node| async move {
             let state = node
                 .read(&INSPECT, resource, deadline)

@@ -3,7 +3,7 @@
 //! A won round returns at once (engine invariant 2), but the nodes that had not answered yet
 //! must still get their request: a late `OK` becomes part of the lock, and `Redlock::settle`
 //! waits for it. The common case costs nothing: every straggler is already queued on its node's
-//! connection, which runs it before anything queued later ([`node`](crate::node) invariant 5).
+//! connection, which runs it before anything queued later ([`server`](crate::server) invariant 5).
 //! The lock just keeps those requests, unpolled ([`LeftBehind::Queued`]), until its release is
 //! queued behind them; no task drives them and the release does not wait (driving them all
 //! cost 4–12 µs of client CPU per cycle at N = 5: the README's *Performance*).
@@ -115,7 +115,7 @@ impl Stragglers {
 /// The requests a won round left behind, as the lock's release must treat them.
 pub(crate) enum LeftBehind {
     /// Every one is queued on its node's connection, so a release queued later runs after it
-    /// ([`node`](crate::node) invariant 5). Kept, unpolled, until that release is queued:
+    /// ([`server`](crate::server) invariant 5). Kept, unpolled, until that release is queued:
     /// redis-rs skips a queued command whose reply nobody waits for any more, and the late `SET`
     /// would not land. No task has to drive them, and the release does not wait for them.
     /// (The `Mutex` is never locked, only reached through `&mut`: it makes the lock `Sync`.)
