@@ -1,0 +1,109 @@
+//! `redlock acquire RESOURCE --ttl DUR [--wait DUR]`: take a lock and leave it held.
+//!
+//! Prints the lock's value, which `extend` and `release` need (with `--json`, also its fencing
+//! token). The lock stays held after this process exits, until it is released or its TTL runs
+//! out: that is the point of the command.
+//!
+//! The library releases a dropped [`Lock`](redquorum::Lock) handle in the background (its
+//! invariant 2). Here that would be wrong, and also a race: exiting right after the drop might
+//! or might not get the release out. So the handle is deliberately detached
+//! ([`redquorum::Lock::detach`]): no release is sent, on drop or on exit.
+//!
+//! Before exiting, it waits for the round's requests still in flight, so the lock ends up on
+//! every node that takes it, not on a bare quorum ([`Global::let_stragglers_land`]).
+
+use std::time::Duration;
+
+use redquorum::Retry;
+use serde::Serialize;
+
+use crate::duration;
+use crate::exit::Outcome;
+use crate::exit::{self, OK};
+use crate::global::Global;
+use crate::output;
+
+const AFTER_HELP: &str = "\
+Prints the lock's value, and nothing else (with --json: {\"resource\", \"value\", \"fence\",
+\"validity_ms\", \"ttl_ms\"}). The lock stays held after redlock exits: release it with
+`redlock release RESOURCE VALUE`, or let it expire. validity_ms is how long it may be relied on: the
+TTL minus the time taken and a clock-drift allowance. fence is the fencing token, larger than every
+earlier one for RESOURCE (null with --no-fencing): have the protected resource refuse writes that
+carry a smaller token than the largest it has seen. The TTL may not exceed --max-ttl.
+
+Without --wait, one attempt is made; with --wait, attempts repeat (100-200 ms apart) until the lock
+is taken or the time is up.
+
+Examples:
+  value=$(redlock acquire invoice:42 --ttl 30s) || exit 1
+  redlock acquire nightly --ttl 45s --wait 1m --json
+
+Exit status: 0 acquired; 75 not acquired (busy, servers unreachable, or nodes quarantined after a
+restart: the message says which); 65 the resource exists with another Redis type; 64 bad arguments
+(also a TTL above --max-ttl).";
+
+/// Take a lock and leave it held; prints its value.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The resource to lock: the Redis key.
+    #[arg(value_parser = output::resource)]
+    resource: String,
+
+    /// How long the lock lives unless extended or released, e.g. 30s.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse)]
+    ttl: Duration,
+
+    /// Keep trying for up to this long while the resource is busy [default: one attempt].
+    #[arg(long, value_name = "DUR", value_parser = duration::parse)]
+    wait: Option<Duration>,
+
+    /// Print one JSON object instead of the bare value.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Acquired<'a> {
+    resource: &'a str,
+    value: &'a str,
+    /// `null` with fencing off.
+    fence: Option<u64>,
+    validity_ms: u128,
+    ttl_ms: u128,
+}
+
+pub async fn run(args: &Args, global: &Global) -> Outcome {
+    global.check_ttl(args.ttl)?;
+    let retry = match args.wait {
+        None => Retry::once(),
+        Some(wait) => Retry::forever().max_wait(wait),
+    };
+    let (manager, retry) = global.for_acquiring(retry).await?;
+    let lock = manager
+        .acquire_with(&args.resource, args.ttl, &retry)
+        .await
+        .map_err(exit::not_acquired)?;
+    tracing::debug!(resource = %args.resource, remaining = ?lock.remaining(), "acquired");
+    global.let_stragglers_land(&manager, lock.remaining()).await;
+    let acquired = Acquired {
+        resource: lock.resource(),
+        value: lock.value(),
+        fence: lock.fence(),
+        validity_ms: lock.remaining().as_millis(),
+        ttl_ms: args.ttl.as_millis(),
+    };
+    let line = if args.json {
+        output::json(&acquired)
+    } else {
+        lock.value().to_owned()
+    };
+    if let Err(failure) = output::print(&line) {
+        // Nobody could release a lock whose value was never seen: give it back.
+        lock.release().await;
+        return Err(failure);
+    }
+    // Keep the lock held after we exit (see the module docs): no background release.
+    lock.detach();
+    Ok(OK)
+}

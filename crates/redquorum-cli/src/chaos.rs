@@ -1,0 +1,340 @@
+//! `redlock chaos`: a Jepsen-style run. Local servers, lock clients competing for a few
+//! resources, faults injected from a seed, and a checker that judges the recorded history.
+//!
+//! The run itself is `redquorum_chaos::run_until`; this file parses the flags, shows a progress
+//! line while it runs (stderr), and prints the checker's summary table (or one JSON object) on
+//! stdout. The servers are the run's own children on loopback ports, killed at the end, also on
+//! Ctrl-C; the global `--servers`, `--max-ttl`, `--no-quarantine` and `--no-fencing` options do
+//! not apply (each strategy fixes its own configuration).
+//!
+//! Exit status: 0 no violation; 1 a violation (overlapping holders or fencing tokens going
+//! back); 64 bad arguments; 69 redis-server not installed; 71 OS error (ports, processes, the
+//! report file); 130/143 stopped by SIGINT/SIGTERM.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use redquorum_chaos::runner::Snapshot;
+use redquorum_chaos::{ChaosConfig, ChaosError, Fault, Phase, Progress, Strategy, Verdict};
+use serde::Serialize;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::exit::Outcome;
+use crate::exit::{Failure, OK, USAGE};
+use crate::{duration, nodes, output, progress};
+
+/// The exit status when the checker found a violation.
+pub const VIOLATION: u8 = 1;
+
+const AFTER_HELP: &str = "\
+Starts local redis-server nodes (loopback, appendonly with fsync always) behind TCP proxies, runs
+--clients lock clients (each with its own connections) competing for --resources resources, and
+injects faults drawn from --seed: about one every 1-3 s, each lasting 0.5-2 s, never more than a
+minority of nodes at once. Each client loops: acquire, work 20-400 ms, check validity, write to a
+fenced store (stale tokens refused), release. The history is then checked: two holders that both
+believed themselves valid at once, or fencing tokens going backwards, are violations.
+
+Strategies (--strategy):
+  redlock                 this library with its defaults, 5 nodes: quarantine (durable nodes trusted
+                          when they show their marker key), fencing
+  redlock-no-quarantine   the same with the restart quarantine off (plain Redlock)
+  single-instance         this library on one node
+  single-with-failover    one master, one replica whose replication lags 2.5 s (more than a
+                          TTL); a kill promotes the replica (quarantine off, as a
+                          single-instance client)
+  setnx-getset            the old SETNX/GETSET timestamp recipe, DEL to release, no fencing
+All use a 2 s TTL (and max-ttl); --nodes applies to the first two only. The global --servers,
+--node-timeout, --max-ttl, --no-quarantine and --no-fencing do not apply here.
+
+Faults (--faults, comma-separated, or none):
+  kill          SIGKILL a node, restart it later with its data (AOF); failover pair: fail over
+  restart       SIGKILL a node, restart it later with its data deleted; failover pair: fail over
+  pause         SIGSTOP a node, SIGCONT later
+  delay         hold back every chunk through a node's proxy 50-300 ms
+  drop          close every connection through a node's proxy (not in the default list)
+  client-pause  a client sleeps past its validity between its check and its write
+  restart-burst a majority of nodes, one after the other: SIGKILL, restart with data deleted
+  flush         FLUSHALL on a majority of nodes (a running server loses its data)
+  replace       a majority of proxies switch to different, empty, long-running servers, and
+                back later
+  blackhole     a node's proxy stops forwarding on its open connections, which stay open;
+                new connections work
+
+Output: the summary table on stdout; with --json one line instead: {\"strategy\", \"seed\",
+\"nodes\", \"clients\", \"duration_ms\", \"sections\", \"faults\", \"overlaps\", \"token_violations\",
+\"stale_writes_rejected\", \"violations\", \"safe\"}. --report FILE.html|.svg|.json writes the full
+history and verdict, with a timeline.
+
+Examples:
+  redlock chaos --duration 30s
+  redlock chaos --strategy single-with-failover --faults kill --duration 10s --seed 7
+  redlock chaos --strategy setnx-getset --faults client-pause --report run.html
+
+Exit status: 0 no violation; 1 a violation was found; 64 bad arguments; 69 redis-server is not
+installed; 71 operating-system error (also writing the report); 130/143 stopped by SIGINT/SIGTERM.";
+
+/// Run lock clients against local servers under injected faults and check the history.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Independent nodes, for redlock and redlock-no-quarantine.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=15))]
+    nodes: u16,
+
+    /// Lock clients.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    clients: u32,
+
+    /// Resources the clients compete for.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    resources: u16,
+
+    /// How long the workload runs (start-up and warm-up not included).
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "60s")]
+    duration: Duration,
+
+    /// Fault kinds to inject, comma-separated, or none.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_parser = parse_faults,
+        default_value = "kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole"
+    )]
+    faults: Faults,
+
+    /// The lock design under test.
+    #[arg(long, value_name = "NAME", value_parser = parse_strategy, default_value = "redlock")]
+    strategy: Strategy,
+
+    /// Seed of the fault schedule and the clients' choices [default: random, shown in the
+    /// output].
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+
+    /// Print one JSON object with the verdict's numbers instead of the table.
+    #[arg(long)]
+    json: bool,
+
+    /// Also write the history and verdict to FILE (.html, .svg or .json).
+    #[arg(long, value_name = "FILE", value_parser = report_path)]
+    report: Option<PathBuf>,
+}
+
+/// The enabled fault kinds: one value, so clap does not take the list for repeated flags.
+#[derive(Debug, Clone)]
+struct Faults(Vec<Fault>);
+
+fn parse_faults(list: &str) -> Result<Faults, String> {
+    Fault::parse_list(list).map(Faults)
+}
+
+fn parse_strategy(name: &str) -> Result<Strategy, String> {
+    name.parse()
+}
+
+/// Checks the report's extension before the run, so a typo does not cost a whole run.
+fn report_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(ext) if ["html", "svg", "json"].contains(&ext.to_ascii_lowercase().as_str()) => {
+            Ok(path)
+        }
+        _ => Err("the report file must end in .html, .svg or .json".to_owned()),
+    }
+}
+
+/// The verdict's numbers, as `--json` prints them.
+#[derive(Debug, Serialize)]
+struct Summary<'a> {
+    strategy: &'a str,
+    seed: u64,
+    nodes: usize,
+    clients: u32,
+    duration_ms: u64,
+    sections: usize,
+    faults: usize,
+    overlaps: usize,
+    token_violations: usize,
+    stale_writes_rejected: usize,
+    violations: usize,
+    safe: bool,
+}
+
+pub async fn run(args: &Args) -> Outcome {
+    let config = ChaosConfig {
+        strategy: args.strategy,
+        nodes: usize::from(args.nodes),
+        clients: args.clients,
+        resources: usize::from(args.resources),
+        duration: args.duration,
+        faults: args.faults.0.clone(),
+        seed: args.seed.unwrap_or_else(random_seed),
+    };
+    config
+        .validate()
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    // Before anything starts, so whoever saw the first line can interrupt us cleanly.
+    let listen =
+        |kind| signal(kind).map_err(|e| Failure::os(format!("could not listen for signals: {e}")));
+    let (mut interrupt, mut terminate) = (
+        listen(SignalKind::interrupt())?,
+        listen(SignalKind::terminate())?,
+    );
+
+    let bar = progress::timed(config.duration);
+    if !args.json {
+        progress::say(
+            &bar,
+            &format!(
+                "redlock chaos: {} ({}), seed {}, {} clients, {} resources, {}, faults: {}",
+                config.strategy,
+                config.strategy.describe(),
+                config.seed,
+                config.clients,
+                config.resources,
+                duration::format(config.duration),
+                fault_names(&config.faults),
+            ),
+        );
+    }
+    let stop = CancellationToken::new();
+    let watched = Progress::default();
+    let running = redquorum_chaos::run_until(&config, &stop, &watched);
+    tokio::pin!(running);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut signalled = None;
+    // Ends when the run does; the run is bounded by its duration, and a signal shortens it.
+    let result = loop {
+        tokio::select! {
+            result = &mut running => break result,
+            _ = tick.tick() => show(&bar, watched.snapshot()),
+            _ = interrupt.recv(), if signalled.is_none() => {
+                signalled = Some(130);
+                stop.cancel();
+            }
+            _ = terminate.recv(), if signalled.is_none() => {
+                signalled = Some(143);
+                stop.cancel();
+            }
+        }
+    };
+    bar.finish_and_clear();
+    let history = match result {
+        Ok(history) => history,
+        Err(ChaosError::Interrupted) => {
+            progress::say(&bar, "interrupted: the servers are stopped");
+            return Ok(signalled.unwrap_or(130));
+        }
+        Err(e) => return Err(failure(e)),
+    };
+    let verdict = redquorum_chaos::check(&history);
+    if let Some(path) = &args.report {
+        redquorum_chaos::report::write_report(path, &history, &verdict).map_err(|e| {
+            Failure::os(format!(
+                "could not write the report {}: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    if args.json {
+        output::print(&output::json(&summary(&history, &verdict)))?;
+    } else {
+        let table = redquorum_chaos::report::summary_table(&verdict, &history);
+        output::print(table.trim_end())?;
+        if let Some(path) = &args.report {
+            output::print(&format!("report written to {}", path.display()))?;
+        }
+    }
+    Ok(if verdict.is_safe() { OK } else { VIOLATION })
+}
+
+fn show(bar: &indicatif::ProgressBar, now: Snapshot) {
+    let message = match now.phase {
+        Phase::Starting => "starting servers".to_owned(),
+        Phase::WarmingUp => "waiting for fresh nodes to leave their quarantine".to_owned(),
+        Phase::Running => format!(
+            "{} critical sections, {} fault events",
+            now.sections, now.faults
+        ),
+        Phase::Stopping => "stopping".to_owned(),
+    };
+    progress::tick(bar, now.elapsed, message);
+}
+
+fn summary<'a>(history: &'a redquorum_chaos::History, verdict: &Verdict) -> Summary<'a> {
+    let sum = |f: fn(&redquorum_chaos::ResourceVerdict) -> usize| {
+        verdict.resources.iter().map(f).sum::<usize>()
+    };
+    Summary {
+        strategy: &history.strategy,
+        seed: history.seed,
+        nodes: history.nodes,
+        clients: history.clients,
+        duration_ms: history.duration_us / 1000,
+        sections: history.sections.len(),
+        faults: history.faults.len(),
+        overlaps: sum(|r| r.overlaps.len()),
+        token_violations: sum(|r| r.token_violations.len()),
+        stale_writes_rejected: sum(|r| r.stale_writes_rejected),
+        violations: verdict.violations,
+        safe: verdict.is_safe(),
+    }
+}
+
+fn failure(error: ChaosError) -> Failure {
+    match error {
+        ChaosError::Config(why) => Failure::new(USAGE, why),
+        ChaosError::Launch(e) => nodes::launch_failure(e),
+        other => Failure::os(chain(&other)),
+    }
+}
+
+/// An error and its sources on one line, `a: b: c`.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+fn fault_names(faults: &[Fault]) -> String {
+    if faults.is_empty() {
+        return "none".to_owned();
+    }
+    faults
+        .iter()
+        .map(|f| f.name())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A seed from the OS's randomness (std's hasher keys), shown so the run can be repeated.
+fn random_seed() -> u64 {
+    RandomState::new().hash_one(std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_paths_need_a_known_extension() {
+        assert!(report_path("run.html").is_ok());
+        assert!(report_path("RUN.SVG").is_ok());
+        assert!(report_path("run.json").is_ok());
+        assert!(report_path("run.txt").is_err());
+        assert!(report_path("run").is_err());
+    }
+
+    #[test]
+    fn random_seeds_differ() {
+        assert_ne!(random_seed(), random_seed());
+    }
+}

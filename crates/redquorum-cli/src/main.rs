@@ -1,0 +1,121 @@
+//! `redlock`: Redlock distributed locks from the shell.
+//!
+//! Take a lock in one command and release it in another (`acquire`, `extend`, `release`), look
+//! at who holds a resource (`status`), run a command while holding a lock that is kept extended
+//! (`run`, like `flock(1)` across machines), start throw-away local Redis nodes (`nodes`), watch
+//! the algorithm at work (`demo`) and measure it (`bench`).
+//!
+//! # Exit statuses
+//! They follow `sysexits.h` where one fits; the table is written once, in `exit::HELP`, and
+//! `redlock --help` prints it.
+//!
+//! Every failure is one line on stderr, `redlock: error: ...`, never a panic; server URLs appear
+//! only as `host:port`, never with their password.
+//!
+//! # Layout
+//! - `cli`: the subcommand list, `--help`, clap errors made one-line.
+//! - `global`: the options every subcommand understands, and the one place they configure a
+//!   manager.
+//! - `output`: one line on stdout, JSON, resource names, run lengths.
+//! - `exit`: exit statuses and the one-line [`exit::Failure`].
+//! - `duration`: `30s`, `500ms`, `2m`, `1h`.
+//! - `progress`: the live progress line of `demo` and `bench`.
+//! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `nodes`, `demo`,
+//!   `bench`, `chaos`; each holds its arguments, help text and examples. The long-running tools
+//!   (`nodes`, `demo`, `bench`, `chaos`, and `progress`) sit behind the default-on `tools`
+//!   feature: a production build leaves them out with `--no-default-features`.
+
+#![warn(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod acquire;
+#[cfg(feature = "tools")]
+mod bench;
+#[cfg(feature = "tools")]
+mod chaos;
+mod cli;
+#[cfg(feature = "tools")]
+mod demo;
+mod duration;
+mod exit;
+mod extend;
+mod global;
+#[cfg(feature = "tools")]
+mod nodes;
+mod output;
+#[cfg(feature = "tools")]
+mod progress;
+mod release;
+mod run;
+mod status;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Command, Parsed};
+use crate::exit::{Failure, Outcome};
+
+fn main() -> ExitCode {
+    let cli = match cli::parse() {
+        Parsed::Run(cli) => cli,
+        Parsed::Exit(code) => return code,
+    };
+    init_logging();
+    let global = &cli.global;
+    let outcome = match cli.command {
+        // Synchronous: redquorum-nodes manages processes with blocking calls, no runtime needed.
+        #[cfg(feature = "tools")]
+        Command::Nodes(args) => nodes::run(&args),
+        // The demo's servers die with the thread that started them (PR_SET_PDEATHSIG), so it
+        // starts them on this thread, outside the runtime's workers.
+        #[cfg(feature = "tools")]
+        Command::Demo(args) => with_runtime(|rt| demo::run(&args, global, rt)),
+        Command::Acquire(args) => with_runtime(|rt| rt.block_on(acquire::run(&args, global))),
+        Command::Release(args) => with_runtime(|rt| rt.block_on(release::run(&args, global))),
+        Command::Extend(args) => with_runtime(|rt| rt.block_on(extend::run(&args, global))),
+        Command::Status(args) => with_runtime(|rt| rt.block_on(status::run(&args, global))),
+        Command::Run(args) => with_runtime(|rt| rt.block_on(run::run(args, global))),
+        #[cfg(feature = "tools")]
+        Command::Bench(args) => with_runtime(|rt| rt.block_on(bench::run(&args, global))),
+        #[cfg(feature = "tools")]
+        Command::Chaos(args) => with_runtime(|rt| rt.block_on(chaos::run(&args))),
+    };
+    match outcome {
+        Ok(status) => ExitCode::from(status),
+        Err(failure) => failure.report(),
+    }
+}
+
+/// Runs `f` on a fresh multi-threaded runtime.
+fn with_runtime(f: impl FnOnce(&tokio::runtime::Runtime) -> Outcome) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::os(format!("could not start the async runtime: {e}")))?;
+    let outcome = f(&runtime);
+    // Whatever is still running in the background (requests the library finishes after a won
+    // round, idle connections) is not worth waiting for: every lock operation we started has
+    // been awaited by now.
+    runtime.shutdown_background();
+    outcome
+}
+
+/// Logs on stderr, filtered by `REDLOCK_LOG` (e.g. `debug`). By default only errors: what a
+/// warning would say (a lost lock, an unreachable node) is already in the one-line failure.
+fn init_logging() {
+    const DEFAULT: &str = "error";
+    let filter = match std::env::var("REDLOCK_LOG") {
+        Err(_) => EnvFilter::new(DEFAULT),
+        Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("redlock: warning: ignoring REDLOCK_LOG ({e})");
+            EnvFilter::new(DEFAULT)
+        }),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

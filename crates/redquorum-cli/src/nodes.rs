@@ -1,0 +1,358 @@
+//! `redlock nodes start|stop|status`: independent local Redis masters for development.
+//!
+//! `start` launches N detached `redis-server` processes (they outlive `redlock`) on 127.0.0.1,
+//! each in `DIR/node-I` with an append-only file fsynced on every write (the persistence Redlock
+//! needs to survive a restart), and records them in `DIR/nodes.json`. `stop` and `status` read
+//! that file: `stop` stops exactly the servers it lists, by the pid file each one wrote, after
+//! checking that the pid is still a `redis-server` on the recorded port
+//! ([`redquorum_nodes::stop_detached`]); nothing is ever looked up or killed by name.
+//!
+//! DIR defaults to `./.redlock-nodes` (or `$REDLOCK_NODES_DIR`): per project, so `start`,
+//! `status` and `stop` run from the same place find the same nodes, and a `git clean` or `rm -r`
+//! removes every trace. Data is kept across `stop`/`start`; delete DIR to forget it.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use redquorum_nodes::{Cluster, LaunchError, NodeSpec, Persistence, detached_pid, stop_detached};
+use serde::{Deserialize, Serialize};
+
+use crate::exit::Outcome;
+use crate::exit::{Failure, OK, UNAVAILABLE, USAGE};
+use crate::output;
+
+/// The state file in DIR.
+const STATE_FILE: &str = "nodes.json";
+
+const AFTER_HELP: &str = "\
+Starts independent redis-server masters on 127.0.0.1 for development: detached (they keep running
+after redlock exits), each in DIR/node-I with appendonly yes and appendfsync always. The ports are
+recorded in DIR/nodes.json; `stop` stops exactly those servers (by their pid files), never anything
+found by name. DIR defaults to ./.redlock-nodes ($REDLOCK_NODES_DIR); data survives stop/start.
+
+Examples:
+  eval \"$(redlock nodes start --count 5)\"     # sets REDLOCK_SERVERS for this shell
+  redlock nodes start --count 3 --port 7001 --dir /tmp/locks
+  redlock nodes status
+  redlock nodes stop
+
+Exit status: 0 ok; 64 bad arguments, or nodes already running in DIR; 69 redis-server not
+installed, or (status) a recorded node is not running; 71 a file or process could not be set up.";
+
+/// Start, stop or list local Redis nodes for development.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = AFTER_HELP,
+    arg_required_else_help = false,
+    subcommand_required = true
+)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Start N detached nodes; prints `export REDLOCK_SERVERS=...` on stdout.
+    #[command(after_help = AFTER_HELP)]
+    Start {
+        /// How many nodes (independent masters); an odd number tolerates the most failures.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=64))]
+        count: u16,
+        /// The first port; node I listens on PORT+I [default: free ports].
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        port: Option<u16>,
+        #[command(flatten)]
+        dir: DirArg,
+        /// Print one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the nodes recorded in DIR.
+    #[command(after_help = AFTER_HELP)]
+    Stop {
+        #[command(flatten)]
+        dir: DirArg,
+    },
+    /// List the nodes recorded in DIR and whether they are running.
+    #[command(after_help = AFTER_HELP)]
+    Status {
+        #[command(flatten)]
+        dir: DirArg,
+        /// Print one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct DirArg {
+    /// Where the nodes keep their data, logs, pid files and the state file.
+    #[arg(
+        long,
+        env = "REDLOCK_NODES_DIR",
+        hide_env_values = true,
+        default_value = ".redlock-nodes"
+    )]
+    dir: PathBuf,
+}
+
+/// `DIR/nodes.json`: what `start` started.
+#[derive(Debug, Serialize, Deserialize)]
+struct State {
+    nodes: Vec<NodeRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct NodeRecord {
+    port: u16,
+    /// The node's directory, relative to DIR.
+    dir: String,
+}
+
+/// One node as reported by `start` and `status`.
+#[derive(Debug, Serialize)]
+struct NodeReport {
+    url: String,
+    port: u16,
+    dir: PathBuf,
+    pid: Option<u32>,
+    running: bool,
+}
+
+/// What `start` and `status` print: the nodes recorded in DIR, as JSON or as text.
+#[derive(Debug, Serialize)]
+struct Report {
+    dir: PathBuf,
+    servers: String,
+    nodes: Vec<NodeReport>,
+}
+
+impl Report {
+    /// The nodes recorded in `state`, and their URLs as `--servers` takes them.
+    fn new(dir: &Path, state: &State) -> Self {
+        let nodes = reports(dir, state);
+        let servers = nodes
+            .iter()
+            .map(|n| n.url.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        Self {
+            dir: dir.to_owned(),
+            servers,
+            nodes,
+        }
+    }
+}
+
+pub fn run(args: &Args) -> Outcome {
+    match &args.action {
+        Action::Start {
+            count,
+            port,
+            dir,
+            json,
+        } => start(&absolute(&dir.dir)?, *count, *port, *json),
+        Action::Stop { dir } => stop(&absolute(&dir.dir)?),
+        Action::Status { dir, json } => status(&absolute(&dir.dir)?, *json),
+    }
+}
+
+fn start(dir: &Path, count: u16, port: Option<u16>, json: bool) -> Outcome {
+    if let Some(state) = read_state(dir)? {
+        let running = reports(dir, &state)
+            .into_iter()
+            .filter(|n| n.running)
+            .count();
+        if running > 0 {
+            return Err(Failure::new(
+                USAGE,
+                format!(
+                    "{running} node(s) recorded in {} are still running: stop them first \
+                     (redlock nodes stop --dir {0}) or use another --dir",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    let mut spec = NodeSpec::new()
+        .detached(true)
+        .die_with_parent(false)
+        .persistence(Persistence::AofAlways)
+        .dir(dir);
+    if let Some(port) = port {
+        spec = spec.port(port);
+    }
+    let cluster = Cluster::start(usize::from(count), spec).map_err(launch_failure)?;
+    let state = State {
+        nodes: cluster
+            .iter()
+            .enumerate()
+            .map(|(i, node)| NodeRecord {
+                port: node.port(),
+                dir: format!("node-{i}"),
+            })
+            .collect(),
+    };
+    // Detached: dropping the handles leaves the servers running (that is the point).
+    drop(cluster);
+    write_state(dir, &state)?;
+    let report = Report::new(dir, &state);
+    if json {
+        output::print(&output::json(&report))?;
+    } else {
+        eprintln!(
+            "started {count} redis-server node(s) in {} (appendonly, fsync always):",
+            dir.display()
+        );
+        for node in &report.nodes {
+            eprintln!("  {}  pid {}", node.url, pid_text(node.pid));
+        }
+        eprintln!("stop them with: redlock nodes stop --dir {}", dir.display());
+        output::print(&format!("export REDLOCK_SERVERS={}", report.servers))?;
+    }
+    Ok(OK)
+}
+
+fn stop(dir: &Path) -> Outcome {
+    let Some(state) = read_state(dir)? else {
+        eprintln!("no nodes recorded in {}: nothing to stop", dir.display());
+        return Ok(OK);
+    };
+    let mut first_error = None;
+    for record in &state.nodes {
+        let node_dir = dir.join(&record.dir);
+        match stop_detached(&node_dir, record.port) {
+            Ok(true) => eprintln!("stopped 127.0.0.1:{}", record.port),
+            Ok(false) => eprintln!("127.0.0.1:{} was not running", record.port),
+            Err(e) => {
+                eprintln!("127.0.0.1:{}: {}", record.port, chain(&e));
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        // Keep the state file: the nodes that could not be stopped are still listed in it.
+        return Err(launch_failure(e));
+    }
+    fs::remove_file(dir.join(STATE_FILE))
+        .map_err(|e| Failure::os(format!("could not remove {}: {e}", state_path(dir))))?;
+    Ok(OK)
+}
+
+fn status(dir: &Path, json: bool) -> Outcome {
+    let Some(state) = read_state(dir)? else {
+        return Err(Failure::new(
+            UNAVAILABLE,
+            format!(
+                "no nodes recorded in {}: start some with redlock nodes start",
+                dir.display()
+            ),
+        ));
+    };
+    let report = Report::new(dir, &state);
+    let down = report.nodes.iter().filter(|n| !n.running).count();
+    let total = report.nodes.len();
+    if json {
+        output::print(&output::json(&report))?;
+    } else {
+        for node in &report.nodes {
+            let state = match node.pid {
+                Some(pid) => format!("running, pid {pid}"),
+                None => "not running".to_owned(),
+            };
+            output::print(&format!("{}  {state}", node.url))?;
+        }
+        output::print(&format!("export REDLOCK_SERVERS={}", report.servers))?;
+    }
+    if down > 0 {
+        return Err(Failure::new(
+            UNAVAILABLE,
+            format!(
+                "{down} of {total} nodes recorded in {} are not running",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(OK)
+}
+
+fn reports(dir: &Path, state: &State) -> Vec<NodeReport> {
+    state
+        .nodes
+        .iter()
+        .map(|record| {
+            let node_dir = dir.join(&record.dir);
+            let pid = detached_pid(&node_dir, record.port).ok().flatten();
+            NodeReport {
+                url: format!("redis://127.0.0.1:{}", record.port),
+                port: record.port,
+                dir: node_dir,
+                pid,
+                running: pid.is_some(),
+            }
+        })
+        .collect()
+}
+
+fn pid_text(pid: Option<u32>) -> String {
+    pid.map_or_else(|| "?".to_owned(), |p| p.to_string())
+}
+
+fn absolute(dir: &Path) -> Result<PathBuf, Failure> {
+    std::path::absolute(dir)
+        .map_err(|e| Failure::usage(format!("invalid --dir {}: {e}", dir.display())))
+}
+
+fn state_path(dir: &Path) -> String {
+    dir.join(STATE_FILE).display().to_string()
+}
+
+fn read_state(dir: &Path) -> Result<Option<State>, Failure> {
+    let text = match fs::read_to_string(dir.join(STATE_FILE)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Failure::os(format!(
+                "could not read {}: {e}",
+                state_path(dir)
+            )));
+        }
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        Failure::os(format!(
+            "{} is not a redlock nodes state file ({e}); remove it if the nodes are gone",
+            state_path(dir)
+        ))
+    })
+}
+
+fn write_state(dir: &Path, state: &State) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(state)
+        .map_err(|e| Failure::os(format!("could not encode the state file: {e}")))?;
+    fs::write(dir.join(STATE_FILE), text + "\n")
+        .map_err(|e| Failure::os(format!("could not write {}: {e}", state_path(dir))))
+}
+
+/// An error and its sources, on one line: redquorum-nodes keeps the OS error in `source()`.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
+}
+
+/// A missing `redis-server` is a missing service (69), a bad spec a usage error (64), anything
+/// else the operating system's doing (71).
+pub fn launch_failure(error: LaunchError) -> Failure {
+    let status = match &error {
+        LaunchError::BinaryNotFound { .. } => UNAVAILABLE,
+        LaunchError::InvalidSpec(_) => USAGE,
+        _ => crate::exit::OS_ERROR,
+    };
+    Failure::new(status, chain(&error))
+}

@@ -1,0 +1,154 @@
+//! Distributed locks on Redis with the Redlock algorithm.
+//!
+//! A [`Redlock`] manager talks to N independent Redis masters (N = 1 is the classic
+//! single-instance lock). [`Redlock::acquire`] sends `SET resource <random> NX PX ttl` to all of
+//! them at once and holds the lock when a majority (`N/2 + 1`) agreed while validity remained;
+//! [`Lock::release`] runs a compare-and-delete script everywhere, so nobody deletes a lock that is
+//! not theirs.
+//!
+//! # Guarantees
+//! - **Mutual exclusion**, while the holder finishes before [`LockInfo::deadline`]: the keys on a
+//!   majority outlive the deadline, and any two majorities share a node.
+//! - **No deadlock**: every key expires with its TTL, so a crashed holder blocks nobody for
+//!   longer than that.
+//! - **Fault tolerance**: with a majority of nodes up and reachable, locks can be taken and
+//!   released.
+//! - **Interoperability**: the wire format is the standard one (plain string key, random value,
+//!   `PX` expiry, compare-and-delete release), so other Redlock clients on the same servers
+//!   respect our locks and we respect theirs.
+//! - **Several resources at once** ([`Redlock::acquire_many`]): each node grants every key of
+//!   the set or none, in one script call, and the set follows the same quorum, validity and
+//!   fencing rules as one resource. No deadlock, whatever order callers list the resources in;
+//!   a lock on one resource excludes every set containing it. Only sets use our own scripts: a
+//!   one-element set is an ordinary lock in the standard wire format.
+//!
+//! # Non-guarantees
+//! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
+//!   got the lock. Check [`LockInfo::is_valid`] (a [`Lock`] and a [`Guard`] dereference to their [`LockInfo`]) before each step, keep steps
+//!   short.
+//! - A node that loses its data (a restart, a flush, eviction, another server behind its
+//!   address) could let a second client gather a majority. We quarantine such a node (its
+//!   grants are not votes) for `max_ttl` from when we see the evidence: a changed `run_id`, a
+//!   missing or changed marker key ([`MARKER_KEY`]), an uptime below `max_ttl`. A node
+//!   configured not to lose acknowledged writes (AOF, `appendfsync always`) that still shows its
+//!   marker is trusted at once. This protects a holder only if every client of those servers
+//!   quarantines.
+//! - Mutual exclusion assumes clocks that run at about the same rate (not synchronised ones);
+//!   the drift allowance covers small differences, not jumps of the wall clock of a Redis server.
+//!
+//! # Quick start
+//! ```no_run
+//! use std::time::Duration;
+//! use redquorum::Redlock;
+//!
+//! # async fn run() -> Result<(), redquorum::Error> {
+//! let manager = Redlock::from_list("redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003")?;
+//! let lock = manager.acquire("invoice:42", Duration::from_secs(10)).await?;
+//! // ... work, checking lock.is_valid() between steps ...
+//! lock.release().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # One resource or several
+//! Six acquire methods: [`Redlock::acquire`], [`Redlock::try_acquire`] and
+//! [`Redlock::acquire_with`] for one resource, and their `_many` versions for a set. One generic
+//! `acquire(impl Into<Resources>)` would save three names but hide at the call site what
+//! differs: a set is taken by our own all-or-nothing scripts, not the standard wire format other
+//! clients share. The separate names keep that visible, at the cost of three more methods.
+//!
+//! # Layout
+//! Every public type is exported here, at the crate root, and only here; the one public module,
+//! [`defaults`], holds the settings' default values.
+//!
+//! Where bytes go to Redis:
+//! - `node`: one Redlock node: what each request of a round (`Request`) means in commands and
+//!   replies (`Answer`). The seam between the algorithm and the wire: a node that is a whole
+//!   Redis Cluster routes each request to the `server` of the lock key's slot behind the same
+//!   `Request`/`Answer`, without touching the algorithm.
+//! - `server`: one Redis server: the one multiplexed connection to it, its health verdict,
+//!   timeouts and replacement, and the order requests run in. The only module that sends lock
+//!   commands.
+//! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
+//! - `health`: the health check a connection passes before its replies count (`INFO`, the
+//!   marker key, `CONFIG GET`), judged by `quarantine`.
+//! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
+//!   tracking) and fair releases announced, and reports them to a `Listener`; only ever a hint.
+//!
+//! The algorithm, and the machinery it runs on:
+//! - `manager`: the algorithm, readable top to bottom: attempt, decide, roll back, wait.
+//! - `engine`: the round engine (every node at once, replies counted as they come, decided as
+//!   soon as known) and what every lock shares; built from the validated settings.
+//! - `deadlines`: one thread that wakes rounds past their node timeout (no timer per round).
+//! - `stragglers`: the requests a won round leaves behind: kept by the lock, or finished by one
+//!   task per runtime.
+//! - `waiting`: waiting for a busy lock: one acquisition's `Turn`, woken by releases, in arrival
+//!   order when fair.
+//!
+//! Pure rules, unit-tested without a server:
+//! - `quorum`: vote counting; decides won, lost or still open.
+//! - `cause`: why a round that was not won failed (busy, not held, unavailable, quarantined,
+//!   a key of another type, too slow).
+//! - `quarantine`: when a node that may have lost its data votes again, and the marker key that
+//!   is the evidence.
+//! - `validity`: deadline arithmetic (`start + ttl − drift`).
+//! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
+//! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
+//! - `retry`: the retry policy with jittered delays.
+//!
+//! What callers hold and read:
+//! - `config`: the [`Builder`]: checks every setting, then hands them to the engine.
+//! - `lock`: the held [`Lock`] and its clean-up on drop.
+//! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
+//!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
+//! - `status`: a read-only look at who holds a resource, node by node (the CLI's `status`).
+//! - `error`, `reply`: the one [`Error`] type, and what each node answered.
+//! - `sync`: locking a mutex without a poison path.
+//!
+//! No two modules import each other, directly or through others: the arrows run one way.
+
+#![warn(missing_docs)]
+#![warn(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod cause;
+mod config;
+mod deadlines;
+pub mod defaults;
+mod engine;
+mod error;
+mod fencing;
+mod health;
+mod hold;
+mod lock;
+mod manager;
+mod node;
+mod quarantine;
+mod quorum;
+mod reply;
+mod resources;
+mod retry;
+mod scripts;
+mod server;
+mod status;
+mod stragglers;
+mod subscriber;
+mod sync;
+mod validity;
+mod waiting;
+
+pub use cause::Cause;
+pub use config::Builder;
+pub use engine::Released;
+pub use error::{ConfigError, Error, Limit, LossReason, RoundFailure};
+pub use hold::{Guard, HoldOptions};
+pub use lock::{Lock, LockInfo};
+pub use manager::Redlock;
+pub use quarantine::MARKER_KEY;
+pub use reply::{NodeReply, Reply};
+pub use retry::Retry;
+pub use status::{NodeState, NodeStatus};
+
+/// The README's examples, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,483 @@
+//! Restart quarantine: when a node's vote may be trusted again.
+//!
+//! A node that lost its data (restarted empty, flushed, evicted its keys, or was replaced by a
+//! different server behind the same address) has forgotten every lock it held, so its "OK" to a
+//! second client can complete a second majority while the first holder still relies on the lock.
+//! The algorithm's answer is operational: keep such a node out for longer than the largest TTL in
+//! use, so every lock it knew about has expired before it votes again. We enforce that in the
+//! client instead of trusting operators to: each node's `run_id`, uptime and *marker key* are
+//! read on every (re)connection and from time to time, and a node that may have lost data less
+//! than `max_ttl` ago is *quarantined*. We still set, extend and release keys there, but its
+//! replies do not count toward a majority.
+//!
+//! The marker key ([`MARKER_KEY`]) is the evidence that a node still has its data: one key
+//! without a TTL, written once, that every data loss takes with it. Configuration (`appendonly`,
+//! `appendfsync`) only says what a node *should* keep; the marker says what it *did* keep.
+//!
+//! This module is pure: it judges observations; the node layer makes them.
+//!
+//! # Invariants
+//! 1. A node is trusted only once it has been up for `max_ttl`, unless it is durable and shows
+//!    its marker (invariant 4): every key it lost in a restart had a TTL of at most `max_ttl`
+//!    (the manager refuses longer ones), so by then it would have expired anyway. Redis reports
+//!    uptime in whole seconds as the difference of two clock readings each rounded down to the
+//!    second, so `uptime_in_seconds:1` may mean a node up for a millisecond: a reported uptime
+//!    counts for one second less ([`UPTIME_SLACK`]).
+//! 2. Evidence of a data loss quarantines the node for a full `max_ttl` from the moment we see
+//!    it, and that verdict is kept in the node's [`Memory`], which outlives connections and
+//!    health checks: a later check that finds nothing new (the same new `run_id`, the same new
+//!    marker) cannot shorten it. Evidence is: a `run_id` that changed under us (a restart, or a
+//!    different server at the same address), a marker that is missing (the node lost its keys;
+//!    we write a new one), or a marker whose value changed (somebody else saw it missing). We
+//!    cannot tell when the loss happened, only that it was before we saw it.
+//! 3. A marker is only ever written *with* its quarantine: its value carries the node time
+//!    before which it vouches for nothing (`<random>:<node ms>`, `max_ttl` after it was
+//!    written), and every client that reads it before then is quarantined until then. So a
+//!    client that never saw the loss (a new process, another machine) still waits, and a loss
+//!    after the marker was written takes the marker with it (then invariant 2 again). A marker
+//!    whose value does not carry a time (`redquorum-nodes` writes `fresh:0` on a brand-new node;
+//!    an operator may write one by hand) vouches at once.
+//! 4. A node whose configuration cannot lose acknowledged writes (`appendonly yes` with
+//!    `appendfsync always`, read with `CONFIG GET`) is trusted at once after a restart, but only
+//!    when the manager is configured to trust such nodes (an explicit setting), and only when it
+//!    shows the marker we knew (or, on first sight, any marker that vouches): a wiped AOF
+//!    directory, a new volume or a `FLUSHALL` leaves a durable node without its marker, which
+//!    is evidence of a loss (invariant 2). If `CONFIG` is not allowed, the node is not known to
+//!    be durable. Nor is a replica promoted to master (`INFO replication` shows a
+//!    `second_repl_offset`): it carries the master's marker by replication, but perhaps not the
+//!    master's last keys.
+//! 5. With quarantine disabled every node is trusted: plain Redlock. No marker is read or
+//!    written.
+
+use std::time::{Duration, Instant};
+
+/// The marker key: present on a node for as long as it kept its data (module docs). Its name is
+/// shared with `redquorum-nodes`, which writes it on brand-new nodes.
+pub const MARKER_KEY: &str = "redlock-node-marker";
+
+/// How much `uptime_in_seconds` may exceed the real uptime: Redis computes it as
+/// `server.unixtime - server.stat_starttime`, two times in whole seconds (invariant 1). Ignoring
+/// this let a node that restarted empty vote up to a second early: the flake of
+/// `tests/quarantine.rs` (a node restarted at x.999 s and checked at x+1.001 s reads 1 s).
+pub(crate) const UPTIME_SLACK: Duration = Duration::from_secs(1);
+
+/// How the manager judges nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TrustPolicy {
+    /// Whether nodes that may have lost data are quarantined at all (invariant 5).
+    pub(crate) enabled: bool,
+    /// The largest TTL any client of these servers uses: the quarantine length.
+    pub(crate) max_ttl: Duration,
+    /// Whether nodes that cannot lose acknowledged writes are trusted at once (invariant 4).
+    pub(crate) trust_durable: bool,
+}
+
+/// The marker as a health check found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Marker {
+    /// It was there, holding `value`, which vouches for the node only after `pending` more
+    /// (invariant 3; zero when it already does).
+    Found { value: String, pending: Duration },
+    /// It was missing, and the check wrote `value`, which vouches after `max_ttl`.
+    Written { value: String },
+}
+
+impl Marker {
+    pub(crate) fn value(&self) -> &str {
+        match self {
+            Marker::Found { value, .. } | Marker::Written { value } => value,
+        }
+    }
+
+    /// Reads the marker script's reply: the value, whether it wrote it, and the node's time.
+    pub(crate) fn from_reply(value: String, written: bool, node_ms: u64) -> Self {
+        if written {
+            return Marker::Written { value };
+        }
+        let vouches_from = value
+            .rsplit_once(':')
+            .and_then(|(_, ms)| ms.parse::<u64>().ok())
+            .unwrap_or(0);
+        let pending = Duration::from_millis(vouches_from.saturating_sub(node_ms));
+        Marker::Found { value, pending }
+    }
+}
+
+/// What a health check read from a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Observation {
+    pub(crate) run_id: String,
+    pub(crate) uptime: Duration,
+    pub(crate) durable: bool,
+    pub(crate) marker: Marker,
+}
+
+impl Observation {
+    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
+    pub(crate) fn from_info(info: &str, durable: bool, marker: Marker) -> Option<Self> {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
+        };
+        Some(Self {
+            run_id: field("run_id")?.to_owned(),
+            uptime: Duration::from_secs(field("uptime_in_seconds")?.parse().ok()?),
+            durable,
+            marker,
+        })
+    }
+}
+
+/// What we remember of a node across connections and health checks (invariant 2).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Memory {
+    run_id: Option<String>,
+    marker: Option<String>,
+    /// Until when the evidence seen so far keeps the node out.
+    quarantined_until: Option<Instant>,
+    /// Whether the node was already reported as able to evict keys (warned once, not every
+    /// health check).
+    pub(crate) eviction_reported: bool,
+}
+
+/// Why a node is quarantined, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Loss {
+    /// Its `run_id` changed under us.
+    Restarted,
+    /// Its marker was missing: it lost its keys.
+    MarkerMissing,
+    /// Its marker changed: somebody else saw it missing.
+    MarkerChanged,
+}
+
+impl Loss {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Loss::Restarted => "node restarted or was replaced (run_id changed)",
+            Loss::MarkerMissing => "node lost its data (marker key missing)",
+            Loss::MarkerChanged => "node lost its data (marker key rewritten by another client)",
+        }
+    }
+}
+
+/// A health check's judgement: from when the node's votes count, and the new evidence of a
+/// loss, if the check found any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) trusted_from: Instant,
+    pub(crate) loss: Option<Loss>,
+}
+
+impl Memory {
+    /// Evidence of a loss seen at `now` outside a health check (a vote's marker read back
+    /// wrong): quarantined for `max_ttl` from now (invariant 2). Returns the new end.
+    pub(crate) fn lost_data(&mut self, policy: &TrustPolicy, now: Instant) -> Instant {
+        let until = later(self.quarantined_until, after(now, policy.max_ttl));
+        self.quarantined_until = Some(until);
+        until
+    }
+
+    /// Judges `seen` at `now` and remembers it.
+    pub(crate) fn judge(
+        &mut self,
+        policy: &TrustPolicy,
+        seen: &Observation,
+        now: Instant,
+    ) -> Verdict {
+        if !policy.enabled {
+            return Verdict {
+                trusted_from: now,
+                loss: None,
+            }; // invariant 5
+        }
+        let restarted = self.run_id.as_deref().is_some_and(|r| r != seen.run_id);
+        let marker_loss = match &seen.marker {
+            Marker::Written { .. } => Some(Loss::MarkerMissing),
+            Marker::Found { value, .. } if self.marker.as_deref().is_some_and(|m| m != value) => {
+                Some(Loss::MarkerChanged)
+            }
+            Marker::Found { .. } => None,
+        };
+        let vouched = policy.trust_durable && seen.durable && marker_loss.is_none();
+        let loss = marker_loss.or((restarted && !vouched).then_some(Loss::Restarted));
+        let mut until = self.quarantined_until.unwrap_or(now);
+        if loss.is_some() {
+            until = later(Some(until), after(now, policy.max_ttl)); // invariant 2
+            self.quarantined_until = Some(until);
+        }
+        if let Marker::Found { pending, .. } = &seen.marker {
+            until = later(Some(until), after(now, *pending)); // invariant 3
+        }
+        if !vouched {
+            let up_at_least = seen.uptime.saturating_sub(UPTIME_SLACK);
+            until = later(
+                Some(until),
+                after(now, policy.max_ttl.saturating_sub(up_at_least)),
+            ); // invariant 1
+        }
+        self.run_id = Some(seen.run_id.clone());
+        self.marker = Some(seen.marker.value().to_owned());
+        Verdict {
+            trusted_from: until,
+            loss,
+        }
+    }
+}
+
+/// `now + d`, or far in the future when that does not fit an `Instant`.
+fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 60 * 60))
+}
+
+fn later(a: Option<Instant>, b: Instant) -> Instant {
+    a.map_or(b, |a| a.max(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX_TTL: Duration = Duration::from_secs(60);
+
+    fn policy() -> TrustPolicy {
+        TrustPolicy {
+            enabled: true,
+            max_ttl: MAX_TTL,
+            trust_durable: true,
+        }
+    }
+
+    fn found(value: &str) -> Marker {
+        Marker::Found {
+            value: value.into(),
+            pending: Duration::ZERO,
+        }
+    }
+
+    fn seen(run_id: &str, uptime_s: u64, durable: bool, marker: Marker) -> Observation {
+        Observation {
+            run_id: run_id.into(),
+            uptime: Duration::from_secs(uptime_s),
+            durable,
+            marker,
+        }
+    }
+
+    /// The quarantine left at `now` after judging `observation` with `memory`.
+    fn judged(memory: &mut Memory, observation: &Observation, now: Instant) -> Duration {
+        memory
+            .judge(&policy(), observation, now)
+            .trusted_from
+            .saturating_duration_since(now)
+    }
+
+    #[test]
+    fn a_young_node_waits_until_it_has_been_up_for_max_ttl() {
+        let now = Instant::now();
+        let left = judged(
+            &mut Memory::default(),
+            &seen("a", 15, false, found("m")),
+            now,
+        );
+        assert_eq!(
+            left,
+            Duration::from_secs(46),
+            "15 s reported: at least 14 s up"
+        );
+    }
+
+    #[test]
+    fn a_reported_second_of_uptime_may_be_a_millisecond() {
+        let now = Instant::now();
+        let left = judged(
+            &mut Memory::default(),
+            &seen("a", 1, false, found("m")),
+            now,
+        );
+        assert_eq!(left, MAX_TTL, "a full max_ttl, as for a node just started");
+    }
+
+    #[test]
+    fn an_old_node_with_its_marker_is_trusted_at_once() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        assert_eq!(
+            judged(&mut memory, &seen("a", 61, false, found("m")), now),
+            Duration::ZERO
+        );
+        assert_eq!(
+            judged(&mut memory, &seen("a", 99_999, false, found("m")), now),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn a_run_id_that_changed_under_us_waits_a_full_max_ttl() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, false, found("m")), now);
+        let verdict = memory.judge(&policy(), &seen("b", 99_999, false, found("m")), now);
+        assert_eq!(
+            verdict.trusted_from - now,
+            MAX_TTL,
+            "an old server is still new to us"
+        );
+        assert_eq!(verdict.loss, Some(Loss::Restarted));
+    }
+
+    #[test]
+    fn the_quarantine_after_a_change_survives_later_checks() {
+        let t0 = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, false, found("m")), t0);
+        judged(&mut memory, &seen("b", 99_999, false, found("m")), t0);
+        // Ten seconds later the same (new) run_id is seen again: nothing new, but the
+        // quarantine still ends max_ttl after the change was first seen.
+        let t1 = t0 + Duration::from_secs(10);
+        let verdict = memory.judge(&policy(), &seen("b", 99_999, false, found("m")), t1);
+        assert_eq!(verdict.trusted_from, t0 + MAX_TTL);
+        assert_eq!(verdict.loss, None);
+        let t2 = t0 + MAX_TTL;
+        assert_eq!(
+            judged(&mut memory, &seen("b", 99_999, false, found("m")), t2),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn a_missing_marker_is_a_loss_even_on_a_durable_old_node() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, true, found("m")), now);
+        let wiped = seen(
+            "a",
+            99_999,
+            true,
+            Marker::Written {
+                value: "n:1".into(),
+            },
+        );
+        let verdict = memory.judge(&policy(), &wiped, now);
+        assert_eq!(verdict.trusted_from - now, MAX_TTL);
+        assert_eq!(verdict.loss, Some(Loss::MarkerMissing));
+        // A first sight of a node without a marker is a loss too: nothing vouches for it.
+        assert_eq!(judged(&mut Memory::default(), &wiped, now), MAX_TTL);
+    }
+
+    #[test]
+    fn a_marker_changed_by_someone_else_is_a_loss() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, true, found("m1")), now);
+        let verdict = memory.judge(&policy(), &seen("a", 99_999, true, found("m2")), now);
+        assert_eq!(verdict.loss, Some(Loss::MarkerChanged));
+        assert_eq!(verdict.trusted_from - now, MAX_TTL);
+    }
+
+    #[test]
+    fn a_pending_marker_quarantines_a_client_that_never_saw_the_loss() {
+        let now = Instant::now();
+        let pending = Marker::Found {
+            value: "r:1000".into(),
+            pending: Duration::from_secs(42),
+        };
+        assert_eq!(
+            judged(
+                &mut Memory::default(),
+                &seen("a", 99_999, true, pending),
+                now
+            ),
+            Duration::from_secs(42)
+        );
+    }
+
+    #[test]
+    fn marker_values_carry_the_node_time_they_vouch_from() {
+        let marker = Marker::from_reply("abc:5000".into(), false, 2_000);
+        assert_eq!(
+            marker,
+            Marker::Found {
+                value: "abc:5000".into(),
+                pending: Duration::from_secs(3)
+            }
+        );
+        let past = Marker::from_reply("abc:1000".into(), false, 2_000);
+        assert!(matches!(past, Marker::Found { pending, .. } if pending.is_zero()));
+        let by_hand = Marker::from_reply("set by the operator".into(), false, 2_000);
+        assert!(matches!(by_hand, Marker::Found { pending, .. } if pending.is_zero()));
+        let written = Marker::from_reply("abc:9".into(), true, 2_000);
+        assert_eq!(
+            written,
+            Marker::Written {
+                value: "abc:9".into()
+            }
+        );
+    }
+
+    #[test]
+    fn durable_nodes_with_their_marker_are_trusted_only_when_configured_to_be() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, true, found("m")), now);
+        let restarted_durable = seen("b", 1, true, found("m"));
+        assert_eq!(
+            judged(&mut memory.clone(), &restarted_durable, now),
+            Duration::ZERO
+        );
+        let strict = TrustPolicy {
+            trust_durable: false,
+            ..policy()
+        };
+        assert_eq!(
+            memory.judge(&strict, &restarted_durable, now).trusted_from - now,
+            MAX_TTL
+        );
+    }
+
+    #[test]
+    fn without_quarantine_every_node_is_trusted() {
+        let now = Instant::now();
+        let off = TrustPolicy {
+            enabled: false,
+            ..policy()
+        };
+        let mut memory = Memory::default();
+        let wiped = seen(
+            "b",
+            0,
+            false,
+            Marker::Written {
+                value: "n:1".into(),
+            },
+        );
+        assert_eq!(memory.judge(&off, &wiped, now).trusted_from, now);
+    }
+
+    #[test]
+    fn evidence_outside_a_health_check_lasts_max_ttl_from_then() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, true, found("m")), now);
+        assert_eq!(memory.lost_data(&policy(), now) - now, MAX_TTL);
+        let later = now + Duration::from_secs(5);
+        assert_eq!(
+            judged(&mut memory, &seen("a", 99_999, true, found("m")), later),
+            MAX_TTL - Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn info_server_is_parsed() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:7f3a9c\r\ntcp_port:6379\r\nuptime_in_seconds:42\r\nuptime_in_days:0\r\n";
+        assert_eq!(
+            Observation::from_info(info, false, found("m")),
+            Some(seen("7f3a9c", 42, false, found("m")))
+        );
+        assert_eq!(
+            Observation::from_info("# Server\r\n", false, found("m")),
+            None
+        );
+    }
+}

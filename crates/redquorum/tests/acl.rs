@@ -1,0 +1,141 @@
+//! Running as an ACL user allowed exactly what the library needs: the two ACLs the README
+//! publishes (plain locks; every feature) are enough, each tested here verbatim, and a user
+//! missing a permission gets an error that names what is missing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{cluster, eventually};
+use redquorum::{Redlock, Retry};
+use redquorum_nodes::Cluster;
+
+/// What the README publishes for plain locks on resources `lock:*` (fencing, notification and
+/// fair waiting off; the quarantine on, as by default).
+const PLAIN_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-node-marker resetchannels -@all +set +get +del +exists +pexpire +pttl +type +time +eval +evalsha +script|load +info +config|get +ping";
+
+/// What the README publishes for every feature on resources `lock:*`: fencing tokens,
+/// notification of releases, fair waiting.
+const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +zadd +zrange +zrangebyscore +zrem +zscore +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
+
+/// Applies `acl` (an `ACL SETUSER` line as published) on every node, with `password`.
+fn apply(cluster: &Cluster, acl: &str, password: &str) {
+    let line = acl.replace("CHANGE-ME", password);
+    let args: Vec<&str> = line.split(' ').collect();
+    for node in cluster.iter() {
+        node.cli(&args).expect("ACL SETUSER");
+    }
+}
+
+fn as_user(cluster: &Cluster, password: &str) -> redquorum::Builder {
+    let urls: Vec<String> = cluster
+        .iter()
+        .map(|node| format!("redis://locker:{password}@127.0.0.1:{}", node.port()))
+        .collect();
+    Redlock::builder(urls)
+}
+
+#[test]
+fn the_readme_publishes_these_acls_verbatim() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README");
+    assert!(readme.contains(PLAIN_ACL), "the plain ACL is published");
+    assert!(readme.contains(FULL_ACL), "the full ACL is published");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plain_acl_is_enough_for_plain_locks() {
+    let cluster = cluster(3);
+    apply(&cluster, PLAIN_ACL, "pw-plain");
+    let redlock = as_user(&cluster, "pw-plain")
+        .fencing(false)
+        .notify(false)
+        .build()
+        .expect("valid");
+    let mut lock = redlock
+        .try_acquire("lock:1", Duration::from_secs(5))
+        .await
+        .expect("locks");
+    lock.extend(Duration::from_secs(5)).await.expect("extends");
+    let status = redlock.status("lock:1").await;
+    assert!(
+        status.iter().all(|s| s.value() == Some(lock.value())),
+        "{status:?}"
+    );
+    assert_eq!(lock.release().await.confirmed, 3);
+    let guard = redlock
+        .try_acquire("lock:2", Duration::from_secs(2))
+        .await
+        .expect("locks")
+        .keep_alive(Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!guard.is_lost(), "{:?}", guard.loss_reason());
+    guard.release().await.expect("kept and released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_acl_is_enough_for_fencing_notification_and_fair_waiting() {
+    let cluster = cluster(3);
+    apply(&cluster, FULL_ACL, "pw-full");
+    let redlock = as_user(&cluster, "pw-full")
+        .fair(true)
+        .build()
+        .expect("valid");
+    let first = redlock
+        .try_acquire("lock:job", Duration::from_secs(10))
+        .await
+        .expect("locks");
+    assert!(first.fence().is_some(), "fenced");
+    // A waiter that only hears about the release (its retry delay is far longer than the test).
+    let waiter = redlock.clone();
+    let waiting = tokio::spawn(async move {
+        let slow = Retry::forever()
+            .delay(Duration::from_secs(30))
+            .max_wait(Duration::from_secs(60));
+        waiter
+            .acquire_with("lock:job", Duration::from_secs(10), &slow)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the lock is busy");
+    let first_token = first.fence();
+    first.release().await;
+    let woke = eventually(Duration::from_secs(10), || waiting.is_finished()).await;
+    assert!(
+        woke,
+        "the waiter was woken by the release, not by its 30 s retry"
+    );
+    let second = waiting.await.expect("task").expect("the waiter got it");
+    assert!(second.fence() > first_token, "tokens increase");
+    second.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_permission_is_named() {
+    let cluster = cluster(3);
+    // Fencing on (the default), but the user may not touch the fencing counters.
+    let no_fence = FULL_ACL.replace(" ~redlock-fence:lock:*", "");
+    apply(&cluster, &no_fence, "pw-nofence");
+    let redlock = as_user(&cluster, "pw-nofence").build().expect("valid");
+    let err = redlock
+        .try_acquire("lock:1", Duration::from_secs(5))
+        .await
+        .expect_err("the fencing counter is refused");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("NOPERM") && shown.contains("redlock-fence:lock:1"),
+        "the refused key is named: {shown}"
+    );
+    assert!(!shown.contains("pw-nofence"), "no password: {shown}");
+
+    // The quarantine's health check needs INFO.
+    let no_info = FULL_ACL.replace(" +info", "");
+    apply(&cluster, &no_info, "pw-noinfo");
+    let redlock = as_user(&cluster, "pw-noinfo").build().expect("valid");
+    let err = redlock
+        .try_acquire("lock:1", Duration::from_secs(5))
+        .await
+        .expect_err("INFO is refused");
+    let shown = err.to_string();
+    assert!(shown.contains("+info"), "the permission is named: {shown}");
+}

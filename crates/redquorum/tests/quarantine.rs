@@ -1,0 +1,168 @@
+//! Restart quarantine: a node that restarted without its data does not vote until it has been up
+//! for `max_ttl`. First the hole it closes, shown with quarantine off; then the same scenario with
+//! quarantine on.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{cluster, patient, volatile_cluster};
+use redquorum::{Error, Redlock, Reply};
+use redquorum_nodes::Cluster;
+
+const MAX_TTL: Duration = Duration::from_secs(3);
+
+/// Long enough for a fresh node to be trusted: `max_ttl` of reported uptime, which counts for a
+/// second less (it is rounded to whole seconds, possibly up), and a margin.
+const UNTIL_TRUSTED: Duration = Duration::from_millis(3000 + 1000 + 300);
+
+fn client(cluster: &Cluster, quarantine: bool) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .max_ttl(MAX_TTL)
+        .fence_retention(MAX_TTL * 2)
+        .quarantine(quarantine)
+        .build()
+        .unwrap()
+}
+
+/// Client A holds `res` on nodes 0 and 1 only (node 2 was briefly held by somebody else), then
+/// node 1 restarts empty. Returns A's lock.
+async fn a_holds_then_one_of_its_nodes_restarts_empty(cluster: &mut Cluster) -> redquorum::Lock {
+    // Let every node reach max_ttl of uptime, so only the restart makes one young.
+    tokio::time::sleep(UNTIL_TRUSTED).await;
+    cluster
+        .node(2)
+        .cli(&["SET", "res", "somebody-else", "PX", "300"])
+        .unwrap();
+    let a = client(cluster, true);
+    let lock = a.try_acquire("res", MAX_TTL).await.expect("A locks 2 of 3");
+    tokio::time::sleep(Duration::from_millis(400)).await; // node 2's other key expires
+    cluster.node(1).restart_empty().unwrap();
+    assert!(lock.is_valid(), "A's lock is still valid when B tries");
+    lock
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_quarantine_a_node_restarted_empty_hands_out_the_lock_twice() {
+    let mut cluster = volatile_cluster(3);
+    let a_lock = a_holds_then_one_of_its_nodes_restarts_empty(&mut cluster).await;
+    let plain = client(&cluster, false);
+    let b_lock = plain
+        .try_acquire("res", MAX_TTL)
+        .await
+        .expect("plain Redlock: B gathers the restarted node and the free one");
+    assert!(
+        a_lock.is_valid() && b_lock.is_valid(),
+        "two holders at once: the hole quarantine closes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_quarantine_the_restarted_node_does_not_vote_until_max_ttl() {
+    let mut cluster = volatile_cluster(3);
+    let a_lock = a_holds_then_one_of_its_nodes_restarts_empty(&mut cluster).await;
+    let b = client(&cluster, true);
+    let err = b
+        .try_acquire("res", MAX_TTL)
+        .await
+        .expect_err("the restarted node's grant is not a vote");
+    let Error::NotAcquired { failure, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(
+        matches!(failure.replies[1].reply, Reply::Quarantined(_)),
+        "node 1 is reported quarantined: {err}"
+    );
+    assert!(a_lock.is_valid(), "A still holds it, alone");
+
+    let status = b.status("res").await;
+    assert!(status[1].quarantined_for.is_some(), "{status:?}");
+    assert!(status[0].quarantined_for.is_none() && status[2].quarantined_for.is_none());
+
+    // Once A's lock has expired and the quarantine has ended, B gets in.
+    b.acquire_with("res", MAX_TTL, &patient())
+        .await
+        .expect("after max_ttl the node votes again");
+    assert!(!a_lock.is_valid());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_sees_the_run_id_change_quarantines_the_node() {
+    let mut cluster = volatile_cluster(3);
+    tokio::time::sleep(UNTIL_TRUSTED).await;
+    let redlock = client(&cluster, true);
+    redlock
+        .try_acquire("warm", MAX_TTL)
+        .await
+        .unwrap()
+        .release()
+        .await;
+    cluster.node(0).restart_empty().unwrap();
+    // The first request finds the old connection broken; the next one reconnects and checks.
+    redlock.status("res").await;
+    let status = redlock.status("res").await;
+    assert!(
+        status[0].quarantined_for.is_some(),
+        "restart noticed: {status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_nodes_are_trusted_at_once_only_when_configured() {
+    let cluster = cluster(3); // AOF with appendfsync always, just started
+    let trusting = Redlock::builder(cluster.urls()).build().unwrap();
+    trusting
+        .try_acquire("res", Duration::from_secs(1))
+        .await
+        .expect("durable nodes vote from the start")
+        .release()
+        .await;
+
+    let strict = Redlock::builder(cluster.urls())
+        .trust_durable_nodes(false)
+        .build()
+        .unwrap();
+    let err = strict
+        .try_acquire("res", Duration::from_secs(1))
+        .await
+        .expect_err("young nodes are quarantined when durability is not trusted");
+    let Error::NotAcquired { failure, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(
+        failure
+            .replies
+            .iter()
+            .any(|r| matches!(r.reply, Reply::Quarantined(_))),
+        "{err}"
+    );
+
+    // Quarantine withholds votes, not work: a release still deletes and is reported as done.
+    let mut cluster = cluster;
+    for i in 0..3 {
+        cluster
+            .node(i)
+            .cli(&["SET", "other", "v", "PX", "10000"])
+            .unwrap();
+    }
+    let released = strict.release_value("other", "v").await;
+    assert_eq!(released.confirmed, 3, "{released:?}");
+}
+
+#[tokio::test]
+async fn a_ttl_longer_than_max_ttl_is_refused() {
+    let redlock = Redlock::builder(["redis://127.0.0.1:1"])
+        .max_ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let err = redlock
+        .try_acquire("res", Duration::from_secs(11))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("max_ttl"), "{err}");
+    let err = redlock
+        .extend_value("res", "v", Duration::from_secs(11))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err}");
+}
