@@ -109,14 +109,14 @@ impl Recorder {
     /// Node `node` stopped being up and reachable now (invariant 2).
     pub(crate) fn node_down(&self, node: usize) {
         let now = self.now_us();
-        if let Some((closed, open)) = lock(&self.up).get_mut(node) {
-            if let Some(from_us) = open.take() {
-                closed.push(NodeUp {
-                    node,
-                    from_us,
-                    to_us: now,
-                });
-            }
+        if let Some((closed, open)) = lock(&self.up).get_mut(node)
+            && let Some(from_us) = open.take()
+        {
+            closed.push(NodeUp {
+                node,
+                from_us,
+                to_us: now,
+            });
         }
     }
 

@@ -415,13 +415,12 @@ impl Servers {
     /// Tells the thread to stop and waits (bounded) until its servers are gone.
     async fn stop(&mut self) {
         let _ = self.commands.send(Command::Stop);
-        if let Some(done) = self.done.take() {
-            if tokio::time::timeout(SERVERS_STOP_WITHIN, done)
+        if let Some(done) = self.done.take()
+            && tokio::time::timeout(SERVERS_STOP_WITHIN, done)
                 .await
                 .is_err()
-            {
-                tracing::warn!("the servers did not stop in time; they die with their thread");
-            }
+        {
+            tracing::warn!("the servers did not stop in time; they die with their thread");
         }
     }
 

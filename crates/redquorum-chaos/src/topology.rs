@@ -208,11 +208,11 @@ impl Topology {
         } else {
             server.restart_empty()?;
         }
-        if let Some((link, master)) = &self.failover {
-            if *master != node {
-                let port = link.port().to_string();
-                server.cli(&["REPLICAOF", "127.0.0.1", &port])?;
-            }
+        if let Some((link, master)) = &self.failover
+            && *master != node
+        {
+            let port = link.port().to_string();
+            server.cli(&["REPLICAOF", "127.0.0.1", &port])?;
         }
         Ok(())
     }

@@ -32,7 +32,8 @@ the fallback; --no-notify polls only. --fair serves waiters in arrival order,
 so a client that releases and locks again at once does not win every time; clients without it
 are not held back by the queue.
 
-Logs: REDLOCK_LOG=debug (a tracing env filter; default: errors only), on stderr.
+Logs: -v shows each acquire, extend and release with its rounds, -vv each attempt too;
+REDLOCK_LOG=debug (a tracing env filter; default: errors only) overrides; on stderr.
 
 Examples:
   export REDLOCK_SERVERS=redis://10.0.0.1,redis://10.0.0.2,redis://10.0.0.3

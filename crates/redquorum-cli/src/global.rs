@@ -1,5 +1,5 @@
 //! The options every subcommand understands (`--servers`, `--node-timeout`, `--max-ttl`,
-//! `--no-quarantine`, `--no-fencing`, `--no-notify`, `--fair`, `--tls-ca`), and the one place
+//! `--no-quarantine`, `--no-fencing`, `--no-notify`, `--fair`, `--tls-ca`, `-v`), and the one place
 //! they configure a manager.
 
 use std::time::Duration;
@@ -58,6 +58,12 @@ pub struct Global {
     /// Hand out no fencing tokens (one round trip less per acquisition)
     #[arg(long, global = true)]
     pub no_fencing: bool,
+
+    /// Show the library's work on stderr: -v each acquire, extend and release as a span with
+    /// its rounds (per-node replies and timing), -vv also each attempt. REDLOCK_LOG, when set,
+    /// takes precedence
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     /// Wait for a busy lock by polling alone, instead of also being woken when it is freed
     #[arg(long, global = true)]

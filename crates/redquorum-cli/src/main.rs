@@ -53,6 +53,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::FmtSpan;
 
 use crate::cli::{Command, Parsed};
 use crate::exit::{Failure, Outcome};
@@ -62,7 +63,7 @@ fn main() -> ExitCode {
         Parsed::Run(cli) => cli,
         Parsed::Exit(code) => return code,
     };
-    init_logging();
+    init_logging(cli.global.verbose);
     let global = &cli.global;
     let outcome = match cli.command {
         // Synchronous: redquorum-nodes manages processes with blocking calls, no runtime needed.
@@ -102,19 +103,31 @@ fn with_runtime(f: impl FnOnce(&tokio::runtime::Runtime) -> Outcome) -> Outcome 
     outcome
 }
 
-/// Logs on stderr, filtered by `REDLOCK_LOG` (e.g. `debug`). By default only errors: what a
-/// warning would say (a lost lock, an unreachable node) is already in the one-line failure.
-fn init_logging() {
-    const DEFAULT: &str = "error";
+/// Logs on stderr, filtered by `REDLOCK_LOG` (e.g. `debug`), else by `-v` (the library's
+/// spans and round events, each span closed with its timing) or `-vv` (also each attempt). By
+/// default only errors: what a warning would say (a lost lock, an unreachable node) is already in
+/// the one-line failure.
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "error",
+        1 => "error,redquorum=debug",
+        _ => "error,redquorum=trace",
+    };
     let filter = match std::env::var("REDLOCK_LOG") {
-        Err(_) => EnvFilter::new(DEFAULT),
+        Err(_) => EnvFilter::new(default),
         Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
             eprintln!("redlock: warning: ignoring REDLOCK_LOG ({e})");
-            EnvFilter::new(DEFAULT)
+            EnvFilter::new(default)
         }),
+    };
+    let spans = if verbose > 0 {
+        FmtSpan::CLOSE
+    } else {
+        FmtSpan::NONE
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_span_events(spans)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();

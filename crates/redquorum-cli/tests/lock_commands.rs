@@ -259,3 +259,44 @@ fn release_with_nodes_down_that_could_have_held_it_exits_69() {
     out.expect_code(69);
     out.one_line_error("could not confirm the release");
 }
+
+#[test]
+fn verbose_shows_the_library_spans_and_every_nodes_reply_on_stderr_only() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let quiet = run(redlock(&servers).args(["acquire", "quiet", "--ttl", "30s"]));
+    quiet.expect_code(0);
+    assert_eq!(quiet.stderr, "", "no -v: nothing on stderr");
+
+    let out = run(redlock(&servers).args(["-v", "acquire", "job", "--ttl", "30s"]));
+    out.expect_code(0);
+    // stdout stays the bare value, for scripts.
+    assert_eq!(out.stdout.trim().len(), 40, "{out:#?}");
+    let round = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("acquire{resource=job") && l.contains("request=\"acquire\""))
+        .unwrap_or_else(|| panic!("an acquisition round inside its span: {out:#?}"));
+    // Every node is named with its reply; a quorum granted (the third may still be on its way).
+    for node in cluster.iter() {
+        assert!(
+            round.contains(&format!("127.0.0.1:{}=", node.port())),
+            "node {} named: {round}",
+            node.port()
+        );
+    }
+    assert!(round.matches("=granted").count() >= 2, "{round}");
+    assert!(out.stderr.contains("request=\"fence\""), "{out:#?}");
+    assert!(
+        out.stderr.contains("time.busy"),
+        "the span's timing on close: {out:#?}"
+    );
+    assert!(
+        !out.stderr.contains("attempt{"),
+        "attempts only with -vv: {out:#?}"
+    );
+
+    let out = run(redlock(&servers).args(["-vv", "acquire", "other", "--ttl", "30s"]));
+    out.expect_code(0);
+    assert!(out.stderr.contains("attempt n=1"), "{out:#?}");
+}

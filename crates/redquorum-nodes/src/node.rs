@@ -232,15 +232,15 @@ impl RedisNode {
     /// marker key when the spec asks for it ([`NodeSpec::marked`]).
     pub(crate) fn await_first_ready(&mut self) -> Result<(), LaunchError> {
         self.await_ready()?;
-        if self.spec.marked {
-            if let Err(source) = probe::mark(self.port, self.spec.password()) {
-                let _ = self.kill(); // invariant 3
-                return Err(LaunchError::Io {
-                    action: "write the marker key on the server in",
-                    path: self.dir.clone(),
-                    source,
-                });
-            }
+        if self.spec.marked
+            && let Err(source) = probe::mark(self.port, self.spec.password())
+        {
+            let _ = self.kill(); // invariant 3
+            return Err(LaunchError::Io {
+                action: "write the marker key on the server in",
+                path: self.dir.clone(),
+                source,
+            });
         }
         Ok(())
     }

@@ -36,6 +36,7 @@ pub struct Builder {
     fence_retention: Duration,
     notify: bool,
     fair: bool,
+    metrics_resource_label: bool,
     tls_root_certificates: Option<Vec<u8>>,
 }
 
@@ -54,6 +55,7 @@ impl Builder {
             fence_retention: FENCE_RETENTION,
             notify: true,
             fair: false,
+            metrics_resource_label: false,
             tls_root_certificates: None,
         }
     }
@@ -166,6 +168,15 @@ impl Builder {
         self
     }
 
+    /// Whether the acquisition metrics carry a `resource` label with the resource's name
+    /// (default `false`). Off, every label has a small fixed set of values (the README's
+    /// *Metrics and tracing*); on, each resource is a time series of its own in the
+    /// application's metrics backend, so turn it on only for a bounded set of resource names.
+    pub fn metrics_resource_label(mut self, on: bool) -> Self {
+        self.metrics_resource_label = on;
+        self
+    }
+
     /// Checks the configuration and creates the manager. No connection is made yet: each node
     /// connects on first use, so this works outside a runtime and while servers are down.
     pub fn build(self) -> Result<Redlock, Error> {
@@ -233,6 +244,7 @@ impl Builder {
                     .then_some(self.fence_retention.min(LONGEST_FENCE_RETENTION)),
                 notify: self.notify,
                 fair: self.fair,
+                resource_label: self.metrics_resource_label,
             },
         };
         Ok(Redlock::new(Arc::new(Engine::new(settings)?)))

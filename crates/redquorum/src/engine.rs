@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
@@ -51,6 +52,7 @@ use crate::server::{Server, ServerSettings};
 use crate::stragglers::{LeftBehind, Stragglers};
 use crate::subscriber::Watch;
 use crate::sync::lock;
+use crate::telemetry;
 use crate::validity;
 use crate::waiting::{WaiterId, Waiters};
 
@@ -102,6 +104,9 @@ pub(crate) struct Rules {
     pub(crate) notify: bool,
     /// Whether waiters queue in arrival order ([`Builder::fair`](crate::Builder::fair)).
     pub(crate) fair: bool,
+    /// Whether acquisition metrics name the resource
+    /// ([`Builder::metrics_resource_label`](crate::Builder::metrics_resource_label)).
+    pub(crate) resource_label: bool,
 }
 
 /// The round engine, and what every lock handle shares with its manager.
@@ -229,6 +234,8 @@ struct Fanout {
     count: Mutex<Count>,
     /// How many requests still wait for their node's connection: not queued on it yet.
     unqueued: AtomicUsize,
+    /// When the round started: every request is sent then, so it is each one's start too.
+    start: Instant,
 }
 
 impl Fanout {
@@ -243,7 +250,13 @@ impl Fanout {
                 self.unqueued.fetch_sub(1, Ordering::Relaxed);
             };
             let result = node
-                .send(self.request, &self.resources, &self.value, queued)
+                .send(
+                    self.request,
+                    &self.resources,
+                    &self.value,
+                    self.start,
+                    queued,
+                )
                 .await;
             self.count().record(i, &result);
         }
@@ -304,6 +317,7 @@ impl Engine {
             value: Arc::clone(value),
             count: Mutex::new(Count::new(request, self.nodes.len())),
             unqueued: AtomicUsize::new(self.nodes.len()),
+            start,
         });
         // `join_all`: one allocation for a handful of nodes, and each poll counts every reply
         // that is in. Not `FuturesUnordered`, which yields after polling all its futures at once
@@ -360,6 +374,16 @@ impl Engine {
                 ))
             }
         });
+        let took = start.elapsed();
+        telemetry::round(request.kind(), took);
+        tracing::debug!(
+            request = request.kind().name(),
+            decision = ?decision,
+            quorum,
+            replies = %NodeReplies(&self.nodes, &replies),
+            took_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            "round"
+        );
         Round {
             start,
             asked: request.asked(),
@@ -380,6 +404,7 @@ impl Engine {
         value: &Arc<str>,
         leave: Option<WaiterId>,
     ) -> Released {
+        let span = tracing::debug_span!("release", resource = %resources);
         let round = self
             .round(
                 Until::AllReplied,
@@ -392,6 +417,7 @@ impl Engine {
                 value,
                 self.rules.node_timeout,
             )
+            .instrument(span)
             .await;
         Released {
             confirmed: round.replies.iter().filter(|r| r.is_granted()).count(),
@@ -408,6 +434,7 @@ impl Engine {
         ttl: Duration,
     ) -> Result<Instant, Error> {
         let ttl_ms = self.check_ttl(ttl)?;
+        let span = tracing::debug_span!("extend", resource = %resources, ttl_ms);
         let round = self
             .round(
                 Until::WonThenDriven,
@@ -416,8 +443,11 @@ impl Engine {
                 value,
                 self.rules.node_timeout,
             )
+            .instrument(span)
             .await;
-        match self.deadline_if_won(&round, ttl) {
+        let deadline = self.deadline_if_won(&round, ttl);
+        telemetry::extended(deadline.is_some());
+        match deadline {
             Some(deadline) => Ok(deadline),
             None => Err(Error::LockLost {
                 resource: resources.to_string(),
@@ -468,5 +498,19 @@ impl Engine {
                 reply,
             })
             .collect()
+    }
+}
+
+/// A round's replies, node by node (`address=word`), for its `debug` event: formatted only
+/// when that event is enabled.
+struct NodeReplies<'a>(&'a [Node], &'a [Reply]);
+
+impl std::fmt::Display for NodeReplies<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (node, reply)) in self.0.iter().zip(self.1).enumerate() {
+            let gap = if i == 0 { "" } else { " " };
+            write!(f, "{gap}{}={}", node.label(), telemetry::reply_word(reply))?;
+        }
+        Ok(())
     }
 }

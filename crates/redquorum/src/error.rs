@@ -101,6 +101,18 @@ pub enum Error {
         /// Why the guard stopped keeping it.
         reason: LossReason,
     },
+
+    /// A [`blocking`](crate::blocking) method was called where a Tokio runtime is current (an
+    /// async task, `block_on`, `spawn_blocking`), where it would block the runtime's thread.
+    /// Nothing was sent.
+    #[error(
+        "redquorum::blocking::{method} would block a thread of a Tokio runtime (an async task, \
+         block_on or spawn_blocking): use redquorum::{method}(..).await there"
+    )]
+    InsideRuntime {
+        /// The method, as `Type::method`; the async one has the same name.
+        method: &'static str,
+    },
 }
 
 fn lost_reason(failure: &Option<Box<RoundFailure>>) -> String {

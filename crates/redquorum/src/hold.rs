@@ -54,6 +54,7 @@ use crate::error::{ConfigError, Error, Limit, LossReason};
 use crate::lock::{KeptAlive, Lock, LockInfo};
 use crate::manager::Redlock;
 use crate::sync::lock;
+use crate::telemetry;
 use crate::validity;
 
 /// How a [`Guard`] keeps its lock alive. Every setting has a default; the bounds are off unless
@@ -227,19 +228,19 @@ impl Schedule {
         if now >= give_up {
             return Step::Lose(LossReason::ValidityRanOut); // invariant 2
         }
-        if let (Some(end), Some(max)) = (self.hold_end, self.plan.max_hold) {
-            if now >= end {
-                return Step::Lose(LossReason::LimitReached(Limit::Hold(max))); // invariant 3
-            }
+        if let (Some(end), Some(max)) = (self.hold_end, self.plan.max_hold)
+            && now >= end
+        {
+            return Step::Lose(LossReason::LimitReached(Limit::Hold(max))); // invariant 3
         }
         let give_up_at = self.hold_end.map_or(give_up, |end| end.min(give_up));
         if now < self.due {
             return Step::Wait(self.due.min(give_up_at));
         }
-        if let Some(max) = self.plan.max_extensions {
-            if self.extensions >= max {
-                return Step::Lose(LossReason::LimitReached(Limit::Extensions(max))); // invariant 3
-            }
+        if let Some(max) = self.plan.max_extensions
+            && self.extensions >= max
+        {
+            return Step::Lose(LossReason::LimitReached(Limit::Extensions(max))); // invariant 3
         }
         Step::Extend { give_up_at }
     }
@@ -363,6 +364,7 @@ async fn keep(
     };
     if let Some(reason) = loss {
         tracing::warn!(resource = lock.resource(), %reason, "kept-alive lock lost");
+        telemetry::lost(&reason);
         status(&status_of).loss = Some(reason);
         lost.cancel(); // invariant 1: after the reason is recorded
     }
@@ -424,6 +426,8 @@ fn loss_of(error: Error) -> LossReason {
         Error::LockLost { failure: None, .. } => LossReason::ValidityRanOut,
         Error::Config(e) => LossReason::Invalid(e),
         Error::HoldLost { reason, .. } => reason,
+        // Only the blocking layer returns it, never an extension.
+        Error::InsideRuntime { .. } => LossReason::ValidityRanOut,
     }
 }
 

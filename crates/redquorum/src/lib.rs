@@ -57,8 +57,9 @@
 //! clients share. The separate names keep that visible, at the cost of three more methods.
 //!
 //! # Layout
-//! Every public type is exported here, at the crate root, and only here; the one public module,
-//! [`defaults`], holds the settings' default values.
+//! Every async type is exported here, at the crate root, and only here. Two modules are public:
+//! [`defaults`], the settings' default values, and [`blocking`], the same API for synchronous
+//! code (its types share names with the async ones, so they keep their module path).
 //!
 //! Where bytes go to Redis:
 //! - `node`: one Redlock node: what each request of a round (`Request`) means in commands and
@@ -100,8 +101,12 @@
 //! - `lock`: the held [`Lock`] and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
 //!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
+//! - [`blocking`] (public): the same manager, lock and guard for synchronous code, on a Tokio
+//!   runtime of their own that keeps their background work running between calls.
 //! - `status`: a read-only look at who holds a resource, node by node (the CLI's `status`).
 //! - `error`, `reply`: the one [`Error`] type, and what each node answered.
+//! - `telemetry`: every metric name and label, and the tracing spans' shape: what the
+//!   application's recorder and subscriber receive.
 //! - `sync`: locking a mutex without a poison path.
 //!
 //! No two modules import each other, directly or through others: the arrows run one way.
@@ -110,6 +115,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod blocking;
 mod cause;
 mod config;
 mod deadlines;
@@ -133,6 +139,7 @@ mod status;
 mod stragglers;
 mod subscriber;
 mod sync;
+mod telemetry;
 mod validity;
 mod waiting;
 

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use tracing::Instrument;
 
 use crate::engine::{Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
@@ -30,6 +31,7 @@ use crate::quorum::Decision;
 use crate::reply::{NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
+use crate::telemetry::{Acquisition, Waiting};
 use crate::validity;
 use crate::waiting::Turn;
 
@@ -148,8 +150,11 @@ impl Redlock {
         ttl: Duration,
         retry: &Retry,
     ) -> Result<Lock, Error> {
-        self.acquire_resources(Resources::one(resource), ttl, retry)
-            .await
+        let resources = Resources::one(resource);
+        let seen = Acquisition::start(&resources, ttl, self.engine.rules.resource_label);
+        let acquired = self.acquire_resources(resources, ttl, retry, seen.span());
+        let result = acquired.instrument(seen.span().clone()).await;
+        seen.finish(result)
     }
 
     /// Acquires every resource in `resources` as one lock, all-or-nothing on each node, retrying
@@ -193,17 +198,22 @@ impl Redlock {
         ttl: Duration,
         retry: &Retry,
     ) -> Result<Lock, Error> {
-        self.acquire_resources(Resources::set(resources)?, ttl, retry)
-            .await
+        let resources = Resources::set(resources)?;
+        let seen = Acquisition::start(&resources, ttl, self.engine.rules.resource_label);
+        let acquired = self.acquire_resources(resources, ttl, retry, seen.span());
+        let result = acquired.instrument(seen.span().clone()).await;
+        seen.finish(result)
     }
 
     /// The acquisition loop, for one resource or a set ([`Resources`] decides the wire format):
-    /// attempt, and until one wins, roll back, wait, and attempt again.
+    /// attempt, and until one wins, roll back, wait, and attempt again. `span` is the
+    /// acquisition's, which learns how many attempts it took.
     async fn acquire_resources(
         &self,
         resources: Resources,
         ttl: Duration,
         retry: &Retry,
+        span: &tracing::Span,
     ) -> Result<Lock, Error> {
         let engine = &self.engine;
         let ttl_ms = engine.check_ttl(ttl)?;
@@ -223,6 +233,8 @@ impl Redlock {
         let mut attempts = 0;
         loop {
             attempts += 1;
+            span.record("attempts", attempts);
+            tracing::trace!(n = attempts, "attempt");
             let lost = match self.attempt(&resources, ttl, ttl_ms, &turn).await {
                 Ok(lock) => {
                     if let Some(place) = place_kept {
@@ -258,10 +270,12 @@ impl Redlock {
                 return Err(not_acquired(failure));
             };
             let waiters = engine.rules.notify.then_some(&engine.waiters);
+            let waiting = Waiting::start();
             turn.wait(waiters, &resources, delay, behind, |wait| {
                 schedule.capped(wait, Instant::now())
             })
             .await;
+            drop(waiting);
             if schedule.expired(Instant::now()) {
                 // Nothing woke us before the deadline: give up without another attempt. The
                 // round was rolled back; a release of a fresh value (the queue place's, if

@@ -33,6 +33,7 @@ use crate::scripts::{
 };
 use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::subscriber::{Subscriber, Watch};
+use crate::telemetry::{NodeMetrics, RequestKind};
 use crate::waiting::{QueuePlace, WaiterId};
 
 /// One request of a round, the same for every node. Each applies to all the resources of a
@@ -76,6 +77,19 @@ impl Request {
             | Request::SetQueued { .. }
             | Request::Connect => Asked::Acquire,
             Request::Fence { .. } | Request::Extend { .. } | Request::Release { .. } => Asked::Keep,
+        }
+    }
+
+    /// What the request does, as metrics and spans name it.
+    pub(crate) fn kind(self) -> RequestKind {
+        match self {
+            Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. } => {
+                RequestKind::Acquire
+            }
+            Request::Fence { .. } => RequestKind::Fence,
+            Request::Extend { .. } => RequestKind::Extend,
+            Request::Release { .. } => RequestKind::Release,
+            Request::Connect => RequestKind::Connect,
         }
     }
 
@@ -126,12 +140,14 @@ pub(crate) fn reply_of(request: Request, result: &Result<Answer, NodeError>) -> 
 #[derive(Debug)]
 pub(crate) struct Node {
     server: Server,
+    metrics: NodeMetrics,
 }
 
 impl Node {
     /// A node that is one plain Redis server.
     pub(crate) fn plain(server: Server) -> Self {
-        Self { server }
+        let metrics = NodeMetrics::new(server.label());
+        Self { server, metrics }
     }
 
     /// The node's address, without credentials.
@@ -153,6 +169,7 @@ impl Node {
     /// ([`server`](crate::server) invariant 6).
     pub(crate) fn timed_out(&self) {
         self.server.timed_out();
+        self.metrics.failed(&Reply::Timeout);
     }
 
     /// Whether the node's `maxmemory-policy` lets it evict lock keys, as far as we know.
@@ -184,14 +201,14 @@ impl Node {
             let connection = self.server.connection().await?;
             let none: &[u64] = &[];
             let reply = connection.eval(false, script, &[key], None, none).await;
-            connection.finish();
+            connection.finish(Instant::now());
             reply
         })
         .await
     }
 
-    /// Performs `request`. Not bounded in time here: the caller bounds the whole round (see
-    /// [`server`](crate::server)). `queued` is called once the request no longer waits for a
+    /// Performs `request`, sent at `sent` (its round's start, for its latency). Not bounded in
+    /// time here: the caller bounds the whole round (see [`server`](crate::server)). `queued` is called once the request no longer waits for a
     /// connection: from then on it is queued on one (or has failed), and any later request to
     /// this node is queued behind it (invariant 2).
     pub(crate) async fn send(
@@ -199,18 +216,30 @@ impl Node {
         request: Request,
         resources: &Resources,
         value: &str,
+        sent: Instant,
         queued: impl FnOnce(),
     ) -> Result<Answer, NodeError> {
         let connection = self.server.connection().await;
         queued();
-        let connection = connection?;
+        let connection = connection.inspect_err(|e| self.metrics.failed(&e.reply()))?;
         // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
         // first poll return before the command is queued (redis-rs queues it through a Tokio
         // channel, whose permit counts against the budget), and invariant 2 needs it queued.
         let outcome =
             tokio::task::unconstrained(perform(&connection, request, resources, value)).await;
-        let quarantined_for = connection.finish(); // invariant 1: read after the reply
-        let (done, fence_floor, behind) = outcome?;
+        let answered = Instant::now();
+        let quarantined_for = connection.finish(answered); // invariant 1: read after the reply
+        let took = answered.saturating_duration_since(sent);
+        let (done, fence_floor, behind) = match outcome {
+            Ok(outcome) => {
+                self.metrics.answered(request.kind(), took, quarantined_for);
+                outcome
+            }
+            Err(e) => {
+                self.metrics.failed(&e.reply());
+                return Err(e);
+            }
+        };
         Ok(Answer {
             done,
             quarantined_for,

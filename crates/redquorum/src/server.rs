@@ -477,13 +477,13 @@ impl Connection<'_> {
         self.server.settings.trust.enabled
     }
 
-    /// Ends the request after its reply (or its error): the one clock read of the request, for
-    /// both the quarantine verdict it returns (how much longer the server is quarantined, if it
+    /// Ends the request after its reply (or its error), `now`: the one clock reading of the
+    /// reply, for both the quarantine verdict it returns (how much longer the server is quarantined, if it
     /// is) and the recheck decision. A server trusted "from now" by the health check of the
     /// connection just made is not reported as quarantined. A reply came, so the connection's
     /// run of timeouts ends (invariant 6).
-    pub(crate) fn finish(self) -> Option<Duration> {
-        let tick = self.live.tick(Instant::now());
+    pub(crate) fn finish(self, now: Instant) -> Option<Duration> {
+        let tick = self.live.tick(now);
         if self.live.timeouts.load(Ordering::Relaxed) != 0 {
             self.live.timeouts.store(0, Ordering::Relaxed);
         }
