@@ -64,6 +64,7 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::{Handle, Runtime};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Builder;
 use crate::engine::Released;
@@ -77,9 +78,14 @@ use crate::status::NodeStatus;
 /// The name of the runtime's threads, as seen in `top -H` and debuggers.
 const THREAD_NAME: &str = "redquorum-blocking";
 
-/// Whether a Tokio runtime is current on this thread, where waiting is refused (invariant 2).
+/// Whether waiting is refused on this thread (invariant 2): a Tokio runtime is current, or the
+/// thread's locals are being destroyed (a handle dropped by a thread-local destructor), where
+/// `block_on` would panic and abort the process.
 fn runtime_is_current() -> bool {
-    Handle::try_current().is_ok()
+    match Handle::try_current() {
+        Ok(_) => true,
+        Err(e) => e.is_thread_local_destroyed(),
+    }
 }
 
 /// The error of a blocking `method` called where a runtime is current: one line saying so and
@@ -93,6 +99,9 @@ fn cannot_block(method: &'static str) -> Error {
 struct Shared {
     redlock: crate::Redlock,
     runtime: OwnRuntime,
+    /// Releases of locks and guards dropped where waiting is refused, waited for before the
+    /// runtime stops (invariant 5).
+    releases: TaskTracker,
 }
 
 /// Our runtime; `None` only while [`Shared`] is being dropped.
@@ -137,6 +146,16 @@ impl Shared {
         Ok(self.waiting(method)?.block_on(future))
     }
 
+    /// Releases in the background, on our runtime, where a drop cannot wait (invariant 3); the
+    /// last handle's drop waits for it (invariant 5).
+    fn release_in_background<F>(&self, release: F)
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.releases.spawn_on(release, self.runtime().handle());
+    }
+
     /// Runs `f` with our runtime current, so that whatever it spawns lands on ours (invariant 4).
     fn entered<T>(&self, f: impl FnOnce() -> T) -> T {
         let _entered = self.runtime().enter();
@@ -148,10 +167,15 @@ impl Drop for Shared {
     fn drop(&mut self) {
         let runtime = OwnRuntime(self.runtime.0.take());
         let redlock = self.redlock.clone();
+        let releases = self.releases.clone();
         // Invariant 5: the background work lands before the runtime that runs it stops.
         let wind_down = move || {
             if let Some(runtime) = &runtime.0 {
-                runtime.block_on(redlock.settle());
+                releases.close();
+                runtime.block_on(async {
+                    releases.wait().await;
+                    redlock.settle().await;
+                });
             }
             drop(runtime);
         };
@@ -211,7 +235,11 @@ impl Redlock {
             })?;
         let runtime = OwnRuntime(Some(runtime));
         Ok(Self {
-            shared: Arc::new(Shared { redlock, runtime }),
+            shared: Arc::new(Shared {
+                redlock,
+                runtime,
+                releases: TaskTracker::new(),
+            }),
         })
     }
 
@@ -570,8 +598,10 @@ impl Drop for Lock {
             return;
         };
         if runtime_is_current() {
-            // Invariant 3's exception: the async drop starts the release on our runtime.
-            self.shared.entered(|| drop(lock));
+            // Invariant 3's exception: released in the background, on our runtime.
+            self.shared.release_in_background(async move {
+                lock.release().await;
+            });
             return;
         }
         // Bounded by the node timeout; a node that did not answer keeps the key until its TTL.
@@ -677,9 +707,10 @@ impl Drop for Guard {
             return;
         };
         if runtime_is_current() {
-            // Invariant 3's exception: the async guard's drop stops its keeper, on our runtime,
-            // which drops the lock there and so starts its release.
-            self.shared.entered(|| drop(guard));
+            // Invariant 3's exception: stopped and released in the background, on our runtime.
+            self.shared.release_in_background(async move {
+                let _ = guard.release().await;
+            });
             return;
         }
         // A lost lock is released all the same; whoever dropped the guard cannot be told.

@@ -104,7 +104,8 @@ pub enum Error {
 
     /// A [`blocking`](crate::blocking) method was called where a Tokio runtime is current (an
     /// async task, `block_on`, `spawn_blocking`), where it would block the runtime's thread.
-    /// Nothing was sent.
+    /// The call sent nothing; `Lock::release` and `Guard::release` consumed their handle, which
+    /// is then released in the background, as when dropped there.
     #[error(
         "redquorum::blocking::{method} would block a thread of a Tokio runtime (an async task, \
          block_on or spawn_blocking): use redquorum::{method}(..).await there"

@@ -394,6 +394,9 @@ async fn extend_until_lost(
                     result = lock.extend(plan.ttl) => Some(result),
                     () = sleep_until(give_up_at) => None, // invariant 2
                 };
+                if extended.is_none() {
+                    telemetry::extended(false); // cut short: it never reached its count
+                }
                 // Whatever happened, the guard reads the deadline the lock now has: a cancelled
                 // extension to a shorter TTL may have moved it earlier (lock invariant 3).
                 status(status_of).deadline = lock.deadline();

@@ -31,7 +31,7 @@ use crate::quorum::Decision;
 use crate::reply::{NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
-use crate::telemetry::{Acquisition, Waiting};
+use crate::telemetry::{self, Acquisition, Waiting};
 use crate::validity;
 use crate::waiting::Turn;
 
@@ -198,7 +198,7 @@ impl Redlock {
         ttl: Duration,
         retry: &Retry,
     ) -> Result<Lock, Error> {
-        let resources = Resources::set(resources)?;
+        let resources = Resources::set(resources).map_err(|e| telemetry::refused(e.into()))?;
         let seen = Acquisition::start(&resources, ttl, self.engine.rules.resource_label);
         let acquired = self.acquire_resources(resources, ttl, retry, seen.span());
         let result = acquired.instrument(seen.span().clone()).await;

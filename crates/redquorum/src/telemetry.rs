@@ -15,7 +15,6 @@
 //!    each node's keys are built once with the node ([`NodeMetrics`]); the recorder is looked
 //!    up at each use, so one installed after the manager was built is used from then on.
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use metrics::{Key, Label, Level, Metadata, with_recorder};
@@ -111,6 +110,12 @@ impl Acquisition {
         acquired(result.as_ref().map(drop), waited, self.resource.as_deref());
         result
     }
+}
+
+/// Records an acquisition refused before it began (an empty set), and returns its error.
+pub(crate) fn refused(error: Error) -> Error {
+    acquired(Err(&error), Duration::ZERO, None);
+    error
 }
 
 /// The `outcome` of a finished acquisition, and its key without a resource label.
@@ -216,20 +221,21 @@ pub(crate) fn lost(reason: &LossReason) {
     });
 }
 
-/// One acquisition waiting for its next attempt, for as long as this lives.
-#[derive(Debug)]
-pub(crate) struct Waiting(());
+/// One acquisition waiting for its next attempt, for as long as this lives. The gauge is the
+/// one the increment went to, so a recorder installed meanwhile cannot see only the decrement.
+pub(crate) struct Waiting(metrics::Gauge);
 
 impl Waiting {
     pub(crate) fn start() -> Self {
-        with_recorder(|r| r.register_gauge(key!(WAITERS), &METADATA).increment(1.0));
-        Self(())
+        let gauge = with_recorder(|r| r.register_gauge(key!(WAITERS), &METADATA));
+        gauge.increment(1.0);
+        Self(gauge)
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        with_recorder(|r| r.register_gauge(key!(WAITERS), &METADATA).decrement(1.0));
+        self.0.decrement(1.0);
     }
 }
 
@@ -240,13 +246,7 @@ pub(crate) struct NodeMetrics {
     /// `timeout`, `unreachable`, `error`.
     errors: [Key; 3],
     quarantined: Key,
-    /// The quarantine gauge's last value: 0, 1, or [`UNSET`] before the first answer. The gauge
-    /// is set when it changes, not on every answer.
-    last_quarantined: AtomicU8,
 }
-
-/// [`NodeMetrics::last_quarantined`] before the node's first answer.
-const UNSET: u8 = u8::MAX;
 
 impl NodeMetrics {
     pub(crate) fn new(node: &str) -> Self {
@@ -262,7 +262,6 @@ impl NodeMetrics {
             errors: ["timeout", "unreachable", "error"]
                 .map(|reply| labelled(NODE_ERRORS, "reply", reply)),
             quarantined: Key::from_parts(NODE_QUARANTINED, vec![Label::new("node", node.clone())]),
-            last_quarantined: AtomicU8::new(UNSET),
         }
     }
 
@@ -277,14 +276,13 @@ impl NodeMetrics {
         if let Some(key) = self.latency.get(kind as usize) {
             observe(key, took);
         }
-        let quarantined = u8::from(quarantined_for.is_some());
-        // A load first: every task writing the same line on every answer would bounce it
-        // between cores.
-        if self.last_quarantined.load(Ordering::Relaxed) != quarantined {
-            self.last_quarantined.store(quarantined, Ordering::Relaxed);
-            let value = f64::from(quarantined);
-            with_recorder(|r| r.register_gauge(&self.quarantined, &METADATA).set(value));
-        }
+        // Set on every answer, not only on a change: two answers of one node can race, and a
+        // recorder installed later must see it.
+        let quarantined = if quarantined_for.is_some() { 1.0 } else { 0.0 };
+        with_recorder(|r| {
+            r.register_gauge(&self.quarantined, &METADATA)
+                .set(quarantined)
+        });
     }
 
     /// Records a request the node did not answer usefully.
