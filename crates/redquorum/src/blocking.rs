@@ -146,14 +146,20 @@ impl Shared {
         Ok(self.waiting(method)?.block_on(future))
     }
 
-    /// Releases in the background, on our runtime, where a drop cannot wait (invariant 3); the
-    /// last handle's drop waits for it (invariant 5).
-    fn release_in_background<F>(&self, release: F)
+    /// Runs a dropped handle's `release` before returning (invariant 3), bounded by the node
+    /// timeout (a node that did not answer keeps the key until its TTL); where waiting is
+    /// refused, in the background on our runtime instead, which the last handle's drop waits for
+    /// (invariant 5).
+    fn release_dropped<F>(&self, release: F)
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.releases.spawn_on(release, self.runtime().handle());
+        if runtime_is_current() {
+            self.releases.spawn_on(release, self.runtime().handle());
+        } else {
+            self.runtime().block_on(release);
+        }
     }
 
     /// Runs `f` with our runtime current, so that whatever it spawns lands on ours (invariant 4).
@@ -594,18 +600,11 @@ impl Lock {
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        let Some(lock) = self.lock.take() else {
-            return;
-        };
-        if runtime_is_current() {
-            // Invariant 3's exception: released in the background, on our runtime.
-            self.shared.release_in_background(async move {
+        if let Some(lock) = self.lock.take() {
+            self.shared.release_dropped(async move {
                 lock.release().await;
             });
-            return;
         }
-        // Bounded by the node timeout; a node that did not answer keeps the key until its TTL.
-        self.shared.runtime().block_on(lock.release());
     }
 }
 
@@ -703,19 +702,13 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let Some(guard) = self.guard.take() else {
-            return;
-        };
-        if runtime_is_current() {
-            // Invariant 3's exception: stopped and released in the background, on our runtime.
-            self.shared.release_in_background(async move {
-                let _ = guard.release().await;
+        if let Some(guard) = self.guard.take() {
+            self.shared.release_dropped(async move {
+                // A lost lock is released all the same; whoever dropped the guard cannot be told.
+                if let Err(e) = guard.release().await {
+                    tracing::debug!(error = %e, "dropped guard's lock had been lost");
+                }
             });
-            return;
-        }
-        // A lost lock is released all the same; whoever dropped the guard cannot be told.
-        if let Err(e) = self.shared.runtime().block_on(guard.release()) {
-            tracing::debug!(error = %e, "dropped guard's lock had been lost");
         }
     }
 }
