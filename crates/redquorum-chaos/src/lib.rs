@@ -1,4 +1,4 @@
-//! A Jepsen-style checker for redlock: run lock clients against real local servers while faults
+//! A Jepsen-style checker for redquorum: run lock clients against real local servers while faults
 //! are injected, record what every client believed, and check from that history alone whether
 //! two holders of one resource ever overlapped.
 //!

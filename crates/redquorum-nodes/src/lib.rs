@@ -1,4 +1,5 @@
-//! Local `redis-server` processes for redlock's integration tests, its CLI and its chaos checker.
+//! Local `redis-server` processes for redquorum's integration tests, its CLI (`redlock`) and
+//! its chaos checker.
 //!
 //! Redlock's guarantees are about what happens when independent Redis nodes crash, restart with
 //! or without their data, or stop answering. Mocks cannot show that; real servers can. This crate
