@@ -153,7 +153,13 @@ impl Redlock {
         let resources = Resources::one(resource);
         let seen = Acquisition::start(&resources, ttl, self.engine.rules.resource_label);
         let acquired = self.acquire_resources(resources, ttl, retry, seen.span());
-        let result = acquired.instrument(seen.span().clone()).await;
+        // Wrapped only when a subscriber wants the span: the wrapper costs every acquisition
+        // (the README's *What metrics and tracing cost*).
+        let result = if seen.span().is_disabled() {
+            acquired.await
+        } else {
+            acquired.instrument(seen.span().clone()).await
+        };
         seen.finish(result)
     }
 
@@ -201,7 +207,13 @@ impl Redlock {
         let resources = Resources::set(resources).map_err(|e| telemetry::refused(e.into()))?;
         let seen = Acquisition::start(&resources, ttl, self.engine.rules.resource_label);
         let acquired = self.acquire_resources(resources, ttl, retry, seen.span());
-        let result = acquired.instrument(seen.span().clone()).await;
+        // Wrapped only when a subscriber wants the span: the wrapper costs every acquisition
+        // (the README's *What metrics and tracing cost*).
+        let result = if seen.span().is_disabled() {
+            acquired.await
+        } else {
+            acquired.instrument(seen.span().clone()).await
+        };
         seen.finish(result)
     }
 
