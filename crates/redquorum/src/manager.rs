@@ -35,6 +35,24 @@ use crate::telemetry::{self, Acquisition, Waiting};
 use crate::validity;
 use crate::waiting::Turn;
 
+/// One acquisition as the application sees it: in its span (wrapped only when a subscriber
+/// wants it), its outcome and wait recorded. A macro rather than an async fn: one more async fn
+/// around the acquisition loop nests its whole future once more, and moving that cost about
+/// 650 instructions per lock (callgrind; the README's *What metrics and tracing cost*).
+macro_rules! acquire_seen {
+    ($manager:expr, $resources:expr, $ttl:expr, $retry:expr) => {{
+        let resources = $resources;
+        let seen = Acquisition::start(&resources, $ttl, $manager.engine.rules.resource_label);
+        let acquired = $manager.acquire_resources(resources, $ttl, $retry, seen.span());
+        let result = if seen.span().is_disabled() {
+            acquired.await
+        } else {
+            acquired.instrument(seen.span().clone()).await
+        };
+        seen.finish(result)
+    }};
+}
+
 /// The lock manager: one connection per Redis master, shared by every lock and every clone.
 ///
 /// Cheap to clone (an `Arc`); create one per set of servers and share it.
@@ -150,17 +168,7 @@ impl Redlock {
         ttl: Duration,
         retry: &Retry,
     ) -> Result<Lock, Error> {
-        let resources = Resources::one(resource);
-        let seen = Acquisition::start(&resources, ttl, self.engine.rules.resource_label);
-        let acquired = self.acquire_resources(resources, ttl, retry, seen.span());
-        // Wrapped only when a subscriber wants the span: the wrapper costs every acquisition
-        // (the README's *What metrics and tracing cost*).
-        let result = if seen.span().is_disabled() {
-            acquired.await
-        } else {
-            acquired.instrument(seen.span().clone()).await
-        };
-        seen.finish(result)
+        acquire_seen!(self, Resources::one(resource), ttl, retry)
     }
 
     /// Acquires every resource in `resources` as one lock, all-or-nothing on each node, retrying
@@ -205,16 +213,7 @@ impl Redlock {
         retry: &Retry,
     ) -> Result<Lock, Error> {
         let resources = Resources::set(resources).map_err(|e| telemetry::refused(e.into()))?;
-        let seen = Acquisition::start(&resources, ttl, self.engine.rules.resource_label);
-        let acquired = self.acquire_resources(resources, ttl, retry, seen.span());
-        // Wrapped only when a subscriber wants the span: the wrapper costs every acquisition
-        // (the README's *What metrics and tracing cost*).
-        let result = if seen.span().is_disabled() {
-            acquired.await
-        } else {
-            acquired.instrument(seen.span().clone()).await
-        };
-        seen.finish(result)
+        acquire_seen!(self, resources, ttl, retry)
     }
 
     /// The acquisition loop, for one resource or a set ([`Resources`] decides the wire format):
