@@ -258,16 +258,12 @@ impl Redlock {
         Self::new(crate::Redlock::builder_from_list(list))
     }
 
-    fn shared(&self) -> &Shared {
-        &self.shared
-    }
-
     /// Waits for an acquisition and wraps the lock it returns.
     fn lock<F>(&self, method: &'static str, acquire: F) -> Result<Lock, Error>
     where
         F: Future<Output = Result<crate::Lock, Error>>,
     {
-        let lock = self.shared().block_on(method, acquire)??;
+        let lock = self.shared.block_on(method, acquire)??;
         Ok(Lock {
             lock: Some(lock),
             shared: Arc::clone(&self.shared),
@@ -276,12 +272,12 @@ impl Redlock {
 
     /// The nodes' addresses (without credentials), in configuration order.
     pub fn nodes(&self) -> Vec<String> {
-        self.shared().redlock.nodes()
+        self.shared.redlock.nodes()
     }
 
     /// How many nodes must grant a request: `N/2 + 1`.
     pub fn quorum(&self) -> usize {
-        self.shared().redlock.quorum()
+        self.shared.redlock.quorum()
     }
 
     /// Connects to every node and loads the scripts; see [`crate::Redlock::connect`]. Returns each
@@ -293,8 +289,8 @@ impl Redlock {
     /// # Cancel safety
     /// Nothing to cancel, and nothing is left on the servers but connections.
     pub fn connect(&self) -> Result<Vec<NodeReply>, Error> {
-        self.shared()
-            .block_on("Redlock::connect", self.shared().redlock.connect())
+        self.shared
+            .block_on("Redlock::connect", self.shared.redlock.connect())
     }
 
     /// Waits for the requests this manager still has in flight in the background (about two
@@ -308,8 +304,8 @@ impl Redlock {
     /// # Cancel safety
     /// Waiting only: it changes nothing on the servers.
     pub fn settle(&self) -> Result<(), Error> {
-        self.shared()
-            .block_on("Redlock::settle", self.shared().redlock.settle())
+        self.shared
+            .block_on("Redlock::settle", self.shared.redlock.settle())
     }
 
     /// Acquires `resource` for `ttl`, retrying by the manager's [`Retry`] policy; see
@@ -324,7 +320,7 @@ impl Redlock {
     pub fn acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
         self.lock(
             "Redlock::acquire",
-            self.shared().redlock.acquire(resource, ttl),
+            self.shared.redlock.acquire(resource, ttl),
         )
     }
 
@@ -338,7 +334,7 @@ impl Redlock {
     pub fn try_acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
         self.lock(
             "Redlock::try_acquire",
-            self.shared().redlock.try_acquire(resource, ttl),
+            self.shared.redlock.try_acquire(resource, ttl),
         )
     }
 
@@ -358,7 +354,7 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         self.lock(
             "Redlock::acquire_with",
-            self.shared().redlock.acquire_with(resource, ttl, retry),
+            self.shared.redlock.acquire_with(resource, ttl, retry),
         )
     }
 
@@ -373,7 +369,7 @@ impl Redlock {
     pub fn acquire_many(&self, resources: &[&str], ttl: Duration) -> Result<Lock, Error> {
         self.lock(
             "Redlock::acquire_many",
-            self.shared().redlock.acquire_many(resources, ttl),
+            self.shared.redlock.acquire_many(resources, ttl),
         )
     }
 
@@ -387,7 +383,7 @@ impl Redlock {
     pub fn try_acquire_many(&self, resources: &[&str], ttl: Duration) -> Result<Lock, Error> {
         self.lock(
             "Redlock::try_acquire_many",
-            self.shared().redlock.try_acquire_many(resources, ttl),
+            self.shared.redlock.try_acquire_many(resources, ttl),
         )
     }
 
@@ -406,9 +402,7 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         self.lock(
             "Redlock::acquire_many_with",
-            self.shared()
-                .redlock
-                .acquire_many_with(resources, ttl, retry),
+            self.shared.redlock.acquire_many_with(resources, ttl, retry),
         )
     }
 
@@ -428,9 +422,9 @@ impl Redlock {
         value: &str,
         ttl: Duration,
     ) -> Result<Instant, Error> {
-        self.shared().block_on(
+        self.shared.block_on(
             "Redlock::extend_value",
-            self.shared().redlock.extend_value(resource, value, ttl),
+            self.shared.redlock.extend_value(resource, value, ttl),
         )?
     }
 
@@ -444,9 +438,9 @@ impl Redlock {
     /// Nothing to cancel: the call returns once every node answered or timed out; a node that
     /// did not answer may keep the key until it expires.
     pub fn release_value(&self, resource: &str, value: &str) -> Result<Released, Error> {
-        self.shared().block_on(
+        self.shared.block_on(
             "Redlock::release_value",
-            self.shared().redlock.release_value(resource, value),
+            self.shared.redlock.release_value(resource, value),
         )
     }
 
@@ -459,8 +453,8 @@ impl Redlock {
     /// # Cancel safety
     /// Read-only: it leaves nothing on any server.
     pub fn status(&self, resource: &str) -> Result<Vec<NodeStatus>, Error> {
-        self.shared()
-            .block_on("Redlock::status", self.shared().redlock.status(resource))
+        self.shared
+            .block_on("Redlock::status", self.shared.redlock.status(resource))
     }
 
     /// Acquires `resource` (with the manager's [`Retry`] policy), keeps it alive with the default
@@ -486,7 +480,7 @@ impl Redlock {
         ttl: Duration,
         work: impl FnOnce(LockInfo) -> T,
     ) -> Result<T, Error> {
-        self.shared().waiting("Redlock::with_lock")?;
+        self.shared.waiting("Redlock::with_lock")?;
         let guard = self.acquire(resource, ttl)?.keep_alive(ttl);
         let output = work(LockInfo::clone(&guard));
         // Read before the release, which makes every lock lost (hold invariant 4). Time alone

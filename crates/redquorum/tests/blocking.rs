@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{cluster, patient, pttl_on, value_on};
 use redquorum::blocking::Redlock;
@@ -48,22 +48,8 @@ fn gone_everywhere(cluster: &mut Cluster, key: &str) {
     }
 }
 
-/// Polls `check` every 20 ms until it holds or `limit` passes; returns whether it held.
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let give_up = Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= give_up {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Whether `err` is the error of a blocking method called inside a runtime.
-fn is_calling_thread(err: &Error) -> bool {
+fn is_inside_runtime(err: &Error) -> bool {
     matches!(err, Error::InsideRuntime { .. })
 }
 
@@ -244,7 +230,7 @@ fn inside_a_runtime_calls_return_an_error_and_drops_release_in_the_background() 
         let err = redlock
             .try_acquire("other", ttl)
             .expect_err("refused inside a runtime");
-        assert!(is_calling_thread(&err), "{err:?}");
+        assert!(is_inside_runtime(&err), "{err:?}");
         let message = err.to_string();
         assert!(
             message.contains("redquorum::Redlock::try_acquire(..).await"),
@@ -259,7 +245,7 @@ fn inside_a_runtime_calls_return_an_error_and_drops_release_in_the_background() 
                 .with_lock("other", ttl, |_| ())
                 .expect_err("refused"),
         ] {
-            assert!(is_calling_thread(&err), "{err:?}");
+            assert!(is_inside_runtime(&err), "{err:?}");
         }
         // Nothing was sent: the refused acquisitions left no key.
         assert_eq!(value_on(cluster.node(0), "other"), None);
@@ -268,7 +254,7 @@ fn inside_a_runtime_calls_return_an_error_and_drops_release_in_the_background() 
         let err = extended
             .release()
             .expect_err("refused, released as if dropped");
-        assert!(is_calling_thread(&err), "{err:?}");
+        assert!(is_inside_runtime(&err), "{err:?}");
         // The last handle of a manager, dropped here, shuts its runtime down elsewhere.
         let builder = redquorum::Redlock::builder(cluster.urls());
         drop(Redlock::new(builder).expect("valid"));
@@ -276,7 +262,7 @@ fn inside_a_runtime_calls_return_an_error_and_drops_release_in_the_background() 
 
     for key in ["res", "ext"] {
         assert!(
-            eventually(WITHIN, || (0..3)
+            common::eventually_blocking(WITHIN, || (0..3)
                 .all(|i| value_on(cluster.node(i), key).is_none())),
             "{key} released in the background"
         );
@@ -312,7 +298,7 @@ fn with_lock_reports_a_loss_during_the_work() {
     let result = redlock.with_lock("res", ttl, |info| {
         cluster.node(0).pause().expect("pause");
         cluster.node(1).pause().expect("pause");
-        let noticed = eventually(WITHIN, || info.is_lost());
+        let noticed = common::eventually_blocking(WITHIN, || info.is_lost());
         cluster.node(0).resume().expect("resume");
         cluster.node(1).resume().expect("resume");
         assert!(noticed, "the work sees the loss");

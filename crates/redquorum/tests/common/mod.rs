@@ -76,3 +76,18 @@ pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> boo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// [`eventually`] for plain threads (the blocking API's tests): polls `check` every 20 ms until
+/// it holds or `limit` passes; returns whether it held.
+pub fn eventually_blocking(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let give_up = std::time::Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() >= give_up {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
