@@ -12,12 +12,15 @@
 //! another:
 //!
 //! - **redlock**: `try_acquire` (one attempt, no retry), then `release`; plain Redlock, i.e. no
-//!   fencing round (unless `--fencing`), no restart quarantine (fresh servers would rightly be
+//!   fencing (unless `--fencing`), no restart quarantine (fresh servers would rightly be
 //!   quarantined), and notification off (unless `--notify`, which should cost nothing here,
 //!   since nobody waits; see `examples/contended.rs` for what it buys);
 //! - **baseline**: `SET key value NX PX ttl` to all N nodes concurrently (`join_all`, one
 //!   `MultiplexedConnection` per node, made once), then `EVALSHA` of the standard
 //!   compare-and-delete script to all N concurrently. Same kind of value (20 random bytes, hex).
+//!   With `--against plain`, the baseline is plain Redlock through the library instead, so that
+//!   `--fencing` (or the other options) is measured against the library without it, side by
+//!   side.
 //!
 //! Both sides run in the same process, in alternating phases (baseline, redlock, redlock,
 //! baseline, …) after a warm-up of each, so that noise on the machine hits both alike: the ratios
@@ -87,7 +90,7 @@ struct Args {
     #[arg(long)]
     quarantine: bool,
 
-    /// Also give every acquisition a fencing token (one more round trip; no target applies).
+    /// Also give every acquisition a fencing token (no target applies against raw commands).
     #[arg(long)]
     fencing: bool,
     /// Redlock's node timeout (default: the library's); raise it under valgrind.
@@ -99,6 +102,16 @@ struct Args {
     /// Run only this side, e.g. under a profiler (no ratios then).
     #[arg(long, value_enum)]
     only: Option<Side>,
+    /// What the baseline side runs: raw commands, or plain Redlock through the library
+    /// (no fencing, quarantine or notification), to measure what those options cost side by side.
+    #[arg(long, value_enum, default_value = "raw")]
+    against: Against,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Against {
+    Raw,
+    Plain,
 }
 
 impl Args {
@@ -135,6 +148,8 @@ struct Target {
     /// The servers' pids, to read their CPU time.
     server_pids: Vec<u32>,
     redlock: Redlock,
+    /// The baseline with `--against plain`: the library with none of the options.
+    plain: Option<Redlock>,
     conns: Vec<MultiplexedConnection>,
     release_sha: String,
     ttl: Duration,
@@ -157,6 +172,20 @@ impl Target {
             builder = builder.node_timeout(timeout);
         }
         let redlock = builder.build().expect("valid bench configuration");
+        let plain = (args.against == Against::Plain).then(|| {
+            let mut builder = Redlock::builder(urls.iter().cloned())
+                .quarantine(false)
+                .fencing(false)
+                .notify(false);
+            if let Some(timeout) = args.node_timeout {
+                builder = builder.node_timeout(timeout);
+            }
+            builder.build().expect("valid bench configuration")
+        });
+        if let Some(plain) = &plain {
+            let replies = plain.connect().await;
+            assert!(replies.iter().all(|r| r.reply.is_granted()), "{replies:?}");
+        }
         let ttl = args.ttl;
         let mut replies = redlock.connect().await;
         // A fresh server is trusted once it has been up for max_ttl (it shows its marker).
@@ -197,6 +226,7 @@ impl Target {
             nodes: urls.len(),
             server_pids: cluster.iter().filter_map(|node| node.pid()).collect(),
             redlock,
+            plain,
             conns,
             release_sha,
             ttl,
@@ -207,17 +237,19 @@ impl Target {
     /// One cycle; `false` if the release missed a node that had granted the lock.
     async fn cycle(&self, side: Side, key: &str) -> bool {
         match side {
-            Side::Baseline => {
-                self.baseline_cycle(key).await;
-                true
-            }
-            Side::Redlock => self.redlock_cycle(key).await,
+            Side::Baseline => match &self.plain {
+                Some(plain) => self.redlock_cycle(plain, key).await,
+                None => {
+                    self.baseline_cycle(key).await;
+                    true
+                }
+            },
+            Side::Redlock => self.redlock_cycle(&self.redlock, key).await,
         }
     }
 
-    async fn redlock_cycle(&self, key: &str) -> bool {
-        let lock = self
-            .redlock
+    async fn redlock_cycle(&self, redlock: &Redlock, key: &str) -> bool {
+        let lock = redlock
             .try_acquire(key, self.ttl)
             .await
             .expect("an uncontended lock is granted");
@@ -421,7 +453,8 @@ impl Row {
     /// The target this row is held to and whether it meets it; `None` when none applies (fencing
     /// adds a round trip; one side only).
     fn verdict(&self, args: &Args) -> Option<(String, bool)> {
-        if args.fencing || args.quarantine || args.only.is_some() {
+        if args.fencing || args.quarantine || args.only.is_some() || args.against == Against::Plain
+        {
             return None;
         }
         Some(if self.tasks == 1 {
@@ -463,6 +496,7 @@ impl Row {
             "fencing": args.fencing,
             "quarantine": args.quarantine,
             "notify": args.notify,
+            "against": format!("{:?}", args.against).to_lowercase(),
             "target_met": self.verdict(args).map(|(_, met)| met),
         })
     }
@@ -506,13 +540,17 @@ fn table(rows: &[Row], args: &Args) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Uncontended `try_acquire` + `release`{}, a fresh resource per cycle; baseline = raw \
-         `SET NX PX` then `EVALSHA` on every node. {} × {:?} per side and row, {} cores, {}.\n",
+        "Uncontended `try_acquire` + `release`{}, a fresh resource per cycle; baseline = {}. \
+         {} × {:?} per side and row, {} cores, {}.\n",
         match (args.fencing, args.notify) {
             (true, true) => " with fencing and announced releases",
             (true, false) => " with fencing",
             (false, true) => " with announced releases",
             (false, false) => "",
+        },
+        match args.against {
+            Against::Raw => "raw `SET NX PX` then `EVALSHA` on every node",
+            Against::Plain => "plain Redlock (no fencing, quarantine or notification)",
         },
         args.phases,
         args.duration_per_phase,

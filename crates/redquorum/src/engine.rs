@@ -42,6 +42,7 @@ use tracing::Instrument;
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
 use crate::error::{ConfigError, Error, RoundFailure};
+use crate::fencing::Proposals;
 use crate::node::{Answer, Node, Request, reply_of};
 use crate::quarantine::TrustPolicy;
 use crate::quorum::{Decision, Tally};
@@ -147,8 +148,8 @@ pub(crate) struct Round {
     pub(crate) decision: Decision,
     /// The requests of a won round still in flight.
     pub(crate) stragglers: Option<LeftBehind>,
-    /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
-    pub(crate) fence_floor: Option<u64>,
+    /// What the nodes that granted proposed as the token (fenced acquisitions).
+    pub(crate) proposals: Proposals,
     /// How many nodes said another waiter's turn comes first (fair acquisitions).
     pub(crate) behind: usize,
     pub(crate) quorum: usize,
@@ -171,8 +172,8 @@ struct Count {
     tally: Tally,
     /// Emptied when the round is decided: stragglers are not recorded any more.
     replies: Vec<Reply>,
-    /// The largest fencing floor among the nodes that did what we asked (fenced acquisitions).
-    fence_floor: Option<u64>,
+    /// What the nodes that granted proposed as the token (fenced acquisitions).
+    proposals: Proposals,
     /// How many nodes refused a fair acquisition because another waiter was ahead.
     behind: usize,
 }
@@ -183,7 +184,7 @@ impl Count {
             request,
             tally: Tally::new(nodes),
             replies: vec![Reply::Pending; nodes],
-            fence_floor: None,
+            proposals: Proposals::default(),
             behind: 0,
         }
     }
@@ -196,9 +197,12 @@ impl Count {
         *reply = reply_of(self.request, result);
         let counts = match result {
             Ok(answer) if answer.done => {
-                self.fence_floor = self.fence_floor.max(answer.fence_floor);
                 // Invariant 3: a quarantined node's vote does not count.
-                !self.request.is_vote() || answer.quarantined_for.is_none()
+                let counts = !self.request.is_vote() || answer.quarantined_for.is_none();
+                if let Some(proposal) = answer.proposal {
+                    self.proposals.add(proposal, counts);
+                }
+                counts
             }
             Ok(answer) => {
                 self.behind += usize::from(answer.behind);
@@ -349,13 +353,13 @@ impl Engine {
         })
         .await;
         // Decided: replies that come in from now on are not recorded.
-        let (decision, quorum, fence_floor, behind, replies) = {
+        let (decision, quorum, proposals, behind, replies) = {
             let mut count = fanout.count();
             let replies = std::mem::take(&mut count.replies);
             (
                 count.tally.decision(),
                 count.tally.quorum(),
-                count.fence_floor,
+                count.proposals,
                 count.behind,
                 replies,
             )
@@ -388,7 +392,7 @@ impl Engine {
             start,
             asked: request.asked(),
             decision,
-            fence_floor,
+            proposals,
             behind,
             stragglers,
             quorum,

@@ -1,6 +1,7 @@
-//! The Redlock algorithm, top to bottom: attempt (a `SET` round, then a fencing round), decide,
-//! roll back, wait, attempt again. The rounds themselves (fan-out, count, deadline) are the
-//! [`engine`](crate::engine)'s; waiting for a turn is [`waiting`](crate::waiting)'s.
+//! The Redlock algorithm, top to bottom: attempt (a `SET` round, then a fencing round when the
+//! votes did not agree on the token), decide, roll back, wait, attempt again. The rounds
+//! themselves (fan-out, count, deadline) are the [`engine`](crate::engine)'s; waiting for a turn
+//! is [`waiting`](crate::waiting)'s.
 //!
 //! # Invariants
 //! 1. A lock is handed out only if a quorum granted **and** the deadline is still in the future
@@ -25,6 +26,7 @@ use tracing::Instrument;
 
 use crate::engine::{Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
+use crate::fencing::{self, Advance};
 use crate::lock::{Held, Lock};
 use crate::node::Request;
 use crate::quorum::Decision;
@@ -301,8 +303,9 @@ impl Redlock {
         }
     }
 
-    /// One attempt: the `SET` round, then (fencing on) the round that stores the token. Returns
-    /// the lock, or what the loop needs to roll the attempt back and wait.
+    /// One attempt: the `SET` round, then (fencing on, when the votes did not agree on the
+    /// token) the round that stores it. Returns the lock, or what the loop needs to roll the
+    /// attempt back and wait.
     async fn attempt(
         &self,
         resources: &Resources,
@@ -311,7 +314,10 @@ impl Redlock {
         turn: &Turn,
     ) -> Result<Lock, Box<LostAttempt>> {
         let engine = &self.engine;
-        let fenced = engine.rules.fence_retention.is_some();
+        let advance = engine.rules.fence_retention.map(|retention| Advance {
+            retention_ms: validity::ttl_millis(retention),
+            grain_us: fencing::clock_grain(engine.rules.max_ttl),
+        });
         // Armed before the first request: dropping this future mid-round releases (invariant 3
         // keeps that release from touching anybody else's lock).
         let mut held = Held::new(
@@ -323,11 +329,13 @@ impl Redlock {
         let set = match turn.place() {
             Some(place) => Request::SetQueued {
                 ttl_ms,
-                fenced,
+                advance,
                 place,
             },
-            None if fenced => Request::SetFenced { ttl_ms },
-            None => Request::Set { ttl_ms },
+            None => match advance {
+                Some(advance) => Request::SetFenced { ttl_ms, advance },
+                None => Request::Set { ttl_ms },
+            },
         };
         let mut round = engine
             .round(
@@ -346,26 +354,29 @@ impl Redlock {
         let behind = round.behind >= round.quorum;
         let mut deadline = engine.deadline_if_won(&round, ttl);
         let mut fence = None;
-        if let (Some(valid_until), Some(retention), Some(token)) =
-            (deadline, engine.rules.fence_retention, round.fence_floor)
+        if let (Some(valid_until), Some(advance), Some(token)) =
+            (deadline, advance, round.proposals.token())
         {
-            // Invariant 5: store the token on a quorum before anybody may use it.
-            let store = Request::Fence {
-                token,
-                retention_ms: validity::ttl_millis(retention),
-            };
-            round = engine
-                .round(
-                    Until::WonThenDriven,
-                    store,
-                    resources,
-                    held.value(),
-                    engine.rules.node_timeout,
-                )
-                .await;
-            let stored = round.decision == Decision::Won && valid_until > Instant::now();
-            deadline = stored.then_some(valid_until);
-            fence = Some(token);
+            // `fencing` invariant 1: the token is stored on a quorum before anybody may use it,
+            // by the acquisition itself when its votes agree, else by a round of its own.
+            if !token.stored {
+                let store = Request::Fence {
+                    token: token.value,
+                    retention_ms: advance.retention_ms,
+                };
+                round = engine
+                    .round(
+                        Until::WonThenDriven,
+                        store,
+                        resources,
+                        held.value(),
+                        engine.rules.node_timeout,
+                    )
+                    .await;
+                let stored = round.decision == Decision::Won && valid_until > Instant::now();
+                deadline = stored.then_some(valid_until);
+            }
+            fence = Some(token.value);
         }
         match deadline {
             Some(deadline) => Ok(Lock::new(held, deadline, fence)),

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::cause::Asked;
-use crate::fencing;
+use crate::fencing::Advance;
 use crate::quarantine::MARKER_KEY;
 use crate::reply::{NodeError, Reply};
 use crate::resources::Resources;
@@ -43,13 +43,14 @@ use crate::waiting::{QueuePlace, WaiterId};
 pub(crate) enum Request {
     /// `SET key value NX PX ttl_ms`; for a set, a script that sets every key only if none exists.
     Set { ttl_ms: u64 },
-    /// `SET NX PX`, also reading the fencing counter and the node's clock, in one script.
-    SetFenced { ttl_ms: u64 },
+    /// `SET NX PX`, also advancing the fencing counters to the node's proposal for the token,
+    /// in one script ([`fencing`](crate::fencing) step 1).
+    SetFenced { ttl_ms: u64, advance: Advance },
     /// As a fair waiter: join or keep `place` in the resources' queues, and set the keys if they
-    /// are free and it is our turn; fenced as [`Request::SetFenced`] when asked.
+    /// are free and it is our turn; fenced as [`Request::SetFenced`] when `advance` is given.
     SetQueued {
         ttl_ms: u64,
-        fenced: bool,
+        advance: Option<Advance>,
         place: QueuePlace,
     },
     /// Store a fencing token while the lock still holds our value.
@@ -113,9 +114,9 @@ pub(crate) struct Answer {
     pub(crate) done: bool,
     /// How much longer the node is quarantined, if it is (its votes do not count).
     pub(crate) quarantined_for: Option<Duration>,
-    /// For [`Request::SetFenced`]: the smallest token this node would accept as new,
-    /// `max(counter + 1, node time in µs)`, the counter being the largest of the set's.
-    pub(crate) fence_floor: Option<u64>,
+    /// For a fenced acquisition: the node's proposal for the token, its counters' new value
+    /// ([`fencing`](crate::fencing) step 1).
+    pub(crate) proposal: Option<u64>,
     /// For [`Request::SetQueued`]: refused because another waiter is ahead in the queue.
     pub(crate) behind: bool,
 }
@@ -230,7 +231,7 @@ impl Node {
         let answered = Instant::now();
         let quarantined_for = connection.finish(answered); // invariant 1: read after the reply
         let took = answered.saturating_duration_since(sent);
-        let (done, fence_floor, behind) = match outcome {
+        let (done, proposal, behind) = match outcome {
             Ok(outcome) => {
                 self.metrics.answered(request.kind(), took, quarantined_for);
                 outcome
@@ -243,13 +244,13 @@ impl Node {
         Ok(Answer {
             done,
             quarantined_for,
-            fence_floor,
+            proposal,
             behind,
         })
     }
 }
 
-/// Sends `request` on `connection`: whether it was done, the fenced acquire's floor, and whether a
+/// Sends `request` on `connection`: whether it was done, the fenced acquire's proposal, and whether a
 /// queued acquire was refused because another waiter's turn came first.
 async fn perform(
     connection: &Connection<'_>,
@@ -289,7 +290,7 @@ async fn perform(
                 reply => (int_reply(&reply)? == 1, None, false),
             }
         }
-        Request::SetFenced { ttl_ms } => {
+        Request::SetFenced { ttl_ms, advance } => {
             // One resource (the common case): the script reads the marker itself, which
             // costs no command of its own (measured with `examples/bench.rs --fencing
             // --quarantine`: see the README).
@@ -300,27 +301,30 @@ async fn perform(
                 one_or_many(resources, &ACQUIRE_FENCED, &ACQUIRE_MANY_FENCED)
             };
             let reply = connection
-                .eval(checked && !marked, script, keys, Some(value), &[ttl_ms])
+                .eval(
+                    checked && !marked,
+                    script,
+                    keys,
+                    Some(value),
+                    &[ttl_ms, advance.retention_ms, advance.grain_us],
+                )
                 .await?;
             match reply {
                 Value::Nil => (false, None, false),
                 reply => {
-                    if marked {
-                        let Value::Array(items) = &reply else {
-                            return Err(unexpected("fenced SET", &reply));
-                        };
-                        connection.check_marker(items.get(3));
+                    if marked && let Value::Array(items) = &reply {
+                        connection.check_marker(items.get(1));
                     }
-                    (true, Some(fence_floor(&reply)?), false)
+                    (true, Some(proposal(&reply)?), false)
                 }
             }
         }
         Request::SetQueued {
             ttl_ms,
-            fenced,
+            advance,
             place,
         } => {
-            let script: &LuaScript = if fenced {
+            let script: &LuaScript = if advance.is_some() {
                 &ACQUIRE_QUEUED_FENCED
             } else {
                 &ACQUIRE_QUEUED
@@ -331,6 +335,8 @@ async fn perform(
                 place.ticket_us,
                 place.lease_ms,
                 keys.len(),
+                advance.map_or(0, |a| a.retention_ms),
+                advance.map_or(0, |a| a.grain_us),
             );
             match connection
                 .eval(checked, script, keys, Some(value), tail)
@@ -339,7 +345,7 @@ async fn perform(
                 Value::Nil => (false, None, false),
                 // Refused: another waiter's turn (the script's 0).
                 Value::Int(0) => (false, None, true),
-                reply if fenced => (true, Some(fence_floor(&reply)?), false),
+                reply if advance.is_some() => (true, Some(proposal(&reply)?), false),
                 reply => (int_reply(&reply)? == 1, None, false),
             }
         }
@@ -396,25 +402,16 @@ fn int_reply(reply: &Value) -> Result<i64, NodeError> {
     }
 }
 
-/// Reads the fenced acquire script's `{counter, seconds, microseconds}` as
-/// `max(counter + 1, time in µs)`.
-fn fence_floor(reply: &Value) -> Result<u64, NodeError> {
-    let number = |v: Option<&Value>| -> Option<u64> {
-        match v? {
-            Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-            Value::Int(n) => u64::try_from(*n).ok(),
-            _ => None,
-        }
+/// Reads a fenced acquire script's `{proposal, ...}`: the node's proposal for the token.
+fn proposal(reply: &Value) -> Result<u64, NodeError> {
+    let first = match reply {
+        Value::Array(items) => items.first(),
+        _ => None,
     };
-    let Value::Array(items) = reply else {
-        return Err(unexpected("fenced SET", reply));
-    };
-    let (Some(counter), Some(secs), Some(micros)) = (
-        number(items.first()),
-        number(items.get(1)),
-        number(items.get(2)),
-    ) else {
-        return Err(unexpected("fenced SET", reply));
-    };
-    Ok(fencing::floor(counter, secs, micros))
+    match first {
+        Some(Value::Int(n)) => u64::try_from(*n).ok(),
+        Some(Value::BulkString(b)) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+        _ => None,
+    }
+    .ok_or_else(|| unexpected("fenced SET", reply))
 }

@@ -52,7 +52,7 @@ const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
 const FENCED_MARKED: &[KeyGroup] = &[KeyGroup::Fence, KeyGroup::Marker];
 
 /// A script that uses the waiting queue, with the queue's shared functions in front (and, for
-/// the acquisition, the fenced scripts' shared reading of the counters).
+/// the acquisition, the fenced scripts' shared advance of the counters).
 macro_rules! queue_script {
     ($file:literal) => {
         concat!(include_str!("scripts/queue.lua"), include_str!($file))
@@ -60,7 +60,7 @@ macro_rules! queue_script {
     ($file:literal, fenced) => {
         concat!(
             include_str!("scripts/queue.lua"),
-            include_str!("scripts/fence_reading.lua"),
+            include_str!("scripts/fence_advance.lua"),
             include_str!($file)
         )
     };
@@ -76,24 +76,27 @@ pub(crate) static MARKER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/marker.lua"), &[]));
 pub(crate) static INSPECT: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
+/// A fenced acquisition's script, the counters' shared advance in front.
+macro_rules! fenced_script {
+    ($file:literal) => {
+        concat!(
+            include_str!("scripts/fence_advance.lua"),
+            include_str!($file)
+        )
+    };
+}
+
 pub(crate) static ACQUIRE_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED));
+    LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_fenced.lua"), FENCED));
 // The same script, also reading the marker back (invariant 7) for a single resource.
 pub(crate) static ACQUIRE_FENCED_MARKED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_fenced.lua"), FENCED_MARKED));
+    LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_fenced.lua"), FENCED_MARKED));
 pub(crate) static FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
 pub(crate) static ACQUIRE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), &[]));
-pub(crate) static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
-        concat!(
-            include_str!("scripts/fence_reading.lua"),
-            include_str!("scripts/acquire_many_fenced.lua")
-        ),
-        FENCED,
-    )
-});
+pub(crate) static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_many_fenced.lua"), FENCED));
 pub(crate) static FENCE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), FENCED));
 pub(crate) static EXTEND_MANY: LazyLock<LuaScript> =

@@ -85,6 +85,15 @@ fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
         .iter()
         .map(|n| format!("127.0.0.1:{}", n.port()))
         .collect();
+    // Counters that differ on every node: whichever quorum answers first disagrees, so each won
+    // acquisition takes its fencing round (in the steady state, nodes agree and it takes none).
+    for (i, node) in cluster.iter().enumerate() {
+        for resource in ["invoice:1", "invoice:3"] {
+            let counter = (4_000_000_000_000_000 + 10 * i).to_string();
+            node.cli(&["SET", &format!("redlock-fence:{resource}"), &counter])
+                .expect("seed a counter");
+        }
+    }
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
         let manager = common::connected(&cluster).await;
@@ -161,7 +170,8 @@ fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
         ),
         4.0
     );
-    // Fencing is on by default: one fencing round per won acquisition.
+    // Fencing is on by default, and the seeded counters disagree: one fencing round per won
+    // acquisition.
     assert_eq!(
         value(
             &figures,

@@ -7,10 +7,10 @@
 -- resource to that resource's own waiters while it cannot take it anyway (`waiting` invariant 11).
 -- KEYS[1..n] = the resources (sorted), then KEYS[n+1..2n] = their fencing counters when fenced;
 -- ARGV[1] = lock value, ARGV[2] = TTL in ms, ARGV[3] = waiter id, ARGV[4] = its ticket,
--- ARGV[5] = lease in ms, ARGV[6] = n.
+-- ARGV[5] = lease in ms, ARGV[6] = n, ARGV[7] = counter retention in ms and
+-- ARGV[8] = the clock grain in µs when fenced.
 -- Returns 0 when refused because another waiter is ahead, nil when refused because a key exists;
--- when granted 1, or when
--- fenced {largest counter or "0", seconds, microseconds} as acquire_many_fenced.lua.
+-- when granted 1, or when fenced {the node's proposed token} as acquire_many_fenced.lua.
 local n = tonumber(ARGV[6])
 local id, ticket, lease = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local free = true
@@ -70,4 +70,4 @@ end
 if #KEYS < 2 * n then
     return 1
 end
-return fence_reading(n + 1, 2 * n)
+return {fence_advance(n + 1, 2 * n, ARGV[7], ARGV[8])}

@@ -1,0 +1,271 @@
+//! A fenced acquisition takes one round when the nodes of its quorum agree on the token, and
+//! stores the largest proposal in a round of its own whenever they do not: a node whose counter
+//! was deleted, a node that missed acquisitions while it was down, counters that expired, a
+//! majority that lost its data, sets whose members stand at different counters. Tokens increase
+//! through every one of them (`fencing` invariants 1–6).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{cluster, patient, volatile_cluster};
+use redquorum::{Redlock, Retry};
+use redquorum_nodes::{Cluster, RedisNode};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// The resource's counter on `node`, if it has one.
+fn counter_on(node: &RedisNode, resource: &str) -> Option<u64> {
+    node.cli(&["GET", &format!("redlock-fence:{resource}")])
+        .ok()
+        .and_then(|v| v.parse().ok())
+}
+
+/// `EVALSHA` calls on `node` since its statistics were last reset: every script the library
+/// runs on a warm connection (acquire, token store, release) is one.
+fn scripts_run(node: &RedisNode) -> u64 {
+    let stats = node.cli(&["INFO", "commandstats"]).unwrap_or_default();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether a quorum of `cluster`'s nodes hold `token` as `resource`'s counter.
+fn quorum_holds(cluster: &Cluster, resource: &str, token: u64) -> bool {
+    let holding = cluster
+        .iter()
+        .filter(|n| counter_on(n, resource) == Some(token))
+        .count();
+    holding > cluster.len() / 2
+}
+
+fn reset_stats(cluster: &Cluster) {
+    for node in cluster.iter() {
+        node.cli(&["CONFIG", "RESETSTAT"]).expect("reset stats");
+    }
+}
+
+/// Acquires and releases `resource`, returning the lock's token.
+async fn cycle(redlock: &Redlock, resource: &str, retry: &Retry) -> u64 {
+    let lock = redlock.acquire_with(resource, TTL, retry).await.unwrap();
+    let token = lock.fence().expect("fencing is on by default");
+    lock.release().await;
+    token
+}
+
+/// Acquires and releases `resource` until its counter is the same on every node, and returns
+/// the last token. Nodes that read their clocks across a grain boundary propose different values;
+/// the largest proposal of the quorum is stored on every node, but a node that answered after the
+/// quorum keeps its own if it is larger, until a quorum that includes it stores that.
+async fn settle(cluster: &Cluster, redlock: &Redlock, resource: &str) -> u64 {
+    let mut token = cycle(redlock, resource, &patient()).await;
+    for _ in 0..30 {
+        if cluster
+            .iter()
+            .all(|n| counter_on(n, resource) == Some(token))
+        {
+            return token;
+        }
+        token = cycle(redlock, resource, &patient()).await;
+    }
+    panic!("the counters of {resource} never became equal");
+}
+
+fn manager_with_timeout(cluster: &Cluster) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .node_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_that_agree_hand_out_the_token_in_the_acquisition_round() {
+    let cluster = cluster(3);
+    let redlock = common::connected(&cluster).await;
+    let mut previous = settle(&cluster, &redlock, "res").await;
+    let mut in_one_round = 0;
+    for _ in 0..50 {
+        reset_stats(&cluster);
+        let token = cycle(&redlock, "res", &patient()).await;
+        assert!(token > previous);
+        // A cycle that reaches a new grain (a second) jumps to the rounded clock instead, and
+        // may need the store round if the nodes read their clocks on both sides of it.
+        if token == previous + 1 {
+            in_one_round += 1;
+            assert!(
+                quorum_holds(&cluster, "res", token),
+                "stored by the acquisition"
+            );
+            for node in cluster.iter() {
+                // One script to acquire, one to release: no round to store the token.
+                assert_eq!(scripts_run(node), 2);
+            }
+            if in_one_round == 5 {
+                return;
+            }
+        }
+        previous = token;
+    }
+    panic!("only {in_one_round} of 50 cycles stayed within a grain");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_counter_was_deleted_makes_the_quorum_store_the_largest_proposal() {
+    let mut cluster = cluster(3);
+    let redlock = manager_with_timeout(&cluster);
+    let mut tokens = vec![cycle(&redlock, "res", &patient()).await];
+    tokens.push(cycle(&redlock, "res", &patient()).await);
+    cluster.node(0).cli(&["DEL", "redlock-fence:res"]).unwrap();
+    // Node 2 is stopped, so the quorum is nodes 0 and 1: node 0 proposes its clock, node 1 its
+    // counter + 1.
+    cluster.node(2).pause().unwrap();
+    let token = cycle(&redlock, "res", &patient()).await;
+    cluster.node(2).resume().unwrap();
+    assert!(token > tokens[1], "{token} after {tokens:?}");
+    // They disagreed, so the largest proposal was stored on both: node 1 holds it now.
+    assert_eq!(counter_on(cluster.node(1), "res"), Some(token));
+    assert_eq!(counter_on(cluster.node(0), "res"), Some(token));
+    tokens.push(token);
+    tokens.push(cycle(&redlock, "res", &patient()).await);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_missed_acquisitions_while_down_is_caught_up_by_the_store() {
+    let mut cluster = cluster(3);
+    let redlock = manager_with_timeout(&cluster);
+    let mut tokens = vec![cycle(&redlock, "res", &patient()).await];
+    let behind = counter_on(cluster.node(2), "res").expect("node 2 took part");
+    // Node 2 is down (its data kept on disk) while nodes 0 and 1 hand out three more tokens.
+    cluster.node(2).kill().unwrap();
+    for _ in 0..3 {
+        tokens.push(cycle(&redlock, "res", &patient()).await);
+    }
+    cluster.node(2).restart().unwrap();
+    assert_eq!(
+        counter_on(cluster.node(2), "res"),
+        Some(behind),
+        "it missed them"
+    );
+    // Now node 1 is down: the quorum is node 0 (up to date) and node 2 (behind).
+    cluster.node(1).kill().unwrap();
+    let token = cycle(&redlock, "res", &patient()).await;
+    cluster.node(1).restart().unwrap();
+    let last = *tokens.last().unwrap();
+    assert!(token > last, "{token} after {tokens:?}");
+    assert_eq!(counter_on(cluster.node(2), "res"), Some(token), "caught up");
+    tokens.push(token);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_that_expired_start_again_above_every_earlier_token() {
+    let cluster = cluster(3);
+    let max_ttl = Duration::from_millis(500);
+    let redlock = Redlock::builder(cluster.urls())
+        .max_ttl(max_ttl)
+        .fence_retention(max_ttl * 2)
+        .build()
+        .unwrap();
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let lock = redlock
+            .acquire_with("res", max_ttl, &patient())
+            .await
+            .unwrap();
+        tokens.push(lock.fence().unwrap());
+        lock.release().await;
+    }
+    tokio::time::sleep(max_ttl * 3).await;
+    assert!(
+        cluster.iter().all(|n| counter_on(n, "res").is_none()),
+        "the counters expired"
+    );
+    let lock = redlock
+        .acquire_with("res", max_ttl, &patient())
+        .await
+        .unwrap();
+    tokens.push(lock.fence().unwrap());
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_that_lost_its_counters_still_hands_out_larger_tokens() {
+    for quarantine in [false, true] {
+        let mut cluster = volatile_cluster(3);
+        // With the quarantine on, restarted nodes sit out `max_ttl` first; keep it short.
+        let max_ttl = Duration::from_millis(500);
+        let redlock = Redlock::builder(cluster.urls())
+            .quarantine(quarantine)
+            .max_ttl(max_ttl)
+            .fence_retention(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let retry = patient();
+        let mut tokens = Vec::new();
+        for _ in 0..4 {
+            let lock = redlock.acquire_with("res", max_ttl, &retry).await.unwrap();
+            tokens.push(lock.fence().unwrap());
+            lock.release().await;
+        }
+        cluster.node(0).restart_empty().unwrap();
+        cluster.node(1).restart_empty().unwrap();
+        if !quarantine {
+            // The clock term alone: a later token is larger when the acquisitions are further
+            // apart than the clock grain (`fencing` invariant 4; here max_ttl / 2). The quarantine
+            // makes that wait itself: the restarted nodes do not vote for max_ttl.
+            tokio::time::sleep(max_ttl).await;
+        }
+        let lock = redlock.acquire_with("res", max_ttl, &retry).await.unwrap();
+        tokens.push(lock.fence().unwrap());
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "quarantine {quarantine}: {tokens:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_whose_members_stand_at_different_counters_gets_a_token_above_both() {
+    let cluster = cluster(3);
+    let redlock = common::connected(&cluster).await;
+    let mut a = vec![settle(&cluster, &redlock, "a").await];
+    for _ in 0..3 {
+        a.push(cycle(&redlock, "a", &patient()).await);
+    }
+    let b = settle(&cluster, &redlock, "b").await;
+    let set = redlock.acquire_many(&["a", "b"], TTL).await.unwrap();
+    let token = set.fence().unwrap();
+    set.release().await;
+    assert!(
+        token > b && a.iter().all(|t| token > *t),
+        "{token}: a {a:?}, b {b}"
+    );
+    // Both counters now stand at the set's token on a quorum, so the set's next acquisition
+    // agrees at once (unless it crosses a grain boundary: then the next one does).
+    assert!(quorum_holds(&cluster, "a", token) && quorum_holds(&cluster, "b", token));
+    let mut previous = token;
+    let mut agreed = false;
+    for _ in 0..20 {
+        reset_stats(&cluster);
+        let again = redlock.acquire_many(&["a", "b"], TTL).await.unwrap();
+        let next = again.fence().unwrap();
+        again.release().await;
+        assert!(next > previous);
+        if next == previous + 1 {
+            for node in cluster.iter() {
+                assert_eq!(scripts_run(node), 2, "acquire and release only");
+            }
+            agreed = true;
+            break;
+        }
+        previous = next;
+    }
+    assert!(agreed, "no acquisition of the set in one round");
+    let b_alone = cycle(&redlock, "b", &patient()).await;
+    let a_alone = cycle(&redlock, "a", &patient()).await;
+    assert!(b_alone > previous && a_alone > previous);
+}
