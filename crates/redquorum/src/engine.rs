@@ -378,14 +378,13 @@ impl Engine {
                 ))
             }
         });
-        let took = start.elapsed();
-        telemetry::round(request.kind(), took);
+        telemetry::round(request.kind(), start);
         tracing::debug!(
             request = request.kind().name(),
             decision = ?decision,
             quorum,
             replies = %NodeReplies(&self.nodes, &replies),
-            took_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            took_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
             "round"
         );
         Round {

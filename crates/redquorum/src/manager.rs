@@ -40,18 +40,26 @@ use crate::waiting::Turn;
 /// One acquisition as the application sees it: in its span (wrapped only when a subscriber
 /// wants it), its outcome and wait recorded. A macro rather than an async fn: one more async fn
 /// around the acquisition loop nests its whole future once more, and moving that cost about
-/// 650 instructions per lock (callgrind; the README's *What metrics and tracing cost*).
+/// 650 instructions per lock (callgrind; the README's *What metrics and tracing cost*). For the
+/// same reason the loop's future is built where it is awaited, not bound first (a move of about
+/// 2 KB), and the result is borrowed to be recorded, not moved through.
 macro_rules! acquire_seen {
     ($manager:expr, $resources:expr, $ttl:expr, $retry:expr) => {{
         let resources = $resources;
         let seen = Acquisition::start(&resources, $ttl, $manager.engine.rules.resource_label);
-        let acquired = $manager.acquire_resources(resources, $ttl, $retry, seen.span());
         let result = if seen.span().is_disabled() {
-            acquired.await
+            $manager
+                .acquire_resources(resources, $ttl, $retry, &seen)
+                .await
         } else {
-            acquired.instrument(seen.span().clone()).await
+            let span = seen.span().clone();
+            $manager
+                .acquire_resources(resources, $ttl, $retry, &seen)
+                .instrument(span)
+                .await
         };
-        seen.finish(result)
+        seen.finish(result.as_ref().map(drop));
+        result
     }};
 }
 
@@ -219,18 +227,19 @@ impl Redlock {
     }
 
     /// The acquisition loop, for one resource or a set ([`Resources`] decides the wire format):
-    /// attempt, and until one wins, roll back, wait, and attempt again. `span` is the
-    /// acquisition's, which learns how many attempts it took.
+    /// attempt, and until one wins, roll back, wait, and attempt again. `seen` is the
+    /// acquisition as telemetry sees it: its span learns how many attempts it took, and the
+    /// retry schedule counts from its start.
     async fn acquire_resources(
         &self,
         resources: Resources,
         ttl: Duration,
         retry: &Retry,
-        span: &tracing::Span,
+        seen: &Acquisition,
     ) -> Result<Lock, Error> {
         let engine = &self.engine;
         let ttl_ms = engine.check_ttl(ttl)?;
-        let mut schedule = retry.schedule(Instant::now());
+        let mut schedule = retry.schedule(seen.started());
         // Fair waiters queue from their first attempt, in one place for the whole acquisition
         // (`waiting` invariant 3).
         let mut turn = Turn::new(
@@ -246,7 +255,7 @@ impl Redlock {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            span.record("attempts", attempts);
+            seen.span().record("attempts", attempts);
             tracing::trace!(n = attempts, "attempt");
             let lost = match self.attempt(&resources, ttl, ttl_ms, &turn).await {
                 Ok(lock) => {

@@ -230,10 +230,10 @@ impl Node {
             tokio::task::unconstrained(perform(&connection, request, resources, value)).await;
         let answered = Instant::now();
         let quarantined_for = connection.finish(answered); // invariant 1: read after the reply
-        let took = answered.saturating_duration_since(sent);
         let (done, proposal, behind) = match outcome {
             Ok(outcome) => {
-                self.metrics.answered(request.kind(), took, quarantined_for);
+                self.metrics
+                    .answered(request.kind(), sent, answered, quarantined_for);
                 outcome
             }
             Err(e) => {

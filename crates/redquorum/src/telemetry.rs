@@ -14,10 +14,13 @@
 //! 2. **Nothing allocated per lock without a recorder.** Keys with fixed labels are statics, and
 //!    each node's keys are built once with the node ([`NodeMetrics`]); the recorder is looked
 //!    up at each use, so one installed after the manager was built is used from then on.
+//! 3. **No clock arithmetic nobody records.** A duration is handed to the recorder as its two
+//!    instants ([`Between`]), worked out only when a histogram takes it: without a recorder,
+//!    neither the subtraction nor (for one that ends now) the clock read happens.
 
 use std::time::{Duration, Instant};
 
-use metrics::{Key, Label, Level, Metadata, with_recorder};
+use metrics::{IntoF64, Key, Label, Level, Metadata, with_recorder};
 use tracing::Span;
 
 use crate::cause::Cause;
@@ -68,11 +71,20 @@ fn count(key: &Key) {
     with_recorder(|r| r.register_counter(key, &METADATA).increment(1));
 }
 
-fn observe(key: &Key, value: Duration) {
-    with_recorder(|r| {
-        r.register_histogram(key, &METADATA)
-            .record(value.as_secs_f64())
-    });
+fn observe(key: &Key, value: impl IntoF64) {
+    with_recorder(|r| r.register_histogram(key, &METADATA).record(value));
+}
+
+/// The time from one instant to another (`None`: now), in seconds when a recorder takes it
+/// (invariant 3).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Between(pub(crate) Instant, pub(crate) Option<Instant>);
+
+impl IntoF64 for Between {
+    fn into_f64(self) -> f64 {
+        let end = self.1.unwrap_or_else(Instant::now);
+        end.saturating_duration_since(self.0).as_secs_f64()
+    }
 }
 
 /// One acquisition as the application sees it: its span, and its outcome and wait recorded when
@@ -104,11 +116,15 @@ impl Acquisition {
         &self.span
     }
 
-    /// Records the acquisition's outcome and returns it.
-    pub(crate) fn finish<T>(self, result: Result<T, Error>) -> Result<T, Error> {
-        let waited = self.started.elapsed();
-        acquired(result.as_ref().map(drop), waited, self.resource.as_deref());
-        result
+    /// When the acquire call began: its retry schedule counts from then too.
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Records the acquisition's outcome (borrowed: a lock is large, and moving it costs).
+    pub(crate) fn finish(self, result: Result<(), &Error>) {
+        let waited = Between(self.started, None);
+        acquired(result, waited, self.resource.as_deref());
     }
 }
 
@@ -144,17 +160,18 @@ fn outcome(result: Result<(), &Error>) -> (&'static str, &'static Key) {
 
 /// Records a finished acquisition, which took `waited`; `resource` labels it only when the
 /// application opted in (invariant 1).
-fn acquired(result: Result<(), &Error>, waited: Duration, resource: Option<&str>) {
+fn acquired(result: Result<(), &Error>, waited: impl IntoF64, resource: Option<&str>) {
     let (outcome, key) = outcome(result);
     let (won, waited_key) = match result {
         Ok(()) => ("won", key!(ACQUIRE_SECONDS, "outcome" => "won")),
         Err(_) => ("failed", key!(ACQUIRE_SECONDS, "outcome" => "failed")),
     };
     match resource {
-        None => {
-            count(key);
-            observe(waited_key, waited);
-        }
+        // One recorder lookup for both.
+        None => with_recorder(|r| {
+            r.register_counter(key, &METADATA).increment(1);
+            r.register_histogram(waited_key, &METADATA).record(waited);
+        }),
         Some(resource) => {
             let labels = |outcome: &'static str| {
                 vec![
@@ -188,8 +205,8 @@ impl RequestKind {
 /// The `request` label values, in [`RequestKind`]'s order.
 const REQUESTS: [&str; 5] = ["acquire", "fence", "extend", "release", "connect"];
 
-/// Records one round's duration.
-pub(crate) fn round(kind: RequestKind, took: Duration) {
+/// Records one round's duration, from `start` to now.
+pub(crate) fn round(kind: RequestKind, start: Instant) {
     observe(
         match kind {
             RequestKind::Acquire => key!(ROUND_SECONDS, "request" => "acquire"),
@@ -198,7 +215,7 @@ pub(crate) fn round(kind: RequestKind, took: Duration) {
             RequestKind::Release => key!(ROUND_SECONDS, "request" => "release"),
             RequestKind::Connect => key!(ROUND_SECONDS, "request" => "connect"),
         },
-        took,
+        Between(start, None),
     );
 }
 
@@ -265,12 +282,13 @@ impl NodeMetrics {
         }
     }
 
-    /// Records the node's answer to a request of `kind` after `took`: its latency, and whether
-    /// it is quarantined now.
+    /// Records the node's answer to a request of `kind` sent at `sent` and answered at
+    /// `answered`: its latency, and whether it is quarantined now.
     pub(crate) fn answered(
         &self,
         kind: RequestKind,
-        took: Duration,
+        sent: Instant,
+        answered: Instant,
         quarantined_for: Option<Duration>,
     ) {
         // Set on every answer, not only on a change: two answers of one node can race, and a
@@ -280,7 +298,7 @@ impl NodeMetrics {
         with_recorder(|r| {
             if let Some(key) = self.latency.get(kind as usize) {
                 r.register_histogram(key, &METADATA)
-                    .record(took.as_secs_f64());
+                    .record(Between(sent, Some(answered)));
             }
             r.register_gauge(&self.quarantined, &METADATA)
                 .set(quarantined);
