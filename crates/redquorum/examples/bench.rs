@@ -173,7 +173,10 @@ impl Target {
         }
         let redlock = builder.build().expect("valid bench configuration");
         let plain = (args.against == Against::Plain).then(|| {
+            // The same max_ttl: the first manager to meet a fresh server writes its marker,
+            // which vouches for it only max_ttl later.
             let mut builder = Redlock::builder(urls.iter().cloned())
+                .max_ttl(args.ttl)
                 .quarantine(false)
                 .fencing(false)
                 .notify(false);
