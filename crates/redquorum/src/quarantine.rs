@@ -22,7 +22,11 @@
 //!    (the manager refuses longer ones), so by then it would have expired anyway. Redis reports
 //!    uptime in whole seconds as the difference of two clock readings each rounded down to the
 //!    second, so `uptime_in_seconds:1` may mean a node up for a millisecond: a reported uptime
-//!    counts for one second less ([`UPTIME_SLACK`]).
+//!    counts for one second less ([`UPTIME_SLACK`]). Each check so bounds from below how long
+//!    the node has been up, and the rounding moves that bound by up to two seconds from one check
+//!    to the next; the [`Memory`] keeps the earliest start time any check of the same run
+//!    allowed, so that a node once trusted is not quarantined again by a later check that found
+//!    nothing new.
 //! 2. Evidence of a data loss quarantines the node for a full `max_ttl` from the moment we see
 //!    it, and that verdict is kept in the node's [`Memory`], which outlives connections and
 //!    health checks: a later check that finds nothing new (the same new `run_id`, the same new
@@ -135,6 +139,9 @@ pub(crate) struct Memory {
     marker: Option<String>,
     /// Until when the evidence seen so far keeps the node out.
     quarantined_until: Option<Instant>,
+    /// The earliest start of the node's current run (`run_id`) that any of its checks allowed:
+    /// each is at or after the real start (invariant 1).
+    started_by: Option<Instant>,
     /// Whether the node was already reported as able to evict keys (warned once, not every
     /// health check).
     pub(crate) eviction_reported: bool,
@@ -192,6 +199,9 @@ impl Memory {
             }; // invariant 5
         }
         let restarted = self.run_id.as_deref().is_some_and(|r| r != seen.run_id);
+        if restarted {
+            self.started_by = None; // another run: its own start
+        }
         let marker_loss = match &seen.marker {
             Marker::Written { .. } => Some(Loss::MarkerMissing),
             Marker::Found { value, .. } if self.marker.as_deref().is_some_and(|m| m != value) => {
@@ -211,10 +221,10 @@ impl Memory {
         }
         if !vouched {
             let up_at_least = seen.uptime.saturating_sub(UPTIME_SLACK);
-            until = later(
-                Some(until),
-                after(now, policy.max_ttl.saturating_sub(up_at_least)),
-            ); // invariant 1
+            let started_by = now.checked_sub(up_at_least).unwrap_or(now);
+            let started_by = self.started_by.map_or(started_by, |s| s.min(started_by));
+            self.started_by = Some(started_by);
+            until = later(Some(until), after(started_by, policy.max_ttl)); // invariant 1
         }
         self.run_id = Some(seen.run_id.clone());
         self.marker = Some(seen.marker.value().to_owned());
@@ -297,6 +307,23 @@ mod tests {
             now,
         );
         assert_eq!(left, MAX_TTL, "a full max_ttl, as for a node just started");
+    }
+
+    #[test]
+    fn a_later_check_that_reads_less_uptime_does_not_undo_trust() {
+        // Uptime is reported in whole seconds: 0.9 s later, the same run may still read 15 s.
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        assert_eq!(
+            judged(&mut memory, &seen("a", 15, false, found("m")), now),
+            Duration::from_secs(46)
+        );
+        let later = now + Duration::from_millis(900);
+        let verdict = memory.judge(&policy(), &seen("a", 15, false, found("m")), later);
+        assert_eq!(verdict.trusted_from, now + Duration::from_secs(46));
+        // A restart is a new run: its own uptime counts, from scratch.
+        let verdict = memory.judge(&policy(), &seen("b", 15, false, found("m")), later);
+        assert_eq!(verdict.trusted_from, later + MAX_TTL);
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{cluster, patient, volatile_cluster};
-use redquorum::{Error, Redlock, Reply};
+use redquorum::{Error, Redlock, Reply, Retry};
 use redquorum_nodes::Cluster;
 
 const MAX_TTL: Duration = Duration::from_secs(3);
@@ -165,4 +165,45 @@ async fn a_ttl_longer_than_max_ttl_is_refused() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Config(_)), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_once_trusted_stays_trusted_without_new_evidence() {
+    // Redis reports uptime in whole seconds, so a later check of the same run can allow it a
+    // second less than an earlier one did; a node that was trusted must not be quarantined
+    // again by that. Each new connection checks the node again.
+    let mut cluster = volatile_cluster(1);
+    let redlock = client(&cluster, true);
+    let mut waited = 0;
+    while redlock
+        .connect()
+        .await
+        .iter()
+        .any(|r| matches!(r.reply, Reply::Quarantined(_)))
+    {
+        waited += 1;
+        assert!(waited < 100, "never trusted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..10 {
+        // Our connection is cut: the next request connects and checks the node again.
+        cluster
+            .node(0)
+            .cli(&["CLIENT", "KILL", "TYPE", "normal"])
+            .unwrap();
+        // The first attempt finds the connection cut; the next connects and checks again.
+        // Quick retries: a quarantine for nothing would outlast them.
+        let quick = Retry::new().attempts(5).delay(Duration::from_millis(40));
+        let lock = redlock
+            .acquire_with("res", MAX_TTL, &quick)
+            .await
+            .expect("its vote counts, as before the new connection");
+        let replies = redlock.connect().await;
+        assert!(
+            replies.iter().all(|r| r.reply == Reply::Granted),
+            "{replies:?}"
+        );
+        lock.release().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
