@@ -15,8 +15,9 @@
 //!    be mistaken for a later one, ours or anybody's.
 //! 4. An extension counts only with a quorum within the new validity; a lock whose validity has
 //!    run out is never extended (no resurrection: we never `SET NX` again to paper over it).
-//! 5. With fencing on, a lock is handed out only once its token is stored on a quorum
-//!    ([`fencing`](crate::fencing) explains why that makes tokens increase).
+//! 5. With fencing on, a lock is handed out only once its token is stored on a quorum: by the
+//!    acquisition round itself when every vote proposed the same token, else by a round of its
+//!    own ([`fencing`](crate::fencing) explains why that makes tokens increase).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -366,8 +367,9 @@ impl Redlock {
         if let (Some(valid_until), Some(advance), Some(token)) =
             (deadline, advance, round.proposals.token())
         {
-            // `fencing` invariant 1: the token is stored on a quorum before anybody may use it,
-            // by the acquisition itself when its votes agree, else by a round of its own.
+            // Invariant 5 (`fencing` invariant 1): the token is stored on a quorum before anybody
+            // may use it, by the acquisition itself when its votes agree, else by a round of its
+            // own.
             if !token.stored {
                 let store = Request::Fence {
                     token: token.value,
