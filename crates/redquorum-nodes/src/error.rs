@@ -165,4 +165,13 @@ pub enum LaunchError {
     /// The requested configuration cannot work (explained in the message).
     #[error("invalid node spec: {0}")]
     InvalidSpec(String),
+
+    /// A Redis Cluster did not reach the state we waited for.
+    #[error("the Redis Cluster did not reach {what} within {waited:?}")]
+    ClusterNotReady {
+        /// What we waited for.
+        what: String,
+        /// How long we waited.
+        waited: Duration,
+    },
 }

@@ -49,6 +49,8 @@
 //! - `spec.rs`: [`NodeSpec`] and [`Persistence`], what to start.
 //! - `node.rs`: [`RedisNode`], one server and its faults.
 //! - `cluster.rs`: [`Cluster`], several independent nodes started side by side.
+//! - `redis_cluster.rs`: [`RedisCluster`], a real Redis Cluster (masters sharing the hash slots,
+//!   with replicas), formed with the cluster commands, and its failover.
 //! - `detached.rs`: [`stop_detached`] and [`detached_pid`] for servers of an earlier run.
 //! - `probe.rs`: free ports and the `PING` readiness probe over a plain TCP socket.
 //! - `process.rs`: spawning, signals and bounded waits; the crate's only `unsafe` block.
@@ -62,6 +64,7 @@ mod error;
 mod node;
 mod probe;
 mod process;
+mod redis_cluster;
 mod spec;
 
 pub use binary::{CLI_ENV, RedisBinary, SERVER_ENV, server_binary};
@@ -70,4 +73,5 @@ pub use detached::{PID_FILE, detached_pid, stop_detached};
 pub use error::LaunchError;
 pub use node::{LOG_FILE, RedisNode};
 pub use probe::MARKER_KEY;
+pub use redis_cluster::{RedisCluster, SLOTS};
 pub use spec::{DEFAULT_STARTUP_TIMEOUT, NodeSpec, Persistence};
