@@ -96,6 +96,11 @@ struct Args {
     /// Redlock's node timeout (default: the library's); raise it under valgrind.
     #[arg(long, value_parser = parse_duration)]
     node_timeout: Option<Duration>,
+    /// Each task locks the same resource every cycle (a new one only after a release that left
+    /// a key behind), instead of a fresh resource per cycle: fencing then updates a counter
+    /// instead of creating one.
+    #[arg(long)]
+    reuse: bool,
     /// Print one JSON object per row on stdout (the table then goes to stderr).
     #[arg(long)]
     json: bool,
@@ -154,6 +159,8 @@ struct Target {
     release_sha: String,
     ttl: Duration,
     ttl_ms: u64,
+    /// `--reuse`: a task's resource name is kept from cycle to cycle.
+    reuse: bool,
 }
 
 impl Target {
@@ -234,6 +241,7 @@ impl Target {
             release_sha,
             ttl,
             ttl_ms: u64::try_from(ttl.as_millis()).expect("TTL fits in u64 milliseconds"),
+            reuse: args.reuse,
         }
     }
 
@@ -364,7 +372,8 @@ async fn phase(
     totals: &mut Totals,
 ) {
     let cpu_before = cpu_times(target);
-    // Fresh keys in every phase and cycle, so that a key left behind never meets a later cycle.
+    // Fresh keys in every phase and cycle (unless `--reuse`), so that a key left behind never
+    // meets a later cycle.
     let phase_id = NEXT_PHASE.fetch_add(1, Ordering::Relaxed);
     let start = Instant::now();
     let end = start + duration;
@@ -375,15 +384,22 @@ async fn phase(
                 let mut latency = histogram();
                 let mut incomplete = 0;
                 let mut key = String::new();
+                // With `--reuse`, a task keeps its resource name until a release leaves a key
+                // behind (its next name then starts fresh).
+                let mut name = 0u64;
                 for cycle in 0u64.. {
                     if Instant::now() >= end {
                         break;
                     }
+                    if !target.reuse {
+                        name = cycle;
+                    }
                     key.clear();
-                    let _ = write!(key, "bench:{phase_id}:{task}:{cycle}");
+                    let _ = write!(key, "bench:{phase_id}:{task}:{name}");
                     let t0 = Instant::now();
                     if !target.cycle(side, &key).await {
                         incomplete += 1;
+                        name = cycle + 1;
                     }
                     latency.saturating_record(
                         u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX),
@@ -500,6 +516,7 @@ impl Row {
             "quarantine": args.quarantine,
             "notify": args.notify,
             "against": format!("{:?}", args.against).to_lowercase(),
+            "reuse": args.reuse,
             "target_met": self.verdict(args).map(|(_, met)| met),
         })
     }
@@ -543,13 +560,18 @@ fn table(rows: &[Row], args: &Args) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Uncontended `try_acquire` + `release`{}, a fresh resource per cycle; baseline = {}. \
+        "Uncontended `try_acquire` + `release`{}, {}; baseline = {}. \
          {} × {:?} per side and row, {} cores, {}.\n",
         match (args.fencing, args.notify) {
             (true, true) => " with fencing and announced releases",
             (true, false) => " with fencing",
             (false, true) => " with announced releases",
             (false, false) => "",
+        },
+        if args.reuse {
+            "the same resource per task"
+        } else {
+            "a fresh resource per cycle"
         },
         match args.against {
             Against::Raw => "raw `SET NX PX` then `EVALSHA` on every node",
