@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use crate::defaults::{
     CONNECT_TIMEOUT, DRIFT_FACTOR, FENCE_RETENTION, LONGEST_CONNECT_TIMEOUT,
-    LONGEST_FENCE_RETENTION, MAX_TTL, NODE_TIMEOUT,
+    LONGEST_FENCE_RETENTION, MAX_TTL, NODE_TIMEOUT, SHORTEST_FENCE_RETENTION,
 };
 use crate::engine::{Engine, Rules, Settings};
 use crate::error::{ConfigError, Error};
+use crate::fencing;
 use crate::manager::Redlock;
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
@@ -134,10 +135,11 @@ impl Builder {
     }
 
     /// How long a resource's fencing counter is kept after its last use (default
-    /// [`FENCE_RETENTION`], one day). Tokens stay increasing across an expired counter
-    /// as long as the nodes' clocks differ by less than half of it (see the README). Must be at
-    /// least twice `max_ttl`; anything beyond [`LONGEST_FENCE_RETENTION`] (100 years, e.g.
-    /// `Duration::MAX` for "forever") is taken as that.
+    /// [`FENCE_RETENTION`], one day). Tokens stay increasing across an expired counter as long
+    /// as the nodes' clocks differ by less than half of it minus the clock grain (see the
+    /// README). Must be at least twice `max_ttl`; anything beyond [`LONGEST_FENCE_RETENTION`]
+    /// (100 years, e.g. `Duration::MAX` for "forever") is taken as that, and anything under
+    /// [`SHORTEST_FENCE_RETENTION`] (2 s) as that.
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.fence_retention = retention;
         self
@@ -239,9 +241,11 @@ impl Builder {
                 drift_factor: self.drift_factor,
                 retry: self.retry,
                 max_ttl: self.max_ttl,
-                fence_retention: self
-                    .fencing
-                    .then_some(self.fence_retention.min(LONGEST_FENCE_RETENTION)),
+                fence_retention: self.fencing.then_some(
+                    self.fence_retention
+                        .clamp(SHORTEST_FENCE_RETENTION, LONGEST_FENCE_RETENTION),
+                ),
+                fence_grain_us: fencing::clock_grain(self.max_ttl, self.quarantine),
                 notify: self.notify,
                 fair: self.fair,
                 resource_label: self.metrics_resource_label,

@@ -101,6 +101,9 @@ pub(crate) struct Rules {
     pub(crate) max_ttl: Duration,
     /// How long fencing counters are kept after their last use; `None`: fencing is off.
     pub(crate) fence_retention: Option<Duration>,
+    /// What fenced acquisitions round the nodes' clocks down to, in µs
+    /// ([`fencing::clock_grain`](crate::fencing::clock_grain)).
+    pub(crate) fence_grain_us: u64,
     /// Whether waiters are woken by releases ([`Builder::notify`](crate::Builder::notify)).
     pub(crate) notify: bool,
     /// Whether waiters queue in arrival order ([`Builder::fair`](crate::Builder::fair)).

@@ -55,22 +55,36 @@
 //!    once. With the quarantine off, nothing keeps the two acquisitions that far apart: tokens
 //!    then increase only for acquisitions further apart than the grain plus the clock
 //!    difference.
-//! 5. Counters expire after the fence retention (a day by default) without use; the next token
-//!    then comes from the clock term, which is larger as long as node clocks differ by less
-//!    than half the retention minus the grain.
+//! 5. Counters expire after the fence retention (a day by default, never less than two seconds,
+//!    whatever any client of the servers configured) without use; the next token then comes
+//!    from the clock term, which is larger as long as node clocks differ by less than
+//!    `(retention − grain) / 2`: half a second at the shortest retention and the coarsest grain,
+//!    whatever other clients of the servers configured.
+//! 6. **Without the quarantine, the exact clock.** Nothing then keeps a node that lost its counter
+//!    from voting at once, and within one grain such a node and one that missed the last
+//!    acquisition would both propose the rounded clock that the last token was: the same token
+//!    twice. So a manager with the quarantine off rounds to 1 µs: its nodes' proposals then
+//!    differ in practice, it takes the store round, and a node that lost its counter is covered
+//!    as before this design, while node clocks differ by less than the time between the two
+//!    acquisitions.
 //!
-//! This is where a clock assumption enters, and the only place: invariants 4 and 5. The grain
+//! This is where a clock assumption enters, and the only place: invariants 4–6. The grain
 //! trades a little of their margin (at most a second, at most half of `max_ttl`) for nodes that
-//! agree, and so for one round instead of two.
+//! agree, and so for one round instead of two; every client of the same servers must use the
+//! same `max_ttl`, as the quarantine already requires.
 //!
 //! Tokens are microsecond timestamps in practice (about 2^51 today), below 2^53, so the Lua
 //! scripts compare them exactly as numbers.
 
 use std::time::Duration;
 
-/// The clock grain for a manager whose largest TTL (and quarantine) is `max_ttl`: a second, or
-/// half of `max_ttl` if that is shorter (invariant 4), in µs.
-pub(crate) fn clock_grain(max_ttl: Duration) -> u64 {
+/// The clock grain, in µs, for a manager whose largest TTL (and quarantine) is `max_ttl`: a
+/// second, or half of `max_ttl` if that is shorter (invariant 4); with the quarantine off, 1 µs,
+/// the exact clock (invariant 6).
+pub(crate) fn clock_grain(max_ttl: Duration, quarantine: bool) -> u64 {
+    if !quarantine {
+        return 1;
+    }
     let grain = Duration::from_secs(1).min(max_ttl / 2);
     u64::try_from(grain.as_micros()).unwrap_or(u64::MAX).max(1)
 }
@@ -181,10 +195,15 @@ mod tests {
     }
 
     #[test]
-    fn the_grain_is_a_second_or_half_of_max_ttl() {
-        assert_eq!(clock_grain(Duration::from_secs(60)), 1_000_000);
-        assert_eq!(clock_grain(Duration::from_millis(500)), 250_000);
-        assert_eq!(clock_grain(Duration::from_nanos(1)), 1, "never zero");
+    fn the_grain_is_a_second_or_half_of_max_ttl_and_exact_without_quarantine() {
+        assert_eq!(clock_grain(Duration::from_secs(60), true), 1_000_000);
+        assert_eq!(clock_grain(Duration::from_millis(500), true), 250_000);
+        assert_eq!(clock_grain(Duration::from_nanos(1), true), 1, "never zero");
+        assert_eq!(
+            clock_grain(Duration::from_secs(60), false),
+            1,
+            "the exact clock"
+        );
     }
 
     #[test]

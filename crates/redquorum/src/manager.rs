@@ -27,7 +27,7 @@ use tracing::Instrument;
 
 use crate::engine::{Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
-use crate::fencing::{self, Advance};
+use crate::fencing::Advance;
 use crate::lock::{Held, Lock};
 use crate::node::Request;
 use crate::quorum::Decision;
@@ -326,7 +326,7 @@ impl Redlock {
         let engine = &self.engine;
         let advance = engine.rules.fence_retention.map(|retention| Advance {
             retention_ms: validity::ttl_millis(retention),
-            grain_us: fencing::clock_grain(engine.rules.max_ttl),
+            grain_us: engine.rules.fence_grain_us,
         });
         // Armed before the first request: dropping this future mid-round releases (invariant 3
         // keeps that release from touching anybody else's lock).

@@ -2,13 +2,17 @@
 //! stores the largest proposal in a round of its own whenever they do not: a node whose counter
 //! was deleted, a node that missed acquisitions while it was down, counters that expired, a
 //! majority that lost its data, sets whose members stand at different counters. Tokens increase
-//! through every one of them (`fencing` invariants 1–6).
+//! through every one of them (`fencing` invariants 1–6), also with the quarantine off and with
+//! clients configured differently.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{cluster, patient, volatile_cluster};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redquorum::defaults::SHORTEST_FENCE_RETENTION;
 use redquorum::{Redlock, Retry};
 use redquorum_nodes::{Cluster, RedisNode};
 
@@ -179,7 +183,8 @@ async fn counters_that_expired_start_again_above_every_earlier_token() {
         tokens.push(lock.fence().unwrap());
         lock.release().await;
     }
-    tokio::time::sleep(max_ttl * 3).await;
+    // Counters are kept at least SHORTEST_FENCE_RETENTION, whatever was configured.
+    tokio::time::sleep(SHORTEST_FENCE_RETENTION + Duration::from_millis(500)).await;
     assert!(
         cluster.iter().all(|n| counter_on(n, "res").is_none()),
         "the counters expired"
@@ -201,6 +206,7 @@ async fn a_majority_that_lost_its_counters_still_hands_out_larger_tokens() {
         let redlock = Redlock::builder(cluster.urls())
             .quarantine(quarantine)
             .max_ttl(max_ttl)
+            .node_timeout(Duration::from_millis(100))
             .fence_retention(Duration::from_secs(60))
             .build()
             .unwrap();
@@ -213,14 +219,14 @@ async fn a_majority_that_lost_its_counters_still_hands_out_larger_tokens() {
         }
         cluster.node(0).restart_empty().unwrap();
         cluster.node(1).restart_empty().unwrap();
-        if !quarantine {
-            // The clock term alone: a later token is larger when the acquisitions are further
-            // apart than the clock grain (`fencing` invariant 4; here max_ttl / 2). The quarantine
-            // makes that wait itself: the restarted nodes do not vote for max_ttl.
-            tokio::time::sleep(max_ttl).await;
-        }
+        // Node 2 (which kept its counter) is slow, so the quorum is the two that lost theirs:
+        // only the clock term can keep the token above the last one. With the quarantine on,
+        // they vote again after max_ttl, past the clock grain (`fencing` invariant 4); with it
+        // off, the clock is exact (invariant 6).
+        cluster.node(2).pause().unwrap();
         let lock = redlock.acquire_with("res", max_ttl, &retry).await.unwrap();
         tokens.push(lock.fence().unwrap());
+        cluster.node(2).resume().unwrap();
         assert!(
             tokens.windows(2).all(|w| w[0] < w[1]),
             "quarantine {quarantine}: {tokens:?}"
@@ -268,4 +274,88 @@ async fn a_set_whose_members_stand_at_different_counters_gets_a_token_above_both
     let b_alone = cycle(&redlock, "b", &patient()).await;
     let a_alone = cycle(&redlock, "a", &patient()).await;
     assert!(b_alone > previous && a_alone > previous);
+}
+
+/// Sleeps until `offset` past the next whole second of the clock the local nodes read with
+/// `TIME`: the start of a fresh one-second grain.
+async fn sleep_until_second_plus(offset: Duration) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970");
+    let next = Duration::from_secs(now.as_secs() + 1) + offset;
+    tokio::time::sleep(next - now).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_quarantine_off_a_minority_restarted_empty_cannot_repeat_a_token() {
+    // Within one second, with clocks rounded to the second: lock A wins on nodes 0 and 1 (node 2
+    // still holds an earlier holder's key) as the second's first acquisition, so its token is the
+    // rounded clock; node 0 then restarts empty, and lock B wins on nodes 0 and 2 (node 1 is
+    // slow). Node 0 has no counter and node 2 missed A: rounded, both would propose A's token
+    // again. Without the quarantine the clock is therefore exact (`fencing` invariant 6).
+    let mut cluster = volatile_cluster(3);
+    let redlock = Redlock::builder(cluster.urls())
+        .quarantine(false)
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        settle(&cluster, &redlock, "res").await;
+        sleep_until_second_plus(Duration::from_millis(20)).await;
+        cluster
+            .node(2)
+            .cli(&["SET", "res", "earlier-holder", "PX", "5000"])
+            .unwrap();
+        let a = cycle(&redlock, "res", &patient()).await;
+        cluster.node(2).cli(&["DEL", "res"]).unwrap();
+        cluster.node(0).restart_empty().unwrap();
+        // The client finds its old connection to node 0 gone, and connects again.
+        for _ in 0..2 {
+            cycle(&redlock, "other", &patient()).await;
+        }
+        cluster.node(1).pause().unwrap();
+        let b = cycle(&redlock, "res", &patient()).await;
+        cluster.node(1).resume().unwrap();
+        assert!(b > a, "lock B got token {b} after lock A's {a}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_a_short_retention_cannot_take_another_clients_token_back() {
+    // Clients that disagree on max_ttl (a misconfiguration nothing detects): the short one rounds
+    // to 100 ms and asks for counters kept 400 ms, the long one rounds to a second. Were the
+    // counters gone within the second, the long one's rounded clock would be below the short
+    // one's token: counters are kept at least SHORTEST_FENCE_RETENTION (`fencing` invariant 5).
+    let cluster = volatile_cluster(3);
+    let short_ttl = Duration::from_millis(200);
+    let short = Redlock::builder(cluster.urls())
+        .quarantine(false)
+        .max_ttl(short_ttl)
+        .fence_retention(short_ttl * 2)
+        .build()
+        .unwrap();
+    let long = Redlock::builder(cluster.urls())
+        .quarantine(false)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        sleep_until_second_plus(Duration::from_millis(300)).await;
+        let lock = short
+            .acquire_with("res", short_ttl, &patient())
+            .await
+            .unwrap();
+        let s = lock.fence().unwrap();
+        lock.release().await;
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let lock = long
+            .acquire_with("res", short_ttl, &patient())
+            .await
+            .unwrap();
+        let l = lock.fence().unwrap();
+        lock.release().await;
+        assert!(
+            l > s,
+            "the long client's token {l} after the short client's {s}"
+        );
+    }
 }
