@@ -15,10 +15,11 @@ use crate::defaults::{
 };
 use crate::engine::{Engine, Rules, Settings};
 use crate::error::{ConfigError, Error};
-use crate::fencing;
+use crate::fencing::{self, Advance};
 use crate::manager::Redlock;
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
+use crate::validity;
 
 /// Builds a [`Redlock`] manager. Create one with [`Redlock::builder`] or
 /// [`Redlock::builder_from_list`].
@@ -241,11 +242,13 @@ impl Builder {
                 drift_factor: self.drift_factor,
                 retry: self.retry,
                 max_ttl: self.max_ttl,
-                fence_retention: self.fencing.then_some(
-                    self.fence_retention
-                        .clamp(SHORTEST_FENCE_RETENTION, LONGEST_FENCE_RETENTION),
-                ),
-                fence_grain_us: fencing::clock_grain(self.max_ttl, self.quarantine),
+                fence: self.fencing.then(|| Advance {
+                    retention_ms: validity::ttl_millis(
+                        self.fence_retention
+                            .clamp(SHORTEST_FENCE_RETENTION, LONGEST_FENCE_RETENTION),
+                    ),
+                    grain_us: fencing::clock_grain(self.max_ttl, self.quarantine),
+                }),
                 notify: self.notify,
                 fair: self.fair,
                 resource_label: self.metrics_resource_label,

@@ -42,7 +42,7 @@ use tracing::Instrument;
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
 use crate::error::{ConfigError, Error, RoundFailure};
-use crate::fencing::Proposals;
+use crate::fencing::{Advance, Proposals};
 use crate::node::{Answer, Node, Request, reply_of};
 use crate::quarantine::TrustPolicy;
 use crate::quorum::{Decision, Tally};
@@ -99,11 +99,9 @@ pub(crate) struct Rules {
     pub(crate) drift_factor: f64,
     pub(crate) retry: Retry,
     pub(crate) max_ttl: Duration,
-    /// How long fencing counters are kept after their last use; `None`: fencing is off.
-    pub(crate) fence_retention: Option<Duration>,
-    /// What fenced acquisitions round the nodes' clocks down to, in µs
-    /// ([`fencing::clock_grain`](crate::fencing::clock_grain)).
-    pub(crate) fence_grain_us: u64,
+    /// What fenced acquisitions tell the nodes (counter retention, clock grain), worked out once
+    /// at build; `None`: fencing is off.
+    pub(crate) fence: Option<Advance>,
     /// Whether waiters are woken by releases ([`Builder::notify`](crate::Builder::notify)).
     pub(crate) notify: bool,
     /// Whether waiters queue in arrival order ([`Builder::fair`](crate::Builder::fair)).

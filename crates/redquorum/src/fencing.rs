@@ -148,6 +148,10 @@ impl Proposals {
 mod tests {
     use super::*;
 
+    fn stored_as(value: u64, stored: bool) -> Token {
+        Token { value, stored }
+    }
+
     fn proposals(list: &[(u64, bool)]) -> Proposals {
         let mut p = Proposals::default();
         for &(value, vote) in list {
@@ -159,25 +163,13 @@ mod tests {
     #[test]
     fn votes_that_agree_give_a_token_already_stored() {
         let token = proposals(&[(7, true), (7, true), (7, true)]).token();
-        assert_eq!(
-            token,
-            Some(Token {
-                value: 7,
-                stored: true
-            })
-        );
+        assert_eq!(token, Some(stored_as(7, true)));
     }
 
     #[test]
     fn votes_that_disagree_give_the_largest_to_store() {
         let token = proposals(&[(7, true), (9, true), (8, true)]).token();
-        assert_eq!(
-            token,
-            Some(Token {
-                value: 9,
-                stored: false
-            })
-        );
+        assert_eq!(token, Some(stored_as(9, false)));
     }
 
     #[test]
@@ -185,13 +177,7 @@ mod tests {
         // A quarantined node's counter is no vote: the agreed value is stored on the quorum,
         // which every later quorum meets (invariant 2).
         let token = proposals(&[(7, true), (12, false), (7, true)]).token();
-        assert_eq!(
-            token,
-            Some(Token {
-                value: 7,
-                stored: true
-            })
-        );
+        assert_eq!(token, Some(stored_as(7, true)));
     }
 
     #[test]
@@ -209,13 +195,7 @@ mod tests {
     #[test]
     fn without_votes_the_largest_proposal_is_stored() {
         let token = proposals(&[(12, false)]).token();
-        assert_eq!(
-            token,
-            Some(Token {
-                value: 12,
-                stored: false
-            })
-        );
+        assert_eq!(token, Some(stored_as(12, false)));
         assert_eq!(Proposals::default().token(), None);
     }
 }

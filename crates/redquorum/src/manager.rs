@@ -27,7 +27,6 @@ use tracing::Instrument;
 
 use crate::engine::{Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
-use crate::fencing::Advance;
 use crate::lock::{Held, Lock};
 use crate::node::Request;
 use crate::quorum::Decision;
@@ -35,7 +34,6 @@ use crate::reply::{NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::telemetry::{self, Acquisition, Waiting};
-use crate::validity;
 use crate::waiting::Turn;
 
 /// One acquisition as the application sees it: in its span (wrapped only when a subscriber
@@ -324,10 +322,7 @@ impl Redlock {
         turn: &Turn,
     ) -> Result<Lock, Box<LostAttempt>> {
         let engine = &self.engine;
-        let advance = engine.rules.fence_retention.map(|retention| Advance {
-            retention_ms: validity::ttl_millis(retention),
-            grain_us: engine.rules.fence_grain_us,
-        });
+        let advance = engine.rules.fence;
         // Armed before the first request: dropping this future mid-round releases (invariant 3
         // keeps that release from touching anybody else's lock).
         let mut held = Held::new(

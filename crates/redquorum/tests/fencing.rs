@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{cluster, connected, manager, patient};
+use common::{cluster, connected, counter_on, manager, patient};
 use redquorum::Redlock;
 use redquorum_nodes::RedisNode;
 
@@ -22,15 +22,9 @@ fn assert_increasing(tokens: &[u64]) {
 
 /// How many nodes store at least `token` as the resource's counter.
 fn stored_on(nodes: &[&RedisNode], resource: &str, token: u64) -> usize {
-    let key = format!("redlock-fence:{resource}");
     nodes
         .iter()
-        .filter(|n| {
-            n.cli(&["GET", &key])
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .is_some_and(|stored| stored >= token)
-        })
+        .filter(|n| counter_on(n, resource).is_some_and(|stored| stored >= token))
         .count()
 }
 

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cluster, patient, volatile_cluster};
+use common::{cluster, counter_on, patient, volatile_cluster};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redquorum::defaults::SHORTEST_FENCE_RETENTION;
@@ -17,13 +17,6 @@ use redquorum::{Redlock, Retry};
 use redquorum_nodes::{Cluster, RedisNode};
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// The resource's counter on `node`, if it has one.
-fn counter_on(node: &RedisNode, resource: &str) -> Option<u64> {
-    node.cli(&["GET", &format!("redlock-fence:{resource}")])
-        .ok()
-        .and_then(|v| v.parse().ok())
-}
 
 /// `EVALSHA` calls on `node` since its statistics were last reset: every script the library
 /// runs on a warm connection (acquire, token store, release) is one.

@@ -91,3 +91,8 @@ pub fn eventually_blocking(limit: Duration, mut check: impl FnMut() -> bool) -> 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `resource`'s fencing counter on `node`, if it has one.
+pub fn counter_on(node: &RedisNode, resource: &str) -> Option<u64> {
+    value_on(node, &format!("redlock-fence:{resource}")).and_then(|v| v.parse().ok())
+}
