@@ -20,10 +20,7 @@ use crate::{Cluster, LaunchError, NodeSpec, RedisNode};
 pub const SLOTS: u16 = 16_384;
 
 /// `cluster-node-timeout`: how long a master may be unreachable before its replica takes over.
-/// Long enough that a loaded test machine does not fail masters over by itself: with 1 s, a
-/// forced failover under the full test suite once left the promoted replica without a key it
-/// had acknowledged; a failover of the cluster's own in between is the likely cause (not
-/// reproduced since).
+/// Long enough that a loaded test machine does not fail masters over by itself.
 const NODE_TIMEOUT_MS: u64 = 5_000;
 
 /// The longest wait for the cluster to form, or for a failover to complete.
@@ -74,7 +71,11 @@ impl RedisCluster {
             .arg("--cluster-enabled")
             .arg("yes")
             .arg("--cluster-node-timeout")
-            .arg(NODE_TIMEOUT_MS.to_string());
+            .arg(NODE_TIMEOUT_MS.to_string())
+            // A replica's first sync starts at once, not after the default 5 s wait for more
+            // replicas to share one diskless transfer.
+            .arg("--repl-diskless-sync-delay")
+            .arg("0");
         let mut cluster = Self {
             nodes: Cluster::start(total, spec)?,
             ids: Vec::with_capacity(total),
@@ -121,14 +122,16 @@ impl RedisCluster {
         self.wait_until_ok()
     }
 
-    /// Waits until every running node reports `cluster_state:ok` and every running replica's
-    /// link to its master is up.
+    /// Waits until every running node reports `cluster_state:ok`, every running replica's link
+    /// to its master is up, and all running nodes describe the same topology (who is master,
+    /// whose replica, which slots): right after a change, gossip has not reached every node.
     ///
     /// # Errors
     ///
     /// [`LaunchError::ClusterNotReady`] after 30 s.
     pub fn wait_until_ok(&mut self) -> Result<(), LaunchError> {
         self.wait_until("cluster_state:ok on every node", |cluster| {
+            let mut seen = None;
             for node in cluster.nodes.iter_mut() {
                 if !node.is_running() {
                     continue;
@@ -144,6 +147,12 @@ impl RedisCluster {
                     .any(|l| l.trim() == "master_link_status:up");
                 if replica && !linked {
                     return Ok(false);
+                }
+                let view = topology(&node.cli(&["CLUSTER", "NODES"])?);
+                match &seen {
+                    None => seen = Some(view),
+                    Some(first) if *first != view => return Ok(false),
+                    Some(_) => {}
                 }
             }
             Ok(true)
@@ -259,6 +268,46 @@ impl RedisCluster {
         })
     }
 
+    /// Waits until every replica of master `m` has acknowledged everything `m` has written so
+    /// far (its `master_repl_offset`), as `m` itself reports them in `INFO replication`.
+    ///
+    /// This is the check a test wants before a failover, and `WAIT` from another client cannot
+    /// give it: `WAIT` counts only the writes of its own connection, so on a fresh connection
+    /// (one `redis-cli` run) it returns at once whatever the replicas have.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`RedisNode::cli`]; [`LaunchError::ClusterNotReady`] after 30 s.
+    pub fn wait_for_replication(&mut self, m: usize) -> Result<(), LaunchError> {
+        let replicas = self.replicas_of(m)?;
+        self.wait_until(
+            "the replicas to acknowledge the master's writes",
+            |cluster| {
+                let info = cluster.nodes.node(m).cli(&["INFO", "replication"])?;
+                Ok(replicas_caught_up(&info, replicas))
+            },
+        )
+    }
+
+    /// How many running nodes replicate from master `m` with their link up, each by its own
+    /// `INFO replication`: the master's `CLUSTER NODES` may still list a new replica as a master
+    /// until the next gossip reaches it.
+    fn replicas_of(&mut self, m: usize) -> Result<usize, LaunchError> {
+        let port = format!("master_port:{}", self.nodes.node(m).port());
+        let mut replicas = 0;
+        for node in self.nodes.iter_mut() {
+            if !node.is_running() {
+                continue;
+            }
+            let info = node.cli(&["INFO", "replication"])?;
+            let has = |wanted: &str| info.lines().any(|line| line.trim() == wanted);
+            if has("role:slave") && has(&port) && has("master_link_status:up") {
+                replicas += 1;
+            }
+        }
+        Ok(replicas)
+    }
+
     /// Makes replica `i` take over from its master at once (`CLUSTER FAILOVER FORCE`: no
     /// handshake with the master, which may be down), and waits until the cluster is ok again.
     ///
@@ -288,9 +337,81 @@ fn serves_slot(line: &str, slot: u16) -> bool {
     })
 }
 
+/// A node's view of the cluster from its `CLUSTER NODES`: each node's id, role, master and slot
+/// ranges, sorted, without what differs between observers (`myself`, failure suspicions, ping
+/// times).
+fn topology(nodes: &str) -> Vec<(String, bool, String, Vec<String>)> {
+    let mut view: Vec<_> = nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (id, flags, master) = (fields.first()?, fields.get(2)?, fields.get(3)?);
+            let is_master = flags.split(',').any(|flag| flag == "master");
+            let slots = fields.iter().skip(8).map(|s| (*s).to_owned()).collect();
+            Some(((*id).to_owned(), is_master, (*master).to_owned(), slots))
+        })
+        .collect();
+    view.sort();
+    view
+}
+
+/// Whether `INFO replication` of a master shows at least `replicas` replicas online, each with an acknowledged
+/// `offset=` at least the master's `master_repl_offset`.
+fn replicas_caught_up(info: &str, replicas: usize) -> bool {
+    let Some(written) = info.lines().find_map(|line| {
+        line.trim()
+            .strip_prefix("master_repl_offset:")?
+            .parse::<u64>()
+            .ok()
+    }) else {
+        return false;
+    };
+    let acknowledged: Vec<u64> = info
+        .lines()
+        .filter(|line| line.starts_with("slave") && line.contains("state=online"))
+        .filter_map(|line| {
+            line.trim()
+                .split(',')
+                .find_map(|part| part.strip_prefix("offset=")?.parse().ok())
+        })
+        .collect();
+    acknowledged.len() >= replicas && acknowledged.iter().all(|offset| *offset >= written)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replicas_have_caught_up_when_each_acknowledged_the_masters_offset() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
+            slave0:ip=127.0.0.1,port=7003,state=online,offset=56,lag=0\r\n\
+            master_repl_offset:56\r\n";
+        assert!(replicas_caught_up(info, 1));
+        assert!(!replicas_caught_up(info, 2), "a replica is missing");
+        assert!(replicas_caught_up(info, 0));
+        let behind = info.replace("offset=56,", "offset=14,");
+        assert!(!replicas_caught_up(&behind, 1));
+        let syncing = info.replace("state=online", "state=wait_bgsave");
+        assert!(!replicas_caught_up(&syncing, 1));
+    }
+
+    #[test]
+    fn observers_agree_on_a_topology_whoever_they_are_and_whatever_they_suspect() {
+        let from_a = "a 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-8191\n\
+                      b 127.0.0.1:2@12 master - 0 5 2 connected 8192-16383\n\
+                      c 127.0.0.1:3@13 slave a 0 7 1 connected";
+        let from_c = "c 127.0.0.1:3@13 myself,slave a 0 0 1 connected\n\
+                      a 127.0.0.1:1@11 master - 0 9 1 connected 0-8191\n\
+                      b 127.0.0.1:2@12 master,fail? - 0 8 2 connected 8192-16383";
+        assert_eq!(topology(from_a), topology(from_c));
+        let stale = from_c.replace("myself,slave a", "myself,master -");
+        assert_ne!(
+            topology(from_a),
+            topology(&stale),
+            "c not yet known as a's replica"
+        );
+    }
 
     #[test]
     fn a_nodes_line_lists_single_slots_and_ranges() {

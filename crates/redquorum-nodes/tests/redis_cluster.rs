@@ -44,12 +44,12 @@ fn three_masters_with_a_replica_each_serve_every_slot_and_redirect_keys() {
 fn a_forced_failover_promotes_the_replica_with_the_data_it_had() {
     let mut cluster = RedisCluster::start(3, 1, NodeSpec::new()).unwrap();
     let (owner, _) = owner_and_other(&mut cluster, "lock:1");
-    cluster.node(owner).cli(&["SET", "lock:1", "v"]).unwrap();
-    // Acknowledged by the master's replica before the failover.
     assert_eq!(
-        cluster.node(owner).cli(&["WAIT", "1", "5000"]).unwrap(),
-        "1"
+        cluster.node(owner).cli(&["SET", "lock:1", "v"]).unwrap(),
+        "OK"
     );
+    // Acknowledged by the master's replica before the failover.
+    cluster.wait_for_replication(owner).unwrap();
     let replica = 3 + owner;
     cluster.failover(replica).unwrap();
     assert_eq!(cluster.owner_of("lock:1").unwrap(), replica);
