@@ -7,9 +7,10 @@
 //! is bounded and reported like any other command, and then waited for until every node says
 //! `cluster_state:ok` and every replica's link to its master is up.
 //!
-//! Nodes get no marker key (a key must hash to a slot its node serves; the library decides how a
-//! cluster shows it lost its data), and a `cluster-node-timeout` of 5 s, so that a killed master
-//! is replaced by its replica within seconds, and a busy one is not.
+//! Nodes get no marker key when they start (a key must hash to a slot its node serves, which is
+//! known only once the cluster is formed): [`RedisCluster::mark_masters`] writes each master's,
+//! named as the lock library names it. Nodes run with a `cluster-node-timeout` of 5 s, so that a
+//! killed master is replaced by its replica within seconds, and a busy one is not.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -268,6 +269,37 @@ impl RedisCluster {
         })
     }
 
+    /// Writes a brand-new marker on every running master (`SET … NX`), at the key `marker_key`
+    /// names for the lowest slot the master serves (the library's `cluster_marker_key`), so that
+    /// clients trust the masters of a new cluster at once, as they trust a new plain node.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`RedisNode::cli`]; [`LaunchError::Io`] if a marker cannot be written.
+    pub fn mark_masters(&mut self, marker_key: impl Fn(u16) -> String) -> Result<(), LaunchError> {
+        for i in 0..self.nodes.len() {
+            let node = self.nodes.node(i);
+            if !node.is_running() || !node.cli(&["ROLE"])?.starts_with("master") {
+                continue;
+            }
+            let nodes = node.cli(&["CLUSTER", "NODES"])?;
+            let lowest = nodes
+                .lines()
+                .find(|line| line.contains("myself"))
+                .and_then(lowest_slot);
+            let Some(lowest) = lowest else { continue };
+            let port = node.port();
+            crate::probe::mark_key(port, node.password(), &marker_key(lowest)).map_err(
+                |source| LaunchError::Io {
+                    action: "write the marker key on the master in",
+                    path: node.dir().to_owned(),
+                    source,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
     /// Waits until every replica of master `m` has acknowledged everything `m` has written so
     /// far (its `master_repl_offset`), as `m` itself reports them in `INFO replication`.
     ///
@@ -335,6 +367,14 @@ fn serves_slot(line: &str, slot: u16) -> bool {
             _ => false,
         }
     })
+}
+
+/// The lowest slot a `CLUSTER NODES` line lists as served.
+fn lowest_slot(line: &str) -> Option<u16> {
+    line.split_whitespace()
+        .skip(8)
+        .filter_map(|range| range.split('-').next()?.parse::<u16>().ok())
+        .min()
 }
 
 /// A node's view of the cluster from its `CLUSTER NODES`: each node's id, role, master and slot
@@ -422,5 +462,10 @@ mod tests {
         assert!(serves_slot(line, 6000));
         assert!(!serves_slot(line, 5461));
         assert!(!serves_slot(line, 7000), "a migrating slot is not counted");
+        assert_eq!(lowest_slot(line), Some(0));
+        assert_eq!(
+            lowest_slot("abc 127.0.0.1:7000@17000 master - 0 0 1 connected"),
+            None
+        );
     }
 }

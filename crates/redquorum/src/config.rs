@@ -19,6 +19,7 @@ use crate::fencing::{self, Advance};
 use crate::manager::Redlock;
 use crate::quarantine::TrustPolicy;
 use crate::retry::Retry;
+use crate::shards::is_cluster_url;
 use crate::validity;
 
 /// Builds a [`Redlock`] manager. Create one with [`Redlock::builder`] or
@@ -309,13 +310,21 @@ fn at_most(
 }
 
 /// Splits a comma-separated server list (the CLI's `--servers` and `REDLOCK_SERVERS` form),
-/// ignoring blanks around commas.
+/// ignoring blanks around commas. A Redis Cluster node's seeds are comma-separated too: an
+/// entry without a scheme (`host:port`) after a `redis+cluster://` entry is one more of its
+/// seeds (every node URL has a scheme, so nothing else is joined).
 pub(crate) fn split_list(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
+    let mut servers: Vec<String> = Vec::new();
+    for entry in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match servers.last_mut() {
+            Some(cluster) if is_cluster_url(cluster) && !entry.contains("://") => {
+                cluster.push(',');
+                cluster.push_str(entry);
+            }
+            _ => servers.push(entry.to_owned()),
+        }
+    }
+    servers
 }
 
 /// Refuses a PEM that holds no certificate, or one that cannot be read: redis-rs would take it
@@ -349,5 +358,19 @@ mod tests {
             vec!["redis://a:1", "redis://b:2"]
         );
         assert!(split_list(" , ").is_empty());
+    }
+
+    #[test]
+    fn a_clusters_seeds_stay_together_in_a_list() {
+        assert_eq!(
+            split_list("redis+cluster://a:1, b:2,redis://c:3,redis+cluster://d:4,e:5"),
+            vec![
+                "redis+cluster://a:1,b:2",
+                "redis://c:3",
+                "redis+cluster://d:4,e:5"
+            ]
+        );
+        // A bare address after a plain node is its own (invalid) entry, reported as such.
+        assert_eq!(split_list("redis://a:1,b:2"), vec!["redis://a:1", "b:2"]);
     }
 }

@@ -50,6 +50,7 @@ use crate::reply::{NodeError, NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::server::{Server, ServerSettings};
+use crate::shards::{Shards, is_cluster_url};
 use crate::stragglers::{LeftBehind, Stragglers};
 use crate::subscriber::Watch;
 use crate::sync::lock;
@@ -283,11 +284,25 @@ impl Engine {
         let mut seen = HashSet::new();
         for url in &settings.servers {
             let tls_roots = settings.tls_root_certificates.as_deref();
-            let node = Node::plain(Server::new(url.trim(), node_settings, tls_roots)?);
+            let node = if is_cluster_url(url) {
+                let shards =
+                    Shards::new(url, node_settings, tls_roots, settings.rules.node_timeout)?;
+                Node::cluster(shards)
+            } else {
+                Node::plain(Server::new(url.trim(), node_settings, tls_roots)?)
+            };
             if !seen.insert(node.server_identity()) {
                 return Err(ConfigError::DuplicateServer(node.server_identity()));
             }
             nodes.push(node);
+        }
+        if settings.rules.fair && nodes.iter().any(Node::is_cluster) {
+            return Err(ConfigError::InvalidSetting {
+                setting: "fair",
+                reason: "fair waiting is not available with Redis Cluster nodes yet (its queue's \
+                         keys are not named into the lock key's slot)"
+                    .to_owned(),
+            });
         }
         let watch = if settings.rules.fair {
             Watch::Announcements
@@ -345,7 +360,7 @@ impl Engine {
             if deadline.poll(cx).is_ready() {
                 fanout.count().time_out_the_rest(|i| {
                     if let Some(node) = self.nodes.get(i) {
-                        node.timed_out(); // server invariant 6
+                        node.timed_out(&fanout.resources); // server invariant 6
                     }
                 });
                 return Poll::Ready(false); // the requests still pending are cancelled

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
-use crate::quarantine::{MARKER_KEY, Marker, Memory, Observation, TrustPolicy};
+use crate::quarantine::{Marker, Memory, Observation, TrustPolicy};
 use crate::reply::NodeError;
 use crate::scripts::MARKER;
 use crate::sync::lock;
@@ -33,6 +33,7 @@ pub(crate) async fn check_health(
     conn: &mut MultiplexedConnection,
     trust: &TrustPolicy,
     memory: &Mutex<Memory>,
+    marker_key: &str,
 ) -> Result<Health, NodeError> {
     let config = read_config(conn).await;
     let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
@@ -57,7 +58,7 @@ pub(crate) async fn check_health(
         .await
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
-    let marker = read_marker(conn, trust.max_ttl).await?;
+    let marker = read_marker(conn, trust.max_ttl, marker_key).await?;
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
     // invariant 4).
@@ -117,17 +118,18 @@ fn needs(e: &RedisError, what: &str, rule: &str) -> NodeError {
 async fn read_marker(
     conn: &mut MultiplexedConnection,
     max_ttl: Duration,
+    marker_key: &str,
 ) -> Result<Marker, NodeError> {
     let fresh = format!("{:016x}", rand::random::<u64>());
     let reply: (String, u8, u64) = redis::cmd("EVAL")
         .arg(MARKER.source)
         .arg(1)
-        .arg(MARKER_KEY)
+        .arg(marker_key)
         .arg(fresh)
         .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
         .query_async(conn)
         .await
-        .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{MARKER_KEY}")))?;
+        .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{marker_key}")))?;
     let (value, written, node_ms) = reply;
     Ok(Marker::from_reply(value, written == 1, node_ms))
 }

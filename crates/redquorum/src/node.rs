@@ -17,8 +17,10 @@
 //!    the connection, and runs in the order it was queued ([`server`](crate::server)
 //!    invariant 5): a release queued after a won round's stragglers runs after them.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::join_all;
 use redis::Value;
 
 use crate::cause::Asked;
@@ -32,6 +34,8 @@ use crate::scripts::{
     RELEASE_MANY, RELEASE_STANDARD, one_or_many,
 };
 use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
+use crate::shards::Shards;
+use crate::slots::slot_of;
 use crate::subscriber::{Subscriber, Watch};
 use crate::telemetry::{NodeMetrics, RequestKind};
 use crate::waiting::{QueuePlace, WaiterId};
@@ -137,57 +141,124 @@ pub(crate) fn reply_of(request: Request, result: &Result<Answer, NodeError>) -> 
     }
 }
 
-/// One Redlock node: today one Redis server.
+/// One Redlock node: one Redis server, or a whole Redis Cluster ([`shards`](crate::shards)).
 #[derive(Debug)]
 pub(crate) struct Node {
-    server: Server,
+    target: Target,
     metrics: NodeMetrics,
+}
+
+#[derive(Debug)]
+enum Target {
+    Plain(Server),
+    Cluster(Shards),
 }
 
 impl Node {
     /// A node that is one plain Redis server.
     pub(crate) fn plain(server: Server) -> Self {
         let metrics = NodeMetrics::new(server.label());
-        Self { server, metrics }
+        Self {
+            target: Target::Plain(server),
+            metrics,
+        }
+    }
+
+    /// A node that is a Redis Cluster.
+    pub(crate) fn cluster(shards: Shards) -> Self {
+        let metrics = NodeMetrics::new(shards.label());
+        Self {
+            target: Target::Cluster(shards),
+            metrics,
+        }
+    }
+
+    /// Whether this node is a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
     }
 
     /// The node's address, without credentials.
     pub(crate) fn label(&self) -> &str {
-        self.server.label()
+        match &self.target {
+            Target::Plain(server) => server.label(),
+            Target::Cluster(shards) => shards.label(),
+        }
     }
 
     /// A subscriber that hears this node's lock keys freed.
     pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
-        self.server.subscriber(watch)
+        match &self.target {
+            Target::Plain(server) => server.subscriber(watch),
+            Target::Cluster(shards) => shards.subscriber(watch),
+        }
     }
 
-    /// What makes two nodes the same: their server's address, whatever the db.
+    /// What makes two nodes the same: their server's address, whatever the db (a cluster's
+    /// seeds).
     pub(crate) fn server_identity(&self) -> String {
-        self.server.server_identity()
+        match &self.target {
+            Target::Plain(server) => server.server_identity(),
+            Target::Cluster(shards) => shards.identity(),
+        }
     }
 
-    /// A request to this node timed out: its round's deadline passed without its reply
-    /// ([`server`](crate::server) invariant 6).
-    pub(crate) fn timed_out(&self) {
-        self.server.timed_out();
+    /// The servers this node has sent requests to: its one server, or a cluster's masters.
+    fn servers(&self) -> Vec<Arc<Server>> {
+        match &self.target {
+            Target::Plain(_) => Vec::new(),
+            Target::Cluster(shards) => shards.servers(),
+        }
+    }
+
+    /// A request to this node for `resources` timed out: its round's deadline passed without
+    /// its reply ([`server`](crate::server) invariant 6).
+    pub(crate) fn timed_out(&self, resources: &Resources) {
+        match &self.target {
+            Target::Plain(server) => server.timed_out(),
+            Target::Cluster(shards) => {
+                if let Ok(slot) = Shards::slot(resources)
+                    && let Some(server) = shards.owner_now(slot)
+                {
+                    server.timed_out();
+                }
+            }
+        }
         self.metrics.failed(&Reply::Timeout);
     }
 
-    /// Whether the node's `maxmemory-policy` lets it evict lock keys, as far as we know.
+    /// Whether the node's `maxmemory-policy` lets it evict lock keys, as far as we know (any
+    /// master, for a cluster).
     pub(crate) fn may_evict(&self) -> bool {
-        self.server.may_evict()
+        match &self.target {
+            Target::Plain(server) => server.may_evict(),
+            Target::Cluster(_) => self.servers().iter().any(|s| s.may_evict()),
+        }
     }
 
     /// How much longer this node is quarantined, as far as we know now (`None` when trusted or
-    /// not connected).
+    /// not connected; for a cluster, its longest-quarantined master).
     pub(crate) fn quarantined_for(&self) -> Option<Duration> {
-        self.server.quarantined_for()
+        match &self.target {
+            Target::Plain(server) => server.quarantined_for(),
+            Target::Cluster(_) => self
+                .servers()
+                .iter()
+                .filter_map(|s| s.quarantined_for())
+                .max(),
+        }
     }
 
     /// Waits, until `deadline` at most, for this node to have run every request queued so far
     /// (invariant 2).
     pub(crate) async fn drain(&self, deadline: Instant) {
-        self.server.drain(deadline).await;
+        match &self.target {
+            Target::Plain(server) => server.drain(deadline).await,
+            Target::Cluster(_) => {
+                let servers = self.servers();
+                join_all(servers.iter().map(|s| s.drain(deadline))).await;
+            }
+        }
     }
 
     /// Runs a read-only `script` on `key` (not checked against the marker), bounded by
@@ -199,7 +270,15 @@ impl Node {
         deadline: Instant,
     ) -> Result<Value, NodeError> {
         bounded(deadline, async {
-            let connection = self.server.connection().await?;
+            let routed;
+            let server = match &self.target {
+                Target::Plain(server) => server,
+                Target::Cluster(shards) => {
+                    routed = shards.owner(slot_of(key.as_bytes())).await?;
+                    &*routed
+                }
+            };
+            let connection = server.connection().await?;
             let none: &[u64] = &[];
             let reply = connection.eval(false, script, &[key], None, none).await;
             connection.finish(Instant::now());
@@ -209,9 +288,10 @@ impl Node {
     }
 
     /// Performs `request`, sent at `sent` (its round's start, for its latency). Not bounded in
-    /// time here: the caller bounds the whole round (see [`server`](crate::server)). `queued` is called once the request no longer waits for a
-    /// connection: from then on it is queued on one (or has failed), and any later request to
-    /// this node is queued behind it (invariant 2).
+    /// time here: the caller bounds the whole round (see [`server`](crate::server)). `queued` is
+    /// called once the request no longer waits for a connection: from then on it is queued on
+    /// one (or has failed), and any later request to this node is queued behind it
+    /// (invariant 2).
     pub(crate) async fn send(
         &self,
         request: Request,
@@ -220,9 +300,68 @@ impl Node {
         sent: Instant,
         queued: impl FnOnce(),
     ) -> Result<Answer, NodeError> {
-        let connection = self.server.connection().await;
+        let shards = match &self.target {
+            Target::Plain(server) => {
+                return self
+                    .send_to(server, request, resources, value, sent, queued)
+                    .await;
+            }
+            Target::Cluster(shards) => shards,
+        };
+        // Invariant 3 of `shards`: a reply that says the map is out of date is not a vote; the
+        // request goes once more to the slot's owner in the map read again.
+        let mut queued = Some(queued);
+        let mut first = None;
+        for _ in 0..2 {
+            let owner = match Shards::slot(resources) {
+                Ok(slot) => shards.owner(slot).await,
+                Err(e) => Err(e),
+            };
+            let server = match owner {
+                Ok(server) => server,
+                Err(e) => {
+                    if let Some(queued) = queued.take() {
+                        queued();
+                    }
+                    self.metrics.failed(&e.reply());
+                    return Err(e);
+                }
+            };
+            if first.as_ref().is_some_and(|f| Arc::ptr_eq(f, &server)) {
+                break; // the same master again: its error stands
+            }
+            let on_queue = queued.take();
+            let result = self
+                .send_to(&server, request, resources, value, sent, || {
+                    if let Some(queued) = on_queue {
+                        queued();
+                    }
+                })
+                .await;
+            match result {
+                Err(e) if shards.saw(&e) => first = Some(server),
+                result => return result,
+            }
+        }
+        Err(NodeError::Server(
+            "MOVED the cluster's slot map changed twice during one request".to_owned(),
+        ))
+    }
+
+    async fn send_to(
+        &self,
+        server: &Server,
+        request: Request,
+        resources: &Resources,
+        value: &str,
+        sent: Instant,
+        queued: impl FnOnce(),
+    ) -> Result<Answer, NodeError> {
+        let connection = server.connection().await;
         queued();
-        let connection = connection.inspect_err(|e| self.metrics.failed(&e.reply()))?;
+        let connection = connection
+            .inspect_err(|e| self.metrics.failed(&e.reply()))?
+            .voting(request.is_vote());
         // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
         // first poll return before the command is queued (redis-rs queues it through a Tokio
         // channel, whose permit counts against the budget), and invariant 2 needs it queued.
@@ -293,8 +432,9 @@ async fn perform(
         Request::SetFenced { ttl_ms, advance } => {
             // One resource (the common case): the script reads the marker itself, which
             // costs no command of its own (measured with `examples/bench.rs --fencing
-            // --quarantine`: see the README).
-            let marked = checked && !many;
+            // --quarantine`: see the README). Not on a cluster, where the marker is in another
+            // slot than the lock key.
+            let marked = checked && !many && !connection.in_cluster();
             let script = if marked {
                 &ACQUIRE_FENCED_MARKED
             } else {

@@ -59,6 +59,16 @@ use std::time::{Duration, Instant};
 /// shared with `redquorum-nodes`, which writes it on brand-new nodes.
 pub const MARKER_KEY: &str = "redlock-node-marker";
 
+/// The marker key of a master of a Redis Cluster node whose lowest served slot is
+/// `lowest_slot`: [`MARKER_KEY`] followed by a hash tag of that slot, so that the master serves
+/// its own marker. For tools that prepare new clusters, as `redquorum-nodes` does.
+pub fn cluster_marker_key(lowest_slot: u16) -> String {
+    format!(
+        "{MARKER_KEY}{{{}}}",
+        crate::slots::slot_tag(lowest_slot % crate::slots::SLOTS)
+    )
+}
+
 /// How much `uptime_in_seconds` may exceed the real uptime: Redis computes it as
 /// `server.unixtime - server.stat_starttime`, two times in whole seconds (invariant 1). Ignoring
 /// this let a node that restarted empty vote up to a second early: the flake of

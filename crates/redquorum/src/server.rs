@@ -54,6 +54,12 @@
 //!    reply, and its grant is not a vote: it is quarantined for `max_ttl` from then on, and
 //!    checked again. Extensions and fencing need no marker: they succeed only where the key
 //!    still holds our value, which a node that lost it cannot show.
+//! 8. **On a Redis Cluster, a vote waits for the shard's replicas.** On a master of a cluster
+//!    node ([`shards`](crate::shards)), every vote (acquisition, extension, fencing round) is
+//!    followed in the same pipeline, on the same connection, by `WAIT n t`, `n` the replicas the
+//!    slot map lists for the shard. `WAIT` counts the writes of its own connection up to the
+//!    last one, so it covers ours (and any later one queued by another task on the shared
+//!    connection). Fewer than `n` acknowledgements and the reply is an error, not a vote.
 //!
 //! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
 //! read with one atomic load, and the health verdict is two atomics, because the mutexes they
@@ -85,7 +91,8 @@ use crate::error::{ConfigError, redact_url, secrets_in};
 use crate::health::{Health, check_health};
 use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
 use crate::reply::NodeError;
-use crate::scripts::LuaScript;
+use crate::scripts::{KeyGroup, LuaScript, fence_key};
+use crate::slots;
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
 
@@ -94,6 +101,21 @@ use crate::sync::lock;
 pub(crate) struct ServerSettings {
     pub(crate) connect_timeout: Duration,
     pub(crate) trust: TrustPolicy,
+}
+
+/// What a server that is one master of a Redis Cluster node ([`shards`](crate::shards)) does
+/// differently: every key of a lock is named into the lock key's slot, the marker key into a
+/// slot this master serves, and a vote waits for the shard's replicas (invariant 8).
+#[derive(Debug)]
+pub(crate) struct InCluster {
+    /// The marker key, with a hash tag of a slot this master serves.
+    pub(crate) marker_key: String,
+    /// How many replicas must acknowledge a vote's writes (`WAIT`): the shard's replicas as the
+    /// last slot map listed them.
+    pub(crate) replicas: AtomicU32,
+    /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout:
+    /// see [`shards`](crate::shards)).
+    pub(crate) wait_ms: u64,
 }
 
 /// How often a live connection's health check is repeated: catches a `run_id` change or a
@@ -224,6 +246,8 @@ pub(crate) struct Server {
     /// What health checks found so far, kept across reconnections (quarantine invariant 2).
     memory: Arc<Mutex<Memory>>,
     generations: AtomicU64,
+    /// Set for a master of a Redis Cluster node.
+    cluster: Option<InCluster>,
 }
 
 impl std::fmt::Debug for Server {
@@ -281,7 +305,42 @@ impl Server {
             epoch: Instant::now(),
             memory: Arc::new(Mutex::new(Memory::default())),
             generations: AtomicU64::new(0),
+            cluster: None,
         })
+    }
+
+    /// A server that is one master of a Redis Cluster node.
+    pub(crate) fn in_cluster(
+        url: &str,
+        settings: ServerSettings,
+        tls_roots: Option<&[u8]>,
+        cluster: InCluster,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            cluster: Some(cluster),
+            ..Self::new(url, settings, tls_roots)?
+        })
+    }
+
+    /// The part of this server that only a master of a Redis Cluster has.
+    pub(crate) fn cluster(&self) -> Option<&InCluster> {
+        self.cluster.as_ref()
+    }
+
+    /// The key that holds this server's marker.
+    fn marker_key(&self) -> &str {
+        self.cluster
+            .as_ref()
+            .map_or(MARKER_KEY, |cluster| cluster.marker_key.as_str())
+    }
+
+    /// The key of `group` for `resource` on this server: in the resource's slot on a cluster.
+    fn group_key(&self, group: KeyGroup, resource: &str) -> String {
+        match (group, &self.cluster) {
+            (KeyGroup::Fence, Some(_)) => slots::in_slot_of(&fence_key(""), resource),
+            (KeyGroup::Marker, _) => self.marker_key().to_owned(),
+            (group, None) => group.key(resource),
+        }
     }
 
     /// The node's address without credentials, e.g. `127.0.0.1:6379` or `/run/redis.sock/2`.
@@ -340,6 +399,7 @@ impl Server {
         let memory = Arc::clone(&self.memory);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let epoch = self.epoch;
+        let marker_key = self.marker_key().to_owned();
         async move {
             let attempt = async {
                 let config = AsyncConnectionConfig::new()
@@ -357,7 +417,7 @@ impl Server {
                     pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
                 }
                 let _ = pipe.ignore_errors().query_async::<Value>(&mut conn).await;
-                let health = check_health(&mut conn, &settings.trust, &memory).await?;
+                let health = check_health(&mut conn, &settings.trust, &memory, &marker_key).await?;
                 Ok(Arc::new(Live::new(conn, generation, epoch, &health)))
             };
             tokio::time::timeout(settings.connect_timeout, attempt)
@@ -383,9 +443,11 @@ impl Server {
             Arc::clone(&self.memory),
         );
         let timeout = self.settings.connect_timeout;
+        let marker_key = self.marker_key().to_owned();
         tokio::spawn(async move {
             let mut conn = live.conn.clone();
-            match tokio::time::timeout(timeout, check_health(&mut conn, &trust, &memory)).await {
+            let check = check_health(&mut conn, &trust, &memory, &marker_key);
+            match tokio::time::timeout(timeout, check).await {
                 Ok(Ok(health)) => live.set_health(&health),
                 // A server that cannot be checked is not trusted on this connection any more:
                 // the next request makes a new one, health check first (invariant 6).
@@ -448,6 +510,7 @@ impl Server {
         Ok(Connection {
             server: self,
             live: self.live().await?,
+            vote: false,
         })
     }
 
@@ -458,7 +521,11 @@ impl Server {
         let Some(live) = self.live.load_full() else {
             return;
         };
-        let connection = Connection { server: self, live };
+        let connection = Connection {
+            server: self,
+            live,
+            vote: false,
+        };
         let ping = connection.query(redis::cmd("PING"), false);
         let _ = bounded(deadline, ping).await;
     }
@@ -469,12 +536,27 @@ impl Server {
 pub(crate) struct Connection<'s> {
     server: &'s Server,
     live: Arc<Live>,
+    /// Whether what is sent on it is a vote: on a cluster's master, each command is then
+    /// followed by a `WAIT` for the shard's replicas (invariant 8).
+    vote: bool,
 }
 
 impl Connection<'_> {
     /// Whether acquisitions on this connection read the marker back (the quarantine is on).
     pub(crate) fn checks_votes(&self) -> bool {
         self.server.settings.trust.enabled
+    }
+
+    /// Marks what is sent on this connection as a vote (invariant 8).
+    pub(crate) fn voting(mut self, vote: bool) -> Self {
+        self.vote = vote;
+        self
+    }
+
+    /// Whether this connection goes to a master of a Redis Cluster node, whose scripts may
+    /// only name keys of one slot (so the marker is read after a script, never inside it).
+    pub(crate) fn in_cluster(&self) -> bool {
+        self.server.cluster.is_some()
     }
 
     /// Ends the request after its reply (or its error), `now`: the one clock reading of the
@@ -492,30 +574,67 @@ impl Connection<'_> {
     }
 
     /// Sends `cmd`; when `checked`, followed on the same connection by a read of the marker,
-    /// which must still hold what the health check saw (invariant 7).
+    /// which must still hold what the health check saw (invariant 7); on a cluster's master, a
+    /// vote is then followed by `WAIT` for the shard's replicas (invariant 8).
     pub(crate) async fn query(&self, cmd: Cmd, checked: bool) -> Result<Value, NodeError> {
         let mut conn = self.live.conn.clone();
-        let result = if checked {
-            let mut pipe = redis::pipe();
-            pipe.add_command(cmd).cmd("GET").arg(MARKER_KEY);
-            pipe.ignore_errors()
-                .query_async::<Vec<Value>>(&mut conn)
+        let replicas = match &self.server.cluster {
+            Some(cluster) if self.vote => Some((cluster.replicas.load(Ordering::Acquire), cluster)),
+            _ => None,
+        }
+        .filter(|(replicas, _)| *replicas > 0);
+        if !checked && replicas.is_none() {
+            return cmd
+                .query_async(&mut conn)
                 .await
-                .and_then(|replies| {
-                    let mut replies = replies.into_iter();
-                    let (reply, marker) = (replies.next(), replies.next());
-                    self.check_marker(marker.as_ref());
-                    reply.unwrap_or(Value::Nil).extract_error()
-                })
-        } else {
-            cmd.query_async(&mut conn).await
-        };
-        result.map_err(|e| {
-            if e.is_unrecoverable_error() || e.is_io_error() || e.is_connection_dropped() {
-                self.server.forget(self.live.generation);
+                .map_err(|e| self.failed(&e));
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd);
+        if checked {
+            pipe.cmd("GET").arg(self.server.marker_key());
+        }
+        if let Some((replicas, cluster)) = replicas {
+            pipe.cmd("WAIT").arg(replicas).arg(cluster.wait_ms);
+        }
+        let replies = pipe
+            .ignore_errors()
+            .query_async::<Vec<Value>>(&mut conn)
+            .await
+            .map_err(|e| self.failed(&e))?;
+        let mut replies = replies.into_iter();
+        let reply = replies.next();
+        if checked {
+            self.check_marker(replies.next().as_ref());
+        }
+        let reply = reply
+            .unwrap_or(Value::Nil)
+            .extract_error()
+            .map_err(|e| self.failed(&e))?;
+        if let Some((wanted, _)) = replicas {
+            let acknowledged = match replies.next() {
+                Some(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
+                Some(Value::ServerError(e)) => {
+                    return Err(NodeError::Server(format!("WAIT failed: {e:?}")));
+                }
+                _ => 0,
+            };
+            if acknowledged < wanted {
+                return Err(NodeError::Server(format!(
+                    "only {acknowledged} of the shard's {wanted} replicas acknowledged the write \
+                     in time: not a vote (it might not survive a failover)"
+                )));
             }
-            NodeError::from_redis(&e)
-        })
+        }
+        Ok(reply)
+    }
+
+    /// A redis-rs error on this connection: forgets the connection if it broke.
+    fn failed(&self, e: &RedisError) -> NodeError {
+        if e.is_unrecoverable_error() || e.is_io_error() || e.is_connection_dropped() {
+            self.server.forget(self.live.generation);
+        }
+        NodeError::from_redis(e)
     }
 
     /// Compares a marker read back after a vote with the health check's: anything else is
@@ -551,7 +670,10 @@ impl Connection<'_> {
         let grouped: Vec<String> = script
             .groups
             .iter()
-            .flat_map(|group| keys.iter().map(|k| group.key(k.as_ref())))
+            .flat_map(|group| {
+                keys.iter()
+                    .map(|k| self.server.group_key(*group, k.as_ref()))
+            })
             .collect();
         let (args, bytes) = keys
             .iter()
@@ -574,7 +696,7 @@ impl Connection<'_> {
             }
             other => other,
         };
-        let marker = checked.then_some(MARKER_KEY);
+        let marker = checked.then_some(self.server.marker_key());
         result.map_err(|e| {
             let used = keys
                 .iter()

@@ -1,0 +1,532 @@
+//! A Redlock node that is a whole Redis Cluster: each request goes to the master that serves its
+//! lock key's slot, and a vote counts only once the shard's replicas have the write.
+//!
+//! A cluster node is named by `redis+cluster://[user:password@]host:port[,host:port…]` (or
+//! `rediss+cluster://` for TLS): a few seed addresses, from which the slot map is read with
+//! `CLUSTER SLOTS`. Every master in that map is a [`Server`] of its own, with everything a plain
+//! node has: one multiplexed connection, the health check before its first vote, the restart
+//! quarantine, the marker read back after each acquisition. The engine sees one node, whose
+//! answer is that of the master that owns the slot.
+//!
+//! We route by hand rather than through redis-rs's cluster client because each master must be
+//! judged (health check, quarantine, marker) before any reply from it counts, and a vote must be
+//! followed by `WAIT` on the very connection that carried it; redis-rs's cluster connection
+//! opens and replaces its per-node connections behind our back, with no hook for either. What
+//! the routing needs is small: a slot map, refreshed when a reply says it is out of date.
+//!
+//! # Invariants
+//! 1. **All keys of a request are in one slot.** The lock keys of one lock must hash to one slot
+//!    (a set needs a common hash tag, refused otherwise with a message that says so), and every
+//!    other key a script is given is named into that slot ([`slots`](crate::slots)).
+//! 2. **A vote survives a failover of its shard.** Each vote on a master is followed, in the
+//!    same pipeline and on the same connection, by `WAIT n` for the `n` replicas the slot map
+//!    lists for its shard; fewer acknowledgements within the node timeout and it is not a vote
+//!    ([`server`](crate::server) invariant 8). A failover promotes one of those replicas, which
+//!    has the key. The argument, and what it does not cover, is in the README's *Redis Cluster*.
+//! 3. **A stale map costs a round, never safety.** A request sent to a server that no longer
+//!    serves the slot is answered `MOVED` (or fails), which is an error, not a vote; the map is
+//!    read again and the request sent once more to the new owner, within the same deadline.
+//! 4. **A master that takes over a slot is judged like a new node.** It gets a [`Server`] of its
+//!    own on first sight, whose health check runs before its first vote; its marker key is named
+//!    into a slot it serves, and when it no longer serves that slot the server is replaced, so
+//!    that a marker moved with its slot is never mistaken for the new owner's own.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use redis::{AsyncConnectionConfig, Value};
+
+use crate::error::{ConfigError, redact_url};
+use crate::quarantine::cluster_marker_key;
+use crate::reply::NodeError;
+use crate::resources::Resources;
+use crate::server::{InCluster, Server, ServerSettings};
+use crate::slots::{self, slot_of};
+use crate::subscriber::{Subscriber, Watch};
+use crate::sync::lock;
+
+/// The URL schemes that name a Redis Cluster node, and the scheme of its servers.
+const SCHEMES: [(&str, &str); 2] = [
+    ("redis+cluster://", "redis"),
+    ("rediss+cluster://", "rediss"),
+];
+
+/// How old a slot map may get before a request reads it again in the background: a topology
+/// change that sends no `MOVED` our way (a replica added to a shard) is seen within this.
+const MAP_REFRESH: Duration = Duration::from_secs(10);
+
+/// Whether `url` names a Redis Cluster node.
+pub(crate) fn is_cluster_url(url: &str) -> bool {
+    SCHEMES
+        .iter()
+        .any(|(scheme, _)| url.trim_start().starts_with(scheme))
+}
+
+/// A cluster URL, taken apart: its servers' scheme, the credentials, and the seed addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClusterUrl {
+    scheme: &'static str,
+    /// `user:password@`, or empty.
+    userinfo: String,
+    /// `host:port` of each seed.
+    seeds: Vec<String>,
+}
+
+impl ClusterUrl {
+    fn parse(url: &str) -> Result<Self, String> {
+        let url = url.trim();
+        let (prefix, scheme) = SCHEMES
+            .iter()
+            .find(|(prefix, _)| url.starts_with(prefix))
+            .ok_or("a Redis Cluster URL starts with redis+cluster:// or rediss+cluster://")?;
+        let rest = &url[prefix.len()..];
+        if let Some(i) = rest.find(['/', '?']) {
+            return Err(format!(
+                "a Redis Cluster node takes only addresses, not {:?} (a cluster has no databases)",
+                &rest[i..]
+            ));
+        }
+        let (userinfo, hosts) = match rest.rfind('@') {
+            Some(at) => (format!("{}@", &rest[..at]), &rest[at + 1..]),
+            None => (String::new(), rest),
+        };
+        let seeds: Vec<String> = hosts
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(|h| {
+                if h.ends_with(']') || !h.contains(':') {
+                    format!("{h}:6379")
+                } else {
+                    h.to_owned()
+                }
+            })
+            .collect();
+        if seeds.is_empty() {
+            return Err("no seed address (redis+cluster://host:port[,host:port…])".to_owned());
+        }
+        Ok(Self {
+            scheme,
+            userinfo,
+            seeds,
+        })
+    }
+
+    /// The URL of the server at `address` (`host:port`), with the cluster's credentials.
+    fn server_url(&self, address: &str) -> String {
+        format!("{}://{}{address}", self.scheme, self.userinfo)
+    }
+}
+
+/// One shard as the slot map lists it: a range of slots, its master, how many replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Range {
+    low: u16,
+    high: u16,
+    /// `host:port` of the master.
+    master: String,
+    replicas: u32,
+}
+
+/// The slot map: which master serves which slots.
+#[derive(Debug)]
+struct SlotMap {
+    /// Sorted by `low`, not overlapping.
+    shards: Vec<(u16, u16, Arc<Server>)>,
+    read_at: Instant,
+}
+
+impl SlotMap {
+    fn owner(&self, slot: u16) -> Option<&Arc<Server>> {
+        let i = self.shards.partition_point(|(_, high, _)| *high < slot);
+        self.shards
+            .get(i)
+            .filter(|(low, _, _)| *low <= slot)
+            .map(|(_, _, server)| server)
+    }
+}
+
+/// A master's server and the slot its marker key is named into.
+#[derive(Debug)]
+struct Master {
+    server: Arc<Server>,
+    marker_slot: u16,
+}
+
+/// A Redlock node that is one Redis Cluster.
+pub(crate) struct Shards {
+    label: String,
+    url: ClusterUrl,
+    settings: ServerSettings,
+    tls_roots: Option<Vec<u8>>,
+    /// How long a vote's `WAIT` may block, in ms: half the node timeout, so that replicas that
+    /// do not answer are reported as such within the round rather than as a timeout, and the
+    /// connection (which a blocked `WAIT` holds up for every request behind it) is free again
+    /// before the round ends.
+    wait_ms: u64,
+    map: ArcSwapOption<SlotMap>,
+    /// Every master seen so far, by address (invariant 4).
+    masters: Mutex<HashMap<String, Master>>,
+    /// One map read at a time; whoever waited for it uses the map it read.
+    reading: tokio::sync::Mutex<()>,
+    /// Set by a reply that says the map is out of date (invariant 3).
+    stale: AtomicBool,
+    /// A client for the first seed: the subscriber's connection.
+    seed_client: redis::Client,
+}
+
+impl std::fmt::Debug for Shards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shards")
+            .field("seeds", &self.url.seeds)
+            .finish()
+    }
+}
+
+impl Shards {
+    /// Parses a `redis+cluster://` URL (without connecting).
+    pub(crate) fn new(
+        url: &str,
+        settings: ServerSettings,
+        tls_roots: Option<&[u8]>,
+        node_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        let invalid = |reason: String| ConfigError::InvalidUrl {
+            url: redact_url(url),
+            reason,
+        };
+        let parsed = ClusterUrl::parse(url).map_err(invalid)?;
+        // Each seed must be a valid server URL on its own (port, host, credentials).
+        for seed in &parsed.seeds {
+            Server::new(&parsed.server_url(seed), settings, tls_roots)?;
+        }
+        let seed_client = redis::Client::open(parsed.server_url(&parsed.seeds[0]))
+            .map_err(|e| invalid(e.to_string()))?;
+        Ok(Self {
+            label: format!("cluster({})", parsed.seeds.join(",")),
+            url: parsed,
+            settings,
+            tls_roots: tls_roots.map(<[u8]>::to_vec),
+            wait_ms: u64::try_from(node_timeout.as_millis() / 2)
+                .unwrap_or(u64::MAX)
+                .max(1),
+            map: ArcSwapOption::empty(),
+            masters: Mutex::new(HashMap::new()),
+            reading: tokio::sync::Mutex::new(()),
+            stale: AtomicBool::new(false),
+            seed_client,
+        })
+    }
+
+    /// `cluster(host:port,…)`: the seeds, without credentials.
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// What makes two cluster nodes the same: their seeds.
+    pub(crate) fn identity(&self) -> String {
+        let mut seeds = self.url.seeds.clone();
+        seeds.sort();
+        format!("cluster:{}", seeds.join(","))
+    }
+
+    /// A subscriber on the first seed. Only a hint (the subscriber's invariants): for keys the
+    /// seed does not serve its reads fail, and those waiters poll.
+    pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
+        Subscriber::new(&self.seed_client, self.settings.connect_timeout, watch)
+    }
+
+    /// Every master seen so far.
+    pub(crate) fn servers(&self) -> Vec<Arc<Server>> {
+        lock(&self.masters)
+            .values()
+            .map(|m| Arc::clone(&m.server))
+            .collect()
+    }
+
+    /// The slot all of `resources`' keys hash to (invariant 1).
+    pub(crate) fn slot(resources: &Resources) -> Result<u16, NodeError> {
+        let keys = resources.keys();
+        let slot = slot_of(resources.first().as_bytes());
+        if keys.iter().any(|k| slot_of(k.as_bytes()) != slot) {
+            return Err(NodeError::Server(
+                "CROSSSLOT the resources of one lock must hash to one slot on a Redis Cluster \
+                 node: give them a common hash tag, e.g. {order:7}:a and {order:7}:b"
+                    .to_owned(),
+            ));
+        }
+        Ok(slot)
+    }
+
+    /// The master that serves `slot` as the map we hold says, without reading it.
+    pub(crate) fn owner_now(&self, slot: u16) -> Option<Arc<Server>> {
+        self.map.load().as_ref()?.owner(slot).cloned()
+    }
+
+    /// The master that serves `slot`, reading the map first when we have none, when a reply
+    /// said it is out of date (invariant 3), or when it is older than [`MAP_REFRESH`].
+    pub(crate) async fn owner(&self, slot: u16) -> Result<Arc<Server>, NodeError> {
+        let current = self.map.load_full();
+        let fresh = match &current {
+            Some(map)
+                if !self.stale.load(Ordering::Acquire) && map.read_at.elapsed() < MAP_REFRESH =>
+            {
+                Some(Arc::clone(map))
+            }
+            _ => None,
+        };
+        let map = match fresh {
+            Some(map) => map,
+            None => self.read_map(current.map(|m| m.read_at)).await?,
+        };
+        map.owner(slot).cloned().ok_or_else(|| {
+            self.stale.store(true, Ordering::Release);
+            NodeError::Server(format!("CLUSTERDOWN no master serves slot {slot}"))
+        })
+    }
+
+    /// Whether a request's error says the map is out of date (or its server is gone): the next
+    /// request reads the map again first.
+    pub(crate) fn saw(&self, error: &NodeError) -> bool {
+        let outdated = match error {
+            NodeError::Server(why) => ["MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN", "READONLY"]
+                .iter()
+                .any(|code| why.starts_with(code)),
+            NodeError::Unreachable(_) => true,
+            NodeError::Timeout | NodeError::WrongType(_) => false,
+        };
+        if outdated {
+            self.stale.store(true, Ordering::Release);
+        }
+        outdated
+    }
+
+    /// Reads the slot map, unless another request read it since `seen` (the map we had).
+    async fn read_map(&self, seen: Option<Instant>) -> Result<Arc<SlotMap>, NodeError> {
+        let _reading = self.reading.lock().await;
+        if let Some(map) = self.map.load_full()
+            && Some(map.read_at) != seen
+            && !self.stale.load(Ordering::Acquire)
+            && map.read_at.elapsed() < MAP_REFRESH
+        {
+            return Ok(map);
+        }
+        self.stale.store(false, Ordering::Release);
+        let ranges = match self.ask_for_slots().await {
+            Ok(ranges) => ranges,
+            Err(e) => {
+                self.stale.store(true, Ordering::Release);
+                return Err(e);
+            }
+        };
+        let map = Arc::new(self.build_map(&ranges)?);
+        self.map.store(Some(Arc::clone(&map)));
+        Ok(map)
+    }
+
+    /// `CLUSTER SLOTS`, asked of the known masters, then of the seeds, until one answers.
+    async fn ask_for_slots(&self) -> Result<Vec<Range>, NodeError> {
+        let mut candidates: Vec<String> = lock(&self.masters).keys().cloned().collect();
+        candidates.extend(self.url.seeds.iter().cloned());
+        let mut last = NodeError::Unreachable("no seed address".to_owned());
+        for address in candidates {
+            match self.slots_from(&address).await {
+                Ok(ranges) if !ranges.is_empty() => return Ok(ranges),
+                Ok(_) => last = NodeError::Server(format!("CLUSTERDOWN {address} serves no slots")),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    async fn slots_from(&self, address: &str) -> Result<Vec<Range>, NodeError> {
+        let url = self.url.server_url(address);
+        let client = match &self.tls_roots {
+            Some(roots) if self.url.scheme == "rediss" => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots.clone()),
+                },
+            ),
+            _ => redis::Client::open(url),
+        }
+        .map_err(|e| NodeError::from_redis(&e))?;
+        let timeout = self.settings.connect_timeout;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| NodeError::from_redis(&e))?;
+        let reply: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| NodeError::from_redis(&e))?;
+        let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+        parse_slots(&reply, host).ok_or_else(|| {
+            NodeError::Server(format!("unexpected reply to CLUSTER SLOTS: {reply:?}"))
+        })
+    }
+
+    /// The map for `ranges`: each master's server, made on first sight, or again when it no
+    /// longer serves its marker's slot (invariant 4).
+    fn build_map(&self, ranges: &[Range]) -> Result<SlotMap, NodeError> {
+        let mut masters = lock(&self.masters);
+        let mut shards = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let of_master = || ranges.iter().filter(|r| r.master == range.master);
+            let serves = |slot: u16| of_master().any(|r| (r.low..=r.high).contains(&slot));
+            let lowest = of_master().map(|r| r.low).min().unwrap_or(range.low);
+            let keep = masters
+                .get(&range.master)
+                .is_some_and(|m| serves(m.marker_slot));
+            if !keep {
+                let cluster = InCluster {
+                    marker_key: cluster_marker_key(lowest),
+                    replicas: AtomicU32::new(range.replicas),
+                    wait_ms: self.wait_ms,
+                };
+                let url = self.url.server_url(&range.master);
+                let server =
+                    Server::in_cluster(&url, self.settings, self.tls_roots.as_deref(), cluster)
+                        .map_err(|e| NodeError::Server(e.to_string()))?;
+                masters.insert(
+                    range.master.clone(),
+                    Master {
+                        server: Arc::new(server),
+                        marker_slot: lowest,
+                    },
+                );
+            }
+            let Some(master) = masters.get(&range.master) else {
+                continue;
+            };
+            if let Some(cluster) = master.server.cluster() {
+                cluster.replicas.store(range.replicas, Ordering::Release);
+            }
+            shards.push((range.low, range.high, Arc::clone(&master.server)));
+        }
+        shards.sort_by_key(|(low, _, _)| *low);
+        Ok(SlotMap {
+            shards,
+            read_at: Instant::now(),
+        })
+    }
+}
+
+/// Reads a `CLUSTER SLOTS` reply: `[[low, high, [host, port, id, …], replica…], …]`. An empty
+/// host means the one we asked (`asked_host`).
+fn parse_slots(reply: &Value, asked_host: &str) -> Option<Vec<Range>> {
+    let Value::Array(entries) = reply else {
+        return None;
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    };
+    let address = |v: &Value| -> Option<String> {
+        let Value::Array(fields) = v else {
+            return None;
+        };
+        let host = match fields.first()? {
+            Value::BulkString(b) => String::from_utf8(b.clone()).ok()?,
+            Value::SimpleString(s) => s.clone(),
+            _ => return None,
+        };
+        let host = if host.is_empty() || host == "?" {
+            asked_host.to_owned()
+        } else {
+            host
+        };
+        let port = int(fields.get(1)?)?;
+        Some(if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        })
+    };
+    entries
+        .iter()
+        .map(|entry| {
+            let Value::Array(fields) = entry else {
+                return None;
+            };
+            let low = u16::try_from(int(fields.first()?)?).ok()?;
+            let high = u16::try_from(int(fields.get(1)?)?).ok()?;
+            let master = address(fields.get(2)?)?;
+            let replicas = u32::try_from(fields.len().saturating_sub(3)).ok()?;
+            (low <= high && high < slots::SLOTS).then_some(Range {
+                low,
+                high,
+                master,
+                replicas,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_url_names_seeds_with_shared_credentials() {
+        let url = ClusterUrl::parse("redis+cluster://u:p@10.0.0.1:7000, 10.0.0.2:7001,h").unwrap();
+        assert_eq!(url.seeds, ["10.0.0.1:7000", "10.0.0.2:7001", "h:6379"]);
+        assert_eq!(url.server_url("10.0.0.3:7002"), "redis://u:p@10.0.0.3:7002");
+        let tls = ClusterUrl::parse("rediss+cluster://[::1]:7000").unwrap();
+        assert_eq!(tls.server_url("[::1]:7000"), "rediss://[::1]:7000");
+    }
+
+    #[test]
+    fn a_cluster_url_without_seeds_or_with_a_database_is_refused_with_the_reason() {
+        let none = ClusterUrl::parse("redis+cluster://").unwrap_err();
+        assert!(none.contains("no seed"), "{none}");
+        let db = ClusterUrl::parse("redis+cluster://h:7000/2").unwrap_err();
+        assert!(db.contains("no databases"), "{db}");
+    }
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_slots_reply_gives_each_range_its_master_and_replica_count() {
+        let node =
+            |host: &str, port: i64| Value::Array(vec![bulk(host), Value::Int(port), bulk("id")]);
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8191),
+                node("127.0.0.1", 7000),
+                node("127.0.0.1", 7003),
+            ]),
+            Value::Array(vec![Value::Int(8192), Value::Int(16383), node("", 7001)]),
+        ]);
+        let ranges = parse_slots(&reply, "10.1.1.1").unwrap();
+        assert_eq!(
+            ranges,
+            [
+                Range {
+                    low: 0,
+                    high: 8191,
+                    master: "127.0.0.1:7000".into(),
+                    replicas: 1
+                },
+                Range {
+                    low: 8192,
+                    high: 16383,
+                    master: "10.1.1.1:7001".into(),
+                    replicas: 0
+                },
+            ]
+        );
+        assert!(parse_slots(&Value::Int(1), "h").is_none());
+    }
+}

@@ -1,0 +1,230 @@
+//! A Redlock node may be a whole Redis Cluster: requests go to the master serving the lock key's
+//! slot, every key of a lock lives in that slot, a vote waits for the shard's replicas, and a
+//! forced failover in the middle of a lease never produces a second holder.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{patient, value_on};
+use redquorum::{Cause, Redlock, Retry};
+use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A Redis Cluster of `masters` masters with `replicas` replicas each; AOF with `fsync always`
+/// on every node and each master's marker written, so that the restart quarantine trusts the
+/// masters it starts with.
+fn redis_cluster(masters: usize, replicas: usize) -> RedisCluster {
+    let spec = NodeSpec::new().persistence(Persistence::AofAlways);
+    let mut cluster = RedisCluster::start(masters, replicas, spec).expect("start a Redis Cluster");
+    cluster
+        .mark_masters(redquorum::cluster_marker_key)
+        .expect("markers written");
+    cluster
+}
+
+/// The URL of a cluster node with every node of `cluster` as a seed.
+fn cluster_url(cluster: &RedisCluster) -> String {
+    let seeds: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|url| url.trim_start_matches("redis://").to_owned())
+        .collect();
+    format!("redis+cluster://{}", seeds.join(","))
+}
+
+fn manager(urls: Vec<String>) -> Redlock {
+    Redlock::builder(urls).build().expect("valid configuration")
+}
+
+/// `key` on the master that serves it in `cluster`.
+fn on_owner(cluster: &mut RedisCluster, key: &str) -> Option<String> {
+    let owner = cluster.owner_of(key).expect("a master serves the key");
+    value_on(cluster.node(owner), key)
+}
+
+/// The fencing counter of `resource` on the master that serves it: the only key named
+/// `redlock-fence:{…}resource` there.
+fn counter_on_owner(cluster: &mut RedisCluster, resource: &str) -> Option<u64> {
+    let owner = cluster.owner_of(resource).expect("a master serves the key");
+    let keys = cluster
+        .node(owner)
+        .cli(&["KEYS", &format!("redlock-fence:*{resource}")])
+        .expect("KEYS");
+    let key = keys.lines().next()?;
+    value_on(cluster.node(owner), key)?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_extend_release_and_fence_across_three_clusters() {
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 1)).collect();
+    let redlock = manager(clusters.iter().map(cluster_url).collect());
+    let rival = manager(clusters.iter().map(cluster_url).collect());
+    let mut tokens = Vec::new();
+    // Names spread over the slots, so the three masters of each cluster all serve some.
+    for i in 0..6 {
+        let resource = format!("account:{i}");
+        let mut lock = redlock.acquire(&resource, TTL).await.expect("acquired");
+        for cluster in &mut clusters {
+            assert_eq!(
+                on_owner(cluster, &resource).as_deref(),
+                Some(lock.value()),
+                "the lock key is the resource name, on the master serving its slot"
+            );
+            assert_eq!(counter_on_owner(cluster, &resource), lock.fence());
+        }
+        let refused = rival.try_acquire(&resource, TTL).await.expect_err("held");
+        assert_eq!(refused.cause(), Some(Cause::Busy), "{refused}");
+        lock.extend(TTL).await.expect("extended on every cluster");
+        tokens.push(lock.fence().expect("fenced by default"));
+        assert!(lock.release().await.cause().is_none());
+        for cluster in &mut clusters {
+            assert_eq!(on_owner(cluster, &resource), None, "released everywhere");
+        }
+    }
+    let again = redlock.acquire("account:0", TTL).await.expect("acquired");
+    assert!(again.fence() > tokens.first().copied(), "tokens increase");
+    assert!(again.release().await.cause().is_none());
+}
+
+/// With the restart quarantine off, only the vote's `WAIT` stands between a failover and a
+/// second holder: a majority of the shards fail over in the middle of the lease, and the
+/// promoted replicas still have the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_failover_of_a_majority_in_the_middle_of_a_lease_never_gives_the_lock_twice() {
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
+    let urls: Vec<String> = clusters.iter().map(cluster_url).collect();
+    let unquarantined = || {
+        Redlock::builder(urls.clone())
+            .quarantine(false)
+            .build()
+            .expect("valid configuration")
+    };
+    let (holder, rival) = (unquarantined(), unquarantined());
+    let mut lock = holder.acquire("payments", TTL).await.expect("acquired");
+    for cluster in clusters.iter_mut().take(2) {
+        cluster.failover(1).expect("the replica takes over");
+        assert_eq!(
+            value_on(cluster.node(1), "payments").as_deref(),
+            Some(lock.value()),
+            "the vote waited for the replica, so the promoted replica has the key"
+        );
+    }
+    match rival.try_acquire("payments", TTL).await {
+        Err(e) => assert_eq!(e.cause(), Some(Cause::Busy), "{e}"),
+        Ok(_) => panic!("a second holder after the failovers"),
+    }
+    // The holder's requests follow the slots to the promoted masters (MOVED).
+    lock.extend(TTL)
+        .await
+        .expect("extended after the failovers");
+    let first = lock.fence();
+    assert!(lock.release().await.cause().is_none());
+    let next = rival
+        .acquire_with("payments", TTL, &patient())
+        .await
+        .expect("free after the release");
+    assert!(next.fence() > first, "later tokens are larger");
+    assert!(next.release().await.cause().is_none());
+}
+
+/// With the defaults: one shard fails over in the middle of the lease; the holder keeps its
+/// lock, and nobody else gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_keeps_its_lock_through_a_failover_with_the_defaults() {
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
+    let urls: Vec<String> = clusters.iter().map(cluster_url).collect();
+    let (holder, rival) = (manager(urls.clone()), manager(urls));
+    let mut lock = holder.acquire("payments", TTL).await.expect("acquired");
+    clusters[0].failover(1).expect("the replica takes over");
+    match rival.try_acquire("payments", TTL).await {
+        Err(e) => assert_eq!(e.cause(), Some(Cause::Busy), "{e}"),
+        Ok(_) => panic!("a second holder after the failover"),
+    }
+    lock.extend(TTL).await.expect("extended after the failover");
+    assert!(lock.release().await.cause().is_none());
+}
+
+/// A lagging replica (here a stopped one) fails the vote's `WAIT`: a write it does not have is
+/// not a vote, since a failover to it would lose the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_shards_replica_did_not_acknowledge_is_not_a_vote() {
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
+    let redlock = manager(clusters.iter().map(cluster_url).collect());
+    redlock.connect().await;
+    for cluster in clusters.iter_mut().take(2) {
+        cluster.node(1).pause().expect("replica stopped");
+    }
+    let refused = redlock.try_acquire("payments", TTL).await;
+    for cluster in clusters.iter_mut().take(2) {
+        cluster.node(1).resume().expect("replica resumed");
+    }
+    match refused {
+        Err(e) => assert!(e.to_string().contains("replicas acknowledged"), "{e}"),
+        Ok(_) => panic!("writes no replica had were counted as votes"),
+    }
+    let lock = redlock
+        .acquire_with("payments", TTL, &patient())
+        .await
+        .expect("acquired once the replicas answer again");
+    assert!(lock.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_and_plain_nodes_mix_and_a_shard_without_replicas_still_votes() {
+    let mut cluster = redis_cluster(3, 0);
+    let plain = Cluster::start(2, NodeSpec::new().persistence(Persistence::AofAlways))
+        .expect("plain nodes");
+    let mut urls = vec![cluster_url(&cluster)];
+    urls.extend(plain.urls());
+    let redlock = manager(urls);
+    let lock = redlock.acquire("report:7", TTL).await.expect("acquired");
+    assert_eq!(
+        on_owner(&mut cluster, "report:7").as_deref(),
+        Some(lock.value())
+    );
+    for node in plain.iter() {
+        assert_eq!(value_on(node, "report:7").as_deref(), Some(lock.value()));
+    }
+    assert!(lock.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_on_a_cluster_needs_one_hash_tag_and_says_so() {
+    let cluster = redis_cluster(3, 0);
+    let redlock = manager(vec![cluster_url(&cluster)]);
+    let no = Retry::once();
+    match redlock
+        .acquire_many_with(&["order:a", "order:b"], TTL, &no)
+        .await
+    {
+        Err(e) => assert!(e.to_string().contains("hash tag"), "{e}"),
+        Ok(_) => panic!("a set across slots was locked"),
+    }
+    let lock = redlock
+        .acquire_many(&["{order:7}:a", "{order:7}:b"], TTL)
+        .await
+        .expect("a set with one hash tag");
+    assert!(lock.release().await.cause().is_none());
+}
+
+#[test]
+fn cluster_urls_are_checked_when_the_manager_is_built() {
+    let bad = |url: &str| {
+        Redlock::builder([url])
+            .build()
+            .expect_err("refused")
+            .to_string()
+    };
+    assert!(bad("redis+cluster://").contains("no seed"));
+    assert!(bad("redis+cluster://u:secret@h:7000/1").contains("no databases"));
+    assert!(!bad("redis+cluster://u:secret@h:7000/1").contains("secret"));
+    assert!(bad("redis+cluster://h:notaport").contains("invalid server URL"));
+    let fair = Redlock::builder(["redis+cluster://127.0.0.1:7000"])
+        .fair(true)
+        .build()
+        .expect_err("fair waiting refused")
+        .to_string();
+    assert!(fair.contains("fair"), "{fair}");
+}
