@@ -52,6 +52,14 @@ async fn the_plain_acl_is_enough_for_plain_locks() {
         .notify(false)
         .build()
         .expect("valid");
+    // Connected first: then every node's `SET` is queued before the round is decided, and the
+    // status below may expect the lock on all three (a won round does not wait for a node
+    // still connecting).
+    let connected = redlock.connect().await;
+    assert!(
+        connected.iter().all(|r| r.reply.is_granted()),
+        "the user passes every node's health check: {connected:?}"
+    );
     let mut lock = redlock
         .try_acquire("lock:1", Duration::from_secs(5))
         .await
