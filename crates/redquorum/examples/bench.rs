@@ -43,7 +43,7 @@ use hdrhistogram::Histogram;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redquorum::Redlock;
-use redquorum_nodes::{Cluster, NodeSpec};
+use redquorum_nodes::{Cluster, NodeSpec, RedisCluster};
 
 /// The compare-and-delete script as the Redis documentation and other Redlock clients write it.
 const STANDARD_RELEASE: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then
@@ -58,6 +58,9 @@ static NEXT_PHASE: AtomicU64 = AtomicU64::new(0);
 const TARGET_THROUGHPUT: f64 = 0.95;
 /// Median cycle time allowed with one task, as a multiple of the baseline's.
 const TARGET_LATENCY: f64 = 1.1;
+/// Throughput needed over one-shard Redis Clusters with many tasks, as a fraction of the same
+/// settings over plain nodes.
+const TARGET_CLUSTER_THROUGHPUT: f64 = 0.9;
 
 #[derive(Debug, Parser)]
 #[command(about = "Uncontended lock+release cycles: redlock against raw SET NX / EVALSHA")]
@@ -111,6 +114,11 @@ struct Args {
     /// (no fencing, quarantine or notification), to measure what those options cost side by side.
     #[arg(long, value_enum, default_value = "raw")]
     against: Against,
+    /// The redlock side runs over N Redis Clusters of one master and this many replicas each
+    /// (`redis+cluster://`), the baseline over N plain nodes with the same settings: what routing
+    /// and the vote's `WAIT` for replicas cost. Target: ≥ 0.9× the cycles/s with many tasks.
+    #[arg(long)]
+    cluster_replicas: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -164,34 +172,51 @@ struct Target {
 }
 
 impl Target {
-    async fn connect(cluster: &Cluster, args: &Args) -> Self {
+    /// With `redis_clusters` (their URLs and every server's pid), the redlock side runs over
+    /// them and the baseline is the same settings over `cluster`'s plain nodes.
+    async fn connect(
+        cluster: &Cluster,
+        redis_clusters: Option<(Vec<String>, Vec<u32>)>,
+        args: &Args,
+    ) -> Self {
         let urls = cluster.urls();
+        let redlock_urls = redis_clusters
+            .as_ref()
+            .map_or_else(|| urls.clone(), |(urls, _)| urls.clone());
         // Plain Redlock, the same commands as the baseline: no fencing round unless asked for, and
         // no restart quarantine, which would (rightly) not count the votes of servers that
         // started a moment ago.
-        let mut builder = Redlock::builder(urls.iter().cloned())
-            .quarantine(args.quarantine)
-            .max_ttl(args.ttl)
-            .fence_retention(args.ttl * 2)
-            .fencing(args.fencing)
-            .notify(args.notify);
-        if let Some(timeout) = args.node_timeout {
-            builder = builder.node_timeout(timeout);
-        }
-        let redlock = builder.build().expect("valid bench configuration");
-        let plain = (args.against == Against::Plain).then(|| {
-            // The same max_ttl: the first manager to meet a fresh server writes its marker,
-            // which vouches for it only max_ttl later.
+        let configured = |urls: &[String]| {
             let mut builder = Redlock::builder(urls.iter().cloned())
+                .quarantine(args.quarantine)
                 .max_ttl(args.ttl)
-                .quarantine(false)
-                .fencing(false)
-                .notify(false);
+                .fence_retention(args.ttl * 2)
+                .fencing(args.fencing)
+                .notify(args.notify);
             if let Some(timeout) = args.node_timeout {
                 builder = builder.node_timeout(timeout);
             }
             builder.build().expect("valid bench configuration")
-        });
+        };
+        let redlock = configured(&redlock_urls);
+        let plain = if redis_clusters.is_some() {
+            // The same settings over the plain nodes.
+            Some(configured(&urls))
+        } else {
+            (args.against == Against::Plain).then(|| {
+                // The same max_ttl: the first manager to meet a fresh server writes its marker,
+                // which vouches for it only max_ttl later.
+                let mut builder = Redlock::builder(urls.iter().cloned())
+                    .max_ttl(args.ttl)
+                    .quarantine(false)
+                    .fencing(false)
+                    .notify(false);
+                if let Some(timeout) = args.node_timeout {
+                    builder = builder.node_timeout(timeout);
+                }
+                builder.build().expect("valid bench configuration")
+            })
+        };
         if let Some(plain) = &plain {
             let replies = plain.connect().await;
             assert!(replies.iter().all(|r| r.reply.is_granted()), "{replies:?}");
@@ -232,9 +257,13 @@ impl Target {
                 .expect("SCRIPT LOAD of the release script");
             conns.push(conn);
         }
+        let mut server_pids: Vec<u32> = cluster.iter().filter_map(|node| node.pid()).collect();
+        if let Some((_, pids)) = &redis_clusters {
+            server_pids.extend(pids);
+        }
         Self {
             nodes: urls.len(),
-            server_pids: cluster.iter().filter_map(|node| node.pid()).collect(),
+            server_pids,
             redlock,
             plain,
             conns,
@@ -472,7 +501,15 @@ impl Row {
     /// The target this row is held to and whether it meets it; `None` when none applies (fencing
     /// adds a round trip; one side only).
     fn verdict(&self, args: &Args) -> Option<(String, bool)> {
-        if args.fencing || args.quarantine || args.only.is_some() || args.against == Against::Plain
+        if args.cluster_replicas.is_some() && self.tasks > 1 && args.only.is_none() {
+            let ratio = self.throughput_ratio();
+            return Some((
+                format!("cycles/s ≥ {TARGET_CLUSTER_THROUGHPUT}× plain nodes: {ratio:.2}×"),
+                ratio >= TARGET_CLUSTER_THROUGHPUT,
+            ));
+        }
+        if args.cluster_replicas.is_some()
+            || args.fencing || args.quarantine || args.only.is_some() || args.against == Against::Plain
         {
             return None;
         }
@@ -517,6 +554,7 @@ impl Row {
             "notify": args.notify,
             "against": format!("{:?}", args.against).to_lowercase(),
             "reuse": args.reuse,
+            "cluster_replicas": args.cluster_replicas,
             "target_met": self.verdict(args).map(|(_, met)| met),
         })
     }
@@ -573,9 +611,10 @@ fn table(rows: &[Row], args: &Args) -> String {
         } else {
             "a fresh resource per cycle"
         },
-        match args.against {
-            Against::Raw => "raw `SET NX PX` then `EVALSHA` on every node",
-            Against::Plain => "plain Redlock (no fencing, quarantine or notification)",
+        match (args.cluster_replicas, args.against) {
+            (Some(_), _) => "the same settings over plain nodes (redlock: one-shard Redis Clusters)",
+            (None, Against::Raw) => "raw `SET NX PX` then `EVALSHA` on every node",
+            (None, Against::Plain) => "plain Redlock (no fencing, quarantine or notification)",
         },
         args.phases,
         args.duration_per_phase,
@@ -651,6 +690,16 @@ fn redis_version() -> String {
         .unwrap_or_else(|| "redis (unknown version)".to_owned())
 }
 
+/// A `redis+cluster://` URL with every node of `cluster` as a seed.
+fn cluster_url(cluster: &RedisCluster) -> String {
+    let seeds: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|url| url.trim_start_matches("redis://").to_owned())
+        .collect();
+    format!("redis+cluster://{}", seeds.join(","))
+}
+
 fn main() {
     let args = Args::parse();
     assert!(
@@ -666,7 +715,31 @@ fn main() {
         // A cluster per N, started and stopped on this thread (redquorum-nodes ties the servers'
         // lifetime to the starting thread).
         let cluster = Cluster::start(nodes, NodeSpec::new()).expect("start redis-server nodes");
-        let target = Arc::new(runtime.block_on(Target::connect(&cluster, &args)));
+        // With --cluster-replicas: N one-shard Redis Clusters for the redlock side.
+        let mut redis_clusters: Vec<RedisCluster> = args
+            .cluster_replicas
+            .map(|replicas| {
+                (0..nodes)
+                    .map(|_| {
+                        let mut cluster = RedisCluster::start(1, replicas, NodeSpec::new())
+                            .expect("start a Redis Cluster");
+                        cluster
+                            .mark_masters(redquorum::cluster_marker_key)
+                            .expect("markers written");
+                        cluster
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let cluster_side = args.cluster_replicas.map(|_| {
+            let urls = redis_clusters.iter().map(cluster_url).collect();
+            let pids = redis_clusters
+                .iter_mut()
+                .flat_map(|c| (0..c.len()).filter_map(|i| c.node(i).pid()).collect::<Vec<_>>())
+                .collect();
+            (urls, pids)
+        });
+        let target = Arc::new(runtime.block_on(Target::connect(&cluster, cluster_side, &args)));
         for &tasks in &args.tasks {
             eprintln!("measuring {nodes} node(s), {tasks} task(s)…");
             let row = runtime.block_on(measure(&target, tasks, &args));
@@ -677,6 +750,7 @@ fn main() {
         }
         drop(target);
         drop(cluster);
+        drop(redis_clusters);
     }
     let table = table(&rows, &args);
     if args.json {
