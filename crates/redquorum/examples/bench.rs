@@ -43,7 +43,7 @@ use hdrhistogram::Histogram;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redquorum::Redlock;
-use redquorum_nodes::{Cluster, NodeSpec, RedisCluster};
+use redquorum_nodes::{Cluster, NodeSpec, RedisCluster, RedisNode};
 
 /// The compare-and-delete script as the Redis documentation and other Redlock clients write it.
 const STANDARD_RELEASE: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then
@@ -115,8 +115,10 @@ struct Args {
     #[arg(long, value_enum, default_value = "raw")]
     against: Against,
     /// The redlock side runs over N Redis Clusters of one master and this many replicas each
-    /// (`redis+cluster://`), the baseline over N plain nodes with the same settings: what routing
-    /// and the vote's `WAIT` for replicas cost. Target: ≥ 0.9× the cycles/s with many tasks.
+    /// (`redis+cluster://`), the baseline over N plain nodes with the same settings and as many
+    /// plain replicas each (`--replicaof`, so that both sides pay for replication on this one
+    /// machine): what routing and the vote's `WAIT` for replicas cost. Target: ≥ 0.9× the
+    /// cycles/s with many tasks.
     #[arg(long)]
     cluster_replicas: Option<usize>,
 }
@@ -509,7 +511,10 @@ impl Row {
             ));
         }
         if args.cluster_replicas.is_some()
-            || args.fencing || args.quarantine || args.only.is_some() || args.against == Against::Plain
+            || args.fencing
+            || args.quarantine
+            || args.only.is_some()
+            || args.against == Against::Plain
         {
             return None;
         }
@@ -612,7 +617,8 @@ fn table(rows: &[Row], args: &Args) -> String {
             "a fresh resource per cycle"
         },
         match (args.cluster_replicas, args.against) {
-            (Some(_), _) => "the same settings over plain nodes (redlock: one-shard Redis Clusters)",
+            (Some(_), _) =>
+                "the same settings over plain nodes (redlock: one-shard Redis Clusters)",
             (None, Against::Raw) => "raw `SET NX PX` then `EVALSHA` on every node",
             (None, Against::Plain) => "plain Redlock (no fencing, quarantine or notification)",
         },
@@ -715,6 +721,20 @@ fn main() {
         // A cluster per N, started and stopped on this thread (redquorum-nodes ties the servers'
         // lifetime to the starting thread).
         let cluster = Cluster::start(nodes, NodeSpec::new()).expect("start redis-server nodes");
+        // With --cluster-replicas: as many plain replicas of each plain node (the baseline's).
+        let plain_replicas: Vec<RedisNode> = cluster
+            .iter()
+            .flat_map(|master| {
+                let port = master.port().to_string();
+                (0..args.cluster_replicas.unwrap_or(0)).map(move |_| {
+                    let spec = NodeSpec::new()
+                        .arg("--replicaof")
+                        .arg("127.0.0.1")
+                        .arg(port.clone());
+                    RedisNode::start(spec).expect("start a plain replica")
+                })
+            })
+            .collect();
         // With --cluster-replicas: N one-shard Redis Clusters for the redlock side.
         let mut redis_clusters: Vec<RedisCluster> = args
             .cluster_replicas
@@ -733,9 +753,17 @@ fn main() {
             .unwrap_or_default();
         let cluster_side = args.cluster_replicas.map(|_| {
             let urls = redis_clusters.iter().map(cluster_url).collect();
-            let pids = redis_clusters
+            let pids: Vec<u32> = redis_clusters
                 .iter_mut()
-                .flat_map(|c| (0..c.len()).filter_map(|i| c.node(i).pid()).collect::<Vec<_>>())
+                .flat_map(|c| {
+                    (0..c.len())
+                        .filter_map(|i| c.node(i).pid())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let pids = pids
+                .into_iter()
+                .chain(plain_replicas.iter().filter_map(RedisNode::pid))
                 .collect();
             (urls, pids)
         });
@@ -749,8 +777,19 @@ fn main() {
             rows.push(row);
         }
         drop(target);
+        if std::env::var_os("BENCH_WAITS").is_some() {
+            for c in &mut redis_clusters {
+                let stats = c.node(0).cli(&["INFO", "commandstats"]).unwrap_or_default();
+                for l in stats.lines().filter(|l| {
+                    l.contains("wait") || l.contains("evalsha") || l.contains("cmdstat_set:")
+                }) {
+                    eprintln!("{l}");
+                }
+            }
+        }
         drop(cluster);
         drop(redis_clusters);
+        drop(plain_replicas);
     }
     let table = table(&rows, &args);
     if args.json {

@@ -130,6 +130,7 @@ mod manager;
 mod node;
 mod quarantine;
 mod quorum;
+mod replica_acks;
 mod reply;
 mod resources;
 mod retry;

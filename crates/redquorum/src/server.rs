@@ -56,10 +56,11 @@
 //!    still holds our value, which a node that lost it cannot show.
 //! 8. **On a Redis Cluster, a vote waits for the shard's replicas.** On a master of a cluster
 //!    node ([`shards`](crate::shards)), every vote (acquisition, extension, fencing round) is
-//!    followed in the same pipeline, on the same connection, by `WAIT n t`, `n` the replicas the
-//!    slot map lists for the shard. `WAIT` counts the writes of its own connection up to the
-//!    last one, so it covers ours (and any later one queued by another task on the shared
-//!    connection). Fewer than `n` acknowledgements and the reply is an error, not a vote.
+//!    followed by a `WAIT n t` on the same connection, `n` the replicas the slot map lists for
+//!    the shard: in the same pipeline when no `WAIT` runs, else the next `WAIT`, shared by every
+//!    vote that came while one ran ([`replica_acks`](crate::replica_acks)). `WAIT` counts the writes of its own connection
+//!    up to the last one, so it covers ours. Fewer than `n` acknowledgements and the reply is an
+//!    error, not a vote.
 //!
 //! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
 //! read with one atomic load, and the health verdict is two atomics, because the mutexes they
@@ -90,6 +91,7 @@ use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 use crate::error::{ConfigError, redact_url, secrets_in};
 use crate::health::{Health, check_health};
 use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
+use crate::replica_acks::ReplicaAcks;
 use crate::reply::NodeError;
 use crate::scripts::{KeyGroup, LuaScript, fence_key};
 use crate::slots;
@@ -162,6 +164,8 @@ struct Live {
     timeouts: AtomicU32,
     /// Set when a health recheck failed: the next request replaces the connection.
     condemned: AtomicBool,
+    /// The `WAIT`s of a cluster master's votes on this connection (invariant 8).
+    acks: ReplicaAcks,
 }
 
 impl Live {
@@ -177,6 +181,7 @@ impl Live {
             may_evict: AtomicBool::new(false),
             timeouts: AtomicU32::new(0),
             condemned: AtomicBool::new(false),
+            acks: ReplicaAcks::default(),
         };
         live.set_health(health);
         live
@@ -578,12 +583,14 @@ impl Connection<'_> {
     /// vote is then followed by `WAIT` for the shard's replicas (invariant 8).
     pub(crate) async fn query(&self, cmd: Cmd, checked: bool) -> Result<Value, NodeError> {
         let mut conn = self.live.conn.clone();
-        let replicas = match &self.server.cluster {
-            Some(cluster) if self.vote => Some((cluster.replicas.load(Ordering::Acquire), cluster)),
-            _ => None,
-        }
-        .filter(|(replicas, _)| *replicas > 0);
-        if !checked && replicas.is_none() {
+        let waits_for = self
+            .server
+            .cluster
+            .as_ref()
+            .filter(|_| self.vote)
+            .map(|cluster| (cluster.replicas.load(Ordering::Acquire), cluster.wait_ms))
+            .filter(|(replicas, _)| *replicas > 0);
+        if !checked && waits_for.is_none() {
             return cmd
                 .query_async(&mut conn)
                 .await
@@ -594,14 +601,23 @@ impl Connection<'_> {
         if checked {
             pipe.cmd("GET").arg(self.server.marker_key());
         }
-        if let Some((replicas, cluster)) = replicas {
-            pipe.cmd("WAIT").arg(replicas).arg(cluster.wait_ms);
-        }
-        let replies = pipe
-            .ignore_errors()
-            .query_async::<Vec<Value>>(&mut conn)
-            .await
-            .map_err(|e| self.failed(&e))?;
+        let (replies, acknowledged) = match waits_for {
+            // Invariant 8.
+            Some((replicas, wait_ms)) => self
+                .live
+                .acks
+                .vote(&conn, pipe, replicas, wait_ms)
+                .await
+                .map(|(replies, acks)| (replies, Some((replicas, acks))))
+                .map_err(|e| self.failed(&e))?,
+            None => (
+                pipe.ignore_errors()
+                    .query_async::<Vec<Value>>(&mut conn)
+                    .await
+                    .map_err(|e| self.failed(&e))?,
+                None,
+            ),
+        };
         let mut replies = replies.into_iter();
         let reply = replies.next();
         if checked {
@@ -611,20 +627,13 @@ impl Connection<'_> {
             .unwrap_or(Value::Nil)
             .extract_error()
             .map_err(|e| self.failed(&e))?;
-        if let Some((wanted, _)) = replicas {
-            let acknowledged = match replies.next() {
-                Some(Value::Int(n)) => u32::try_from(n).unwrap_or(0),
-                Some(Value::ServerError(e)) => {
-                    return Err(NodeError::Server(format!("WAIT failed: {e:?}")));
-                }
-                _ => 0,
-            };
-            if acknowledged < wanted {
-                return Err(NodeError::Server(format!(
-                    "only {acknowledged} of the shard's {wanted} replicas acknowledged the write \
-                     in time: not a vote (it might not survive a failover)"
-                )));
-            }
+        if let Some((wanted, acknowledged)) = acknowledged
+            && acknowledged < wanted
+        {
+            return Err(NodeError::Server(format!(
+                "only {acknowledged} of the shard's {wanted} replicas acknowledged the write in \
+                 time: not a vote (it might not survive a failover)"
+            )));
         }
         Ok(reply)
     }

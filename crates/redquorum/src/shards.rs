@@ -3,7 +3,7 @@
 //!
 //! A cluster node is named by `redis+cluster://[user:password@]host:port[,host:port…]` (or
 //! `rediss+cluster://` for TLS): a few seed addresses, from which the slot map is read with
-//! `CLUSTER SLOTS`. Every master in that map is a [`Server`] of its own, with everything a plain
+//! `CLUSTER NODES`. Every master in that map is a [`Server`] of its own, with everything a plain
 //! node has: one multiplexed connection, the health check before its first vote, the restart
 //! quarantine, the marker read back after each acquisition. The engine sees one node, whose
 //! answer is that of the master that owns the slot.
@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use redis::{AsyncConnectionConfig, Value};
+use redis::AsyncConnectionConfig;
 
 use crate::error::{ConfigError, redact_url};
 use crate::quarantine::cluster_marker_key;
@@ -121,7 +121,8 @@ impl ClusterUrl {
     }
 }
 
-/// One shard as the slot map lists it: a range of slots, its master, how many replicas.
+/// One range of slots as `CLUSTER NODES` lists it: its master, and how many replicas the
+/// master has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Range {
     low: u16,
@@ -327,7 +328,7 @@ impl Shards {
         Ok(map)
     }
 
-    /// `CLUSTER SLOTS`, asked of the known masters, then of the seeds, until one answers.
+    /// `CLUSTER NODES`, asked of the known masters, then of the seeds, until one answers.
     async fn ask_for_slots(&self) -> Result<Vec<Range>, NodeError> {
         let mut candidates: Vec<String> = lock(&self.masters).keys().cloned().collect();
         candidates.extend(self.url.seeds.iter().cloned());
@@ -363,14 +364,17 @@ impl Shards {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| NodeError::from_redis(&e))?;
-        let reply: Value = redis::cmd("CLUSTER")
-            .arg("SLOTS")
+        let reply: String = redis::cmd("CLUSTER")
+            .arg("NODES")
             .query_async(&mut conn)
             .await
             .map_err(|e| NodeError::from_redis(&e))?;
         let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
-        parse_slots(&reply, host).ok_or_else(|| {
-            NodeError::Server(format!("unexpected reply to CLUSTER SLOTS: {reply:?}"))
+        parse_nodes(&reply, host).ok_or_else(|| {
+            NodeError::Server(format!(
+                "unexpected reply to CLUSTER NODES: {}",
+                reply.lines().next().unwrap_or_default()
+            ))
         })
     }
 
@@ -420,55 +424,80 @@ impl Shards {
     }
 }
 
-/// Reads a `CLUSTER SLOTS` reply: `[[low, high, [host, port, id, …], replica…], …]`. An empty
-/// host means the one we asked (`asked_host`).
-fn parse_slots(reply: &Value, asked_host: &str) -> Option<Vec<Range>> {
-    let Value::Array(entries) = reply else {
-        return None;
-    };
-    let int = |v: &Value| match v {
-        Value::Int(n) => Some(*n),
-        _ => None,
-    };
-    let address = |v: &Value| -> Option<String> {
-        let Value::Array(fields) = v else {
+/// Reads a `CLUSTER NODES` reply: each master's slot ranges, with how many replicas the
+/// cluster knows for it, failed ones included (invariant 2: a replica the cluster marked failed
+/// may still be promoted once it is back, before it has caught up, so a vote waits for it too).
+/// `CLUSTER SLOTS` is not enough: it leaves out replicas it deems unavailable (failed, or that
+/// never acknowledged any write), and a vote would not wait for them. An empty host means the
+/// one we asked (`asked_host`).
+fn parse_nodes(reply: &str, asked_host: &str) -> Option<Vec<Range>> {
+    struct Line<'a> {
+        id: &'a str,
+        address: Option<String>,
+        master_of: Option<&'a str>,
+        slots: Vec<(u16, u16)>,
+    }
+    let mut lines = Vec::new();
+    for line in reply.lines().filter(|l| !l.trim().is_empty()) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 8 {
             return None;
-        };
-        let host = match fields.first()? {
-            Value::BulkString(b) => String::from_utf8(b.clone()).ok()?,
-            Value::SimpleString(s) => s.clone(),
-            _ => return None,
-        };
-        let host = if host.is_empty() || host == "?" {
-            asked_host.to_owned()
-        } else {
-            host
-        };
-        let port = int(fields.get(1)?)?;
-        Some(if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        })
-    };
-    entries
-        .iter()
-        .map(|entry| {
-            let Value::Array(fields) = entry else {
-                return None;
-            };
-            let low = u16::try_from(int(fields.first()?)?).ok()?;
-            let high = u16::try_from(int(fields.get(1)?)?).ok()?;
-            let master = address(fields.get(2)?)?;
-            let replicas = u32::try_from(fields.len().saturating_sub(3)).ok()?;
-            (low <= high && high < slots::SLOTS).then_some(Range {
+        }
+        let flags: Vec<&str> = fields[2].split(',').collect();
+        let is_master = flags.contains(&"master");
+        let is_replica = flags.contains(&"slave") || flags.contains(&"replica");
+        // `ip:port@cport[,hostname]`; `:0@0` for a node without an address yet.
+        let endpoint = fields[1].split(['@', ',']).next()?;
+        let address = endpoint.rsplit_once(':').and_then(|(host, port)| {
+            let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
+            let host = if host.is_empty() { asked_host } else { host };
+            Some(if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            })
+        });
+        let mut slots = Vec::new();
+        if is_master {
+            // `N` or `LOW-HIGH`; `[N->-id]` and `[N-<-id]` are slots on the move, not served.
+            for range in fields.iter().skip(8).filter(|r| !r.starts_with('[')) {
+                let mut bounds = range.splitn(2, '-').map(str::parse::<u16>);
+                let (low, high) = match (bounds.next(), bounds.next()) {
+                    (Some(Ok(low)), None) => (low, low),
+                    (Some(Ok(low)), Some(Ok(high))) => (low, high),
+                    _ => return None,
+                };
+                if low > high || high >= slots::SLOTS {
+                    return None;
+                }
+                slots.push((low, high));
+            }
+        }
+        lines.push(Line {
+            id: fields[0],
+            address,
+            master_of: is_replica.then_some(fields[3]),
+            slots,
+        });
+    }
+    let mut ranges = Vec::new();
+    for master in lines.iter().filter(|l| !l.slots.is_empty()) {
+        let master_address = master.address.clone()?;
+        let replicas = lines
+            .iter()
+            .filter(|l| l.master_of == Some(master.id))
+            .count();
+        let replicas = u32::try_from(replicas).ok()?;
+        for &(low, high) in &master.slots {
+            ranges.push(Range {
                 low,
                 high,
-                master,
+                master: master_address.clone(),
                 replicas,
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Some(ranges)
 }
 
 #[cfg(test)]
@@ -492,41 +521,33 @@ mod tests {
         assert!(db.contains("no databases"), "{db}");
     }
 
-    fn bulk(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
-
     #[test]
-    fn a_slots_reply_gives_each_range_its_master_and_replica_count() {
-        let node =
-            |host: &str, port: i64| Value::Array(vec![bulk(host), Value::Int(port), bulk("id")]);
-        let reply = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(8191),
-                node("127.0.0.1", 7000),
-                node("127.0.0.1", 7003),
-            ]),
-            Value::Array(vec![Value::Int(8192), Value::Int(16383), node("", 7001)]),
-        ]);
-        let ranges = parse_slots(&reply, "10.1.1.1").unwrap();
+    fn the_nodes_reply_gives_each_range_its_master_and_every_replica_failed_or_not() {
+        let reply = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5000 6000 [7000->-b1]
+b1 :7001@17001,host-b master - 0 0 2 connected 5001-5999 6001-16383
+r1 127.0.0.1:7003@17003 slave a1 0 0 1 connected
+r2 127.0.0.1:7004@17004 slave,fail a1 0 0 1 disconnected
+r3 ::1:7005@17005 slave b1 0 0 2 connected
+m9 127.0.0.1:7009@17009 master - 0 0 9 connected
+";
+        let ranges = parse_nodes(reply, "10.1.1.1").unwrap();
+        let range = |low, high, master: &str, replicas| Range {
+            low,
+            high,
+            master: master.to_owned(),
+            replicas,
+        };
         assert_eq!(
             ranges,
             [
-                Range {
-                    low: 0,
-                    high: 8191,
-                    master: "127.0.0.1:7000".into(),
-                    replicas: 1
-                },
-                Range {
-                    low: 8192,
-                    high: 16383,
-                    master: "10.1.1.1:7001".into(),
-                    replicas: 0
-                },
+                range(0, 5000, "127.0.0.1:7000", 2),
+                range(6000, 6000, "127.0.0.1:7000", 2),
+                range(5001, 5999, "10.1.1.1:7001", 1),
+                range(6001, 16383, "10.1.1.1:7001", 1),
             ]
         );
-        assert!(parse_slots(&Value::Int(1), "h").is_none());
+        assert!(parse_nodes("garbage", "h").is_none());
+        assert!(parse_nodes("a 1.2.3.4:1@2 master - 0 0 1 connected 5-x", "h").is_none());
     }
 }

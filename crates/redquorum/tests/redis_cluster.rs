@@ -228,3 +228,45 @@ fn cluster_urls_are_checked_when_the_manager_is_built() {
         .to_string();
     assert!(fair.contains("fair"), "{fair}");
 }
+
+/// Votes on one connection share `WAIT`s (one runs at a time, the next covers every write that
+/// came meanwhile): under concurrency every counted vote is on the replica, and with the replica
+/// stopped none counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_votes_count_only_once_the_replica_has_them() {
+    let mut shard = redis_cluster(1, 1);
+    let redlock = manager(vec![cluster_url(&shard)]);
+    redlock.connect().await;
+    let attempts = |round: usize| {
+        let redlock = redlock.clone();
+        (0..24).map(move |task| {
+            let redlock = redlock.clone();
+            tokio::spawn(async move {
+                let resource = format!("job:{round}:{task}");
+                let lock = redlock.try_acquire(&resource, TTL).await;
+                (resource, lock)
+            })
+        })
+    };
+    let mut held = Vec::new();
+    for attempt in attempts(0) {
+        let (resource, lock) = attempt.await.expect("task");
+        held.push((resource, lock.expect("an uncontended lock is granted")));
+    }
+    for (resource, lock) in &held {
+        let on_replica = shard.node(1).cli(&["KEYS", resource]).expect("KEYS");
+        assert_eq!(on_replica, *resource, "a counted vote is on the replica");
+        assert!(lock.is_valid());
+    }
+    shard.node(1).pause().expect("replica stopped");
+    let mut granted = 0;
+    for attempt in attempts(1) {
+        let (_, lock) = attempt.await.expect("task");
+        granted += usize::from(lock.is_ok());
+    }
+    shard.node(1).resume().expect("replica resumed");
+    assert_eq!(
+        granted, 0,
+        "votes the replica did not acknowledge were counted"
+    );
+}
