@@ -313,11 +313,6 @@ impl RedisNode {
         &self.dir
     }
 
-    /// The password its spec sets (`--requirepass`), if any.
-    pub(crate) fn password(&self) -> Option<&str> {
-        self.spec.password()
-    }
-
     /// Kills the server with `SIGKILL` (waking it first if paused) and reaps it, so no data is
     /// flushed beyond what its persistence mode already wrote. Does nothing if it is not running.
     ///

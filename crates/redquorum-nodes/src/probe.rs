@@ -110,13 +110,8 @@ fn fresh_marker(port: u16) -> String {
 /// Writes the marker on a server that just came up for the first time (`SET … NX`: a marker
 /// already there, in a reused directory, is kept).
 pub(crate) fn mark(port: u16, password: Option<&str>) -> io::Result<()> {
-    mark_key(port, password, MARKER_KEY)
-}
-
-/// [`mark`], with the marker at `key` (a Redis Cluster master's is in a slot it serves).
-pub(crate) fn mark_key(port: u16, password: Option<&str>, key: &str) -> io::Result<()> {
     let marker = fresh_marker(port);
-    let mut replies = send(port, password, &[&["SET", key, &marker, "NX"]])?;
+    let mut replies = send(port, password, &[&["SET", MARKER_KEY, &marker, "NX"]])?;
     match read_reply(&mut replies)? {
         Reply::Simple(_) | Reply::Other(_) => Ok(()),
         // A replica gets its master's marker by replication.

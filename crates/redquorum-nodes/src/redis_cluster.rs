@@ -269,14 +269,18 @@ impl RedisCluster {
         })
     }
 
-    /// Writes a brand-new marker on every running master (`SET … NX`), at the key `marker_key`
-    /// names for the lowest slot the master serves (the library's `cluster_marker_key`), so that
-    /// clients trust the masters of a new cluster at once, as they trust a new plain node.
+    /// Writes a brand-new marker on every running master (`SET … NX`): the key and value
+    /// `marker` gives for the lowest slot the master serves and its `run_id` (the library's
+    /// `cluster_marker`), so that clients trust the masters of a new cluster at once, as they
+    /// trust a new plain node.
     ///
     /// # Errors
     ///
-    /// Those of [`RedisNode::cli`]; [`LaunchError::Io`] if a marker cannot be written.
-    pub fn mark_masters(&mut self, marker_key: impl Fn(u16) -> String) -> Result<(), LaunchError> {
+    /// Those of [`RedisNode::cli`].
+    pub fn mark_masters(
+        &mut self,
+        marker: impl Fn(u16, &str) -> (String, String),
+    ) -> Result<(), LaunchError> {
         for i in 0..self.nodes.len() {
             let node = self.nodes.node(i);
             if !node.is_running() || !node.cli(&["ROLE"])?.starts_with("master") {
@@ -288,14 +292,13 @@ impl RedisCluster {
                 .find(|line| line.contains("myself"))
                 .and_then(lowest_slot);
             let Some(lowest) = lowest else { continue };
-            let port = node.port();
-            crate::probe::mark_key(port, node.password(), &marker_key(lowest)).map_err(
-                |source| LaunchError::Io {
-                    action: "write the marker key on the master in",
-                    path: node.dir().to_owned(),
-                    source,
-                },
-            )?;
+            let info = node.cli(&["INFO", "server"])?;
+            let run_id = info
+                .lines()
+                .find_map(|line| line.trim_end().strip_prefix("run_id:"))
+                .unwrap_or_default();
+            let (key, value) = marker(lowest, run_id);
+            node.cli(&["SET", &key, &value, "NX"])?;
         }
         Ok(())
     }

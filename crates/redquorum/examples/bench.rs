@@ -220,26 +220,10 @@ impl Target {
             })
         };
         if let Some(plain) = &plain {
-            let replies = plain.connect().await;
-            assert!(replies.iter().all(|r| r.reply.is_granted()), "{replies:?}");
+            trusted(plain, args).await;
         }
         let ttl = args.ttl;
-        let mut replies = redlock.connect().await;
-        // A fresh server is trusted once it has been up for max_ttl (it shows its marker).
-        let trusted_by = Instant::now() + args.ttl + Duration::from_secs(5);
-        while args.quarantine
-            && replies
-                .iter()
-                .any(|r| matches!(r.reply, redquorum::Reply::Quarantined(_)))
-            && Instant::now() < trusted_by
-        {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            replies = redlock.connect().await;
-        }
-        assert!(
-            replies.iter().all(|r| r.reply.is_granted()),
-            "every node answers redlock: {replies:?}"
-        );
+        trusted(&redlock, args).await;
         // Like redlock's connections, no response timeout inside redis-rs: the baseline has no
         // timers at all.
         let config = AsyncConnectionConfig::new().set_response_timeout(None);
@@ -335,6 +319,25 @@ impl Target {
             assert_eq!(deleted, 1, "the baseline's own key is deleted");
         }
     }
+}
+
+/// Connects `redlock` to every node and waits until each votes: a fresh server is trusted once
+/// it has been up for max_ttl (it shows its marker), with `--quarantine`.
+async fn trusted(redlock: &Redlock, args: &Args) {
+    let mut replies = redlock.connect().await;
+    let trusted_by = Instant::now() + args.ttl + Duration::from_secs(5);
+    while replies
+        .iter()
+        .any(|r| matches!(r.reply, redquorum::Reply::Quarantined(_)))
+        && Instant::now() < trusted_by
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        replies = redlock.connect().await;
+    }
+    assert!(
+        replies.iter().all(|r| r.reply.is_granted()),
+        "every node answers: {replies:?}"
+    );
 }
 
 /// 20 random bytes as hex, as redlock makes its lock values.
@@ -744,7 +747,7 @@ fn main() {
                         let mut cluster = RedisCluster::start(1, replicas, NodeSpec::new())
                             .expect("start a Redis Cluster");
                         cluster
-                            .mark_masters(redquorum::cluster_marker_key)
+                            .mark_masters(redquorum::cluster_marker)
                             .expect("markers written");
                         cluster
                     })
@@ -777,16 +780,6 @@ fn main() {
             rows.push(row);
         }
         drop(target);
-        if std::env::var_os("BENCH_WAITS").is_some() {
-            for c in &mut redis_clusters {
-                let stats = c.node(0).cli(&["INFO", "commandstats"]).unwrap_or_default();
-                for l in stats.lines().filter(|l| {
-                    l.contains("wait") || l.contains("evalsha") || l.contains("cmdstat_set:")
-                }) {
-                    eprintln!("{l}");
-                }
-            }
-        }
         drop(cluster);
         drop(redis_clusters);
         drop(plain_replicas);

@@ -39,6 +39,7 @@ pub struct Builder {
     fence_retention: Duration,
     notify: bool,
     fair: bool,
+    wait_for_replicas: Option<bool>,
     metrics_resource_label: bool,
     tls_root_certificates: Option<Vec<u8>>,
 }
@@ -58,6 +59,7 @@ impl Builder {
             fence_retention: FENCE_RETENTION,
             notify: true,
             fair: false,
+            wait_for_replicas: None,
             metrics_resource_label: false,
             tls_root_certificates: None,
         }
@@ -172,6 +174,17 @@ impl Builder {
         self
     }
 
+    /// Whether a vote on a Redis Cluster node waits for every replica of its shard (`WAIT`)
+    /// before it counts. Default: on when the quarantine is off, off when it is on. A promoted
+    /// replica may lack the last keys of its old master; the quarantine keeps a newly promoted
+    /// master out of the vote for `max_ttl` (its marker names another server), which covers it
+    /// whatever the replicas had; without the quarantine, `WAIT` for every replica is what does.
+    /// See the README's "Redis Cluster nodes".
+    pub fn wait_for_replicas(mut self, on: bool) -> Self {
+        self.wait_for_replicas = Some(on);
+        self
+    }
+
     /// Whether the acquisition metrics carry a `resource` label with the resource's name
     /// (default `false`). Off, every label has a small fixed set of values (the README's
     /// *Metrics and tracing*); on, each resource is a time series of its own in the
@@ -252,6 +265,7 @@ impl Builder {
                 }),
                 notify: self.notify,
                 fair: self.fair,
+                wait_for_replicas: self.wait_for_replicas.unwrap_or(!self.quarantine),
                 resource_label: self.metrics_resource_label,
             },
         };

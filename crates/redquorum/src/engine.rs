@@ -107,6 +107,9 @@ pub(crate) struct Rules {
     pub(crate) notify: bool,
     /// Whether waiters queue in arrival order ([`Builder::fair`](crate::Builder::fair)).
     pub(crate) fair: bool,
+    /// Whether votes on a Redis Cluster wait for the shard's replicas
+    /// ([`Builder::wait_for_replicas`](crate::Builder::wait_for_replicas)).
+    pub(crate) wait_for_replicas: bool,
     /// Whether acquisition metrics name the resource
     /// ([`Builder::metrics_resource_label`](crate::Builder::metrics_resource_label)).
     pub(crate) resource_label: bool,
@@ -285,8 +288,11 @@ impl Engine {
         for url in &settings.servers {
             let tls_roots = settings.tls_root_certificates.as_deref();
             let node = if is_cluster_url(url) {
-                let shards =
-                    Shards::new(url, node_settings, tls_roots, settings.rules.node_timeout)?;
+                let wait_ms = settings
+                    .rules
+                    .wait_for_replicas
+                    .then_some(settings.rules.node_timeout);
+                let shards = Shards::new(url, node_settings, tls_roots, wait_ms)?;
                 Node::cluster(shards)
             } else {
                 Node::plain(Server::new(url.trim(), node_settings, tls_roots)?)

@@ -15,6 +15,16 @@ use crate::reply::NodeError;
 use crate::scripts::MARKER;
 use crate::sync::lock;
 
+/// Where a server's marker is, and whether it names its owner.
+#[derive(Debug, Clone)]
+pub(crate) struct MarkerKey {
+    /// The key: [`MARKER_KEY`](crate::MARKER_KEY), or a Redis Cluster master's own.
+    pub(crate) key: String,
+    /// Whether the marker names the process it belongs to (a cluster master's: quarantine
+    /// invariant 6).
+    pub(crate) owned: bool,
+}
+
 /// The health check's verdict for one connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Health {
@@ -33,7 +43,7 @@ pub(crate) async fn check_health(
     conn: &mut MultiplexedConnection,
     trust: &TrustPolicy,
     memory: &Mutex<Memory>,
-    marker_key: &str,
+    marker: &MarkerKey,
 ) -> Result<Health, NodeError> {
     let config = read_config(conn).await;
     let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
@@ -58,7 +68,15 @@ pub(crate) async fn check_health(
         .await
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
-    let marker = read_marker(conn, trust.max_ttl, marker_key).await?;
+    // An owned marker names this process (quarantine invariant 6).
+    let owner = if marker.owned {
+        info.lines()
+            .find_map(|line| line.trim_end().strip_prefix("run_id:"))
+            .unwrap_or_default()
+    } else {
+        ""
+    };
+    let marker = read_marker(conn, trust.max_ttl, &marker.key, owner).await?;
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
     // invariant 4).
@@ -119,6 +137,7 @@ async fn read_marker(
     conn: &mut MultiplexedConnection,
     max_ttl: Duration,
     marker_key: &str,
+    owner: &str,
 ) -> Result<Marker, NodeError> {
     let fresh = format!("{:016x}", rand::random::<u64>());
     let reply: (String, u8, u64) = redis::cmd("EVAL")
@@ -127,6 +146,7 @@ async fn read_marker(
         .arg(marker_key)
         .arg(fresh)
         .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
+        .arg(owner)
         .query_async(conn)
         .await
         .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{marker_key}")))?;

@@ -153,7 +153,7 @@ pub use error::{ConfigError, Error, Limit, LossReason, RoundFailure};
 pub use hold::{Guard, HoldOptions};
 pub use lock::{Lock, LockInfo};
 pub use manager::Redlock;
-pub use quarantine::{MARKER_KEY, cluster_marker_key};
+pub use quarantine::{MARKER_KEY, cluster_marker};
 pub use reply::{NodeReply, Reply};
 pub use retry::Retry;
 pub use status::{NodeState, NodeStatus};

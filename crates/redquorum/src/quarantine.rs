@@ -52,6 +52,16 @@
 //!    master's last keys.
 //! 5. With quarantine disabled every node is trusted: plain Redlock. No marker is read or
 //!    written.
+//! 6. **A Redis Cluster master's marker names its owner**, the `run_id` of the process that
+//!    wrote it (`<run_id>/<random>:<node ms>`), and a master that finds a marker naming another
+//!    process treats it as missing: it writes its own, with its quarantine (invariants 2, 3).
+//!    A replica promoted to master has its old master's marker (replicated) but perhaps not its
+//!    last keys; a master that took over a slot by migration may have a marker moved with it;
+//!    both are quarantined for `max_ttl` from the first health check that sees them, by any
+//!    client, and every client after that reads the pending time. Every lock counted on the
+//!    old master was counted before the promotion, so it has expired by then. A restart also
+//!    changes the `run_id`, so a cluster master is quarantined after every restart, durable or
+//!    not (conservative: its durability cannot tell a restart from a promotion).
 
 use std::time::{Duration, Instant};
 
@@ -59,10 +69,17 @@ use std::time::{Duration, Instant};
 /// shared with `redquorum-nodes`, which writes it on brand-new nodes.
 pub const MARKER_KEY: &str = "redlock-node-marker";
 
+/// The marker of a brand-new Redis Cluster master whose lowest served slot is `lowest_slot` and
+/// whose `run_id` is `run_id`: its key and a value that vouches for it at once (invariants 3,
+/// 6). For tools that prepare new clusters, as `redquorum-nodes` does; write it with `SET … NX`.
+pub fn cluster_marker(lowest_slot: u16, run_id: &str) -> (String, String) {
+    (cluster_marker_key(lowest_slot), format!("{run_id}/fresh:0"))
+}
+
 /// The marker key of a master of a Redis Cluster node whose lowest served slot is
 /// `lowest_slot`: [`MARKER_KEY`] followed by a hash tag of that slot, so that the master serves
-/// its own marker. For tools that prepare new clusters, as `redquorum-nodes` does.
-pub fn cluster_marker_key(lowest_slot: u16) -> String {
+/// its own marker.
+pub(crate) fn cluster_marker_key(lowest_slot: u16) -> String {
     format!(
         "{MARKER_KEY}{{{}}}",
         crate::slots::slot_tag(lowest_slot % crate::slots::SLOTS)

@@ -89,7 +89,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 
 use crate::error::{ConfigError, redact_url, secrets_in};
-use crate::health::{Health, check_health};
+use crate::health::{Health, MarkerKey, check_health};
 use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
 use crate::replica_acks::ReplicaAcks;
 use crate::reply::NodeError;
@@ -339,6 +339,15 @@ impl Server {
             .map_or(MARKER_KEY, |cluster| cluster.marker_key.as_str())
     }
 
+    /// This server's marker for its health check: a cluster master's names its owner
+    /// (quarantine invariant 6).
+    fn marker(&self) -> MarkerKey {
+        MarkerKey {
+            key: self.marker_key().to_owned(),
+            owned: self.cluster.is_some(),
+        }
+    }
+
     /// The key of `group` for `resource` on this server: in the resource's slot on a cluster.
     fn group_key(&self, group: KeyGroup, resource: &str) -> String {
         match (group, &self.cluster) {
@@ -404,7 +413,7 @@ impl Server {
         let memory = Arc::clone(&self.memory);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let epoch = self.epoch;
-        let marker_key = self.marker_key().to_owned();
+        let marker = self.marker();
         async move {
             let attempt = async {
                 let config = AsyncConnectionConfig::new()
@@ -422,7 +431,7 @@ impl Server {
                     pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
                 }
                 let _ = pipe.ignore_errors().query_async::<Value>(&mut conn).await;
-                let health = check_health(&mut conn, &settings.trust, &memory, &marker_key).await?;
+                let health = check_health(&mut conn, &settings.trust, &memory, &marker).await?;
                 Ok(Arc::new(Live::new(conn, generation, epoch, &health)))
             };
             tokio::time::timeout(settings.connect_timeout, attempt)
@@ -448,10 +457,10 @@ impl Server {
             Arc::clone(&self.memory),
         );
         let timeout = self.settings.connect_timeout;
-        let marker_key = self.marker_key().to_owned();
+        let marker = self.marker();
         tokio::spawn(async move {
             let mut conn = live.conn.clone();
-            let check = check_health(&mut conn, &trust, &memory, &marker_key);
+            let check = check_health(&mut conn, &trust, &memory, &marker);
             match tokio::time::timeout(timeout, check).await {
                 Ok(Ok(health)) => live.set_health(&health),
                 // A server that cannot be checked is not trusted on this connection any more:

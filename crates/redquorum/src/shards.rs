@@ -18,11 +18,16 @@
 //! 1. **All keys of a request are in one slot.** The lock keys of one lock must hash to one slot
 //!    (a set needs a common hash tag, refused otherwise with a message that says so), and every
 //!    other key a script is given is named into that slot ([`slots`](crate::slots)).
-//! 2. **A vote survives a failover of its shard.** Each vote on a master is followed, in the
-//!    same pipeline and on the same connection, by `WAIT n` for the `n` replicas the slot map
-//!    lists for its shard; fewer acknowledgements within the node timeout and it is not a vote
-//!    ([`server`](crate::server) invariant 8). A failover promotes one of those replicas, which
-//!    has the key. The argument, and what it does not cover, is in the README's *Redis Cluster*.
+//! 2. **A failover of a shard does not give a lock twice.** With the quarantine on, a master
+//!    newly serving a slot (a promoted replica, or a slot moved to it) finds a marker that names
+//!    another server and is quarantined for `max_ttl`, by every client
+//!    ([`quarantine`](crate::quarantine) invariant 6): every lock counted on the old master has
+//!    expired before the new one votes. With `wait_for_replicas` (the default when the
+//!    quarantine is off), each vote is also followed by `WAIT n` for the `n` replicas the cluster
+//!    knows for the shard, failed ones included; fewer acknowledgements within half the node
+//!    timeout and it is not a vote ([`server`](crate::server) invariant 8): a failover promotes
+//!    one of those replicas, which has the key. The argument is in the README's *Redis Cluster
+//!    nodes*.
 //! 3. **A stale map costs a round, never safety.** A request sent to a server that no longer
 //!    serves the slot is answered `MOVED` (or fails), which is an error, not a vote; the map is
 //!    read again and the request sent once more to the new owner, within the same deadline.
@@ -166,8 +171,8 @@ pub(crate) struct Shards {
     /// How long a vote's `WAIT` may block, in ms: half the node timeout, so that replicas that
     /// do not answer are reported as such within the round rather than as a timeout, and the
     /// connection (which a blocked `WAIT` holds up for every request behind it) is free again
-    /// before the round ends.
-    wait_ms: u64,
+    /// before the round ends. `None`: votes do not wait for replicas.
+    wait_ms: Option<u64>,
     map: ArcSwapOption<SlotMap>,
     /// Every master seen so far, by address (invariant 4).
     masters: Mutex<HashMap<String, Master>>,
@@ -188,12 +193,13 @@ impl std::fmt::Debug for Shards {
 }
 
 impl Shards {
-    /// Parses a `redis+cluster://` URL (without connecting).
+    /// Parses a `redis+cluster://` URL (without connecting). With `wait_for`, votes wait that
+    /// long at most (the node timeout) for the shard's replicas (invariant 2).
     pub(crate) fn new(
         url: &str,
         settings: ServerSettings,
         tls_roots: Option<&[u8]>,
-        node_timeout: Duration,
+        wait_for: Option<Duration>,
     ) -> Result<Self, ConfigError> {
         let invalid = |reason: String| ConfigError::InvalidUrl {
             url: redact_url(url),
@@ -211,9 +217,11 @@ impl Shards {
             url: parsed,
             settings,
             tls_roots: tls_roots.map(<[u8]>::to_vec),
-            wait_ms: u64::try_from(node_timeout.as_millis() / 2)
-                .unwrap_or(u64::MAX)
-                .max(1),
+            wait_ms: wait_for.map(|timeout| {
+                u64::try_from(timeout.as_millis() / 2)
+                    .unwrap_or(u64::MAX)
+                    .max(1)
+            }),
             map: ArcSwapOption::empty(),
             masters: Mutex::new(HashMap::new()),
             reading: tokio::sync::Mutex::new(()),
@@ -393,8 +401,8 @@ impl Shards {
             if !keep {
                 let cluster = InCluster {
                     marker_key: cluster_marker_key(lowest),
-                    replicas: AtomicU32::new(range.replicas),
-                    wait_ms: self.wait_ms,
+                    replicas: AtomicU32::new(0),
+                    wait_ms: self.wait_ms.unwrap_or(0),
                 };
                 let url = self.url.server_url(&range.master);
                 let server =
@@ -412,7 +420,12 @@ impl Shards {
                 continue;
             };
             if let Some(cluster) = master.server.cluster() {
-                cluster.replicas.store(range.replicas, Ordering::Release);
+                let replicas = if self.wait_ms.is_some() {
+                    range.replicas
+                } else {
+                    0 // no `WAIT`
+                };
+                cluster.replicas.store(replicas, Ordering::Release);
             }
             shards.push((range.low, range.high, Arc::clone(&master.server)));
         }

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{patient, value_on};
-use redquorum::{Cause, Redlock, Retry};
+use redquorum::{Cause, Error, Redlock, Reply, Retry};
 use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -19,7 +19,7 @@ fn redis_cluster(masters: usize, replicas: usize) -> RedisCluster {
     let spec = NodeSpec::new().persistence(Persistence::AofAlways);
     let mut cluster = RedisCluster::start(masters, replicas, spec).expect("start a Redis Cluster");
     cluster
-        .mark_masters(redquorum::cluster_marker_key)
+        .mark_masters(redquorum::cluster_marker)
         .expect("markers written");
     cluster
 }
@@ -36,6 +36,14 @@ fn cluster_url(cluster: &RedisCluster) -> String {
 
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls).build().expect("valid configuration")
+}
+
+/// The defaults, and votes wait for the shards' replicas.
+fn waiting_for_replicas(urls: Vec<String>) -> Redlock {
+    Redlock::builder(urls)
+        .wait_for_replicas(true)
+        .build()
+        .expect("valid configuration")
 }
 
 /// `key` on the master that serves it in `cluster`.
@@ -129,29 +137,46 @@ async fn a_forced_failover_of_a_majority_in_the_middle_of_a_lease_never_gives_th
     assert!(next.release().await.cause().is_none());
 }
 
-/// With the defaults: one shard fails over in the middle of the lease; the holder keeps its
-/// lock, and nobody else gets it.
+/// With the defaults (quarantine on, no `WAIT`): one shard fails over in the middle of the
+/// lease. The promoted master finds its old master's marker, which names another server, so it
+/// writes its own and is quarantined, for every client; the holder keeps its lock on the other
+/// two, and nobody else gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_keeps_its_lock_through_a_failover_with_the_defaults() {
+async fn a_promoted_master_is_quarantined_and_the_holder_keeps_its_lock() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
     let urls: Vec<String> = clusters.iter().map(cluster_url).collect();
     let (holder, rival) = (manager(urls.clone()), manager(urls));
     let mut lock = holder.acquire("payments", TTL).await.expect("acquired");
     clusters[0].failover(1).expect("the replica takes over");
-    match rival.try_acquire("payments", TTL).await {
-        Err(e) => assert_eq!(e.cause(), Some(Cause::Busy), "{e}"),
-        Ok(_) => panic!("a second holder after the failover"),
-    }
-    lock.extend(TTL).await.expect("extended after the failover");
+    let refused = rival.try_acquire("payments", TTL).await.expect_err("held");
+    assert_eq!(refused.cause(), Some(Cause::Busy), "{refused}");
+    let promoted = clusters[0].node(1);
+    let info = promoted.cli(&["INFO", "server"]).expect("INFO");
+    let run_id = info
+        .lines()
+        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
+        .expect("run_id");
+    let (marker_key, _) = redquorum::cluster_marker(0, run_id);
+    let marker = value_on(promoted, &marker_key).expect("a marker");
+    assert!(
+        marker.starts_with(&format!("{run_id}/")) && !marker.ends_with(":0"),
+        "the promoted master wrote a marker of its own, with a quarantine: {marker}"
+    );
+    let status = rival.status("payments").await;
+    assert!(
+        status[0].quarantined_for > Some(TTL),
+        "quarantined for max_ttl: {status:?}"
+    );
+    lock.extend(TTL).await.expect("extended on the other two");
     assert!(lock.release().await.cause().is_none());
 }
 
-/// A lagging replica (here a stopped one) fails the vote's `WAIT`: a write it does not have is
-/// not a vote, since a failover to it would lose the key.
+/// With `wait_for_replicas`, a lagging replica (here a stopped one) fails the vote's `WAIT`: a
+/// write it does not have is not a vote, since a failover to it would lose the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_the_shards_replica_did_not_acknowledge_is_not_a_vote() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
-    let redlock = manager(clusters.iter().map(cluster_url).collect());
+    let redlock = waiting_for_replicas(clusters.iter().map(cluster_url).collect());
     redlock.connect().await;
     for cluster in clusters.iter_mut().take(2) {
         cluster.node(1).pause().expect("replica stopped");
@@ -160,9 +185,17 @@ async fn a_write_the_shards_replica_did_not_acknowledge_is_not_a_vote() {
     for cluster in clusters.iter_mut().take(2) {
         cluster.node(1).resume().expect("replica resumed");
     }
-    match refused {
-        Err(e) => assert!(e.to_string().contains("replicas acknowledged"), "{e}"),
-        Ok(_) => panic!("writes no replica had were counted as votes"),
+    // Not a vote: the `WAIT`'s own answer ("only 0 of the shard's 1 replicas…") or, since Redis
+    // checks a blocked `WAIT`'s timeout only 10 times a second, the round's deadline first.
+    let Err(Error::NotAcquired { failure, .. }) = refused else {
+        panic!("writes no replica had were counted as votes: {refused:?}");
+    };
+    for reply in &failure.replies[..2] {
+        assert!(
+            matches!(&reply.reply, Reply::Timeout)
+                || matches!(&reply.reply, Reply::ServerError(why) if why.contains("replicas acknowledged")),
+            "{failure:?}"
+        );
     }
     let lock = redlock
         .acquire_with("payments", TTL, &patient())
@@ -235,7 +268,7 @@ fn cluster_urls_are_checked_when_the_manager_is_built() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_votes_count_only_once_the_replica_has_them() {
     let mut shard = redis_cluster(1, 1);
-    let redlock = manager(vec![cluster_url(&shard)]);
+    let redlock = waiting_for_replicas(vec![cluster_url(&shard)]);
     redlock.connect().await;
     let attempts = |round: usize| {
         let redlock = redlock.clone();

@@ -1,14 +1,21 @@
--- The health check's marker (quarantine invariants 2, 3): read it, or write a new one that
+-- The health check's marker (quarantine invariants 2, 3, 6): read it, or write a new one that
 -- vouches for the node only `max_ttl` from now, in node time.
 -- KEYS[1]: the marker key. ARGV[1]: a fresh random value. ARGV[2]: max_ttl in milliseconds.
+-- ARGV[3]: the server's run_id for a marker that names its owner (a Redis Cluster master's), or
+-- "" for one that does not. An owned marker that names another server (it was replicated here,
+-- or moved here with its slot) is not this server's: it is written anew, as if it were missing.
 -- Returns {value, 1 if this call wrote it else 0, node time in milliseconds}.
 -- Needs Redis >= 5 when it writes: TIME comes before the write (effects replication).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local owner = ARGV[3] or ''
+if owner ~= '' then
+  owner = owner .. '/'
+end
 local value = redis.call('GET', KEYS[1])
-if value then
+if value and string.sub(value, 1, #owner) == owner then
   return {value, 0, now}
 end
-value = ARGV[1] .. ':' .. string.format('%d', now + tonumber(ARGV[2]))
+value = owner .. ARGV[1] .. ':' .. string.format('%d', now + tonumber(ARGV[2]))
 redis.call('SET', KEYS[1], value)
 return {value, 1, now}
