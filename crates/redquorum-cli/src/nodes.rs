@@ -7,6 +7,11 @@
 //! checking that the pid is still a `redis-server` on the recorded port
 //! ([`redquorum_nodes::stop_detached`]); nothing is ever looked up or killed by name.
 //!
+//! With `--cluster`, each of the N Redlock nodes is a local Redis Cluster instead (S masters
+//! sharing the slots, R replicas each, formed with the `CLUSTER` commands by
+//! [`redquorum_nodes::RedisCluster`]), and `REDLOCK_SERVERS` lists one `redis+cluster://` URL
+//! per cluster.
+//!
 //! DIR defaults to `./.redlock-nodes` (or `$REDLOCK_NODES_DIR`): per project, so `start`,
 //! `status` and `stop` run from the same place find the same nodes, and a `git clean` or `rm -r`
 //! removes every trace. Data is kept across `stop`/`start`; delete DIR to forget it.
@@ -15,7 +20,9 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use redquorum_nodes::{Cluster, LaunchError, NodeSpec, Persistence, detached_pid, stop_detached};
+use redquorum_nodes::{
+    Cluster, LaunchError, NodeSpec, Persistence, RedisCluster, detached_pid, stop_detached,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::exit::Outcome;
@@ -31,8 +38,13 @@ after redlock exits), each in DIR/node-I with appendonly yes and appendfsync alw
 recorded in DIR/nodes.json; `stop` stops exactly those servers (by their pid files), never anything
 found by name. DIR defaults to ./.redlock-nodes ($REDLOCK_NODES_DIR); data survives stop/start.
 
+With --cluster, each of the N nodes is a local Redis Cluster of --shards masters with --replicas
+replicas each (in DIR/cluster-C/node-I), and REDLOCK_SERVERS lists one redis+cluster:// URL per
+cluster.
+
 Examples:
   eval \"$(redlock nodes start --count 5)\"     # sets REDLOCK_SERVERS for this shell
+  eval \"$(redlock nodes start --cluster --count 3 --shards 3 --replicas 1)\"
   redlock nodes start --count 3 --port 7001 --dir /tmp/locks
   redlock nodes status
   redlock nodes stop
@@ -63,6 +75,17 @@ enum Action {
         /// The first port; node I listens on PORT+I [default: free ports].
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         port: Option<u16>,
+        /// Each node is a Redis Cluster (see --shards, --replicas).
+        #[arg(long)]
+        cluster: bool,
+        /// With --cluster: masters per cluster, sharing the 16384 slots.
+        #[arg(long, default_value_t = 1, requires = "cluster",
+              value_parser = clap::value_parser!(u16).range(1..=16))]
+        shards: u16,
+        /// With --cluster: replicas per master.
+        #[arg(long, default_value_t = 1, requires = "cluster",
+              value_parser = clap::value_parser!(u16).range(0..=4))]
+        replicas: u16,
         #[command(flatten)]
         dir: DirArg,
         /// Print one JSON object instead.
@@ -99,9 +122,12 @@ struct DirArg {
 }
 
 /// `DIR/nodes.json`: what `start` started.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct State {
     nodes: Vec<NodeRecord>,
+    /// The `REDLOCK_SERVERS` line, when it is not one URL per server (`--cluster`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    servers: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -133,11 +159,13 @@ impl Report {
     /// The nodes recorded in `state`, and their URLs as `--servers` takes them.
     fn new(dir: &Path, state: &State) -> Self {
         let nodes = reports(dir, state);
-        let servers = nodes
-            .iter()
-            .map(|n| n.url.as_str())
-            .collect::<Vec<_>>()
-            .join(",");
+        let servers = state.servers.clone().unwrap_or_else(|| {
+            nodes
+                .iter()
+                .map(|n| n.url.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        });
         Self {
             dir: dir.to_owned(),
             servers,
@@ -151,15 +179,28 @@ pub fn run(args: &Args) -> Outcome {
         Action::Start {
             count,
             port,
+            cluster,
+            shards,
+            replicas,
             dir,
             json,
-        } => start(&absolute(&dir.dir)?, *count, *port, *json),
+        } => {
+            let clusters = cluster.then_some((*shards, *replicas));
+            start(&absolute(&dir.dir)?, *count, *port, clusters, *json)
+        }
         Action::Stop { dir } => stop(&absolute(&dir.dir)?),
         Action::Status { dir, json } => status(&absolute(&dir.dir)?, *json),
     }
 }
 
-fn start(dir: &Path, count: u16, port: Option<u16>, json: bool) -> Outcome {
+/// Starts `count` nodes, or with `clusters` (shards, replicas) `count` Redis Clusters.
+fn start(
+    dir: &Path,
+    count: u16,
+    port: Option<u16>,
+    clusters: Option<(u16, u16)>,
+    json: bool,
+) -> Outcome {
     if let Some(state) = read_state(dir)? {
         let running = reports(dir, &state)
             .into_iter()
@@ -181,29 +222,42 @@ fn start(dir: &Path, count: u16, port: Option<u16>, json: bool) -> Outcome {
         .die_with_parent(false)
         .persistence(Persistence::AofAlways)
         .dir(dir);
-    if let Some(port) = port {
-        spec = spec.port(port);
-    }
-    let cluster = Cluster::start(usize::from(count), spec).map_err(launch_failure)?;
-    let state = State {
-        nodes: cluster
-            .iter()
-            .enumerate()
-            .map(|(i, node)| NodeRecord {
-                port: node.port(),
-                dir: format!("node-{i}"),
-            })
-            .collect(),
+    let state = match clusters {
+        None => {
+            if let Some(port) = port {
+                spec = spec.port(port);
+            }
+            let cluster = Cluster::start(usize::from(count), spec).map_err(launch_failure)?;
+            let state = State {
+                nodes: cluster
+                    .iter()
+                    .enumerate()
+                    .map(|(i, node)| NodeRecord {
+                        port: node.port(),
+                        dir: format!("node-{i}"),
+                    })
+                    .collect(),
+                servers: None,
+            };
+            // Detached: dropping the handles leaves the servers running (that is the point).
+            drop(cluster);
+            write_state(dir, &state)?;
+            state
+        }
+        Some((shards, replicas)) => start_clusters(dir, spec, count, port, shards, replicas)?,
     };
-    // Detached: dropping the handles leaves the servers running (that is the point).
-    drop(cluster);
-    write_state(dir, &state)?;
     let report = Report::new(dir, &state);
     if json {
         output::print(&output::json(&report))?;
     } else {
+        let what = match clusters {
+            None => format!("{count} redis-server node(s)"),
+            Some((shards, replicas)) => format!(
+                "{count} Redis Cluster(s) of {shards} master(s) with {replicas} replica(s) each"
+            ),
+        };
         eprintln!(
-            "started {count} redis-server node(s) in {} (appendonly, fsync always):",
+            "started {what} in {} (appendonly, fsync always):",
             dir.display()
         );
         for node in &report.nodes {
@@ -213,6 +267,54 @@ fn start(dir: &Path, count: u16, port: Option<u16>, json: bool) -> Outcome {
         output::print(&format!("export REDLOCK_SERVERS={}", report.servers))?;
     }
     Ok(OK)
+}
+
+/// Starts `count` Redis Clusters from `spec`, each in `DIR/cluster-C`, writes each master's
+/// marker (so that clients trust the new masters at once, as they trust new plain nodes), and
+/// records every server as soon as its cluster is up (so that `stop` finds them even if a later
+/// cluster fails to start).
+fn start_clusters(
+    dir: &Path,
+    spec: NodeSpec,
+    count: u16,
+    port: Option<u16>,
+    shards: u16,
+    replicas: u16,
+) -> Result<State, Failure> {
+    let per_cluster = usize::from(shards) * (1 + usize::from(replicas));
+    let mut state = State::default();
+    let mut urls = Vec::new();
+    for c in 0..usize::from(count) {
+        let mut spec = spec.clone().dir(dir.join(format!("cluster-{c}")));
+        if let Some(port) = port {
+            let first = usize::from(port) + c * per_cluster;
+            let first = u16::try_from(first)
+                .ok()
+                .filter(|p| usize::from(*p) + per_cluster <= usize::from(u16::MAX))
+                .ok_or_else(|| Failure::usage(format!("--port {port}: too few ports above it")))?;
+            spec = spec.port(first);
+        }
+        let mut cluster = RedisCluster::start(usize::from(shards), usize::from(replicas), spec)
+            .map_err(launch_failure)?;
+        let mut seeds = Vec::new();
+        for i in 0..cluster.len() {
+            let port = cluster.node(i).port();
+            seeds.push(format!("127.0.0.1:{port}"));
+            state.nodes.push(NodeRecord {
+                port,
+                dir: format!("cluster-{c}/node-{i}"),
+            });
+        }
+        urls.push(format!("redis+cluster://{}", seeds.join(",")));
+        state.servers = Some(urls.join(","));
+        write_state(dir, &state)?;
+        cluster
+            .mark_masters(redquorum::cluster_marker)
+            .map_err(launch_failure)?;
+        // Detached: dropping the handle leaves the servers running.
+        drop(cluster);
+    }
+    Ok(state)
 }
 
 fn stop(dir: &Path) -> Outcome {

@@ -31,8 +31,10 @@ e.g. `held by 3f2a... on 3/5 nodes (quorum 3), 1 quarantined`. Quarantined nodes
 in the summary: their grants are not votes. With --json, one object: {\"resource\", \"quorum\",
 \"reachable\", \"quarantined\", \"holder\", \"held_on\", \"summary\", \"nodes\": [{\"node\",
 \"reachable\", \"state\" (free|held|other_type|unavailable), \"value\", \"type\", \"pttl_ms\",
-\"quarantined_ms\", \"may_evict\", \"error\"}]}; absent facts are null, pttl_ms is null for a key without expiry,
-quarantined_ms is null for a node that is not quarantined.
+\"quarantined_ms\", \"may_evict\", \"error\", \"shard\"}]}; absent facts are null, pttl_ms is null for a key
+without expiry, quarantined_ms is null for a node that is not quarantined. For a Redis Cluster node
+(redis+cluster://), a second line (and \"shard\": {\"slot\", \"master\", \"replicas\": [{\"address\",
+\"failed\"}]}) names the shard that serves the resource: its slot, master and replicas.
 
 Examples:
   redlock status invoice:42
@@ -68,6 +70,21 @@ struct NodeJson<'a> {
     quarantined_ms: Option<u128>,
     may_evict: bool,
     error: Option<String>,
+    shard: Option<ShardJson<'a>>,
+}
+
+/// The shard serving the resource on a Redis Cluster node, as printed with `--json`.
+#[derive(Debug, Serialize)]
+struct ShardJson<'a> {
+    slot: u16,
+    master: &'a str,
+    replicas: Vec<ReplicaJson<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReplicaJson<'a> {
+    address: &'a str,
+    failed: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -122,7 +139,22 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     if args.json {
         let nodes = statuses
             .iter()
-            .map(|s| node_json(&s.node, &s.state, s.quarantined_for, s.may_evict))
+            .map(|s| {
+                let mut json = node_json(&s.node, &s.state, s.quarantined_for, s.may_evict);
+                json.shard = s.shard.as_ref().map(|shard| ShardJson {
+                    slot: shard.slot,
+                    master: &shard.master,
+                    replicas: shard
+                        .replicas
+                        .iter()
+                        .map(|(address, failed)| ReplicaJson {
+                            address,
+                            failed: *failed,
+                        })
+                        .collect(),
+                });
+                json
+            })
             .collect();
         output::print(&output::json(&Report {
             resource: &args.resource,
@@ -151,6 +183,9 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
                 );
             }
             output::print(&line)?;
+            if let Some(shard) = &s.shard {
+                output::print(&format!("{:width$}  {}", "", describe_shard(shard)))?;
+            }
         }
         output::print(&summary.text)?;
     }
@@ -283,6 +318,23 @@ fn describe(state: &NodeState) -> String {
     }
 }
 
+/// `slot 1234 on master 127.0.0.1:7000, replicas 127.0.0.1:7003 (ok), 127.0.0.1:7004 (failed)`.
+fn describe_shard(shard: &redquorum::Shard) -> String {
+    let replicas = if shard.replicas.is_empty() {
+        "no replica".to_owned()
+    } else {
+        let listed: Vec<String> = shard
+            .replicas
+            .iter()
+            .map(|(address, failed)| {
+                format!("{address} ({})", if *failed { "failed" } else { "ok" })
+            })
+            .collect();
+        format!("replicas {}", listed.join(", "))
+    };
+    format!("slot {} on master {}, {replicas}", shard.slot, shard.master)
+}
+
 fn node_json<'a>(
     node: &'a str,
     state: &'a NodeState,
@@ -299,6 +351,7 @@ fn node_json<'a>(
         quarantined_ms: quarantined_for.map(|d| d.as_millis()),
         may_evict,
         error: None,
+        shard: None,
     };
     match state {
         NodeState::Free => {}

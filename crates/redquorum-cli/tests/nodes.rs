@@ -114,3 +114,72 @@ fn status_reports_a_node_that_died() {
     assert!(out.stdout.contains("not running"), "{out:#?}");
     run(redlock(&unused).args(["nodes", "stop", "--dir", dir])).expect_code(0);
 }
+
+#[test]
+fn clusters_start_take_locks_show_their_shards_and_stop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("clusters");
+    let dir_arg = dir.to_str().unwrap();
+    let unused = dead_url();
+    let _stop = StopOnDrop(dir_arg.to_owned());
+
+    let out = run(redlock(&unused).args([
+        "nodes",
+        "start",
+        "--cluster",
+        "--count",
+        "3",
+        "--shards",
+        "1",
+        "--replicas",
+        "1",
+        "--dir",
+        dir_arg,
+    ]));
+    out.expect_code(0);
+    let servers = out
+        .stdout
+        .trim()
+        .strip_prefix("export REDLOCK_SERVERS=")
+        .unwrap_or_else(|| panic!("{out:#?}"))
+        .to_owned();
+    assert_eq!(servers.matches("redis+cluster://").count(), 3, "{servers}");
+    assert!(
+        dir.join("cluster-2")
+            .join("node-1")
+            .join("redis.pid")
+            .exists()
+    );
+
+    let out = run(redlock(&servers).args(["acquire", "res", "--ttl", "30s"]));
+    out.expect_code(0);
+    let out = run(redlock(&servers).args(["status", "res", "--json"]));
+    out.expect_code(0);
+    let status: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(status["held_on"], 3, "{status}");
+    for node in status["nodes"].as_array().unwrap() {
+        let shard = &node["shard"];
+        assert!(shard["master"].is_string(), "{node}");
+        assert_eq!(
+            shard["replicas"].as_array().map(Vec::len),
+            Some(1),
+            "{node}"
+        );
+        assert_eq!(shard["replicas"][0]["failed"], false, "{node}");
+    }
+
+    // The status lists every server, masters and replicas; stop stops them all.
+    let out = run(redlock(&unused).args(["nodes", "status", "--dir", dir_arg, "--json"]));
+    out.expect_code(0);
+    let listed: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(listed["servers"], servers.as_str());
+    assert_eq!(listed["nodes"].as_array().map(Vec::len), Some(6));
+    run(redlock(&unused).args(["nodes", "stop", "--dir", dir_arg])).expect_code(0);
+    assert!(!dir.join("nodes.json").exists());
+}
+
+#[test]
+fn cluster_options_need_cluster() {
+    let out = run(redlock(&dead_url()).args(["nodes", "start", "--shards", "3"]));
+    out.expect_code(64);
+}

@@ -156,6 +156,7 @@ pub use manager::Redlock;
 pub use quarantine::{MARKER_KEY, cluster_marker};
 pub use reply::{NodeReply, Reply};
 pub use retry::Retry;
+pub use shards::Shard;
 pub use status::{NodeState, NodeStatus};
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.

@@ -203,6 +203,14 @@ impl Node {
         }
     }
 
+    /// On a Redis Cluster node, the shard that serves `key`.
+    pub(crate) async fn shard_of(&self, key: &str) -> Option<crate::Shard> {
+        match &self.target {
+            Target::Plain(_) => None,
+            Target::Cluster(shards) => shards.shard_of(key).await,
+        }
+    }
+
     /// The servers this node has sent requests to: its one server, or a cluster's masters.
     fn servers(&self) -> Vec<Arc<Server>> {
         match &self.target {
@@ -236,16 +244,14 @@ impl Node {
         }
     }
 
-    /// How much longer this node is quarantined, as far as we know now (`None` when trusted or
-    /// not connected; for a cluster, its longest-quarantined master).
-    pub(crate) fn quarantined_for(&self) -> Option<Duration> {
+    /// How much longer this node is quarantined for `key`, as far as we know now (`None` when
+    /// trusted or not connected; for a cluster, the master serving `key`'s slot).
+    pub(crate) fn quarantined_for(&self, key: &str) -> Option<Duration> {
         match &self.target {
             Target::Plain(server) => server.quarantined_for(),
-            Target::Cluster(_) => self
-                .servers()
-                .iter()
-                .filter_map(|s| s.quarantined_for())
-                .max(),
+            Target::Cluster(shards) => shards
+                .owner_now(slot_of(key.as_bytes()))
+                .and_then(|server| server.quarantined_for()),
         }
     }
 

@@ -126,8 +126,7 @@ impl ClusterUrl {
     }
 }
 
-/// One range of slots as `CLUSTER NODES` lists it: its master, and how many replicas the
-/// master has.
+/// One range of slots as `CLUSTER NODES` lists it: its master, and the master's replicas.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Range {
     low: u16,
@@ -135,23 +134,40 @@ struct Range {
     /// `host:port` of the master.
     master: String,
     replicas: u32,
+    /// Each replica's `host:port` (or its id, without an address) and whether the cluster
+    /// marked it failed.
+    replica_states: Vec<(String, bool)>,
+}
+
+/// The shard that serves a resource on a Redis Cluster node, as the slot map last read says:
+/// for [`Redlock::status`](crate::Redlock::status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Shard {
+    /// The resource's hash slot.
+    pub slot: u16,
+    /// The master that serves it, `host:port`.
+    pub master: String,
+    /// Its replicas, `host:port`, each with whether the cluster marked it failed.
+    pub replicas: Vec<(String, bool)>,
 }
 
 /// The slot map: which master serves which slots.
 #[derive(Debug)]
 struct SlotMap {
     /// Sorted by `low`, not overlapping.
-    shards: Vec<(u16, u16, Arc<Server>)>,
+    shards: Vec<(Range, Arc<Server>)>,
     read_at: Instant,
 }
 
 impl SlotMap {
+    fn shard(&self, slot: u16) -> Option<&(Range, Arc<Server>)> {
+        let i = self.shards.partition_point(|(range, _)| range.high < slot);
+        self.shards.get(i).filter(|(range, _)| range.low <= slot)
+    }
+
     fn owner(&self, slot: u16) -> Option<&Arc<Server>> {
-        let i = self.shards.partition_point(|(_, high, _)| *high < slot);
-        self.shards
-            .get(i)
-            .filter(|(low, _, _)| *low <= slot)
-            .map(|(_, _, server)| server)
+        self.shard(slot).map(|(_, server)| server)
     }
 }
 
@@ -268,6 +284,19 @@ impl Shards {
             ));
         }
         Ok(slot)
+    }
+
+    /// The shard that serves `key`, reading the map if we have none yet.
+    pub(crate) async fn shard_of(&self, key: &str) -> Option<Shard> {
+        let slot = slot_of(key.as_bytes());
+        self.owner(slot).await.ok()?;
+        let map = self.map.load_full()?;
+        let (range, _) = map.shard(slot)?;
+        Some(Shard {
+            slot,
+            master: range.master.clone(),
+            replicas: range.replica_states.clone(),
+        })
     }
 
     /// The master that serves `slot` as the map we hold says, without reading it.
@@ -427,9 +456,9 @@ impl Shards {
                 };
                 cluster.replicas.store(replicas, Ordering::Release);
             }
-            shards.push((range.low, range.high, Arc::clone(&master.server)));
+            shards.push((range.clone(), Arc::clone(&master.server)));
         }
-        shards.sort_by_key(|(low, _, _)| *low);
+        shards.sort_by_key(|(range, _)| range.low);
         Ok(SlotMap {
             shards,
             read_at: Instant::now(),
@@ -448,6 +477,7 @@ fn parse_nodes(reply: &str, asked_host: &str) -> Option<Vec<Range>> {
         id: &'a str,
         address: Option<String>,
         master_of: Option<&'a str>,
+        failed: bool,
         slots: Vec<(u16, u16)>,
     }
     let mut lines = Vec::new();
@@ -490,23 +520,31 @@ fn parse_nodes(reply: &str, asked_host: &str) -> Option<Vec<Range>> {
             id: fields[0],
             address,
             master_of: is_replica.then_some(fields[3]),
+            failed: flags.contains(&"fail") || flags.contains(&"fail?"),
             slots,
         });
     }
     let mut ranges = Vec::new();
     for master in lines.iter().filter(|l| !l.slots.is_empty()) {
         let master_address = master.address.clone()?;
-        let replicas = lines
+        let replica_states: Vec<(String, bool)> = lines
             .iter()
             .filter(|l| l.master_of == Some(master.id))
-            .count();
-        let replicas = u32::try_from(replicas).ok()?;
+            .map(|l| {
+                (
+                    l.address.clone().unwrap_or_else(|| l.id.to_owned()),
+                    l.failed,
+                )
+            })
+            .collect();
+        let replicas = u32::try_from(replica_states.len()).ok()?;
         for &(low, high) in &master.slots {
             ranges.push(Range {
                 low,
                 high,
                 master: master_address.clone(),
                 replicas,
+                replica_states: replica_states.clone(),
             });
         }
     }
@@ -545,19 +583,25 @@ r3 ::1:7005@17005 slave b1 0 0 2 connected
 m9 127.0.0.1:7009@17009 master - 0 0 9 connected
 ";
         let ranges = parse_nodes(reply, "10.1.1.1").unwrap();
-        let range = |low, high, master: &str, replicas| Range {
+        let a_replicas = vec![
+            ("127.0.0.1:7003".to_owned(), false),
+            ("127.0.0.1:7004".to_owned(), true),
+        ];
+        let b_replicas = vec![("[::1]:7005".to_owned(), false)];
+        let range = |low, high, master: &str, replica_states: &Vec<(String, bool)>| Range {
             low,
             high,
             master: master.to_owned(),
-            replicas,
+            replicas: u32::try_from(replica_states.len()).unwrap(),
+            replica_states: replica_states.clone(),
         };
         assert_eq!(
             ranges,
             [
-                range(0, 5000, "127.0.0.1:7000", 2),
-                range(6000, 6000, "127.0.0.1:7000", 2),
-                range(5001, 5999, "10.1.1.1:7001", 1),
-                range(6001, 16383, "10.1.1.1:7001", 1),
+                range(0, 5000, "127.0.0.1:7000", &a_replicas),
+                range(6000, 6000, "127.0.0.1:7000", &a_replicas),
+                range(5001, 5999, "10.1.1.1:7001", &b_replicas),
+                range(6001, 16383, "10.1.1.1:7001", &b_replicas),
             ]
         );
         assert!(parse_nodes("garbage", "h").is_none());

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use redis::Value;
 
+use crate::Shard;
 use crate::manager::Redlock;
 use crate::reply::{NodeError, Reply};
 use crate::scripts::INSPECT;
@@ -59,6 +60,8 @@ pub struct NodeStatus {
     /// when unknown, e.g. `CONFIG` not allowed). An evicted lock key is a lock that a second
     /// client can take while its holder relies on it: lock nodes need `noeviction`.
     pub may_evict: bool,
+    /// On a Redis Cluster node, the shard that serves the resource: its master and replicas.
+    pub shard: Option<Shard>,
 }
 
 impl NodeStatus {
@@ -97,8 +100,9 @@ impl Redlock {
             NodeStatus {
                 node: node.label().to_owned(),
                 state,
-                quarantined_for: node.quarantined_for(),
+                quarantined_for: node.quarantined_for(resource),
                 may_evict: node.may_evict(),
+                shard: node.shard_of(resource).await,
             }
         }))
         .await
