@@ -121,6 +121,11 @@ struct Args {
     /// cycles/s with many tasks.
     #[arg(long)]
     cluster_replicas: Option<usize>,
+    /// With `--cluster-replicas`: masters per Redis Cluster, sharing the slots. The table then
+    /// also shows each master's server CPU per cycle in the first cluster (how evenly uniformly
+    /// named resources spread over the shards).
+    #[arg(long, default_value_t = 1, requires = "cluster_replicas")]
+    cluster_shards: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -162,6 +167,8 @@ struct Target {
     nodes: usize,
     /// The servers' pids, to read their CPU time.
     server_pids: Vec<u32>,
+    /// With `--cluster-replicas`: the first cluster's masters, to read each one's CPU time.
+    shard_pids: Vec<u32>,
     redlock: Redlock,
     /// The baseline with `--against plain`: the library with none of the options.
     plain: Option<Redlock>,
@@ -179,6 +186,7 @@ impl Target {
     async fn connect(
         cluster: &Cluster,
         redis_clusters: Option<(Vec<String>, Vec<u32>)>,
+        shard_pids: Vec<u32>,
         args: &Args,
     ) -> Self {
         let urls = cluster.urls();
@@ -250,6 +258,7 @@ impl Target {
         Self {
             nodes: urls.len(),
             server_pids,
+            shard_pids,
             redlock,
             plain,
             conns,
@@ -365,6 +374,8 @@ struct Totals {
     /// CPU time of this process (client) and of the servers, when `/proc` tells.
     client_cpu: Option<Duration>,
     server_cpu: Option<Duration>,
+    /// Each of the first cluster's masters (`--cluster-shards`).
+    shard_cpu: Vec<Option<Duration>>,
 }
 
 impl Totals {
@@ -376,6 +387,7 @@ impl Totals {
             latency: histogram(),
             client_cpu: Some(Duration::ZERO),
             server_cpu: Some(Duration::ZERO),
+            shard_cpu: Vec::new(),
         }
     }
 
@@ -406,6 +418,11 @@ async fn phase(
     totals: &mut Totals,
 ) {
     let cpu_before = cpu_times(target);
+    let shards_before: Vec<Option<Duration>> = target
+        .shard_pids
+        .iter()
+        .map(|&pid| process_cpu(pid))
+        .collect();
     // Fresh keys in every phase and cycle (unless `--reuse`), so that a key left behind never
     // meets a later cycle.
     let phase_id = NEXT_PHASE.fetch_add(1, Ordering::Relaxed);
@@ -456,6 +473,17 @@ async fn phase(
     let cpu_after = cpu_times(target);
     add_cpu(&mut totals.client_cpu, cpu_before.0, cpu_after.0);
     add_cpu(&mut totals.server_cpu, cpu_before.1, cpu_after.1);
+    totals
+        .shard_cpu
+        .resize(target.shard_pids.len(), Some(Duration::ZERO));
+    for ((total, before), &pid) in totals
+        .shard_cpu
+        .iter_mut()
+        .zip(shards_before)
+        .zip(&target.shard_pids)
+    {
+        add_cpu(total, before, process_cpu(pid));
+    }
 }
 
 fn add_cpu(total: &mut Option<Duration>, before: Option<Duration>, after: Option<Duration>) {
@@ -563,6 +591,13 @@ impl Row {
             "against": format!("{:?}", args.against).to_lowercase(),
             "reuse": args.reuse,
             "cluster_replicas": args.cluster_replicas,
+            "cluster_shards": args.cluster_replicas.map(|_| args.cluster_shards),
+            "shard_cpu_us_per_cycle": self
+                .redlock
+                .shard_cpu
+                .iter()
+                .map(|cpu| self.redlock.cpu_us(*cpu))
+                .collect::<Vec<_>>(),
             "target_met": self.verdict(args).map(|(_, met)| met),
         })
     }
@@ -662,6 +697,33 @@ fn table(rows: &[Row], args: &Args) -> String {
             opt(r.cpu_us(r.server_cpu)),
         );
     }
+    for row in rows.iter().filter(|row| row.redlock.shard_cpu.len() > 1) {
+        let r = &row.redlock;
+        let per_cycle: Vec<f64> = r
+            .shard_cpu
+            .iter()
+            .map(|cpu| r.cpu_us(*cpu).unwrap_or(f64::NAN))
+            .collect();
+        let total: f64 = per_cycle.iter().sum();
+        let busiest = per_cycle.iter().copied().fold(0.0, f64::max);
+        let shares: Vec<String> = per_cycle
+            .iter()
+            .map(|us| format!("{us:.1} µs ({:.0}%)", 100.0 * us / total))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\n{} node(s), {} task(s): the first cluster's masters, server CPU per cycle: {}; \
+             busiest {:.0}% of the cluster's total. One master per host, each with a core of its \
+             own, would bound a cluster at {:.0} cycles/s (1 s / the busiest master's CPU per \
+             cycle), against {:.0} for one master doing all of it.",
+            row.nodes,
+            row.tasks,
+            shares.join(", "),
+            100.0 * busiest / total,
+            1e6 / busiest,
+            1e6 / total,
+        );
+    }
     for row in rows.iter().filter(|row| row.redlock.incomplete > 0) {
         let _ = writeln!(
             out,
@@ -744,8 +806,9 @@ fn main() {
             .map(|replicas| {
                 (0..nodes)
                     .map(|_| {
-                        let mut cluster = RedisCluster::start(1, replicas, NodeSpec::new())
-                            .expect("start a Redis Cluster");
+                        let mut cluster =
+                            RedisCluster::start(args.cluster_shards, replicas, NodeSpec::new())
+                                .expect("start a Redis Cluster");
                         cluster
                             .mark_masters(redquorum::cluster_marker)
                             .expect("markers written");
@@ -770,7 +833,16 @@ fn main() {
                 .collect();
             (urls, pids)
         });
-        let target = Arc::new(runtime.block_on(Target::connect(&cluster, cluster_side, &args)));
+        let shard_pids: Vec<u32> = redis_clusters
+            .first_mut()
+            .map(|first| {
+                (0..args.cluster_shards)
+                    .filter_map(|m| first.node(m).pid())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let target =
+            Arc::new(runtime.block_on(Target::connect(&cluster, cluster_side, shard_pids, &args)));
         for &tasks in &args.tasks {
             eprintln!("measuring {nodes} node(s), {tasks} task(s)…");
             let row = runtime.block_on(measure(&target, tasks, &args));
