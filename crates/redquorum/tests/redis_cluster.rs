@@ -303,3 +303,32 @@ async fn concurrent_votes_count_only_once_the_replica_has_them() {
         "votes the replica did not acknowledge were counted"
     );
 }
+
+/// The README's ACL for a cluster (its patterns with our slot tags, and `CLUSTER NODES`) is
+/// enough for fenced locks with the defaults; it must be set on every server of the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_acl_for_clusters_is_enough() {
+    const CLUSTER_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:{*}lock:* ~redlock-node-marker{*} resetchannels -@all +set +get +del +exists +pexpire +pttl +type +time +eval +evalsha +script|load +info +config|get +ping +cluster|nodes";
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README");
+    assert!(readme.contains(CLUSTER_ACL), "the cluster ACL is published");
+    let mut cluster = redis_cluster(3, 0);
+    let line = CLUSTER_ACL.replace("CHANGE-ME", "pw-cluster");
+    let args: Vec<&str> = line.split(' ').collect();
+    for i in 0..cluster.len() {
+        cluster.node(i).cli(&args).expect("ACL SETUSER");
+    }
+    let url =
+        cluster_url(&cluster).replace("redis+cluster://", "redis+cluster://locker:pw-cluster@");
+    let redlock = manager(vec![url]);
+    for i in 0..6 {
+        let resource = format!("lock:{i}");
+        let lock = redlock.try_acquire(&resource, TTL).await.expect("locks");
+        assert!(lock.fence().is_some(), "fenced");
+        assert_eq!(
+            on_owner(&mut cluster, &resource).as_deref(),
+            Some(lock.value())
+        );
+        assert!(lock.release().await.cause().is_none());
+    }
+}
