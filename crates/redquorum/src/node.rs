@@ -230,6 +230,7 @@ impl Node {
                 {
                     server.timed_out();
                 }
+                shards.timed_out();
             }
         }
         self.metrics.failed(&Reply::Timeout);
@@ -276,19 +277,25 @@ impl Node {
         deadline: Instant,
     ) -> Result<Value, NodeError> {
         bounded(deadline, async {
-            let routed;
-            let server = match &self.target {
-                Target::Plain(server) => server,
+            match &self.target {
+                Target::Plain(server) => read_on(server, script, key).await,
                 Target::Cluster(shards) => {
-                    routed = shards.owner(slot_of(key.as_bytes())).await?;
-                    &*routed
+                    // As a request: a reply that says the map is out of date reads it again,
+                    // and the read goes once more to the slot's owner (`shards` invariant 3).
+                    let slot = slot_of(key.as_bytes());
+                    let server = shards.owner(slot).await?;
+                    match read_on(&server, script, key).await {
+                        Err(e) if shards.saw(&e) => {
+                            let again = shards.owner(slot).await?;
+                            if Arc::ptr_eq(&again, &server) {
+                                return Err(e);
+                            }
+                            read_on(&again, script, key).await
+                        }
+                        reply => reply,
+                    }
                 }
-            };
-            let connection = server.connection().await?;
-            let none: &[u64] = &[];
-            let reply = connection.eval(false, script, &[key], None, none).await;
-            connection.finish(Instant::now());
-            reply
+            }
         })
         .await
     }
@@ -316,8 +323,22 @@ impl Node {
         };
         // Invariant 3 of `shards`: a reply that says the map is out of date is not a vote; the
         // request goes once more to the slot's owner in the map read again.
+        if request == Request::Connect {
+            // Every master of the cluster, not only the one a resource would go to.
+            queued();
+            let connected = shards.connect_all().await;
+            if let Err(e) = &connected {
+                self.metrics.failed(&e.reply());
+            }
+            return connected.map(|()| Answer {
+                done: true,
+                quarantined_for: shards.longest_quarantine(),
+                proposal: None,
+                behind: false,
+            });
+        }
         let mut queued = Some(queued);
-        let mut first = None;
+        let mut first: Option<(Arc<Server>, NodeError)> = None;
         for _ in 0..2 {
             let owner = match Shards::slot(resources) {
                 Ok(slot) => shards.owner(slot).await,
@@ -333,8 +354,10 @@ impl Node {
                     return Err(e);
                 }
             };
-            if first.as_ref().is_some_and(|f| Arc::ptr_eq(f, &server)) {
-                break; // the same master again: its error stands
+            if let Some((before, error)) = first.take()
+                && Arc::ptr_eq(&before, &server)
+            {
+                return Err(error); // the same master again: its error stands
             }
             let on_queue = queued.take();
             let result = self
@@ -345,12 +368,13 @@ impl Node {
                 })
                 .await;
             match result {
-                Err(e) if shards.saw(&e) => first = Some(server),
+                Err(e) if shards.saw(&e) => first = Some((server, e)),
                 result => return result,
             }
         }
-        Err(NodeError::Server(
-            "MOVED the cluster's slot map changed twice during one request".to_owned(),
+        Err(first.map_or_else(
+            || NodeError::Server("the cluster's slot map changed twice during one request".into()),
+            |(_, error)| error,
         ))
     }
 
@@ -393,6 +417,15 @@ impl Node {
             behind,
         })
     }
+}
+
+/// Runs a read-only `script` on `key` on `server` (not checked against the marker).
+async fn read_on(server: &Server, script: &LuaScript, key: &str) -> Result<Value, NodeError> {
+    let connection = server.connection().await?;
+    let none: &[u64] = &[];
+    let reply = connection.eval(false, script, &[key], None, none).await;
+    connection.finish(Instant::now());
+    reply
 }
 
 /// Sends `request` on `connection`: whether it was done, the fenced acquire's proposal, and whether a

@@ -630,7 +630,14 @@ impl Connection<'_> {
         let mut replies = replies.into_iter();
         let reply = replies.next();
         if checked {
-            self.check_marker(replies.next().as_ref());
+            let marker = replies.next();
+            // An error reply to the marker's `GET` (on a cluster, `MOVED` once the marker's slot
+            // moved) says nothing about the data, so it quarantines nothing; but the vote has
+            // no evidence, so it is not a vote either.
+            if let Some(Value::ServerError(e)) = &marker {
+                return Err(NodeError::from_redis(&RedisError::from(e.clone())));
+            }
+            self.check_marker(marker.as_ref());
         }
         let reply = reply
             .unwrap_or(Value::Nil)

@@ -35,8 +35,19 @@
 //!    own on first sight, whose health check runs before its first vote; its marker key is named
 //!    into a slot it serves, and when it no longer serves that slot the server is replaced, so
 //!    that a marker moved with its slot is never mistaken for the new owner's own.
+//! 5. **Reading the map never blocks a round past its deadline, and never storms the cluster.**
+//!    It runs as a task of its own, shared by every request that needs it (a round that gives
+//!    up does not cancel it), asks every seed and known master at once, each bounded by the
+//!    connect timeout, and keeps the answer with the largest config epoch among those in within
+//!    [`MAP_GRACE`] of the first (a node cut off from the others may describe an old
+//!    configuration, and a hung one cannot hold the read up). It happens at most every
+//!    [`MAP_READ_INTERVAL`], and the map is marked fresh only once a new one is stored.
 
 use std::collections::HashMap;
+
+use futures_util::future::{BoxFuture, Shared, join_all};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,9 +70,18 @@ const SCHEMES: [(&str, &str); 2] = [
     ("rediss+cluster://", "rediss"),
 ];
 
-/// How old a slot map may get before a request reads it again in the background: a topology
-/// change that sends no `MOVED` our way (a replica added to a shard) is seen within this.
+/// How old a slot map may get before a request reads it again: a topology change that sends no
+/// `MOVED` our way (a replica added to a shard) is seen within this.
 const MAP_REFRESH: Duration = Duration::from_secs(10);
+
+/// The shortest time between two map reads, however many replies say the map is out of date
+/// (a dead shard answers every request with an error): invariant 5.
+const MAP_READ_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long the other nodes asked for the map may still answer after the first did: the answer
+/// with the largest config epoch wins (a node cut off from the others may describe an old
+/// configuration).
+const MAP_GRACE: Duration = Duration::from_millis(20);
 
 /// Whether `url` names a Redis Cluster node.
 pub(crate) fn is_cluster_url(url: &str) -> bool {
@@ -180,7 +200,17 @@ struct Master {
 
 /// A Redlock node that is one Redis Cluster.
 pub(crate) struct Shards {
+    /// Shared with the background task that reads the map (invariant 5).
+    inner: Arc<Inner>,
     label: String,
+    /// A client for the first seed: the subscriber's connection.
+    seed_client: redis::Client,
+}
+
+/// A map read under way, shared by every request that waits for it.
+type Reading = Shared<BoxFuture<'static, Result<Arc<SlotMap>, NodeError>>>;
+
+struct Inner {
     url: ClusterUrl,
     settings: ServerSettings,
     tls_roots: Option<Vec<u8>>,
@@ -190,20 +220,19 @@ pub(crate) struct Shards {
     /// before the round ends. `None`: votes do not wait for replicas.
     wait_ms: Option<u64>,
     map: ArcSwapOption<SlotMap>,
-    /// Every master seen so far, by address (invariant 4).
+    /// The masters of the last map, by address (invariant 4).
     masters: Mutex<HashMap<String, Master>>,
-    /// One map read at a time; whoever waited for it uses the map it read.
-    reading: tokio::sync::Mutex<()>,
-    /// Set by a reply that says the map is out of date (invariant 3).
+    /// The map read under way, if any (invariant 5).
+    reading: Mutex<Option<Reading>>,
+    /// Set by a reply that says the map is out of date (invariant 3); cleared only once a new
+    /// map is stored.
     stale: AtomicBool,
-    /// A client for the first seed: the subscriber's connection.
-    seed_client: redis::Client,
 }
 
 impl std::fmt::Debug for Shards {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shards")
-            .field("seeds", &self.url.seeds)
+            .field("seeds", &self.inner.url.seeds)
             .finish()
     }
 }
@@ -230,19 +259,21 @@ impl Shards {
             .map_err(|e| invalid(e.to_string()))?;
         Ok(Self {
             label: format!("cluster({})", parsed.seeds.join(",")),
-            url: parsed,
-            settings,
-            tls_roots: tls_roots.map(<[u8]>::to_vec),
-            wait_ms: wait_for.map(|timeout| {
-                u64::try_from(timeout.as_millis() / 2)
-                    .unwrap_or(u64::MAX)
-                    .max(1)
-            }),
-            map: ArcSwapOption::empty(),
-            masters: Mutex::new(HashMap::new()),
-            reading: tokio::sync::Mutex::new(()),
-            stale: AtomicBool::new(false),
             seed_client,
+            inner: Arc::new(Inner {
+                url: parsed,
+                settings,
+                tls_roots: tls_roots.map(<[u8]>::to_vec),
+                wait_ms: wait_for.map(|timeout| {
+                    u64::try_from(timeout.as_millis() / 2)
+                        .unwrap_or(u64::MAX)
+                        .max(1)
+                }),
+                map: ArcSwapOption::empty(),
+                masters: Mutex::new(HashMap::new()),
+                reading: Mutex::new(None),
+                stale: AtomicBool::new(false),
+            }),
         })
     }
 
@@ -253,7 +284,7 @@ impl Shards {
 
     /// What makes two cluster nodes the same: their seeds.
     pub(crate) fn identity(&self) -> String {
-        let mut seeds = self.url.seeds.clone();
+        let mut seeds = self.inner.url.seeds.clone();
         seeds.sort();
         format!("cluster:{}", seeds.join(","))
     }
@@ -261,15 +292,38 @@ impl Shards {
     /// A subscriber on the first seed. Only a hint (the subscriber's invariants): for keys the
     /// seed does not serve its reads fail, and those waiters poll.
     pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
-        Subscriber::new(&self.seed_client, self.settings.connect_timeout, watch)
+        Subscriber::new(
+            &self.seed_client,
+            self.inner.settings.connect_timeout,
+            watch,
+        )
     }
 
-    /// Every master seen so far.
+    /// The masters of the last map.
     pub(crate) fn servers(&self) -> Vec<Arc<Server>> {
-        lock(&self.masters)
+        lock(&self.inner.masters)
             .values()
             .map(|m| Arc::clone(&m.server))
             .collect()
+    }
+
+    /// Reads the map if we have none, then connects to every master (health checks included).
+    pub(crate) async fn connect_all(&self) -> Result<(), NodeError> {
+        self.owner(0).await?;
+        let servers = self.servers();
+        let connected = join_all(servers.iter().map(|server| server.connection())).await;
+        for connection in connected {
+            connection?.finish(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// How much longer the longest-quarantined master is quarantined, if any is.
+    pub(crate) fn longest_quarantine(&self) -> Option<Duration> {
+        self.servers()
+            .iter()
+            .filter_map(|server| server.quarantined_for())
+            .max()
     }
 
     /// The slot all of `resources`' keys hash to (invariant 1).
@@ -290,7 +344,7 @@ impl Shards {
     pub(crate) async fn shard_of(&self, key: &str) -> Option<Shard> {
         let slot = slot_of(key.as_bytes());
         self.owner(slot).await.ok()?;
-        let map = self.map.load_full()?;
+        let map = self.inner.map.load_full()?;
         let (range, _) = map.shard(slot)?;
         Some(Shard {
             slot,
@@ -301,33 +355,30 @@ impl Shards {
 
     /// The master that serves `slot` as the map we hold says, without reading it.
     pub(crate) fn owner_now(&self, slot: u16) -> Option<Arc<Server>> {
-        self.map.load().as_ref()?.owner(slot).cloned()
+        self.inner.map.load().as_ref()?.owner(slot).cloned()
     }
 
     /// The master that serves `slot`, reading the map first when we have none, when a reply
-    /// said it is out of date (invariant 3), or when it is older than [`MAP_REFRESH`].
+    /// said it is out of date (invariant 3), or when it is older than [`MAP_REFRESH`]; but not
+    /// more often than every [`MAP_READ_INTERVAL`] (invariant 5).
     pub(crate) async fn owner(&self, slot: u16) -> Result<Arc<Server>, NodeError> {
-        let current = self.map.load_full();
-        let fresh = match &current {
-            Some(map)
-                if !self.stale.load(Ordering::Acquire) && map.read_at.elapsed() < MAP_REFRESH =>
-            {
-                Some(Arc::clone(map))
-            }
-            _ => None,
-        };
+        let inner = &self.inner;
+        let fresh = inner.map.load_full().filter(|map| {
+            let age = map.read_at.elapsed();
+            age < MAP_READ_INTERVAL || (!inner.stale.load(Ordering::Acquire) && age < MAP_REFRESH)
+        });
         let map = match fresh {
             Some(map) => map,
-            None => self.read_map(current.map(|m| m.read_at)).await?,
+            None => self.read_map().await?,
         };
         map.owner(slot).cloned().ok_or_else(|| {
-            self.stale.store(true, Ordering::Release);
+            inner.stale.store(true, Ordering::Release);
             NodeError::Server(format!("CLUSTERDOWN no master serves slot {slot}"))
         })
     }
 
-    /// Whether a request's error says the map is out of date (or its server is gone): the next
-    /// request reads the map again first.
+    /// Whether a request's error says the map may be out of date (or its server gone): the
+    /// next request reads the map again first.
     pub(crate) fn saw(&self, error: &NodeError) -> bool {
         let outdated = match error {
             NodeError::Server(why) => ["MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN", "READONLY"]
@@ -337,50 +388,106 @@ impl Shards {
             NodeError::Timeout | NodeError::WrongType(_) => false,
         };
         if outdated {
-            self.stale.store(true, Ordering::Release);
+            self.inner.stale.store(true, Ordering::Release);
         }
         outdated
     }
 
-    /// Reads the slot map, unless another request read it since `seen` (the map we had).
-    async fn read_map(&self, seen: Option<Instant>) -> Result<Arc<SlotMap>, NodeError> {
-        let _reading = self.reading.lock().await;
-        if let Some(map) = self.map.load_full()
-            && Some(map.read_at) != seen
-            && !self.stale.load(Ordering::Acquire)
-            && map.read_at.elapsed() < MAP_REFRESH
-        {
-            return Ok(map);
-        }
-        self.stale.store(false, Ordering::Release);
-        let ranges = match self.ask_for_slots().await {
-            Ok(ranges) => ranges,
-            Err(e) => {
-                self.stale.store(true, Ordering::Release);
-                return Err(e);
-            }
-        };
-        let map = Arc::new(self.build_map(&ranges)?);
-        self.map.store(Some(Arc::clone(&map)));
-        Ok(map)
+    /// A request timed out: the master may have been replaced behind our back (a hung master
+    /// whose replica took over answers nothing, not `MOVED`), so the map is read again, at most
+    /// every [`MAP_READ_INTERVAL`].
+    pub(crate) fn timed_out(&self) {
+        self.inner.stale.store(true, Ordering::Release);
     }
 
-    /// `CLUSTER NODES`, asked of the known masters, then of the seeds, until one answers.
-    async fn ask_for_slots(&self) -> Result<Vec<Range>, NodeError> {
-        let mut candidates: Vec<String> = lock(&self.masters).keys().cloned().collect();
-        candidates.extend(self.url.seeds.iter().cloned());
+    /// The map read under way, or a new one started in the background (invariant 5).
+    async fn read_map(&self) -> Result<Arc<SlotMap>, NodeError> {
+        let reading = {
+            let mut reading = lock(&self.inner.reading);
+            reading
+                .get_or_insert_with(|| {
+                    let inner = Arc::clone(&self.inner);
+                    let task = tokio::spawn(async move {
+                        let result = inner.read().await;
+                        *lock(&inner.reading) = None;
+                        result
+                    });
+                    async move {
+                        task.await.unwrap_or_else(|e| {
+                            Err(NodeError::Server(format!(
+                                "reading the slot map failed: {e}"
+                            )))
+                        })
+                    }
+                    .boxed()
+                    .shared()
+                })
+                .clone()
+        };
+        reading.await
+    }
+}
+
+impl Inner {
+    /// Reads the map from every known master and seed at once and keeps the answer that shows
+    /// the newest configuration (invariant 5).
+    async fn read(&self) -> Result<Arc<SlotMap>, NodeError> {
+        let mut candidates: Vec<String> = self.url.seeds.clone();
+        for master in lock(&self.masters).keys() {
+            if !candidates.contains(master) {
+                candidates.push(master.clone());
+            }
+        }
+        let mut asks: FuturesUnordered<_> = candidates
+            .iter()
+            .map(|address| async move {
+                let asked = self.slots_from(address);
+                tokio::time::timeout(self.settings.connect_timeout, asked)
+                    .await
+                    .unwrap_or(Err(NodeError::Timeout))
+                    .and_then(|(ranges, epoch)| {
+                        if ranges.is_empty() {
+                            Err(NodeError::Server(format!(
+                                "CLUSTERDOWN {address} knows no master serving slots"
+                            )))
+                        } else {
+                            Ok((ranges, epoch))
+                        }
+                    })
+            })
+            .collect();
+        let mut best: Option<(Vec<Range>, u64)> = None;
         let mut last = NodeError::Unreachable("no seed address".to_owned());
-        for address in candidates {
-            match self.slots_from(&address).await {
-                Ok(ranges) if !ranges.is_empty() => return Ok(ranges),
-                Ok(_) => last = NodeError::Server(format!("CLUSTERDOWN {address} serves no slots")),
+        let mut grace_until = None;
+        loop {
+            let next = match grace_until {
+                // Once one answered, the others get a moment to show a newer configuration.
+                Some(until) => match tokio::time::timeout_at(until, asks.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+                None => asks.next().await,
+            };
+            let Some(answer) = next else { break };
+            match answer {
+                Ok((ranges, epoch)) => {
+                    if best.as_ref().is_none_or(|(_, best)| epoch > *best) {
+                        best = Some((ranges, epoch));
+                    }
+                    grace_until.get_or_insert_with(|| tokio::time::Instant::now() + MAP_GRACE);
+                }
                 Err(e) => last = e,
             }
         }
-        Err(last)
+        let (ranges, _) = best.ok_or(last)?;
+        let map = Arc::new(self.build_map(&ranges)?);
+        self.map.store(Some(Arc::clone(&map)));
+        self.stale.store(false, Ordering::Release);
+        Ok(map)
     }
 
-    async fn slots_from(&self, address: &str) -> Result<Vec<Range>, NodeError> {
+    /// `CLUSTER NODES` from `address`: its slot ranges, and the largest config epoch it knows.
+    async fn slots_from(&self, address: &str) -> Result<(Vec<Range>, u64), NodeError> {
         let url = self.url.server_url(address);
         let client = match &self.tls_roots {
             Some(roots) if self.url.scheme == "rediss" => redis::Client::build_with_tls(
@@ -407,7 +514,8 @@ impl Shards {
             .await
             .map_err(|e| NodeError::from_redis(&e))?;
         let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
-        parse_nodes(&reply, host).ok_or_else(|| {
+        let prefer_hostnames = self.url.scheme == "rediss";
+        parse_nodes(&reply, host, prefer_hostnames).ok_or_else(|| {
             NodeError::Server(format!(
                 "unexpected reply to CLUSTER NODES: {}",
                 reply.lines().next().unwrap_or_default()
@@ -416,9 +524,11 @@ impl Shards {
     }
 
     /// The map for `ranges`: each master's server, made on first sight, or again when it no
-    /// longer serves its marker's slot (invariant 4).
+    /// longer serves its marker's slot (invariant 4); masters no longer in the map are
+    /// forgotten.
     fn build_map(&self, ranges: &[Range]) -> Result<SlotMap, NodeError> {
         let mut masters = lock(&self.masters);
+        masters.retain(|address, _| ranges.iter().any(|r| r.master == *address));
         let mut shards = Vec::with_capacity(ranges.len());
         for range in ranges {
             let of_master = || ranges.iter().filter(|r| r.master == range.master);
@@ -471,13 +581,17 @@ impl Shards {
 /// may still be promoted once it is back, before it has caught up, so a vote waits for it too).
 /// `CLUSTER SLOTS` is not enough: it leaves out replicas it deems unavailable (failed, or that
 /// never acknowledged any write), and a vote would not wait for them. An empty host means the
-/// one we asked (`asked_host`).
-fn parse_nodes(reply: &str, asked_host: &str) -> Option<Vec<Range>> {
+/// one we asked (`asked_host`); with `prefer_hostnames` (TLS, whose certificates name hosts) a
+/// node's announced hostname is used where it has one. Also returns the largest config epoch
+/// of a master that serves slots. A master without an address yet is left out (its slots are
+/// down for us until it has one), not the whole map.
+fn parse_nodes(reply: &str, asked_host: &str, prefer_hostnames: bool) -> Option<(Vec<Range>, u64)> {
     struct Line<'a> {
         id: &'a str,
         address: Option<String>,
         master_of: Option<&'a str>,
         failed: bool,
+        epoch: u64,
         slots: Vec<(u16, u16)>,
     }
     let mut lines = Vec::new();
@@ -491,9 +605,13 @@ fn parse_nodes(reply: &str, asked_host: &str) -> Option<Vec<Range>> {
         let is_replica = flags.contains(&"slave") || flags.contains(&"replica");
         // `ip:port@cport[,hostname]`; `:0@0` for a node without an address yet.
         let endpoint = fields[1].split(['@', ',']).next()?;
+        let hostname = fields[1]
+            .split_once(',')
+            .map(|(_, hostname)| hostname)
+            .filter(|h| prefer_hostnames && !h.is_empty());
         let address = endpoint.rsplit_once(':').and_then(|(host, port)| {
             let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
-            let host = if host.is_empty() { asked_host } else { host };
+            let host = hostname.unwrap_or(if host.is_empty() { asked_host } else { host });
             Some(if host.contains(':') && !host.starts_with('[') {
                 format!("[{host}]:{port}")
             } else {
@@ -521,12 +639,17 @@ fn parse_nodes(reply: &str, asked_host: &str) -> Option<Vec<Range>> {
             address,
             master_of: is_replica.then_some(fields[3]),
             failed: flags.contains(&"fail") || flags.contains(&"fail?"),
+            epoch: fields[6].parse().ok()?,
             slots,
         });
     }
     let mut ranges = Vec::new();
+    let mut epoch = 0;
     for master in lines.iter().filter(|l| !l.slots.is_empty()) {
-        let master_address = master.address.clone()?;
+        epoch = epoch.max(master.epoch);
+        let Some(master_address) = master.address.clone() else {
+            continue;
+        };
         let replica_states: Vec<(String, bool)> = lines
             .iter()
             .filter(|l| l.master_of == Some(master.id))
@@ -548,7 +671,7 @@ fn parse_nodes(reply: &str, asked_host: &str) -> Option<Vec<Range>> {
             });
         }
     }
-    Some(ranges)
+    Some((ranges, epoch))
 }
 
 #[cfg(test)]
@@ -582,7 +705,8 @@ r2 127.0.0.1:7004@17004 slave,fail a1 0 0 1 disconnected
 r3 ::1:7005@17005 slave b1 0 0 2 connected
 m9 127.0.0.1:7009@17009 master - 0 0 9 connected
 ";
-        let ranges = parse_nodes(reply, "10.1.1.1").unwrap();
+        let (ranges, epoch) = parse_nodes(reply, "10.1.1.1", false).unwrap();
+        assert_eq!(epoch, 2);
         let a_replicas = vec![
             ("127.0.0.1:7003".to_owned(), false),
             ("127.0.0.1:7004".to_owned(), true),
@@ -604,7 +728,14 @@ m9 127.0.0.1:7009@17009 master - 0 0 9 connected
                 range(6001, 16383, "10.1.1.1:7001", &b_replicas),
             ]
         );
-        assert!(parse_nodes("garbage", "h").is_none());
-        assert!(parse_nodes("a 1.2.3.4:1@2 master - 0 0 1 connected 5-x", "h").is_none());
+        assert!(parse_nodes("garbage", "h", false).is_none());
+        assert!(parse_nodes("a 1.2.3.4:1@2 master - 0 0 1 connected 5-x", "h", false).is_none());
+        // TLS: the announced hostname, which the certificate names.
+        let (tls, _) = parse_nodes(reply, "10.1.1.1", true).unwrap();
+        assert_eq!(tls[2].master, "host-b:7001");
+        // A master without an address leaves out its own slots only.
+        let noaddr = reply.replace(":7001@17001,host-b", ":0@0");
+        let (ranges, _) = parse_nodes(&noaddr, "10.1.1.1", false).unwrap();
+        assert_eq!(ranges.len(), 2);
     }
 }

@@ -102,7 +102,10 @@ impl Redlock {
                 state,
                 quarantined_for: node.quarantined_for(resource),
                 may_evict: node.may_evict(),
-                shard: node.shard_of(resource).await,
+                shard: tokio::time::timeout_at(deadline.into(), node.shard_of(resource))
+                    .await
+                    .ok()
+                    .flatten(),
             }
         }))
         .await

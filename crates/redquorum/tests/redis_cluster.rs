@@ -332,3 +332,78 @@ async fn the_readme_acl_for_clusters_is_enough() {
         assert!(lock.release().await.cause().is_none());
     }
 }
+
+/// The URL of a cluster node whose seeds are `cluster`'s nodes `order`, in that order.
+fn seeds_url(cluster: &RedisCluster, order: &[usize]) -> String {
+    let urls = cluster.urls();
+    let seeds: Vec<&str> = order
+        .iter()
+        .map(|&i| urls[i].trim_start_matches("redis://"))
+        .collect();
+    format!("redis+cluster://{}", seeds.join(","))
+}
+
+/// Plain writes (no quarantine, no `WAIT`): only routing is under test.
+fn routing_only(url: String) -> Redlock {
+    Redlock::builder([url])
+        .quarantine(false)
+        .wait_for_replicas(false)
+        .build()
+        .expect("valid configuration")
+}
+
+/// A master that hangs (stopped) and is replaced by its replica (`TAKEOVER`) answers nothing,
+/// not `MOVED`: timeouts send the client to read the map again, from every node at once, and it
+/// finds the new master (found by review: it used to ask the hung one first, forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_master_replaced_by_its_replica_is_left_behind() {
+    let mut cluster = redis_cluster(1, 1);
+    let client = routing_only(seeds_url(&cluster, &[0, 1]));
+    let lock = client.acquire("before", TTL).await.expect("acquired");
+    assert!(lock.release().await.cause().is_none());
+    cluster.node(0).pause().expect("master stopped");
+    let promoted = cluster.node(1).cli(&["CLUSTER", "FAILOVER", "TAKEOVER"]);
+    let patient = Retry::forever()
+        .delay(Duration::from_millis(50))
+        .max_wait(Duration::from_secs(20));
+    let after = match promoted {
+        Ok(_) => Some(client.acquire_with("after", TTL, &patient).await),
+        Err(_) => None,
+    };
+    cluster.node(0).resume().expect("master resumed");
+    let after = after.expect("TAKEOVER accepted");
+    let lock = after.expect("the promoted master is found");
+    assert!(lock.release().await.cause().is_none());
+}
+
+/// A hung seed listed first holds nothing up: the map is asked of every seed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_seed_listed_first_holds_nothing_up() {
+    let mut cluster = redis_cluster(1, 1);
+    cluster.node(1).pause().expect("replica stopped");
+    let client = routing_only(seeds_url(&cluster, &[1, 0]));
+    let patient = Retry::forever()
+        .delay(Duration::from_millis(50))
+        .max_wait(Duration::from_secs(10));
+    let acquired = client.acquire_with("res", TTL, &patient).await;
+    cluster.node(1).resume().expect("replica resumed");
+    let lock = acquired.expect("acquired through the seed that answers");
+    assert!(lock.release().await.cause().is_none());
+}
+
+/// `status` after a failover follows `MOVED` at once instead of reporting it until the map ages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_follows_a_failover_at_once() {
+    let mut cluster = redis_cluster(1, 1);
+    let client = routing_only(cluster_url(&cluster));
+    let lock = client.acquire("res", TTL).await.expect("acquired");
+    cluster.wait_for_replication(0).expect("replicated");
+    cluster.failover(1).expect("the replica takes over");
+    let status = client.status("res").await;
+    assert_eq!(status[0].value(), Some(lock.value()), "{status:?}");
+    let shard = status[0].shard.as_ref().expect("a shard");
+    assert_eq!(
+        shard.master,
+        cluster.urls()[1].trim_start_matches("redis://")
+    );
+}
