@@ -316,7 +316,7 @@ impl Node {
         let shards = match &self.target {
             Target::Plain(server) => {
                 return self
-                    .send_to(server, request, resources, value, sent, queued)
+                    .send_to(server, false, request, resources, value, sent, queued)
                     .await;
             }
             Target::Cluster(shards) => shards,
@@ -361,12 +361,21 @@ impl Node {
             }
             let on_queue = queued.take();
             let result = self
-                .send_to(&server, request, resources, value, sent, || {
+                .send_to(&server, false, request, resources, value, sent, || {
                     if let Some(queued) = on_queue {
                         queued();
                     }
                 })
                 .await;
+            // `ASK`: the slot is being migrated and the key is not (or no longer) here; the
+            // importing master takes the request when `ASKING` precedes it.
+            if let Err(NodeError::Server(why)) = &result
+                && let Some(importing) = asked_to(why).and_then(|to| shards.master_at(to))
+            {
+                return self
+                    .send_to(&importing, true, request, resources, value, sent, || {})
+                    .await;
+            }
             match result {
                 Err(e) if shards.saw(&e) => first = Some((server, e)),
                 result => return result,
@@ -378,9 +387,11 @@ impl Node {
         ))
     }
 
+    #[allow(clippy::too_many_arguments)] // the request's own four, and where and how it goes
     async fn send_to(
         &self,
         server: &Server,
+        asking: bool,
         request: Request,
         resources: &Resources,
         value: &str,
@@ -391,7 +402,8 @@ impl Node {
         queued();
         let connection = connection
             .inspect_err(|e| self.metrics.failed(&e.reply()))?
-            .voting(request.is_vote());
+            .voting(request.is_vote())
+            .asking(asking);
         // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
         // first poll return before the command is queued (redis-rs queues it through a Tokio
         // channel, whose permit counts against the budget), and invariant 2 needs it queued.
@@ -417,6 +429,13 @@ impl Node {
             behind,
         })
     }
+}
+
+/// The address in an `ASK <slot> <host:port>` error.
+fn asked_to(why: &str) -> Option<&str> {
+    let mut words = why.strip_prefix("ASK ")?.split_whitespace();
+    let _slot = words.next()?;
+    words.next()
 }
 
 /// Runs a read-only `script` on `key` on `server` (not checked against the marker).

@@ -525,6 +525,7 @@ impl Server {
             server: self,
             live: self.live().await?,
             vote: false,
+            asking: false,
         })
     }
 
@@ -539,6 +540,7 @@ impl Server {
             server: self,
             live,
             vote: false,
+            asking: false,
         };
         let ping = connection.query(redis::cmd("PING"), false);
         let _ = bounded(deadline, ping).await;
@@ -553,12 +555,21 @@ pub(crate) struct Connection<'s> {
     /// Whether what is sent on it is a vote: on a cluster's master, each command is then
     /// followed by a `WAIT` for the shard's replicas (invariant 8).
     vote: bool,
+    /// Whether each command is preceded by `ASKING` (a slot being imported: `ASK`).
+    asking: bool,
 }
 
 impl Connection<'_> {
     /// Whether acquisitions on this connection read the marker back (the quarantine is on).
     pub(crate) fn checks_votes(&self) -> bool {
         self.server.settings.trust.enabled
+    }
+
+    /// Precedes each command with `ASKING`, in the same pipeline: this server is importing the
+    /// slot and another one answered `ASK` ([`shards`](crate::shards) invariant 3).
+    pub(crate) fn asking(mut self, asking: bool) -> Self {
+        self.asking = asking;
+        self
     }
 
     /// Marks what is sent on this connection as a vote (invariant 8).
@@ -599,13 +610,16 @@ impl Connection<'_> {
             .filter(|_| self.vote)
             .map(|cluster| (cluster.replicas.load(Ordering::Acquire), cluster.wait_ms))
             .filter(|(replicas, _)| *replicas > 0);
-        if !checked && waits_for.is_none() {
+        if !checked && waits_for.is_none() && !self.asking {
             return cmd
                 .query_async(&mut conn)
                 .await
                 .map_err(|e| self.failed(&e));
         }
         let mut pipe = redis::pipe();
+        if self.asking {
+            pipe.cmd("ASKING").ignore();
+        }
         pipe.add_command(cmd);
         if checked {
             pipe.cmd("GET").arg(self.server.marker_key());

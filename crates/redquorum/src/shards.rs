@@ -30,7 +30,10 @@
 //!    nodes*.
 //! 3. **A stale map costs a round, never safety.** A request sent to a server that no longer
 //!    serves the slot is answered `MOVED` (or fails), which is an error, not a vote; the map is
-//!    read again and the request sent once more to the new owner, within the same deadline.
+//!    read again and the request sent once more to the new owner, within the same deadline. A
+//!    request answered `ASK` (the slot is migrating and the key is not at the source) goes to
+//!    the importing master with `ASKING` in the same pipeline, where Redis itself decides:
+//!    the key if it was moved, `TRYAGAIN` for a multi-key request on keys not all there.
 //! 4. **A master that takes over a slot is judged like a new node.** It gets a [`Server`] of its
 //!    own on first sight, whose health check runs before its first vote; its marker key is named
 //!    into a slot it serves, and when it no longer serves that slot the server is replaced, so
@@ -351,6 +354,14 @@ impl Shards {
             master: range.master.clone(),
             replicas: range.replica_states.clone(),
         })
+    }
+
+    /// The master at `address` (`host:port`), if the map we hold has it: where an `ASK` sends
+    /// a request (a master importing a slot serves others already).
+    pub(crate) fn master_at(&self, address: &str) -> Option<Arc<Server>> {
+        lock(&self.inner.masters)
+            .get(address)
+            .map(|master| Arc::clone(&master.server))
     }
 
     /// The master that serves `slot` as the map we hold says, without reading it.

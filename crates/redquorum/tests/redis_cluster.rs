@@ -407,3 +407,73 @@ async fn status_follows_a_failover_at_once() {
         cluster.urls()[1].trim_start_matches("redis://")
     );
 }
+
+/// While a slot migrates, a request for a key no longer at the source is answered `ASK`, and
+/// follows it with `ASKING` to the importing master: a holder extends its lock in the middle of
+/// the migration (found by review: it used to lose it), and locks follow the slot once it moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_follow_a_slot_being_migrated() {
+    let mut cluster = redis_cluster(2, 0);
+    let redlock = manager(vec![cluster_url(&cluster)]);
+    let mut held = redlock.acquire("{mig}held", TTL).await.expect("acquired");
+    let source = cluster.owner_of("{mig}held").expect("owner");
+    let target = 1 - source;
+    let slot = cluster.slot_of("{mig}held").expect("slot").to_string();
+    let id = |cluster: &mut RedisCluster, i: usize| cluster.node(i).cli(&["CLUSTER", "MYID"]);
+    let (source_id, target_id) = (
+        id(&mut cluster, source).unwrap(),
+        id(&mut cluster, target).unwrap(),
+    );
+    let target_port = cluster.node(target).port().to_string();
+    let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id];
+    cluster.node(target).cli(&importing).expect("importing");
+    let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id];
+    cluster.node(source).cli(&migrating).expect("migrating");
+    // Every key of the slot (the lock key and its fencing counter) moves to the target.
+    let keys = cluster
+        .node(source)
+        .cli(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"])
+        .expect("keys");
+    let keys: Vec<&str> = keys.lines().collect();
+    assert!(keys.len() >= 2, "the lock key and its counter: {keys:?}");
+    let mut migrate = vec![
+        "MIGRATE",
+        "127.0.0.1",
+        &target_port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+    ];
+    migrate.extend(&keys);
+    cluster.node(source).cli(&migrate).expect("MIGRATE");
+
+    held.extend(TTL)
+        .await
+        .expect("extended on the importing master");
+    // A new fenced lock names two keys that exist nowhere yet: Redis answers a multi-key
+    // request in a slot being imported with `TRYAGAIN` until the migration ends (not a vote).
+    let early = redlock.try_acquire("{mig}other", TTL).await;
+    let Err(early) = early else {
+        panic!("a fenced lock in a slot being imported");
+    };
+    assert!(early.to_string().contains("TRYAGAIN"), "{early}");
+    for node in [source, target] {
+        let done = ["CLUSTER", "SETSLOT", &slot, "NODE", &target_id];
+        cluster.node(node).cli(&done).expect("migration done");
+    }
+    let other = redlock
+        .acquire_with("{mig}other", TTL, &patient())
+        .await
+        .expect("a new lock once the slot moved (MOVED)");
+    let token = held.fence();
+    assert!(held.release().await.cause().is_none());
+    assert!(other.release().await.cause().is_none());
+    assert_eq!(value_on(cluster.node(target), "{mig}held"), None);
+    let again = redlock
+        .acquire("{mig}held", TTL)
+        .await
+        .expect("acquired again");
+    assert!(again.fence() > token, "its counter moved with the slot");
+    assert!(again.release().await.cause().is_none());
+}
