@@ -19,8 +19,28 @@
 //! | `flush` | `FLUSHALL` on a majority of nodes, over a connection of its own: data lost by a running server (an operator's mistake, eviction) | (instant) |
 //! | `replace` | a majority of proxies switch to their spares: different, long-running servers without data, behind the same addresses; open connections are closed | switched back |
 //! | `blackhole` | its proxy stops forwarding on every open connection, which stays open; new connections work | the black-holed connections are closed |
+//! | `failover` | cluster layout only: a majority of the Redis Clusters stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`), missing every write of that window |
 //!
-//! The data-loss faults (`restart-burst`, `flush`, `replace`) hit a majority at once, aimed at
+//! Which kinds apply depends on the layout (`Layout::supports`): the cluster layout has no
+//! proxies (cluster routing needs the servers' real addresses), so `delay`, `drop`,
+//! `blackhole` and `replace` are left out of its plan, and so are `kill`, `restart` and
+//! `restart-burst`; `failover` applies to the cluster layout alone. The runner drops the kinds
+//! that do not apply before planning.
+//!
+//! # How `failover` makes a replica miss a window
+//! The replica is told a wrong `masterauth` (`CONFIG SET masterauth …`) and the master closes
+//! its replication link (`CLIENT KILL TYPE replica`): the replica reconnects every second, and
+//! every handshake fails at `AUTH` (the master has no password), so it receives nothing. After
+//! [`FAILOVER_LAG`] (and an aim, invariant 4) it takes over with `CLUSTER FAILOVER TAKEOVER`,
+//! which needs no election (a one-master cluster has no other master to vote), gets its
+//! `masterauth` back, and the old master turns replica of it and resynchronises, losing the
+//! window's writes. (Making the master drop the link with a tiny `client-output-buffer-limit`
+//! does not work on Redis 7: a replica's hard limit is raised to `repl-backlog-size`, at least
+//! 16 kB, which lock traffic never has pending.) With the window longer than a TTL, every key
+//! the promoted replica has is expired: every live lock on a majority is gone, the race of the
+//! Redlock page made certain, as in the failover pair.
+//!
+//! The data-loss faults (`restart-burst`, `flush`, `replace`, `failover`) hit a majority at once, aimed at
 //! a fresh holder (invariant 4): a node that lost a lock only matters to a second client that
 //! can complete a majority with it, and a minority never can when the holder has every node.
 //! They start only when no node is impaired, and a design that quarantines such nodes is
@@ -40,7 +60,8 @@
 //!    right after granting a lock somebody else wants is the case that matters. In a
 //!    failover pair it also waits for the replica to lack that lock's key (`EXISTS`), which is
 //!    the race of the Redlock page: the master dies before the write reaches the replica. After
-//!    [`AIM_WAIT`] the fault is applied anyway.
+//!    [`AIM_WAIT`] the fault is applied anyway. A `failover` is aimed at its promotion, its
+//!    second step: the replicas, cut off for longer than a TTL, lack every live lock.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -68,6 +89,10 @@ pub const AIM_WAIT: Duration = Duration::from_secs(1);
 pub const FRESH: Duration = Duration::from_millis(100);
 /// The work a fresh holder must have left.
 pub const STAYS: Duration = Duration::from_millis(250);
+/// How long a `failover` keeps the replicas from replicating before they take over: longer than
+/// a lock's TTL, so the promoted replicas know no lock anybody still relies on.
+pub const FAILOVER_LAG: Duration =
+    crate::strategies::TTL.saturating_add(Duration::from_millis(500));
 
 /// A kind of fault, as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,11 +117,13 @@ pub enum Fault {
     Replace,
     /// A proxy stops forwarding on its open connections.
     Blackhole,
+    /// A majority of Redis Clusters promote a replica that missed more than a TTL of writes.
+    Failover,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::Kill,
         Fault::Restart,
         Fault::Pause,
@@ -107,9 +134,11 @@ impl Fault {
         Fault::Flush,
         Fault::Replace,
         Fault::Blackhole,
+        Fault::Failover,
     ];
 
-    /// The kinds enabled when none are named: all but `drop`.
+    /// The kinds enabled when none are named, on the layouts with proxies: all but `drop` and
+    /// `failover` (for the cluster layout, see `Strategy::default_faults`).
     pub const DEFAULT: [Fault; 9] = [
         Fault::Kill,
         Fault::Pause,
@@ -136,6 +165,7 @@ impl Fault {
             Fault::Flush => "flush",
             Fault::Replace => "replace",
             Fault::Blackhole => "blackhole",
+            Fault::Failover => "failover",
         }
     }
 
@@ -168,7 +198,10 @@ impl Fault {
 
     /// Whether it hits a majority at once (the module docs).
     fn hits_a_majority(self) -> bool {
-        matches!(self, Fault::RestartBurst | Fault::Flush | Fault::Replace)
+        matches!(
+            self,
+            Fault::RestartBurst | Fault::Flush | Fault::Replace | Fault::Failover
+        )
     }
 }
 
@@ -242,6 +275,14 @@ pub enum Action {
         /// The slot.
         slot: usize,
     },
+    /// Cut `count` clusters from `first` on (wrapping) off their replicas, then promote the
+    /// replicas.
+    Failover {
+        /// The first slot.
+        first: usize,
+        /// How many.
+        count: usize,
+    },
     /// Pause a client past its validity in its next critical section.
     ClientPause {
         /// The client.
@@ -266,6 +307,7 @@ impl Action {
             Action::Flush { .. } => Fault::Flush,
             Action::Replace { .. } => Fault::Replace,
             Action::Blackhole { .. } => Fault::Blackhole,
+            Action::Failover { .. } => Fault::Failover,
         }
     }
 
@@ -281,7 +323,8 @@ impl Action {
             | Action::Blackhole { slot } => vec![slot],
             Action::RestartBurst { first, count }
             | Action::Flush { first, count }
-            | Action::Replace { first, count } => {
+            | Action::Replace { first, count }
+            | Action::Failover { first, count } => {
                 (0..count).map(|i| (first + i) % slots.max(1)).collect()
             }
             Action::ClientPause { .. } => Vec::new(),
@@ -339,6 +382,12 @@ pub fn plan(
     while at + min_lasts <= last_end {
         let kind = kinds[rng.random_range(0..kinds.len())];
         let lasts = Duration::from_millis(rng.random_range(500..=2000)).min(last_end - at);
+        // A failover's window is fixed, longer than a TTL (the draw above keeps other plans).
+        let lasts = if kind == Fault::Failover {
+            FAILOVER_LAG
+        } else {
+            lasts
+        };
         let action = match kind {
             Fault::ClientPause => Some(Action::ClientPause {
                 client: rng.random_range(0..clients),
@@ -347,11 +396,12 @@ pub fn plan(
             kind if kind.hits_a_majority() => {
                 let first = rng.random_range(0..slots);
                 let count = majority(slots);
-                // Only when no node is impaired; the slots stay busy for the fault and the
-                // restarts or quarantines that follow it.
-                if busy_until.iter().all(|&until| until <= at) {
+                // Only when no node is impaired (and a failover's window fits in the run); the
+                // slots stay busy for the fault and the restarts or quarantines that follow it.
+                if busy_until.iter().all(|&until| until <= at) && at + lasts <= last_end {
                     let busy = match kind {
                         Fault::Replace => at + lasts + SLACK,
+                        Fault::Failover => at + lasts + SLACK + SLACK,
                         _ => at + SLACK + SLACK,
                     };
                     for i in 0..count {
@@ -360,6 +410,7 @@ pub fn plan(
                     Some(match kind {
                         Fault::RestartBurst => Action::RestartBurst { first, count },
                         Fault::Flush => Action::Flush { first, count },
+                        Fault::Failover => Action::Failover { first, count },
                         _ => Action::Replace { first, count },
                     })
                 } else {
@@ -484,6 +535,13 @@ pub(crate) fn inject<T>(
             }
             Step::End(i, node) => {
                 let action = plan[i].action;
+                // A failover is aimed at its promotion (invariant 4).
+                if matches!(action, Action::Failover { .. }) {
+                    stopped = aim(record, topology, stop);
+                    if stopped {
+                        break;
+                    }
+                }
                 paused.retain(|&p| p != node);
                 if let Err(e) = end(action, node, topology, record) {
                     tracing::warn!(?action, node, "fault not undone: {e}");
@@ -503,9 +561,7 @@ pub(crate) fn inject<T>(
             record.node_up(node);
         }
     }
-    for slot in 0..topology.slots() {
-        topology.proxy(slot).heal();
-    }
+    topology.heal_proxies();
 }
 
 /// Sleeps until `due`; `true` if told to stop meanwhile.
@@ -586,7 +642,9 @@ fn start(
             Ok(Some(node))
         }
         Action::Delay { slot, ms } => {
-            topology.proxy(slot).set_delay(Duration::from_millis(ms));
+            if let Some(proxy) = topology.proxy(slot) {
+                proxy.set_delay(Duration::from_millis(ms));
+            }
             let detail = format!("proxy holds every chunk back {ms} ms");
             Ok(Some(proxy_event(
                 topology,
@@ -597,7 +655,9 @@ fn start(
             )))
         }
         Action::Drop { slot } => {
-            topology.proxy(slot).drop_connections();
+            if let Some(proxy) = topology.proxy(slot) {
+                proxy.drop_connections();
+            }
             let detail = "proxy closed every open connection";
             proxy_event(topology, record, slot, FaultKind::DropConnections, detail);
             Ok(None)
@@ -662,8 +722,28 @@ fn start(
             // A layout without spares (a failover pair) has nothing to switch back.
             Ok(replaced.then(|| topology.node_of(first)))
         }
+        Action::Failover { first, .. } => {
+            let mut cut = false;
+            for slot in action.slots(topology.slots()) {
+                if let Some(node) = topology.cut_replica(slot)? {
+                    cut = true;
+                    event(
+                        record,
+                        Some(node),
+                        FaultKind::ReplicationCut,
+                        "replication to its replica cut (wrong masterauth on the replica, \
+                         CLIENT KILL TYPE replica): the replica gets no write from now on"
+                            .to_owned(),
+                    );
+                }
+            }
+            // A layout without Redis Clusters has no replica to cut.
+            Ok(cut.then(|| topology.node_of(first)))
+        }
         Action::Blackhole { slot } => {
-            topology.proxy(slot).blackhole();
+            if let Some(proxy) = topology.proxy(slot) {
+                proxy.blackhole();
+            }
             let detail = "proxy stopped forwarding on every open connection, which stay open";
             Ok(Some(proxy_event(
                 topology,
@@ -722,7 +802,9 @@ fn end(
             }
         }
         Action::Delay { slot, .. } | Action::Blackhole { slot } => {
-            topology.proxy(slot).heal();
+            if let Some(proxy) = topology.proxy(slot) {
+                proxy.heal();
+            }
             let detail = if matches!(action, Action::Delay { .. }) {
                 "proxy delay removed"
             } else {
@@ -739,6 +821,29 @@ fn end(
                     FaultKind::Replace { back: true },
                     "proxy switched back to the node".to_owned(),
                 );
+            }
+        }
+        Action::Failover { .. } => {
+            let slots = action.slots(topology.slots());
+            // Every replica takes over first, then each is waited for: the promotions land
+            // together, while the aimed holder still works.
+            for &slot in &slots {
+                topology.take_over(slot)?;
+            }
+            for &slot in &slots {
+                let (old, new) = topology.promoted(slot)?;
+                event(
+                    record,
+                    Some(new),
+                    FaultKind::Failover,
+                    format!(
+                        "CLUSTER FAILOVER TAKEOVER: node {new}, cut off for longer than a TTL, is \
+                         master; node {old} turns its replica and loses the window's writes"
+                    ),
+                );
+            }
+            for &slot in &slots {
+                topology.settle(slot)?;
             }
         }
         Action::Drop { .. }

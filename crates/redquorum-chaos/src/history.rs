@@ -118,6 +118,9 @@ pub enum FaultKind {
     },
     /// The node's open connections stopped forwarding but stay open.
     Blackhole,
+    /// A master stopped replicating to its replica: the replica gets no write until it is
+    /// promoted (a [`FaultKind::Failover`] follows).
+    ReplicationCut,
 }
 
 /// An interval during which a node was up and reachable: `[from_us, to_us)`.

@@ -17,9 +17,11 @@
 //! - [`runner`]: [`run`] / [`run_until`]: starts everything, drives the clients, returns the
 //!   [`History`]; the fenced in-memory store that plays the protected resource.
 //! - [`strategies`]: the lock designs under test behind one small trait: ours, ours without
-//!   quarantine, a single instance, a master with a replica promoted on crash, and the old
-//!   `SETNX`/`GETSET` recipe.
-//! - [`faults`]: the seeded, reproducible fault plan and its injector.
+//!   quarantine, a single instance, a master with a replica promoted on crash, the old
+//!   `SETNX`/`GETSET` recipe, and ours over three Redis Clusters (defaults, `WAIT` only, or
+//!   neither failover rule).
+//! - [`faults`]: the seeded, reproducible fault plan and its injector (among its kinds, a shard
+//!   failover to a replica that missed more than a TTL of writes, on the cluster layout).
 //! - [`proxy`]: the loopback TCP proxy in front of each node (latency, dropped connections, black
 //!   holes, switching to another server).
 //! - `topology`: the servers and proxies of a run; `record`: live state turned into a history;

@@ -360,6 +360,7 @@ fn fault_label(fault: &FaultEvent) -> String {
         FaultKind::Replace { back: false } => "replace".to_owned(),
         FaultKind::Replace { back: true } => "put back".to_owned(),
         FaultKind::Blackhole => "blackhole".to_owned(),
+        FaultKind::ReplicationCut => "replication cut".to_owned(),
     };
     match (fault.node, fault.client) {
         (Some(n), _) => format!("{what} n{n}"),

@@ -3,7 +3,10 @@
 //!
 //! # A run, step by step
 //! 1. One proxy per client-facing node (and, for a failover pair, one for the replication link)
-//!    is bound on 127.0.0.1; clients only ever see proxy ports.
+//!    is bound on 127.0.0.1; clients only ever see proxy ports. The cluster layout has none:
+//!    its clients get one `redis+cluster://` URL per Redis Cluster, with the servers' own
+//!    addresses, once the servers are up, and the fault kinds that need a proxy are dropped
+//!    from its plan (`Strategy::supports`).
 //! 2. A dedicated thread starts the servers (AOF, `appendfsync always`) and keeps them: the
 //!    launcher ties a server's life to the thread that started it, and every blocking operation
 //!    on processes stays off the async runtime. The same thread later injects the faults.
@@ -243,9 +246,9 @@ pub async fn run_until(
     // Invariant 2: every proxy task stops when this guard goes, whichever way we leave.
     let proxies_stop = CancellationToken::new();
     let _proxies_guard = proxies_stop.clone().drop_guard();
-    let (slots, replicated) = Topology::proxies_needed(layout);
-    let mut proxies = Vec::with_capacity(slots);
-    for _ in 0..slots {
+    let (proxy_count, replicated) = Topology::proxies_needed(layout);
+    let mut proxies = Vec::with_capacity(proxy_count);
+    for _ in 0..proxy_count {
         proxies.push(start_proxy(&proxies_stop).await?);
     }
     let replication = if replicated {
@@ -253,10 +256,13 @@ pub async fn run_until(
     } else {
         None
     };
-    let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
 
     let (mut servers, ready) = Servers::spawn(layout, proxies, replication)?;
-    let node_count = tokio::select! {
+    let Started {
+        nodes: node_count,
+        slots,
+        urls,
+    } = tokio::select! {
         ready = ready => ready.unwrap_or_else(|_| Err(ChaosError::Io {
             action: "start the servers",
             source: std::io::Error::other("the server thread ended early"),
@@ -274,14 +280,15 @@ pub async fn run_until(
     };
 
     let record = Arc::new(Recorder::new(Instant::now(), node_count, config.clients));
+    // Only the kinds that apply to the layout (the cluster layout has no proxies).
+    let faults: Vec<Fault> = config
+        .faults
+        .iter()
+        .copied()
+        .filter(|f| layout.supports(*f))
+        .collect();
     // The seed itself, so that `faults::plan` with the same arguments shows a run's plan.
-    let plan = faults::plan(
-        &config.faults,
-        slots,
-        config.clients,
-        config.duration,
-        config.seed,
-    );
+    let plan = faults::plan(&faults, slots, config.clients, config.duration, config.seed);
     servers.go(plan, Arc::clone(&record));
     let clients_stop = stop.child_token();
     let workload = Workload {
@@ -368,8 +375,18 @@ struct Servers {
     done: Option<oneshot::Receiver<()>>,
 }
 
-/// Tells, once, how many servers answer, or why they could not be started.
-type Ready = oneshot::Receiver<Result<usize, ChaosError>>;
+/// What the servers of a run are, once they answer.
+struct Started {
+    /// How many servers.
+    nodes: usize,
+    /// How many slots the faults are planned over.
+    slots: usize,
+    /// The URL of each slot, for the clients.
+    urls: Vec<String>,
+}
+
+/// Tells, once, what servers answer, or why they could not be started.
+type Ready = oneshot::Receiver<Result<Started, ChaosError>>;
 
 impl Servers {
     fn spawn(
@@ -385,7 +402,11 @@ impl Servers {
             .spawn(move || {
                 match Topology::start(layout, proxies, replication) {
                     Ok(mut topology) => {
-                        let _ = ready_tx.send(Ok(topology.node_count()));
+                        let _ = ready_tx.send(Ok(Started {
+                            nodes: topology.node_count(),
+                            slots: topology.slots(),
+                            urls: topology.urls(),
+                        }));
                         if let Ok(Command::Go(plan, record)) = inbox.recv() {
                             faults::inject(&plan, &mut topology, &record, &inbox);
                         }

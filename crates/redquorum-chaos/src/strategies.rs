@@ -10,6 +10,9 @@
 //! | `single-instance` | 1 | this library on one node (quarantine and fencing on) |
 //! | `single-with-failover` | 1 master + 1 replica | this library on one node that fails over to a replica whose replication lags 2.5 s, longer than the TTL; quarantine off, as any single-instance client |
 //! | `setnx-getset` | 1 | the old recipe: `SETNX lock <expiry>`, `GET`/`GETSET` to take over an expired one, `DEL` to release; no fencing |
+//! | `redlock-cluster` | 3 Redis Clusters, each 1 master + 1 replica | this library with its defaults, one `redis+cluster://` node per cluster: a promoted replica is quarantined (its marker names the old master), votes do not wait for replicas |
+//! | `redlock-cluster-wait` | same | `.quarantine(false).wait_for_replicas(true)`: every vote waits (`WAIT`) for the shard's replica |
+//! | `redlock-cluster-no-failover-rule` | same | `.quarantine(false).wait_for_replicas(false)`: neither rule, plain writes to whichever master serves the slot |
 //!
 //! Every lock has the same TTL, [`TTL`], which is also the library's `max_ttl` (the restart
 //! quarantine), so a restarted node may vote again after 2 s.
@@ -19,6 +22,11 @@
 //! the failover, which is exactly long enough for every lock granted by the dead master to
 //! expire. The strategy shows the race that a client trusting whatever master it is given runs
 //! into.
+//!
+//! The three `redlock-cluster*` strategies run on the cluster layout and its `failover` fault
+//! (a majority of the clusters promote a replica that missed more than a TTL of writes, see
+//! [`faults`](crate::faults)). Expected verdicts: `redlock-cluster` and `redlock-cluster-wait`
+//! safe, `redlock-cluster-no-failover-rule` caught granting a lock twice.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -28,6 +36,7 @@ use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redquorum::{Lock, Redlock, Retry};
 
+use crate::faults::Fault;
 use crate::named::named;
 
 /// Every strategy's lock TTL, and the library's `max_ttl`: short, so that runs of a few seconds
@@ -55,6 +64,14 @@ pub enum Strategy {
     SingleWithFailover,
     /// The old `SETNX` / `GETSET` recipe on a single node.
     SetnxGetset,
+    /// This library with its defaults over three Redis Clusters (one master, one replica each).
+    RedlockCluster,
+    /// This library over three Redis Clusters, quarantine off, every vote waiting for the
+    /// shard's replica (`WAIT`).
+    RedlockClusterWait,
+    /// This library over three Redis Clusters with neither failover rule: quarantine off, no
+    /// `WAIT`.
+    RedlockClusterNoFailoverRule,
 }
 
 /// How a strategy's servers are laid out.
@@ -65,16 +82,47 @@ pub(crate) enum Layout {
     /// Node 0 starts as master, node 1 as its replica through a delayed replication proxy;
     /// clients reach the current master through one proxy.
     Failover,
+    /// Independent Redis Clusters of one master and one replica each, one slot per cluster.
+    /// Clients reach them directly, without proxies (cluster routing needs the real addresses),
+    /// so the proxy faults do not apply (see [`Layout::supports`]).
+    Clusters(usize),
+}
+
+/// How many Redis Clusters the `redlock-cluster*` strategies run on.
+pub const CLUSTERS: usize = 3;
+
+/// The kinds the cluster layout supports, in the order they are drawn from when none are named.
+pub const CLUSTER_FAULTS: [Fault; 4] = [
+    Fault::Failover,
+    Fault::Pause,
+    Fault::ClientPause,
+    Fault::Flush,
+];
+
+impl Layout {
+    /// Whether `fault` applies to this layout. The cluster layout has no proxies, so `delay`,
+    /// `drop`, `blackhole` and `replace` do not apply; `kill`, `restart` and `restart-burst`
+    /// do not either (a one-master cluster whose master is down serves nothing until it is back,
+    /// which is an outage, not a test of the lock). `failover` applies to it alone.
+    pub(crate) fn supports(self, fault: Fault) -> bool {
+        match self {
+            Layout::Clusters(_) => CLUSTER_FAULTS.contains(&fault),
+            Layout::Independent(_) | Layout::Failover => fault != Fault::Failover,
+        }
+    }
 }
 
 impl Strategy {
     /// Every strategy, in the order the CLI lists them.
-    pub const ALL: [Strategy; 5] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::Redlock,
         Strategy::RedlockNoQuarantine,
         Strategy::SingleInstance,
         Strategy::SingleWithFailover,
         Strategy::SetnxGetset,
+        Strategy::RedlockCluster,
+        Strategy::RedlockClusterWait,
+        Strategy::RedlockClusterNoFailoverRule,
     ];
 
     /// The name used on the command line and in histories.
@@ -86,6 +134,9 @@ impl Strategy {
             Strategy::SingleInstance => "single-instance",
             Strategy::SingleWithFailover => "single-with-failover",
             Strategy::SetnxGetset => "setnx-getset",
+            Strategy::RedlockCluster => "redlock-cluster",
+            Strategy::RedlockClusterWait => "redlock-cluster-wait",
+            Strategy::RedlockClusterNoFailoverRule => "redlock-cluster-no-failover-rule",
         }
     }
 
@@ -102,6 +153,15 @@ impl Strategy {
                 "one master failing over to a replica that lags 2.5 s, more than a TTL; quarantine off"
             }
             Strategy::SetnxGetset => "the old SETNX/GETSET recipe with DEL release, no fencing",
+            Strategy::RedlockCluster => {
+                "this library with its defaults over 3 Redis Clusters (1 master + 1 replica each): a promoted replica is quarantined"
+            }
+            Strategy::RedlockClusterWait => {
+                "this library over 3 Redis Clusters, quarantine off, every vote waits for the shard's replica (WAIT)"
+            }
+            Strategy::RedlockClusterNoFailoverRule => {
+                "this library over 3 Redis Clusters, quarantine off and no WAIT: no failover rule"
+            }
         }
     }
 
@@ -111,12 +171,33 @@ impl Strategy {
             Strategy::Redlock | Strategy::RedlockNoQuarantine => Layout::Independent(nodes),
             Strategy::SingleInstance | Strategy::SetnxGetset => Layout::Independent(1),
             Strategy::SingleWithFailover => Layout::Failover,
+            Strategy::RedlockCluster
+            | Strategy::RedlockClusterWait
+            | Strategy::RedlockClusterNoFailoverRule => Layout::Clusters(CLUSTERS),
+        }
+    }
+
+    /// Whether `fault` applies to this strategy's servers (the cluster layout has no proxies,
+    /// and `failover` needs Redis Clusters).
+    #[must_use]
+    pub fn supports(self, fault: Fault) -> bool {
+        self.layout(1).supports(fault)
+    }
+
+    /// The kinds enabled when none are named: [`Fault::DEFAULT`], or for the cluster strategies
+    /// [`CLUSTER_FAULTS`].
+    #[must_use]
+    pub fn default_faults(self) -> &'static [Fault] {
+        match self.layout(1) {
+            Layout::Clusters(_) => &CLUSTER_FAULTS,
+            Layout::Independent(_) | Layout::Failover => &Fault::DEFAULT,
         }
     }
 
     /// How long to wait after the servers started before clients start: with the quarantine on,
     /// a node votes only once it has been up for `max_ttl`, which the library reads in whole
-    /// seconds (rounded down), hence one more second.
+    /// seconds (rounded down), hence one more second. A cluster's masters are marked
+    /// (`RedisCluster::mark_masters`) and durable, so they are trusted at once.
     pub(crate) fn warm_up(self) -> Duration {
         match self {
             Strategy::Redlock | Strategy::SingleInstance => TTL + Duration::from_secs(1),
@@ -134,6 +215,13 @@ impl Strategy {
             Strategy::Redlock | Strategy::SingleInstance => Design::Library(builder),
             Strategy::RedlockNoQuarantine | Strategy::SingleWithFailover => {
                 Design::Library(builder.quarantine(false))
+            }
+            Strategy::RedlockCluster => Design::Library(builder),
+            Strategy::RedlockClusterWait => {
+                Design::Library(builder.quarantine(false).wait_for_replicas(true))
+            }
+            Strategy::RedlockClusterNoFailoverRule => {
+                Design::Library(builder.quarantine(false).wait_for_replicas(false))
             }
             Strategy::SetnxGetset => Design::OldRecipe,
         }
@@ -380,6 +468,25 @@ mod tests {
         assert!(Strategy::SingleInstance.warm_up() > TTL);
         assert_eq!(Strategy::RedlockNoQuarantine.warm_up(), Duration::ZERO);
         assert_eq!(Strategy::SetnxGetset.warm_up(), Duration::ZERO);
+        assert_eq!(Strategy::RedlockCluster.warm_up(), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_cluster_layout_takes_failover_and_no_proxy_fault() {
+        for strategy in Strategy::ALL {
+            let cluster = matches!(strategy.layout(5), Layout::Clusters(_));
+            assert_eq!(strategy.supports(Fault::Failover), cluster, "{strategy}");
+            for fault in [Fault::Delay, Fault::Drop, Fault::Blackhole, Fault::Replace] {
+                assert_eq!(strategy.supports(fault), !cluster, "{strategy} {fault}");
+            }
+            assert!(
+                strategy
+                    .default_faults()
+                    .iter()
+                    .all(|f| strategy.supports(*f)),
+                "{strategy}"
+            );
+        }
     }
 
     #[test]

@@ -30,16 +30,29 @@
 //! the same address (a new VM, a moved VIP, a switched proxy). It is emptied (`FLUSHALL`) before
 //! each use, since clients write their keys and a new marker on it.
 //!
+//! # Redis Clusters
+//! The cluster layout has no proxy: slot `i` is Redis Cluster `i`, one master and one replica
+//! (`RedisCluster::start(1, 1, …)`, with the persistence of every other node here), whose
+//! masters get the library's marker (`mark_masters`), so that clients trust them at once. Its
+//! servers are numbered `2i` (the first master) and `2i + 1` (its replica) in the history. Clients
+//! are given one `redis+cluster://` URL per cluster, naming both servers: the library routes
+//! by the cluster's slot map, which names the real addresses, so a proxy could not stand in
+//! front. The `failover` fault cuts a master's replication link for longer than a TTL, then
+//! promotes the replica (see [`faults`](crate::faults)).
+//!
 //! # Invariants
 //! 1. Servers listen on 127.0.0.1 only, on ports the launcher picked, and every process signalled
 //!    is one this topology started (the launcher signals only its own children, by pid).
 //! 2. In a failover pair the replication proxy and the client proxy point at the same node, the
 //!    master; a node that comes back is made a replica of it before anything else.
+//! 3. A cluster's replica is cut off (a wrong `masterauth`) only between
+//!    [`Topology::cut_replica`] and [`Topology::promoted`], which gives it its `masterauth`
+//!    back once it is master.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redquorum_nodes::{LaunchError, NodeSpec, Persistence, RedisNode};
+use redquorum_nodes::{LaunchError, NodeSpec, Persistence, RedisCluster, RedisNode};
 
 use crate::ChaosError;
 use crate::proxy::Proxy;
@@ -50,6 +63,11 @@ use crate::strategies::{Layout, TTL};
 pub const REPLICATION_DELAY: Duration = TTL.saturating_add(Duration::from_millis(500));
 /// How long the first synchronisation may take (over a link without delay).
 const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a replica may take to report itself master after `CLUSTER FAILOVER TAKEOVER`.
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The `masterauth` that cuts a cluster replica off: its master has no password, so every
+/// handshake the replica tries fails at `AUTH`.
+const CUT_OFF_AUTH: &str = "chaos-replication-cut";
 
 /// What a kill did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +88,26 @@ pub(crate) struct Topology {
     failover: Option<(Proxy, usize)>,
     /// One spare per slot, for `replace` (independent masters only).
     spares: Vec<RedisNode>,
+    /// The cluster layout: one Redis Cluster per slot (then `nodes` and `proxies` are empty).
+    clusters: Vec<Shard>,
+}
+
+/// One Redis Cluster of the cluster layout: a master and its replica.
+#[derive(Debug)]
+struct Shard {
+    cluster: RedisCluster,
+    /// The cluster's node that is master now (0 or 1).
+    master: usize,
+}
+
+/// `redis+cluster://` with every server of `cluster` as a seed.
+fn cluster_url(cluster: &RedisCluster) -> String {
+    let seeds: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|url| url.trim_start_matches("redis://").to_owned())
+        .collect();
+    format!("redis+cluster://{}", seeds.join(","))
 }
 
 fn spec() -> NodeSpec {
@@ -84,11 +122,12 @@ fn spec() -> NodeSpec {
 
 impl Topology {
     /// The number of client-facing proxies `layout` needs, and whether it needs a replication
-    /// proxy.
+    /// proxy. The cluster layout needs none.
     pub(crate) fn proxies_needed(layout: Layout) -> (usize, bool) {
         match layout {
             Layout::Independent(n) => (n, false),
             Layout::Failover => (1, true),
+            Layout::Clusters(_) => (0, false),
         }
     }
 
@@ -118,6 +157,7 @@ impl Topology {
                     proxies,
                     failover: None,
                     spares,
+                    clusters: Vec::new(),
                 })
             }
             (Layout::Failover, Some(link)) => {
@@ -141,6 +181,23 @@ impl Topology {
                     proxies,
                     failover: Some((link, 0)),
                     spares: Vec::new(),
+                    clusters: Vec::new(),
+                })
+            }
+            (Layout::Clusters(n), _) => {
+                let mut clusters = Vec::with_capacity(n);
+                for _ in 0..n {
+                    // Dropping those already started (on an error here) kills them.
+                    let mut cluster = RedisCluster::start(1, 1, spec())?;
+                    cluster.mark_masters(redquorum::cluster_marker)?;
+                    clusters.push(Shard { cluster, master: 0 });
+                }
+                Ok(Self {
+                    nodes: Vec::new(),
+                    proxies,
+                    failover: None,
+                    spares: Vec::new(),
+                    clusters,
                 })
             }
             (Layout::Failover, None) => Err(ChaosError::Config(
@@ -151,25 +208,67 @@ impl Topology {
 
     /// How many servers there are.
     pub(crate) fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.nodes.len() + 2 * self.clusters.len()
     }
 
-    /// How many slots (client-facing proxies) there are.
+    /// How many slots (client-facing proxies, or Redis Clusters) there are.
     pub(crate) fn slots(&self) -> usize {
-        self.proxies.len()
+        if self.clusters.is_empty() {
+            self.proxies.len()
+        } else {
+            self.clusters.len()
+        }
+    }
+
+    /// The URLs clients are given, one per slot: the proxies', or one `redis+cluster://` URL per
+    /// Redis Cluster.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        if self.clusters.is_empty() {
+            self.proxies.iter().map(Proxy::url).collect()
+        } else {
+            self.clusters
+                .iter()
+                .map(|shard| cluster_url(&shard.cluster))
+                .collect()
+        }
     }
 
     /// The node behind `slot` now.
     pub(crate) fn node_of(&self, slot: usize) -> usize {
+        if let Some(shard) = self.clusters.get(slot) {
+            return 2 * slot + shard.master;
+        }
         match self.failover {
             Some((_, master)) => master,
             None => slot,
         }
     }
 
+    /// Server `node` (numbered as in the history).
+    fn server(&mut self, node: usize) -> &mut RedisNode {
+        if self.clusters.is_empty() {
+            &mut self.nodes[node]
+        } else {
+            self.clusters[node / 2].cluster.node(node % 2)
+        }
+    }
+
+    /// An error for an operation the cluster layout does not support.
+    fn not_on_clusters(&self, what: &str) -> Result<(), ChaosError> {
+        if self.clusters.is_empty() {
+            Ok(())
+        } else {
+            Err(ChaosError::Config(format!(
+                "{what} does not apply to the Redis Cluster layout"
+            )))
+        }
+    }
+
     /// Kills the node behind `slot` with `SIGKILL`. In a failover pair, promotes the replica
     /// (`REPLICAOF NO ONE`) if it is up and points clients and the replication link at it.
-    pub(crate) fn kill(&mut self, slot: usize) -> Result<Killed, LaunchError> {
+    /// Not on the cluster layout.
+    pub(crate) fn kill(&mut self, slot: usize) -> Result<Killed, ChaosError> {
+        self.not_on_clusters("a kill")?;
         let node = self.node_of(slot);
         self.nodes[node].kill()?;
         let Some((link, master)) = &mut self.failover else {
@@ -201,7 +300,8 @@ impl Topology {
     /// Starts a killed node again, with or without its data. In a failover pair, a node that is
     /// no longer master comes back as a replica of the master (invariant 2); over the delayed
     /// link its handshake takes a while, and until it is done it has only its own old data.
-    pub(crate) fn bring_back(&mut self, node: usize, with_data: bool) -> Result<(), LaunchError> {
+    pub(crate) fn bring_back(&mut self, node: usize, with_data: bool) -> Result<(), ChaosError> {
+        self.not_on_clusters("a restart")?;
         let server = &mut self.nodes[node];
         if with_data {
             server.restart()?;
@@ -219,8 +319,12 @@ impl Topology {
 
     /// Whether a crash of the master now would lose `key`: with a replica, whether the replica
     /// lacks it (the write has not reached it yet); without one, always. A replica that cannot
-    /// be asked counts as having it.
+    /// be asked counts as having it. On the cluster layout, always: a failover is aimed at its
+    /// promotion, when the replicas have been cut off for longer than a TTL.
     pub(crate) fn replica_lacks(&self, key: &str) -> bool {
+        if !self.clusters.is_empty() {
+            return true;
+        }
         let Some((_, master)) = self.failover else {
             return true;
         };
@@ -230,9 +334,9 @@ impl Topology {
 
     /// `FLUSHALL` on the node behind `slot`, over a connection of its own (not through the
     /// proxy); returns which node.
-    pub(crate) fn flush(&self, slot: usize) -> Result<usize, LaunchError> {
+    pub(crate) fn flush(&mut self, slot: usize) -> Result<usize, LaunchError> {
         let node = self.node_of(slot);
-        self.nodes[node].cli(&["FLUSHALL"])?;
+        self.server(node).cli(&["FLUSHALL"])?;
         Ok(node)
     }
 
@@ -250,29 +354,112 @@ impl Topology {
     /// Puts `slot`'s own node back behind its proxy, closing the connections to the spare.
     pub(crate) fn restore(&self, slot: usize) {
         let node = self.node_of(slot);
-        self.proxies[slot].set_upstream(self.nodes[node].port());
+        if let (Some(proxy), Some(server)) = (self.proxies.get(slot), self.nodes.get(node)) {
+            proxy.set_upstream(server.port());
+        }
     }
 
     /// Freezes the node behind `slot` (`SIGSTOP`); returns which node.
     pub(crate) fn pause(&mut self, slot: usize) -> Result<usize, LaunchError> {
         let node = self.node_of(slot);
-        self.nodes[node].pause()?;
+        self.server(node).pause()?;
         Ok(node)
     }
 
     /// Wakes `node` (`SIGCONT`).
     pub(crate) fn resume(&mut self, node: usize) -> Result<(), LaunchError> {
-        self.nodes[node].resume()
+        self.server(node).resume()
     }
 
-    /// The proxy of `slot`.
-    pub(crate) fn proxy(&self, slot: usize) -> &Proxy {
-        &self.proxies[slot]
+    /// The proxy of `slot`; none on the cluster layout.
+    pub(crate) fn proxy(&self, slot: usize) -> Option<&Proxy> {
+        self.proxies.get(slot)
+    }
+
+    /// Removes every proxy fault.
+    pub(crate) fn heal_proxies(&self) {
+        for proxy in &self.proxies {
+            proxy.heal();
+        }
     }
 
     /// Whether `node`'s process is alive (paused counts as alive).
     pub(crate) fn is_running(&mut self, node: usize) -> bool {
-        self.nodes[node].is_running()
+        self.server(node).is_running()
+    }
+
+    /// Cuts Redis Cluster `slot`'s replica off its master: a wrong `masterauth` on the replica,
+    /// then `CLIENT KILL TYPE replica` on the master; from then on every handshake the replica
+    /// tries fails at `AUTH` (invariant 3). Returns the master, or `None` without clusters.
+    pub(crate) fn cut_replica(&mut self, slot: usize) -> Result<Option<usize>, LaunchError> {
+        let Some(shard) = self.clusters.get_mut(slot) else {
+            return Ok(None);
+        };
+        let (master, replica) = (shard.master, 1 - shard.master);
+        shard
+            .cluster
+            .node(replica)
+            .cli(&["CONFIG", "SET", "masterauth", CUT_OFF_AUTH])?;
+        shard
+            .cluster
+            .node(master)
+            .cli(&["CLIENT", "KILL", "TYPE", "replica"])?;
+        Ok(Some(2 * slot + master))
+    }
+
+    /// Makes Redis Cluster `slot`'s replica take over (`CLUSTER FAILOVER TAKEOVER`: no
+    /// election, no handshake with the master), without waiting.
+    pub(crate) fn take_over(&mut self, slot: usize) -> Result<(), ChaosError> {
+        let shard = self.shard(slot)?;
+        let replica = 1 - shard.master;
+        shard
+            .cluster
+            .node(replica)
+            .cli(&["CLUSTER", "FAILOVER", "TAKEOVER"])?;
+        Ok(())
+    }
+
+    /// Waits (at most [`TAKEOVER_TIMEOUT`]) until Redis Cluster `slot`'s replica reports itself
+    /// master after [`Topology::take_over`], gives it its `masterauth` back (invariant 3) and
+    /// counts it as the master; returns the old master and the new one.
+    pub(crate) fn promoted(&mut self, slot: usize) -> Result<(usize, usize), ChaosError> {
+        let shard = self.shard(slot)?;
+        let (old, new) = (shard.master, 1 - shard.master);
+        let give_up = Instant::now() + TAKEOVER_TIMEOUT;
+        // Bounded by TAKEOVER_TIMEOUT: each pass sleeps 20 ms.
+        while !shard
+            .cluster
+            .node(new)
+            .cli(&["ROLE"])?
+            .starts_with("master")
+        {
+            if Instant::now() >= give_up {
+                return Err(ChaosError::Replication(format!(
+                    "the replica of cluster {slot} was not master {TAKEOVER_TIMEOUT:?} after \
+                     CLUSTER FAILOVER TAKEOVER"
+                )));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        shard
+            .cluster
+            .node(new)
+            .cli(&["CONFIG", "SET", "masterauth", ""])?;
+        shard.master = new;
+        Ok((2 * slot + old, 2 * slot + new))
+    }
+
+    /// Waits until Redis Cluster `slot` is ok again: every node agrees on the new master, and
+    /// the old one has resynchronised from it as its replica.
+    pub(crate) fn settle(&mut self, slot: usize) -> Result<(), ChaosError> {
+        self.shard(slot)?.cluster.wait_until_ok()?;
+        Ok(())
+    }
+
+    fn shard(&mut self, slot: usize) -> Result<&mut Shard, ChaosError> {
+        self.clusters
+            .get_mut(slot)
+            .ok_or_else(|| ChaosError::Config(format!("there is no Redis Cluster {slot}")))
     }
 }
 
@@ -290,5 +477,65 @@ fn wait_for_sync(replica: &RedisNode) -> Result<(), ChaosError> {
             )));
         }
         thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `failover` fault's mechanism against real servers: a write made while the replica is
+    /// cut off is on neither server once the replica has taken over; one made before is on both.
+    #[test]
+    fn a_replica_cut_off_then_promoted_lacks_the_windows_writes() {
+        let mut topology =
+            Topology::start(Layout::Clusters(1), Vec::new(), None).expect("a Redis Cluster");
+        assert_eq!((topology.slots(), topology.node_count()), (1, 2));
+        assert!(topology.urls()[0].starts_with("redis+cluster://127.0.0.1:"));
+        let master = topology.node_of(0);
+        topology
+            .server(master)
+            .cli(&["SET", "before", "1"])
+            .unwrap();
+        topology
+            .shard(0)
+            .unwrap()
+            .cluster
+            .wait_for_replication(0)
+            .unwrap();
+        assert_eq!(topology.cut_replica(0).unwrap(), Some(master));
+        for i in 0..20 {
+            let key = format!("window:{i}");
+            topology.server(master).cli(&["SET", &key, "1"]).unwrap();
+            thread::sleep(Duration::from_millis(50));
+        }
+        topology.take_over(0).unwrap();
+        let (old, new) = topology.promoted(0).unwrap();
+        assert_eq!((old, new), (master, 1 - master));
+        assert_eq!(topology.node_of(0), new);
+        topology.settle(0).unwrap();
+        let replica_of_new = topology.server(old).cli(&["INFO", "replication"]).unwrap();
+        assert!(replica_of_new.contains("role:slave"), "{replica_of_new}");
+        for node in [new, old] {
+            let server = topology.server(node);
+            // A replica answers reads on its own connection only after READONLY: count keys.
+            assert_eq!(server.cli(&["DBSIZE"]).unwrap(), "2", "node {node}"); // before + marker
+            let keys = server.cli(&["KEYS", "window:*"]).unwrap();
+            assert!(keys.is_empty(), "node {node} has {keys:?}");
+        }
+        // Back to normal: the new master replicates to its replica, and a second failover the
+        // other way works too.
+        topology.server(new).cli(&["SET", "after", "1"]).unwrap();
+        topology
+            .shard(0)
+            .unwrap()
+            .cluster
+            .wait_for_replication(new % 2)
+            .unwrap();
+        assert_eq!(topology.cut_replica(0).unwrap(), Some(new));
+        topology.take_over(0).unwrap();
+        assert_eq!(topology.promoted(0).unwrap(), (new, old));
+        topology.settle(0).unwrap();
+        assert_eq!(topology.server(old).cli(&["DBSIZE"]).unwrap(), "3");
     }
 }

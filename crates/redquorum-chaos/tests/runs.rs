@@ -1,5 +1,7 @@
 //! Whole runs against real `redis-server` processes: our Redlock survives every fault kind, and
-//! a single master failing over to a lagging replica is caught handing a lock out twice.
+//! a single master failing over to a lagging replica is caught handing a lock out twice; over
+//! three Redis Clusters, our defaults survive a majority of shards failing over to replicas that
+//! missed more than a TTL of writes, and the same library without a failover rule is caught.
 //!
 //! Both runs use fixed seeds, so their fault plans are fixed; what varies with the machine is
 //! only when each fault lands. Neither verdict depends on that: the first is the library's
@@ -198,4 +200,76 @@ async fn plain_redlock_is_caught_by_every_data_loss_fault() {
         let why = explain(&history, &verdict);
         assert!(!verdict.is_safe(), "{fault} caught nothing: {why}");
     }
+}
+
+/// Seed 3's plan of `failover` over 10 s has two failovers, each of 2 of the 3 clusters: the
+/// first promotes the original replicas, the second the original masters back.
+fn cluster_failover_run(strategy: Strategy) -> ChaosConfig {
+    ChaosConfig {
+        strategy,
+        nodes: 3,
+        clients: 6,
+        resources: 2,
+        duration: Duration::from_secs(10),
+        faults: vec![Fault::Failover],
+        seed: SEED,
+    }
+}
+
+fn failovers(history: &History) -> usize {
+    history
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::Failover)
+        .count()
+}
+
+/// Plain writes to whichever master serves the slot, no `WAIT` and no quarantine: a majority of
+/// clusters promoting replicas that missed the window hands a lock out twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_failover_catches_redlock_without_a_failover_rule() {
+    let config = cluster_failover_run(Strategy::RedlockClusterNoFailoverRule);
+    let planned = plan(&config.faults, 3, 6, config.duration, SEED);
+    assert_eq!(planned.len(), 2, "{planned:?}");
+    let (history, verdict) = run(config).await;
+    let why = explain(&history, &verdict);
+    assert_eq!(history.nodes, 6, "3 clusters of 2: {why}");
+    assert!(failovers(&history) >= 2, "{why}");
+    assert!(applied(&history, &FaultKind::ReplicationCut), "{why}");
+    let overlaps: usize = verdict.resources.iter().map(|r| r.overlaps.len()).sum();
+    assert!(overlaps >= 1, "no lock was granted twice: {why}");
+    assert!(!verdict.is_safe());
+}
+
+/// Our defaults over the same clusters and faults: each promoted master finds a marker naming
+/// its old master and is quarantined for `max_ttl`, so no lock is granted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_over_clusters_holds_when_a_majority_fails_over() {
+    let (history, verdict) = run(cluster_failover_run(Strategy::RedlockCluster)).await;
+    let why = explain(&history, &verdict);
+    assert_eq!(
+        failovers(&history),
+        4,
+        "two failovers of two clusters each: {why}"
+    );
+    assert!(verdict.is_safe(), "{why}");
+    assert!(history.sections.len() >= 20, "too little work: {why}");
+}
+
+/// With the quarantine off, `WAIT` for every replica the shard had is what keeps a lock from
+/// being granted twice, also when the same shard fails back within seconds, before the new
+/// master lists its demoted master as its replica (this run found that hole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_replicas_holds_through_failover_and_failback() {
+    // 30 s, so that shards fail back within seconds of a failover: without the fix, this run
+    // found 6 overlaps (the CLI's 30 s run, seed 3), while 10 s runs found none.
+    let config = ChaosConfig {
+        clients: 8,
+        duration: Duration::from_secs(30),
+        ..cluster_failover_run(Strategy::RedlockClusterWait)
+    };
+    let (history, verdict) = run(config).await;
+    let why = explain(&history, &verdict);
+    assert!(failovers(&history) >= 8, "failovers and failbacks: {why}");
+    assert!(verdict.is_safe(), "{why}");
 }

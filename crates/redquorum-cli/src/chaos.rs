@@ -46,6 +46,13 @@ Strategies (--strategy):
                           TTL); a kill promotes the replica (quarantine off, as a
                           single-instance client)
   setnx-getset            the old SETNX/GETSET timestamp recipe, DEL to release, no fencing
+  redlock-cluster         this library with its defaults over 3 Redis Clusters (1 master + 1
+                          replica each, one redis+cluster:// node per cluster, no proxies): a
+                          promoted replica is quarantined (its marker names the old master)
+  redlock-cluster-wait    the same with .quarantine(false).wait_for_replicas(true): every vote
+                          waits (WAIT) for the shard's replica
+  redlock-cluster-no-failover-rule
+                          the same with .quarantine(false).wait_for_replicas(false): neither rule
 All use a 2 s TTL (and max-ttl); --nodes applies to the first two only. The global --servers,
 --node-timeout, --max-ttl, --no-quarantine and --no-fencing do not apply here.
 
@@ -62,6 +69,14 @@ Faults (--faults, comma-separated, or none):
                 back later
   blackhole     a node's proxy stops forwarding on its open connections, which stay open;
                 new connections work
+  failover      redlock-cluster* only: a majority of the Redis Clusters stop replicating to
+                their replica for 2.5 s (more than a TTL) while clients keep locking, then
+                the replicas take over (CLUSTER FAILOVER TAKEOVER), missing those writes
+Default: kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole; for the
+redlock-cluster* strategies failover,pause,client-pause,flush. Those have no proxies, so delay,
+drop, blackhole and replace do not apply to them, nor do kill, restart and restart-burst (a
+one-master cluster whose master is down is an outage); kinds that do not apply are left out of
+the plan, and the first line says which.
 
 Output: the summary table on stdout; with --json one line instead: {\"strategy\", \"seed\",
 \"nodes\", \"clients\", \"duration_ms\", \"sections\", \"faults\", \"overlaps\", \"token_violations\",
@@ -72,6 +87,7 @@ Examples:
   redlock chaos --duration 30s
   redlock chaos --strategy single-with-failover --faults kill --duration 10s --seed 7
   redlock chaos --strategy setnx-getset --faults client-pause --report run.html
+  redlock chaos --strategy redlock-cluster-no-failover-rule --faults failover --seed 1
 
 Exit status: 0 no violation; 1 a violation was found; 64 bad arguments; 69 redis-server is not
 installed; 71 operating-system error (also writing the report); 130/143 stopped by SIGINT/SIGTERM.";
@@ -96,14 +112,9 @@ pub struct Args {
     #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "60s")]
     duration: Duration,
 
-    /// Fault kinds to inject, comma-separated, or none.
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_parser = parse_faults,
-        default_value = "kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole"
-    )]
-    faults: Faults,
+    /// Fault kinds to inject, comma-separated, or none [default: see below, per strategy].
+    #[arg(long, value_name = "LIST", value_parser = parse_faults)]
+    faults: Option<Faults>,
 
     /// The lock design under test.
     #[arg(long, value_name = "NAME", value_parser = parse_strategy, default_value = "redlock")]
@@ -170,7 +181,10 @@ pub async fn run(args: &Args) -> Outcome {
         clients: args.clients,
         resources: usize::from(args.resources),
         duration: args.duration,
-        faults: args.faults.0.clone(),
+        faults: args.faults.as_ref().map_or_else(
+            || args.strategy.default_faults().to_vec(),
+            |faults| faults.0.clone(),
+        ),
         seed: args.seed.unwrap_or_else(random_seed),
     };
     config
@@ -196,7 +210,7 @@ pub async fn run(args: &Args) -> Outcome {
                 config.clients,
                 config.resources,
                 duration::format(config.duration),
-                fault_names(&config.faults),
+                fault_names(config.strategy, &config.faults),
             ),
         );
     }
@@ -304,15 +318,27 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn fault_names(faults: &[Fault]) -> String {
-    if faults.is_empty() {
-        return "none".to_owned();
+/// The enabled kinds that apply to `strategy`, and those that do not, if any.
+fn fault_names(strategy: Strategy, faults: &[Fault]) -> String {
+    let names = |apply: bool| {
+        faults
+            .iter()
+            .filter(|f| strategy.supports(**f) == apply)
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (applied, left_out) = (names(true), names(false));
+    let applied = if applied.is_empty() {
+        "none".to_owned()
+    } else {
+        applied
+    };
+    if left_out.is_empty() {
+        applied
+    } else {
+        format!("{applied} ({left_out} not applicable to {strategy})")
     }
-    faults
-        .iter()
-        .map(|f| f.name())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// A seed from the OS's randomness (std's hasher keys), shown so the run can be repeated.
@@ -331,6 +357,33 @@ mod tests {
         assert!(report_path("run.json").is_ok());
         assert!(report_path("run.txt").is_err());
         assert!(report_path("run").is_err());
+    }
+
+    #[test]
+    fn the_first_line_says_which_faults_do_not_apply() {
+        let faults = [Fault::Failover, Fault::Delay, Fault::Pause];
+        assert_eq!(
+            fault_names(Strategy::RedlockCluster, &faults),
+            "failover,pause (delay not applicable to redlock-cluster)"
+        );
+        assert_eq!(
+            fault_names(Strategy::Redlock, &faults),
+            "delay,pause (failover not applicable to redlock)"
+        );
+        assert_eq!(fault_names(Strategy::Redlock, &[]), "none");
+    }
+
+    #[test]
+    fn every_strategy_and_fault_is_in_the_help() {
+        for strategy in Strategy::ALL {
+            assert!(AFTER_HELP.contains(strategy.name()), "{strategy}");
+        }
+        for fault in Fault::ALL {
+            assert!(
+                AFTER_HELP.contains(&format!("  {} ", fault.name())),
+                "{fault}"
+            );
+        }
     }
 
     #[test]

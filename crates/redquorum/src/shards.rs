@@ -24,8 +24,9 @@
 //!    ([`quarantine`](crate::quarantine) invariant 6): every lock counted on the old master has
 //!    expired before the new one votes. With `wait_for_replicas` (the default when the
 //!    quarantine is off), each vote is also followed by `WAIT n` for the `n` replicas the cluster
-//!    knows for the shard, failed ones included; fewer acknowledgements within half the node
-//!    timeout and it is not a vote ([`server`](crate::server) invariant 8): a failover promotes
+//!    knows for the shard, failed ones included, and for [`REPLICA_MEMORY`] as many as a map
+//!    listed before (a new master does not list its demoted master at once); fewer
+//!    acknowledgements within half the node timeout and it is not a vote ([`server`](crate::server) invariant 8): a failover promotes
 //!    one of those replicas, which has the key. The argument is in the README's *Redis Cluster
 //!    nodes*.
 //! 3. **A stale map costs a round, never safety.** A request sent to a server that no longer
@@ -80,6 +81,10 @@ const MAP_REFRESH: Duration = Duration::from_secs(10);
 /// The shortest time between two map reads, however many replies say the map is out of date
 /// (a dead shard answers every request with an error): invariant 5.
 const MAP_READ_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long a range's replicas count is remembered after a map listed them (invariant 2): a
+/// shard that lost a replica for good (`CLUSTER FORGET`) votes again without it after this.
+const REPLICA_MEMORY: Duration = Duration::from_secs(60);
 
 /// How long the other nodes asked for the map may still answer after the first did: the answer
 /// with the largest config epoch wins (a node cut off from the others may describe an old
@@ -230,6 +235,9 @@ struct Inner {
     /// Set by a reply that says the map is out of date (invariant 3); cleared only once a new
     /// map is stored.
     stale: AtomicBool,
+    /// For each range (by its first slot), the most replicas a map listed for it and when
+    /// (invariant 2).
+    replicas_seen: Mutex<HashMap<u16, (u32, Instant)>>,
 }
 
 impl std::fmt::Debug for Shards {
@@ -276,6 +284,7 @@ impl Shards {
                 masters: Mutex::new(HashMap::new()),
                 reading: Mutex::new(None),
                 stale: AtomicBool::new(false),
+                replicas_seen: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -497,6 +506,22 @@ impl Inner {
         Ok(map)
     }
 
+    /// How many replicas a vote in `range` waits for: the most any map listed for it over the
+    /// last [`REPLICA_MEMORY`]. Right after a failover the new master's `CLUSTER NODES` does not
+    /// list its old master as its replica yet; waiting for none then would count writes that a
+    /// failback to the old master (cut off, or not yet caught up) loses (found by `redlock
+    /// chaos`, `redlock-cluster-wait`). Waiting for as many as the shard had costs votes until
+    /// the old master is back as a replica, never safety.
+    fn replicas_to_wait_for(&self, range: &Range) -> u32 {
+        let now = Instant::now();
+        let mut seen = lock(&self.replicas_seen);
+        let entry = seen.entry(range.low).or_insert((range.replicas, now));
+        if now.duration_since(entry.1) >= REPLICA_MEMORY || range.replicas >= entry.0 {
+            *entry = (range.replicas, now);
+        }
+        entry.0
+    }
+
     /// `CLUSTER NODES` from `address`: its slot ranges, and the largest config epoch it knows.
     async fn slots_from(&self, address: &str) -> Result<(Vec<Range>, u64), NodeError> {
         let url = self.url.server_url(address);
@@ -571,7 +596,7 @@ impl Inner {
             };
             if let Some(cluster) = master.server.cluster() {
                 let replicas = if self.wait_ms.is_some() {
-                    range.replicas
+                    self.replicas_to_wait_for(range)
                 } else {
                     0 // no `WAIT`
                 };
