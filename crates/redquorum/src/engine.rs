@@ -302,14 +302,6 @@ impl Engine {
             }
             nodes.push(node);
         }
-        if settings.rules.fair && nodes.iter().any(Node::is_cluster) {
-            return Err(ConfigError::InvalidSetting {
-                setting: "fair",
-                reason: "fair waiting is not available with Redis Cluster nodes yet (its queue's \
-                         keys are not named into the lock key's slot)"
-                    .to_owned(),
-            });
-        }
         let watch = if settings.rules.fair {
             Watch::Announcements
         } else {

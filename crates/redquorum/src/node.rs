@@ -35,7 +35,7 @@ use crate::scripts::{
 };
 use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::shards::Shards;
-use crate::slots::slot_of;
+use crate::slots::{slot_of, slot_tag};
 use crate::subscriber::{Subscriber, Watch};
 use crate::telemetry::{NodeMetrics, RequestKind};
 use crate::waiting::{QueuePlace, WaiterId};
@@ -171,11 +171,6 @@ impl Node {
             target: Target::Cluster(shards),
             metrics,
         }
-    }
-
-    /// Whether this node is a Redis Cluster.
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.target, Target::Cluster(_))
     }
 
     /// The node's address, without credentials.
@@ -321,8 +316,6 @@ impl Node {
             }
             Target::Cluster(shards) => shards,
         };
-        // Invariant 3 of `shards`: a reply that says the map is out of date is not a vote; the
-        // request goes once more to the slot's owner in the map read again.
         if request == Request::Connect {
             // Every master of the cluster, not only the one a resource would go to.
             queued();
@@ -337,6 +330,8 @@ impl Node {
                 behind: false,
             });
         }
+        // Invariant 3 of `shards`: a reply that says the map is out of date is not a vote; the
+        // request goes once more to the slot's owner in the map read again.
         let mut queued = Some(queued);
         let mut first: Option<(Arc<Server>, NodeError)> = None;
         for _ in 0..2 {
@@ -428,6 +423,17 @@ impl Node {
             proposal,
             behind,
         })
+    }
+}
+
+/// The hash tag the queue's keys take (`scripts/queue.lua`): on a Redis Cluster master, one
+/// that hashes to the resources' slot (they share one), so that the keys the script names itself
+/// are in the slot of the keys it was given; none on a standalone master.
+fn queue_tag(connection: &Connection<'_>, resources: &Resources) -> String {
+    if connection.in_cluster() {
+        format!("{{{}}}", slot_tag(slot_of(resources.first().as_bytes())))
+    } else {
+        String::new()
     }
 }
 
@@ -534,7 +540,10 @@ async fn perform(
                 place.lease_ms,
                 keys.len(),
                 advance.map_or(0, |a| a.retention_ms),
-                advance.map_or(0, |a| a.grain_us),
+                (
+                    advance.map_or(0, |a| a.grain_us),
+                    queue_tag(connection, resources),
+                ),
             );
             match connection
                 .eval(checked, script, keys, Some(value), tail)
@@ -577,7 +586,7 @@ async fn perform(
                 _ => {
                     let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
                     let leave = leave.map(|id| id.to_string()).unwrap_or_default();
-                    let tail = (leave, u8::from(announce));
+                    let tail = (leave, u8::from(announce), queue_tag(connection, resources));
                     connection
                         .eval(checked, script, keys, Some(value), tail)
                         .await?

@@ -112,8 +112,8 @@ pub(crate) struct ServerSettings {
 pub(crate) struct InCluster {
     /// The marker key, with a hash tag of a slot this master serves.
     pub(crate) marker_key: String,
-    /// How many replicas must acknowledge a vote's writes (`WAIT`): the shard's replicas as the
-    /// last slot map listed them.
+    /// How many replicas must acknowledge a vote's writes (`WAIT`), 0 for none: see
+    /// [`shards`](crate::shards) invariant 2.
     pub(crate) replicas: AtomicU32,
     /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout:
     /// see [`shards`](crate::shards)).

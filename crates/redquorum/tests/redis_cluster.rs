@@ -254,12 +254,61 @@ fn cluster_urls_are_checked_when_the_manager_is_built() {
     assert!(bad("redis+cluster://u:secret@h:7000/1").contains("no databases"));
     assert!(!bad("redis+cluster://u:secret@h:7000/1").contains("secret"));
     assert!(bad("redis+cluster://h:notaport").contains("invalid server URL"));
-    let fair = Redlock::builder(["redis+cluster://127.0.0.1:7000"])
-        .fair(true)
-        .build()
-        .expect_err("fair waiting refused")
-        .to_string();
-    assert!(fair.contains("fair"), "{fair}");
+}
+
+/// Fair waiting on cluster nodes: the queue's keys are named into the lock key's slot, and the
+/// release's announcement (a cluster-wide `PUBLISH`) wakes a waiter subscribed on a seed that
+/// does not serve the slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_queue_in_the_lock_keys_slot_and_are_woken_by_the_release() {
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 0)).collect();
+    let urls: Vec<String> = clusters.iter().map(cluster_url).collect();
+    let fair = || {
+        Redlock::builder(urls.clone())
+            .fair(true)
+            .build()
+            .expect("valid configuration")
+    };
+    let (holder, waiter) = (fair(), fair());
+    // A resource the first seed (node 0, where waiters subscribe) does not serve.
+    let resource = (0..)
+        .map(|i| format!("report:{i}"))
+        .find(|name| clusters[0].owner_of(name).expect("owner") != 0)
+        .expect("a name on another master");
+    let first = holder.acquire(&resource, TTL).await.expect("acquired");
+    let name = resource.clone();
+    let waiting = tokio::spawn(async move {
+        // A retry delay far longer than the test: only the announcement can wake it in time.
+        let slow = Retry::forever()
+            .delay(Duration::from_secs(30))
+            .max_wait(Duration::from_secs(60));
+        waiter.acquire_with(&name, TTL, &slow).await
+    });
+    let queued = common::eventually(Duration::from_secs(10), || {
+        clusters.iter_mut().all(|cluster| {
+            let owner = cluster.owner_of(&resource).expect("owner");
+            let keys = cluster
+                .node(owner)
+                .cli(&["KEYS", &format!("redlock-queue:*{resource}")])
+                .unwrap_or_default();
+            !keys.is_empty()
+        })
+    })
+    .await;
+    assert!(
+        queued,
+        "the waiter queues on the master serving the lock key"
+    );
+    let token = first.fence();
+    assert!(first.release().await.cause().is_none());
+    let woke = common::eventually(Duration::from_secs(10), || waiting.is_finished()).await;
+    assert!(
+        woke,
+        "woken by the release's announcement, not by its 30 s retry"
+    );
+    let second = waiting.await.expect("task").expect("the waiter got it");
+    assert!(second.fence() > token, "tokens increase");
+    assert!(second.release().await.cause().is_none());
 }
 
 /// Votes on one connection share `WAIT`s (one runs at a time, the next covers every write that

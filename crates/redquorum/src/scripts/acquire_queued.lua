@@ -8,7 +8,7 @@
 -- KEYS[1..n] = the resources (sorted), then KEYS[n+1..2n] = their fencing counters when fenced;
 -- ARGV[1] = lock value, ARGV[2] = TTL in ms, ARGV[3] = waiter id, ARGV[4] = its ticket,
 -- ARGV[5] = lease in ms, ARGV[6] = n, ARGV[7] = counter retention in ms and
--- ARGV[8] = the clock grain in µs when fenced.
+-- ARGV[8] = the clock grain in µs when fenced, ARGV[9] = the queue's hash tag (`queue.lua`).
 -- Returns 0 when refused because another waiter is ahead, nil when refused because a key exists;
 -- when granted 1, or when fenced {the node's proposed token} as acquire_many_fenced.lua.
 local n = tonumber(ARGV[6])

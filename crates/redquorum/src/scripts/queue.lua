@@ -8,8 +8,11 @@
 -- that refuses it (an ACL without access to the queue's keys or channel, a key of another type)
 -- costs the queue, never the lock's own step. For the same reason its keys are named here, from
 -- the lock key, rather than declared: Redis checks every declared key against the caller's ACL
--- before it runs a script at all. (Undeclared keys are fine on the standalone masters Redlock
--- runs on; Redis Cluster would want them declared, and Redlock does not use it.)
+-- before it runs a script at all. Undeclared keys are fine on standalone masters, and on a Redis
+-- Cluster node as long as they are in the lock key's slot: every script that uses the queue
+-- takes, as its last argument, a hash tag ("{t}", where t hashes to the lock key's slot) that
+-- goes in front of the resource in the queue's key names, or "" on a standalone master.
+local QUEUE_TAG = ARGV[#ARGV]
 
 -- Runs `work(q)` as a best effort, `q` holding the queue's helpers, and says whether it ran to
 -- the end. The helpers are made here, not at the top of every script: a release with nobody
@@ -18,7 +21,8 @@ local function with_queue(work)
     local q = {}
 
     function q.keys(resource)
-        return "redlock-queue:" .. resource, "redlock-queue-lease:" .. resource
+        return "redlock-queue:" .. QUEUE_TAG .. resource,
+            "redlock-queue-lease:" .. QUEUE_TAG .. resource
     end
 
     function q.node_ms()

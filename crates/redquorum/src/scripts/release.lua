@@ -1,6 +1,6 @@
 -- Compare-and-delete: remove the lock only if it still holds our value; then tell the waiters.
 -- KEYS[1] = resource; ARGV[1] = lock value, ARGV[2] = the id of a waiter leaving the queue
--- ("" for none).
+-- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the queue's hash tag (`queue.lua`).
 -- Returns 1 if deleted, 0 otherwise. The lock key is handled exactly as by the standard script.
 local deleted = 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -9,7 +9,7 @@ end
 -- Announced only to our waiters, who are in the queue: without one, a release costs one EXISTS
 -- more than the standard script (pcall: an ACL may deny the queue's key).
 local leaving = ARGV[2] ~= ""
-if leaving or (deleted == 1 and redis.pcall("exists", "redlock-queue:" .. KEYS[1]) == 1) then
+if leaving or (deleted == 1 and redis.pcall("exists", "redlock-queue:" .. QUEUE_TAG .. KEYS[1]) == 1) then
     with_queue(function(q)
         local queue, leases = q.keys(KEYS[1])
         if leaving then

@@ -1,7 +1,7 @@
 -- Compare-and-delete for a set: remove every key that still holds our value; then, for a fair
 -- client, tell the queued waiters of each key that is now free.
 -- KEYS = the resources; ARGV[1] = lock value, ARGV[2] = the id of a waiter leaving the queues
--- ("" for none), ARGV[3] = "1" to announce.
+-- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the queue's hash tag (`queue.lua`).
 -- Returns how many keys were deleted.
 -- pcall: a key of another type is simply not ours, and must not stop the others' release.
 local deleted = 0
@@ -13,7 +13,7 @@ for _, key in ipairs(KEYS) do
     end
     local leaving = ARGV[2] ~= ""
     local announce = ARGV[3] == "1" and freed == 1
-    if leaving or (announce and redis.pcall("exists", "redlock-queue:" .. key) == 1) then
+    if leaving or (announce and redis.pcall("exists", "redlock-queue:" .. QUEUE_TAG .. key) == 1) then
         with_queue(function(q)
             local queue, leases = q.keys(key)
             if leaving then
