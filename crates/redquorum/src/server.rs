@@ -786,7 +786,7 @@ pub(crate) fn command(verb: &str, args: usize, bytes: usize) -> Cmd {
 
 /// Removes the URL's password from a message that might quote it (a parser error may echo the
 /// part it could not read).
-fn scrub(message: &str, url: &str) -> String {
+pub(crate) fn scrub(message: &str, url: &str) -> String {
     let redacted = redact_url(url);
     let mut out = message.replace(url, &redacted);
     for secret in secrets_in(url) {

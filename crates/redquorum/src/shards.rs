@@ -63,7 +63,7 @@ use crate::error::{ConfigError, redact_url};
 use crate::quarantine::cluster_marker_key;
 use crate::reply::NodeError;
 use crate::resources::Resources;
-use crate::server::{InCluster, Server, ServerSettings};
+use crate::server::{InCluster, Server, ServerSettings, scrub};
 use crate::slots::{self, slot_of};
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
@@ -527,15 +527,17 @@ impl Inner {
         let url = self.url.server_url(address);
         let client = match &self.tls_roots {
             Some(roots) if self.url.scheme == "rediss" => redis::Client::build_with_tls(
-                url,
+                url.as_str(),
                 redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(roots.clone()),
                 },
             ),
-            _ => redis::Client::open(url),
+            _ => redis::Client::open(url.as_str()),
         }
-        .map_err(|e| NodeError::from_redis(&e))?;
+        // An address the cluster announced may not make a valid URL; the error must not show
+        // the credentials it was joined with.
+        .map_err(|e| NodeError::Server(scrub(&e.to_string(), &url)))?;
         let timeout = self.settings.connect_timeout;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
