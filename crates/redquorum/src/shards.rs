@@ -1,5 +1,5 @@
 //! A Redlock node that is a whole Redis Cluster: each request goes to the master that serves its
-//! lock key's slot, and a vote counts only once the shard's replicas have the write.
+//! lock key's slot, and a failover of that slot's shard does not give a lock twice.
 //!
 //! A cluster node is named by `redis+cluster://[user:password@]host:port[,host:port…]` (or
 //! `rediss+cluster://` for TLS): a few seed addresses, from which the slot map is read with
@@ -22,13 +22,15 @@
 //!    newly serving a slot (a promoted replica, or a slot moved to it) finds a marker that names
 //!    another server and is quarantined for `max_ttl`, by every client
 //!    ([`quarantine`](crate::quarantine) invariant 6): every lock counted on the old master has
-//!    expired before the new one votes. With `wait_for_replicas` (the default when the
-//!    quarantine is off), each vote is also followed by `WAIT n` for the `n` replicas the cluster
-//!    knows for the shard, failed ones included, and for [`REPLICA_MEMORY`] as many as a map
-//!    listed before (a new master does not list its demoted master at once); fewer
-//!    acknowledgements within half the node timeout and it is not a vote ([`server`](crate::server) invariant 8): a failover promotes
-//!    one of those replicas, which has the key. The argument is in the README's *Redis Cluster
-//!    nodes*.
+//!    expired before the new one votes, provided the old master stopped granting before the
+//!    promotion (Redis Cluster's own failovers; not an operator's `TAKEOVER` while the old
+//!    master still serves clients). With `wait_for_replicas` (the default when the quarantine is
+//!    off), each vote is also followed by `WAIT n` for the `n` replicas the cluster knows for
+//!    the shard, failed ones included, and for [`REPLICA_MEMORY`] as many as a map listed
+//!    before (a new master does not list its demoted master at once); fewer acknowledgements
+//!    within half the node timeout and it is not a vote ([`server`](crate::server) invariant
+//!    8): a failover promotes one of those replicas, which has the key. The argument, and what
+//!    each mechanism does not cover, is in the README's *Redis Cluster nodes*.
 //! 3. **A stale map costs a round, never safety.** A request sent to a server that no longer
 //!    serves the slot is answered `MOVED` (or fails), which is an error, not a vote; the map is
 //!    read again and the request sent once more to the new owner, within the same deadline. A
@@ -48,15 +50,14 @@
 //!    [`MAP_READ_INTERVAL`], and the map is marked fresh only once a new one is stored.
 
 use std::collections::HashMap;
-
-use futures_util::future::{BoxFuture, Shared, join_all};
-use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
+use futures_util::future::{BoxFuture, Shared, join_all};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use redis::AsyncConnectionConfig;
 
 use crate::error::{ConfigError, redact_url};
