@@ -59,7 +59,11 @@
 //!    last keys; a master that took over a slot by migration may have a marker moved with it;
 //!    both are quarantined for `max_ttl` from the first health check that sees them, by any
 //!    client, and every client after that reads the pending time. Every lock counted on the
-//!    old master was counted before the promotion, so it has expired by then. A restart also
+//!    old master was counted before the promotion, so it has expired by then, as long as the
+//!    old master stopped granting before the promotion: true of Redis Cluster's own failovers
+//!    (a master cut off from the majority stops taking writes after `cluster-node-timeout`, and
+//!    its replica is elected only after that timeout), not of an operator's `TAKEOVER` while the
+//!    old master still serves clients (the README's *Redis Cluster nodes*). A restart also
 //!    changes the `run_id`, so a cluster master is quarantined after every restart, durable or
 //!    not (conservative: its durability cannot tell a restart from a promotion).
 
