@@ -100,16 +100,6 @@ struct Shard {
     master: usize,
 }
 
-/// `redis+cluster://` with every server of `cluster` as a seed.
-fn cluster_url(cluster: &RedisCluster) -> String {
-    let seeds: Vec<String> = cluster
-        .urls()
-        .iter()
-        .map(|url| url.trim_start_matches("redis://").to_owned())
-        .collect();
-    format!("redis+cluster://{}", seeds.join(","))
-}
-
 fn spec() -> NodeSpec {
     // Every acknowledged write survives a kill; only restart faults lose data (by deleting it).
     // A master waits 5 s by default before a diskless full sync, for more replicas to join;
@@ -228,7 +218,7 @@ impl Topology {
         } else {
             self.clusters
                 .iter()
-                .map(|shard| cluster_url(&shard.cluster))
+                .map(|shard| shard.cluster.url())
                 .collect()
         }
     }

@@ -296,16 +296,13 @@ fn start_clusters(
         }
         let mut cluster = RedisCluster::start(usize::from(shards), usize::from(replicas), spec)
             .map_err(launch_failure)?;
-        let mut seeds = Vec::new();
         for i in 0..cluster.len() {
-            let port = cluster.node(i).port();
-            seeds.push(format!("127.0.0.1:{port}"));
             state.nodes.push(NodeRecord {
-                port,
+                port: cluster.node(i).port(),
                 dir: format!("cluster-{c}/node-{i}"),
             });
         }
-        urls.push(format!("redis+cluster://{}", seeds.join(",")));
+        urls.push(cluster.url());
         state.servers = Some(urls.join(","));
         write_state(dir, &state)?;
         cluster

@@ -186,6 +186,26 @@ impl RedisCluster {
         self.nodes.urls()
     }
 
+    /// The lock library's URL for this cluster as one Redlock node,
+    /// `redis+cluster://127.0.0.1:PORT,…`, with every node as a seed.
+    pub fn url(&self) -> String {
+        self.url_with_seeds(&(0..self.nodes.len()).collect::<Vec<_>>())
+    }
+
+    /// [`RedisCluster::url`] with nodes `seeds` as the seeds, in that order.
+    ///
+    /// # Panics
+    ///
+    /// If a node index is out of range.
+    pub fn url_with_seeds(&self, seeds: &[usize]) -> String {
+        let urls = self.nodes.urls();
+        let seeds: Vec<&str> = seeds
+            .iter()
+            .map(|&i| urls[i].trim_start_matches("redis://"))
+            .collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
     /// Node `i` (see [`RedisCluster`] for the order).
     ///
     /// # Panics

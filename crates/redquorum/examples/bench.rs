@@ -761,16 +761,6 @@ fn redis_version() -> String {
         .unwrap_or_else(|| "redis (unknown version)".to_owned())
 }
 
-/// A `redis+cluster://` URL with every node of `cluster` as a seed.
-fn cluster_url(cluster: &RedisCluster) -> String {
-    let seeds: Vec<String> = cluster
-        .urls()
-        .iter()
-        .map(|url| url.trim_start_matches("redis://").to_owned())
-        .collect();
-    format!("redis+cluster://{}", seeds.join(","))
-}
-
 fn main() {
     let args = Args::parse();
     assert!(
@@ -818,7 +808,7 @@ fn main() {
             })
             .unwrap_or_default();
         let cluster_side = args.cluster_replicas.map(|_| {
-            let urls = redis_clusters.iter().map(cluster_url).collect();
+            let urls = redis_clusters.iter().map(RedisCluster::url).collect();
             let pids: Vec<u32> = redis_clusters
                 .iter_mut()
                 .flat_map(|c| {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
-use crate::quarantine::{Marker, Memory, Observation, TrustPolicy};
+use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, info_field};
 use crate::reply::NodeError;
 use crate::scripts::MARKER;
 use crate::sync::lock;
@@ -70,9 +70,7 @@ pub(crate) async fn check_health(
     too_old(&info)?;
     // An owned marker names this process (quarantine invariant 6).
     let owner = if marker.owned {
-        info.lines()
-            .find_map(|line| line.trim_end().strip_prefix("run_id:"))
-            .unwrap_or_default()
+        info_field(&info, "run_id").unwrap_or_default()
     } else {
         ""
     };

@@ -273,22 +273,12 @@ impl Node {
     ) -> Result<Value, NodeError> {
         bounded(deadline, async {
             match &self.target {
-                Target::Plain(server) => read_on(server, script, key).await,
+                Target::Plain(server) => read_on(server, false, script, key).await,
                 Target::Cluster(shards) => {
-                    // As a request: a reply that says the map is out of date reads it again,
-                    // and the read goes once more to the slot's owner (`shards` invariant 3).
-                    let slot = slot_of(key.as_bytes());
-                    let server = shards.owner(slot).await?;
-                    match read_on(&server, script, key).await {
-                        Err(e) if shards.saw(&e) => {
-                            let again = shards.owner(slot).await?;
-                            if Arc::ptr_eq(&again, &server) {
-                                return Err(e);
-                            }
-                            read_on(&again, script, key).await
-                        }
-                        reply => reply,
-                    }
+                    let read = |server: Arc<Server>, asking| async move {
+                        read_on(&server, asking, script, key).await
+                    };
+                    shards.on_owner(slot_of(key.as_bytes()), read, |_| {}).await
                 }
             }
         })
@@ -330,56 +320,29 @@ impl Node {
                 behind: false,
             });
         }
-        // Invariant 3 of `shards`: a reply that says the map is out of date is not a vote; the
-        // request goes once more to the slot's owner in the map read again.
         let mut queued = Some(queued);
-        let mut first: Option<(Arc<Server>, NodeError)> = None;
-        for _ in 0..2 {
-            let owner = match Shards::slot(resources) {
-                Ok(slot) => shards.owner(slot).await,
-                Err(e) => Err(e),
-            };
-            let server = match owner {
-                Ok(server) => server,
-                Err(e) => {
-                    if let Some(queued) = queued.take() {
-                        queued();
+        let result = match Shards::slot(resources) {
+            Ok(slot) => {
+                let attempt = |server: Arc<Server>, asking| {
+                    let on_queue = queued.take();
+                    async move {
+                        let queued = || on_queue.map_or((), |queued| queued());
+                        self.send_to(&server, asking, request, resources, value, sent, queued)
+                            .await
                     }
-                    self.metrics.failed(&e.reply());
-                    return Err(e);
-                }
-            };
-            if let Some((before, error)) = first.take()
-                && Arc::ptr_eq(&before, &server)
-            {
-                return Err(error); // the same master again: its error stands
+                };
+                let failed = |e: &NodeError| self.metrics.failed(&e.reply());
+                shards.on_owner(slot, attempt, failed).await
             }
-            let on_queue = queued.take();
-            let result = self
-                .send_to(&server, false, request, resources, value, sent, || {
-                    if let Some(queued) = on_queue {
-                        queued();
-                    }
-                })
-                .await;
-            // `ASK`: the slot is being migrated and the key is not (or no longer) here; the
-            // importing master takes the request when `ASKING` precedes it.
-            if let Err(NodeError::Server(why)) = &result
-                && let Some(importing) = asked_to(why).and_then(|to| shards.master_at(to))
-            {
-                return self
-                    .send_to(&importing, true, request, resources, value, sent, || {})
-                    .await;
+            Err(e) => {
+                self.metrics.failed(&e.reply());
+                Err(e)
             }
-            match result {
-                Err(e) if shards.saw(&e) => first = Some((server, e)),
-                result => return result,
-            }
+        };
+        if let Some(queued) = queued.take() {
+            queued(); // never sent: nothing is queued behind it
         }
-        Err(first.map_or_else(
-            || NodeError::Server("the cluster's slot map changed twice during one request".into()),
-            |(_, error)| error,
-        ))
+        result
     }
 
     #[allow(clippy::too_many_arguments)] // the request's own four, and where and how it goes
@@ -437,16 +400,15 @@ fn queue_tag(connection: &Connection<'_>, resources: &Resources) -> String {
     }
 }
 
-/// The address in an `ASK <slot> <host:port>` error.
-fn asked_to(why: &str) -> Option<&str> {
-    let mut words = why.strip_prefix("ASK ")?.split_whitespace();
-    let _slot = words.next()?;
-    words.next()
-}
-
-/// Runs a read-only `script` on `key` on `server` (not checked against the marker).
-async fn read_on(server: &Server, script: &LuaScript, key: &str) -> Result<Value, NodeError> {
-    let connection = server.connection().await?;
+/// Runs a read-only `script` on `key` on `server` (not checked against the marker), after
+/// `ASKING` when `asking`.
+async fn read_on(
+    server: &Server,
+    asking: bool,
+    script: &LuaScript,
+    key: &str,
+) -> Result<Value, NodeError> {
+    let connection = server.connection().await?.asking(asking);
     let none: &[u64] = &[];
     let reply = connection.eval(false, script, &[key], None, none).await;
     connection.finish(Instant::now());

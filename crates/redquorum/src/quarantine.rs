@@ -150,10 +150,7 @@ pub(crate) struct Observation {
 impl Observation {
     /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
     pub(crate) fn from_info(info: &str, durable: bool, marker: Marker) -> Option<Self> {
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
-        };
+        let field = |name: &str| info_field(info, name);
         Some(Self {
             run_id: field("run_id")?.to_owned(),
             uptime: Duration::from_secs(field("uptime_in_seconds")?.parse().ok()?),
@@ -161,6 +158,12 @@ impl Observation {
             marker,
         })
     }
+}
+
+/// The value of `name` in an `INFO` reply (`name:value` lines).
+pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
 }
 
 /// What we remember of a node across connections and health checks (invariant 2).

@@ -142,7 +142,10 @@ pub(crate) fn one_or_many(
     }
 }
 
+/// What a fencing counter's key starts with.
+pub(crate) const FENCE_PREFIX: &str = "redlock-fence:";
+
 /// The key that holds a resource's fencing counter, next to the lock key.
 pub(crate) fn fence_key(resource: &str) -> String {
-    format!("redlock-fence:{resource}")
+    format!("{FENCE_PREFIX}{resource}")
 }

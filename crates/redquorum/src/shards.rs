@@ -83,6 +83,13 @@ const MAP_REFRESH: Duration = Duration::from_secs(10);
 /// (a dead shard answers every request with an error): invariant 5.
 const MAP_READ_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The address in an `ASK <slot> <host:port>` error.
+fn asked_to(why: &str) -> Option<&str> {
+    let mut words = why.strip_prefix("ASK ")?.split_whitespace();
+    let _slot = words.next()?;
+    words.next()
+}
+
 /// How long a range's replicas count is remembered after a map listed them (invariant 2): a
 /// shard that lost a replica for good (`CLUSTER FORGET`) votes again without it after this.
 const REPLICA_MEMORY: Duration = Duration::from_secs(60);
@@ -364,6 +371,47 @@ impl Shards {
             master: range.master.clone(),
             replicas: range.replica_states.clone(),
         })
+    }
+
+    /// Runs `attempt` on the master serving `slot` (with `false`: no `ASKING`), as invariant 3
+    /// says: after a reply that says the map is out of date, once more on the owner in the map
+    /// read again (the first error stands if that is the same master); after `ASK`, on the
+    /// importing master with `true` (`ASKING` before the request). `routing_failed` hears the
+    /// errors that come from finding the owner, not from an attempt.
+    pub(crate) async fn on_owner<T, Fut>(
+        &self,
+        slot: u16,
+        mut attempt: impl FnMut(Arc<Server>, bool) -> Fut,
+        routing_failed: impl Fn(&NodeError),
+    ) -> Result<T, NodeError>
+    where
+        Fut: Future<Output = Result<T, NodeError>>,
+    {
+        let mut first: Option<(Arc<Server>, NodeError)> = None;
+        for _ in 0..2 {
+            let server = self.owner(slot).await.inspect_err(&routing_failed)?;
+            if let Some((before, error)) = first.take()
+                && Arc::ptr_eq(&before, &server)
+            {
+                return Err(error); // the same master again: its error stands
+            }
+            let result = attempt(Arc::clone(&server), false).await;
+            // `ASK`: the slot is being migrated and the key is not (or no longer) here; the
+            // importing master takes the request when `ASKING` precedes it.
+            if let Err(NodeError::Server(why)) = &result
+                && let Some(importing) = asked_to(why).and_then(|to| self.master_at(to))
+            {
+                return attempt(importing, true).await;
+            }
+            match result {
+                Err(e) if self.saw(&e) => first = Some((server, e)),
+                result => return result,
+            }
+        }
+        Err(first.map_or_else(
+            || NodeError::Server("the cluster's slot map changed twice during one request".into()),
+            |(_, error)| error,
+        ))
     }
 
     /// The master at `address` (`host:port`), if the map we hold has it: where an `ASK` sends

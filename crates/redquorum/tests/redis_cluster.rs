@@ -24,16 +24,6 @@ fn redis_cluster(masters: usize, replicas: usize) -> RedisCluster {
     cluster
 }
 
-/// The URL of a cluster node with every node of `cluster` as a seed.
-fn cluster_url(cluster: &RedisCluster) -> String {
-    let seeds: Vec<String> = cluster
-        .urls()
-        .iter()
-        .map(|url| url.trim_start_matches("redis://").to_owned())
-        .collect();
-    format!("redis+cluster://{}", seeds.join(","))
-}
-
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls).build().expect("valid configuration")
 }
@@ -67,8 +57,8 @@ fn counter_on_owner(cluster: &mut RedisCluster, resource: &str) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_extend_release_and_fence_across_three_clusters() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 1)).collect();
-    let redlock = manager(clusters.iter().map(cluster_url).collect());
-    let rival = manager(clusters.iter().map(cluster_url).collect());
+    let redlock = manager(clusters.iter().map(RedisCluster::url).collect());
+    let rival = manager(clusters.iter().map(RedisCluster::url).collect());
     let mut tokens = Vec::new();
     // Names spread over the slots, so the three masters of each cluster all serve some.
     for i in 0..6 {
@@ -102,7 +92,7 @@ async fn locks_extend_release_and_fence_across_three_clusters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_failover_of_a_majority_in_the_middle_of_a_lease_never_gives_the_lock_twice() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
-    let urls: Vec<String> = clusters.iter().map(cluster_url).collect();
+    let urls: Vec<String> = clusters.iter().map(RedisCluster::url).collect();
     let unquarantined = || {
         Redlock::builder(urls.clone())
             .quarantine(false)
@@ -144,7 +134,7 @@ async fn a_forced_failover_of_a_majority_in_the_middle_of_a_lease_never_gives_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promoted_master_is_quarantined_and_the_holder_keeps_its_lock() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
-    let urls: Vec<String> = clusters.iter().map(cluster_url).collect();
+    let urls: Vec<String> = clusters.iter().map(RedisCluster::url).collect();
     let (holder, rival) = (manager(urls.clone()), manager(urls));
     let mut lock = holder.acquire("payments", TTL).await.expect("acquired");
     clusters[0].failover(1).expect("the replica takes over");
@@ -176,7 +166,7 @@ async fn a_promoted_master_is_quarantined_and_the_holder_keeps_its_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_the_shards_replica_did_not_acknowledge_is_not_a_vote() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
-    let redlock = waiting_for_replicas(clusters.iter().map(cluster_url).collect());
+    let redlock = waiting_for_replicas(clusters.iter().map(RedisCluster::url).collect());
     redlock.connect().await;
     for cluster in clusters.iter_mut().take(2) {
         cluster.node(1).pause().expect("replica stopped");
@@ -209,7 +199,7 @@ async fn clusters_and_plain_nodes_mix_and_a_shard_without_replicas_still_votes()
     let mut cluster = redis_cluster(3, 0);
     let plain = Cluster::start(2, NodeSpec::new().persistence(Persistence::AofAlways))
         .expect("plain nodes");
-    let mut urls = vec![cluster_url(&cluster)];
+    let mut urls = vec![cluster.url()];
     urls.extend(plain.urls());
     let redlock = manager(urls);
     let lock = redlock.acquire("report:7", TTL).await.expect("acquired");
@@ -226,7 +216,7 @@ async fn clusters_and_plain_nodes_mix_and_a_shard_without_replicas_still_votes()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_on_a_cluster_needs_one_hash_tag_and_says_so() {
     let cluster = redis_cluster(3, 0);
-    let redlock = manager(vec![cluster_url(&cluster)]);
+    let redlock = manager(vec![cluster.url()]);
     let no = Retry::once();
     match redlock
         .acquire_many_with(&["order:a", "order:b"], TTL, &no)
@@ -262,7 +252,7 @@ fn cluster_urls_are_checked_when_the_manager_is_built() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiters_queue_in_the_lock_keys_slot_and_are_woken_by_the_release() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 0)).collect();
-    let urls: Vec<String> = clusters.iter().map(cluster_url).collect();
+    let urls: Vec<String> = clusters.iter().map(RedisCluster::url).collect();
     let fair = || {
         Redlock::builder(urls.clone())
             .fair(true)
@@ -317,7 +307,7 @@ async fn fair_waiters_queue_in_the_lock_keys_slot_and_are_woken_by_the_release()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_votes_count_only_once_the_replica_has_them() {
     let mut shard = redis_cluster(1, 1);
-    let redlock = waiting_for_replicas(vec![cluster_url(&shard)]);
+    let redlock = waiting_for_replicas(vec![shard.url()]);
     redlock.connect().await;
     let attempts = |round: usize| {
         let redlock = redlock.clone();
@@ -367,8 +357,9 @@ async fn the_readme_acl_for_clusters_is_enough() {
     for i in 0..cluster.len() {
         cluster.node(i).cli(&args).expect("ACL SETUSER");
     }
-    let url =
-        cluster_url(&cluster).replace("redis+cluster://", "redis+cluster://locker:pw-cluster@");
+    let url = cluster
+        .url()
+        .replace("redis+cluster://", "redis+cluster://locker:pw-cluster@");
     let redlock = manager(vec![url]);
     for i in 0..6 {
         let resource = format!("lock:{i}");
@@ -380,16 +371,6 @@ async fn the_readme_acl_for_clusters_is_enough() {
         );
         assert!(lock.release().await.cause().is_none());
     }
-}
-
-/// The URL of a cluster node whose seeds are `cluster`'s nodes `order`, in that order.
-fn seeds_url(cluster: &RedisCluster, order: &[usize]) -> String {
-    let urls = cluster.urls();
-    let seeds: Vec<&str> = order
-        .iter()
-        .map(|&i| urls[i].trim_start_matches("redis://"))
-        .collect();
-    format!("redis+cluster://{}", seeds.join(","))
 }
 
 /// Plain writes (no quarantine, no `WAIT`): only routing is under test.
@@ -407,7 +388,7 @@ fn routing_only(url: String) -> Redlock {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_master_replaced_by_its_replica_is_left_behind() {
     let mut cluster = redis_cluster(1, 1);
-    let client = routing_only(seeds_url(&cluster, &[0, 1]));
+    let client = routing_only(cluster.url_with_seeds(&[0, 1]));
     let lock = client.acquire("before", TTL).await.expect("acquired");
     assert!(lock.release().await.cause().is_none());
     cluster.node(0).pause().expect("master stopped");
@@ -430,7 +411,7 @@ async fn a_hung_master_replaced_by_its_replica_is_left_behind() {
 async fn a_hung_seed_listed_first_holds_nothing_up() {
     let mut cluster = redis_cluster(1, 1);
     cluster.node(1).pause().expect("replica stopped");
-    let client = routing_only(seeds_url(&cluster, &[1, 0]));
+    let client = routing_only(cluster.url_with_seeds(&[1, 0]));
     let patient = Retry::forever()
         .delay(Duration::from_millis(50))
         .max_wait(Duration::from_secs(10));
@@ -444,7 +425,7 @@ async fn a_hung_seed_listed_first_holds_nothing_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_follows_a_failover_at_once() {
     let mut cluster = redis_cluster(1, 1);
-    let client = routing_only(cluster_url(&cluster));
+    let client = routing_only(cluster.url());
     let lock = client.acquire("res", TTL).await.expect("acquired");
     cluster.wait_for_replication(0).expect("replicated");
     cluster.failover(1).expect("the replica takes over");
@@ -463,7 +444,7 @@ async fn status_follows_a_failover_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_follow_a_slot_being_migrated() {
     let mut cluster = redis_cluster(2, 0);
-    let redlock = manager(vec![cluster_url(&cluster)]);
+    let redlock = manager(vec![cluster.url()]);
     let mut held = redlock.acquire("{mig}held", TTL).await.expect("acquired");
     let source = cluster.owner_of("{mig}held").expect("owner");
     let target = 1 - source;
