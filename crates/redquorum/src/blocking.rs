@@ -406,6 +406,69 @@ impl Redlock {
         )
     }
 
+    /// Acquires one of the `permits` permits of the semaphore `semaphore`; see
+    /// [`crate::Redlock::acquire_permit`].
+    ///
+    /// # Errors
+    /// As for [`crate::Redlock::acquire_permit`]; [`Error::InsideRuntime`] inside a runtime.
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub fn acquire_permit(
+        &self,
+        semaphore: &str,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::acquire_permit",
+            self.shared.redlock.acquire_permit(semaphore, permits, ttl),
+        )
+    }
+
+    /// A single attempt at a permit, no retry. See [`acquire_permit`](Self::acquire_permit).
+    ///
+    /// # Errors
+    /// As for [`acquire_permit`](Self::acquire_permit).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire_permit`](Self::acquire_permit).
+    pub fn try_acquire_permit(
+        &self,
+        semaphore: &str,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::try_acquire_permit",
+            self.shared
+                .redlock
+                .try_acquire_permit(semaphore, permits, ttl),
+        )
+    }
+
+    /// [`acquire_permit`](Self::acquire_permit) with a retry policy for this call only.
+    ///
+    /// # Errors
+    /// As for [`acquire_permit`](Self::acquire_permit).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire_permit`](Self::acquire_permit).
+    pub fn acquire_permit_with(
+        &self,
+        semaphore: &str,
+        permits: u32,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::acquire_permit_with",
+            self.shared
+                .redlock
+                .acquire_permit_with(semaphore, permits, ttl, retry),
+        )
+    }
+
     /// Extends a lock known only by its resource and value to `ttl` from now; returns its new
     /// deadline. See [`crate::Redlock::extend_value`].
     ///

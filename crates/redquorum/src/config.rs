@@ -33,6 +33,7 @@ pub struct Builder {
     drift_factor: f64,
     retry: Retry,
     max_ttl: Duration,
+    lock_delay: Duration,
     quarantine: bool,
     trust_durable_nodes: bool,
     fencing: bool,
@@ -53,6 +54,7 @@ impl Builder {
             drift_factor: DRIFT_FACTOR,
             retry: Retry::default(),
             max_ttl: MAX_TTL,
+            lock_delay: Duration::ZERO,
             quarantine: true,
             trust_durable_nodes: true,
             fencing: true,
@@ -131,8 +133,24 @@ impl Builder {
         self
     }
 
-    /// Whether every acquisition gets a fencing token (default `true`). It costs one more round
-    /// trip per acquisition: the token is stored on a quorum before the lock is handed out.
+    /// How long a lock whose holder did not release it stays unavailable after its validity
+    /// ends (default zero: off), like Chubby's and Consul's lock-delay. Every key this manager
+    /// sets or extends lives `lock_delay` longer on the servers than the holder's validity
+    /// counts on, and a release deletes it at once: a holder that crashed, lost its network or
+    /// paused keeps everybody else out until `lock_delay` after its deadline, while a clean
+    /// release frees the lock immediately. For a resource that cannot check fencing tokens, this
+    /// is what keeps a holder's last writes, still in flight when its validity ended, from
+    /// meeting the next holder's, as long as they land within `lock_delay` of the deadline (the
+    /// README's *Lock-delay*). The TTL plus `lock_delay` may not exceed `max_ttl` (the
+    /// quarantine must outlast every key). Other clients' locks are not delayed.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
+    /// Whether every acquisition gets a fencing token (default `true`). The token is stored on
+    /// a quorum before the lock is handed out: by the acquisition's own script when the nodes
+    /// agree (the steady state), else by one more round trip.
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self
@@ -229,6 +247,16 @@ impl Builder {
             ("max_ttl", self.max_ttl),
             "a reply that late cannot count toward any lock",
         )?;
+        if self.lock_delay >= self.max_ttl {
+            return Err(ConfigError::InvalidSetting {
+                setting: "lock_delay",
+                reason: format!(
+                    "{:?} leaves no room for a TTL under max_ttl ({:?}): a TTL plus the delay may not exceed it",
+                    self.lock_delay, self.max_ttl
+                ),
+            }
+            .into());
+        }
         if self.fence_retention < self.max_ttl.saturating_mul(2) {
             return Err(ConfigError::InvalidSetting {
                 setting: "fence_retention",
@@ -256,6 +284,7 @@ impl Builder {
                 drift_factor: self.drift_factor,
                 retry: self.retry,
                 max_ttl: self.max_ttl,
+                lock_delay_ms: validity::ttl_millis(self.lock_delay),
                 fence: self.fencing.then(|| Advance {
                     retention_ms: validity::ttl_millis(
                         self.fence_retention

@@ -37,3 +37,9 @@ pub const SHORTEST_FENCE_RETENTION: Duration = Duration::from_secs(2);
 /// `fence_retention` (`Duration::MAX` included) is taken as this, since Redis needs a finite
 /// expiry.
 pub const LONGEST_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// The most permits a semaphore may have
+/// ([`Redlock::acquire_permit`](crate::Redlock::acquire_permit)). An acquisition that finds them
+/// all held tries every one, a round each, before it waits, so very large counts make waiting
+/// costly.
+pub const MAX_PERMITS: u32 = 1024;

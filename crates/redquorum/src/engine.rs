@@ -25,6 +25,13 @@
 //!    script, byte for byte, and costs exactly what it costs other clients: waiters learn of it
 //!    from the server's key tracking. A fair client's release also announces itself to the queued
 //!    waiters ([`waiting`](crate::waiting)).
+//! 5. **Lock-delay.** Every key an acquisition or extension sets lives `lock_delay` longer on
+//!    its node than the TTL the holder's deadline is computed from (`validity`), and the key's
+//!    whole life (TTL plus delay) is at most `max_ttl`. So on every node of the holder's quorum
+//!    its key outlives the holder's deadline by at least the delay (each node starts the key's
+//!    clock after the round's start, and clocks run at about the same rate), and no other `SET
+//!    NX` can win a quorum before then, unless the holder releases, which deletes the keys at
+//!    once.
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};
@@ -100,6 +107,9 @@ pub(crate) struct Rules {
     pub(crate) drift_factor: f64,
     pub(crate) retry: Retry,
     pub(crate) max_ttl: Duration,
+    /// How much longer than its TTL every key lives on the servers
+    /// ([`Builder::lock_delay`](crate::Builder::lock_delay)), in whole milliseconds; 0: off.
+    pub(crate) lock_delay_ms: u64,
     /// What fenced acquisitions tell the nodes (counter retention, clock grain), worked out once
     /// at build; `None`: fencing is off.
     pub(crate) fence: Option<Advance>,
@@ -482,7 +492,8 @@ impl Engine {
             .filter(|d| *d > Instant::now())
     }
 
-    /// The TTL in whole milliseconds, if it leaves any validity after the drift allowance.
+    /// The TTL the servers' keys get, in whole milliseconds: the lock's own plus the lock-delay
+    /// (invariant 5), if it leaves any validity after the drift allowance.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64, ConfigError> {
         let ttl_ms = validity::ttl_millis(ttl);
         let invalid = |reason: String| ConfigError::InvalidTtl { ttl, reason };
@@ -497,13 +508,20 @@ impl Engine {
                 self.rules.max_ttl
             )));
         }
+        let delay = Duration::from_millis(self.rules.lock_delay_ms);
+        if ttl.saturating_add(delay) > self.rules.max_ttl {
+            return Err(invalid(format!(
+                "with the lock-delay ({delay:?}) longer than max_ttl ({:?}), the restart quarantine; use a shorter TTL or raise max_ttl on every client of these servers",
+                self.rules.max_ttl
+            )));
+        }
         if validity::deadline(Instant::now(), ttl, self.rules.drift_factor).is_none() {
             let drift = validity::drift(ttl, self.rules.drift_factor);
             return Err(invalid(format!(
                 "the clock-drift allowance ({drift:?}) leaves no validity; use a longer TTL"
             )));
         }
-        Ok(ttl_ms)
+        Ok(ttl_ms + self.rules.lock_delay_ms)
     }
 
     pub(crate) fn label(&self, replies: Vec<Reply>) -> Vec<NodeReply> {

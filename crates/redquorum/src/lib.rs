@@ -94,6 +94,8 @@
 //! - `validity`: deadline arithmetic (`start + ttl − drift`).
 //! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
 //! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
+//! - `semaphore`: why a semaphore's permits are lock keys of their own, not a count, and the
+//!   order an acquisition tries them in.
 //! - `retry`: the retry policy with jittered delays.
 //!
 //! What callers hold and read:
@@ -135,6 +137,7 @@ mod reply;
 mod resources;
 mod retry;
 mod scripts;
+mod semaphore;
 mod server;
 mod shards;
 mod slots;

@@ -190,6 +190,7 @@ pub struct LockInfo {
     resources: Resources,
     value: Arc<str>,
     fence: Option<u64>,
+    permit: Option<u32>,
     time: Time,
 }
 
@@ -237,6 +238,15 @@ impl LockInfo {
     /// which must refuse any write carrying a smaller token than the largest it has seen.
     pub fn fence(&self) -> Option<u64> {
         self.fence
+    }
+
+    /// For a semaphore's permit ([`Redlock::acquire_permit`]), which one it is, in
+    /// `0..permits`; `None` for a lock. Its [`fence`](Self::fence) grows per permit: a
+    /// resource the holders share keeps the largest token it has seen *for each permit*.
+    ///
+    /// [`Redlock::acquire_permit`]: crate::Redlock::acquire_permit
+    pub fn permit(&self) -> Option<u32> {
+        self.permit
     }
 
     /// The monotonic instant until which the lock's keys are valid on a quorum, moved forward by
@@ -322,12 +332,19 @@ impl Lock {
             resources: held.resources.clone(),
             value: Arc::clone(&held.value),
             fence,
+            permit: None,
             time: Time::Fixed {
                 deadline,
                 lost: false,
             },
         };
         Self { held, info }
+    }
+
+    /// The same lock, as permit `permit` of a semaphore.
+    pub(crate) fn with_permit(mut self, permit: u32) -> Self {
+        self.info.permit = Some(permit);
+        self
     }
 
     /// The manager this lock belongs to: its drift factor, and its nodes for a release by value.

@@ -33,6 +33,7 @@ use crate::quorum::Decision;
 use crate::reply::{NodeReply, Reply};
 use crate::resources::Resources;
 use crate::retry::Retry;
+use crate::semaphore::Permits;
 use crate::telemetry::{self, Acquisition, Waiting};
 use crate::waiting::Turn;
 
@@ -43,17 +44,15 @@ use crate::waiting::Turn;
 /// same reason the loop's future is built where it is awaited, not bound first (a move of about
 /// 2 KB), and the result is borrowed to be recorded, not moved through.
 macro_rules! acquire_seen {
-    ($manager:expr, $resources:expr, $ttl:expr, $retry:expr) => {{
-        let resources = $resources;
-        let seen = Acquisition::start(&resources, $ttl, $manager.engine.rules.resource_label);
+    ($manager:expr, $wanted:expr, $ttl:expr, $retry:expr) => {{
+        let wanted = $wanted;
+        let seen = Acquisition::start(wanted.named(), $ttl, $manager.engine.rules.resource_label);
         let result = if seen.span().is_disabled() {
-            $manager
-                .acquire_resources(resources, $ttl, $retry, &seen)
-                .await
+            $manager.acquire_wanted(wanted, $ttl, $retry, &seen).await
         } else {
             let span = seen.span().clone();
             $manager
-                .acquire_resources(resources, $ttl, $retry, &seen)
+                .acquire_wanted(wanted, $ttl, $retry, &seen)
                 .instrument(span)
                 .await
         };
@@ -68,6 +67,55 @@ macro_rules! acquire_seen {
 #[derive(Debug, Clone)]
 pub struct Redlock {
     engine: Arc<Engine>,
+}
+
+/// What an acquisition is for: one lock (a resource, or a set all-or-nothing), or any one permit
+/// of a semaphore ([`semaphore`](crate::semaphore)).
+enum Wanted {
+    Lock(Resources),
+    Permit(Permits),
+}
+
+impl Wanted {
+    /// How spans and metrics name it: the resources, or the semaphore's name.
+    fn named(&self) -> &Resources {
+        match self {
+            Wanted::Lock(resources) => resources,
+            Wanted::Permit(permits) => permits.named(),
+        }
+    }
+
+    /// The keys whose release wakes a waiter: the lock's, or every permit's.
+    fn watched(&self) -> &Resources {
+        match self {
+            Wanted::Lock(resources) => resources,
+            Wanted::Permit(permits) => permits.watched(),
+        }
+    }
+
+    /// The keys a last release of a fresh value goes to, to tell a key of another type from a
+    /// busy one.
+    fn probed(&self) -> &Resources {
+        match self {
+            Wanted::Lock(resources) => resources,
+            Wanted::Permit(permits) => permits.first_key(),
+        }
+    }
+
+    /// Whether waiters queue in arrival order: only for locks (semaphore invariant 4's note).
+    fn queues(&self, fair: bool) -> bool {
+        fair && matches!(self, Wanted::Lock(_))
+    }
+}
+
+/// How errors name what was asked for: `a`, `a, b`, or `jobs (3 permits)`.
+impl std::fmt::Display for Wanted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wanted::Lock(resources) => resources.fmt(f),
+            Wanted::Permit(permits) => permits.fmt(f),
+        }
+    }
 }
 
 /// A lost attempt: its keys (to roll back), its failure, and what the wait before the next
@@ -177,7 +225,7 @@ impl Redlock {
         ttl: Duration,
         retry: &Retry,
     ) -> Result<Lock, Error> {
-        acquire_seen!(self, Resources::one(resource), ttl, retry)
+        acquire_seen!(self, Wanted::Lock(Resources::one(resource)), ttl, retry)
     }
 
     /// Acquires every resource in `resources` as one lock, all-or-nothing on each node, retrying
@@ -222,16 +270,69 @@ impl Redlock {
         retry: &Retry,
     ) -> Result<Lock, Error> {
         let resources = Resources::set(resources).map_err(|e| telemetry::refused(e.into()))?;
-        acquire_seen!(self, resources, ttl, retry)
+        acquire_seen!(self, Wanted::Lock(resources), ttl, retry)
     }
 
-    /// The acquisition loop, for one resource or a set ([`Resources`] decides the wire format):
-    /// attempt, and until one wins, roll back, wait, and attempt again. `seen` is the
-    /// acquisition as telemetry sees it: its span learns how many attempts it took, and the
-    /// retry schedule counts from its start.
-    async fn acquire_resources(
+    /// Acquires one of the `permits` permits of the semaphore `semaphore`, retrying by the
+    /// manager's [`Retry`] policy: at most `permits` holders at a time, however many ask. Every
+    /// client of the semaphore must pass the same `permits`.
+    ///
+    /// A permit is an ordinary lock on a key of its own, `<semaphore>:permit:<i>`, with `i` in
+    /// `0..permits` ([`LockInfo::permit`](crate::LockInfo::permit)): validity, extension,
+    /// [`keep_alive`](Lock::keep_alive), release and fencing are a lock's, and the fencing
+    /// token grows per permit. An attempt tries the permits one round each, from a random one,
+    /// and keeps the first it wins; waiters are woken when any permit is freed. Fair queueing
+    /// does not apply. The README's *Semaphores* has the argument.
+    ///
+    /// # Errors
+    /// [`Error::NotAcquired`] when every permit was busy (or the nodes unreachable) on the last
+    /// attempt, its `resource` reading `semaphore (k permits)`; [`Error::Config`] for 0 or more
+    /// than [`MAX_PERMITS`](crate::defaults::MAX_PERMITS) permits, or a TTL that leaves no
+    /// validity (nothing is sent then).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn acquire_permit(
         &self,
-        resources: Resources,
+        semaphore: &str,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        self.acquire_permit_with(semaphore, permits, ttl, &self.engine.rules.retry)
+            .await
+    }
+
+    /// A single attempt at a permit (every permit tried once), no retry. See
+    /// [`acquire_permit`](Self::acquire_permit).
+    pub async fn try_acquire_permit(
+        &self,
+        semaphore: &str,
+        permits: u32,
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        self.acquire_permit_with(semaphore, permits, ttl, &Retry::once())
+            .await
+    }
+
+    /// [`acquire_permit`](Self::acquire_permit) with a retry policy for this call only.
+    pub async fn acquire_permit_with(
+        &self,
+        semaphore: &str,
+        permits: u32,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        let permits = Permits::new(semaphore, permits).map_err(|e| telemetry::refused(e.into()))?;
+        acquire_seen!(self, Wanted::Permit(permits), ttl, retry)
+    }
+
+    /// The acquisition loop, for one resource or a set ([`Resources`] decides the wire format),
+    /// or a semaphore's permits: attempt, and until one wins, roll back, wait, and attempt
+    /// again. `seen` is the acquisition as telemetry sees it: its span learns how many attempts
+    /// it took, and the retry schedule counts from its start.
+    async fn acquire_wanted(
+        &self,
+        wanted: Wanted,
         ttl: Duration,
         retry: &Retry,
         seen: &Acquisition,
@@ -242,21 +343,22 @@ impl Redlock {
         // Fair waiters queue from their first attempt, in one place for the whole acquisition
         // (`waiting` invariant 3).
         let mut turn = Turn::new(
-            engine.rules.fair,
+            wanted.queues(engine.rules.fair),
             retry.max_delay(),
             engine.rules.node_timeout,
         );
         // Gives the place up if this future is dropped between rounds (`waiting` invariant 4): a
         // release of a fresh value nobody holds (invariant 3), which only leaves the queue.
-        let place_kept = turn
-            .id()
-            .map(|id| Held::new(Arc::clone(engine), resources.clone(), new_value(), Some(id)));
+        let place_kept = turn.id().map(|id| {
+            let resources = wanted.named().clone();
+            Held::new(Arc::clone(engine), resources, new_value(), Some(id))
+        });
         let mut attempts = 0;
         loop {
             attempts += 1;
             seen.span().record("attempts", attempts);
             tracing::trace!(n = attempts, "attempt");
-            let lost = match self.attempt(&resources, ttl, ttl_ms, &turn).await {
+            let lost = match self.attempt_wanted(&wanted, ttl, ttl_ms, &turn).await {
                 Ok(lock) => {
                     if let Some(place) = place_kept {
                         place.disarm(); // the lock's release leaves the queue
@@ -280,7 +382,7 @@ impl Redlock {
                 None => explain_refusals(&mut failure, &held.release().await),
             }
             let not_acquired = |failure| Error::NotAcquired {
-                resource: resources.to_string(),
+                resource: wanted.to_string(),
                 attempts,
                 failure: Box::new(failure),
             };
@@ -292,7 +394,7 @@ impl Redlock {
             };
             let waiters = engine.rules.notify.then_some(&engine.waiters);
             let waiting = Waiting::start();
-            turn.wait(waiters, &resources, delay, behind, |wait| {
+            turn.wait(waiters, wanted.watched(), delay, behind, |wait| {
                 schedule.capped(wait, Instant::now())
             })
             .await;
@@ -303,11 +405,48 @@ impl Redlock {
                 // any) gives up the queue place and tells a key of another type from a busy
                 // one, as the last rollback does.
                 let last = place_kept.unwrap_or_else(|| {
-                    Held::new(Arc::clone(engine), resources.clone(), new_value(), None)
+                    let probed = wanted.probed().clone();
+                    Held::new(Arc::clone(engine), probed, new_value(), None)
                 });
                 explain_refusals(&mut failure, &last.release().await);
                 return Err(not_acquired(failure));
             }
+        }
+    }
+
+    /// One attempt at what is wanted: the lock, or the semaphore's permits one at a time from a
+    /// random one, keeping the first won (`semaphore` invariant 4: the others are rolled back in
+    /// the background, so the next is tried at once). A lost attempt at permits is the last
+    /// permit's.
+    async fn attempt_wanted(
+        &self,
+        wanted: &Wanted,
+        ttl: Duration,
+        ttl_ms: u64,
+        turn: &Turn,
+    ) -> Result<Lock, Box<LostAttempt>> {
+        let permits = match wanted {
+            Wanted::Lock(resources) => return self.attempt(resources, ttl, ttl_ms, turn).await,
+            Wanted::Permit(permits) => permits,
+        };
+        let ((mut permit, mut resources), mut rest) = permits.from(rand::random());
+        loop {
+            let lost = match self.attempt(resources, ttl, ttl_ms, turn).await {
+                Ok(lock) => return Ok(lock.with_permit(permit)),
+                Err(lost) => lost,
+            };
+            let Some(next) = rest.next() else {
+                return Err(lost);
+            };
+            let LostAttempt {
+                held, set_nowhere, ..
+            } = *lost;
+            if set_nowhere {
+                held.set_nowhere();
+            } else {
+                drop(held); // released in the background (`lock` invariant 2)
+            }
+            (permit, resources) = next;
         }
     }
 

@@ -1,0 +1,124 @@
+//! Lock-delay: a lock its holder did not release stays unavailable for the delay after its
+//! validity ends; a clean release frees it at once.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{cluster, connected, pttl_on};
+use redquorum::{ConfigError, Error, Redlock, Retry};
+use redquorum_nodes::Cluster;
+
+const DELAY: Duration = Duration::from_millis(1500);
+
+async fn delayed(cluster: &Cluster) -> Redlock {
+    let redlock = Redlock::builder(cluster.urls())
+        .lock_delay(DELAY)
+        .build()
+        .unwrap();
+    redlock.connect().await;
+    redlock
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_nobody_released_stays_out_of_reach_for_the_delay_after_its_validity() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let ttl = Duration::from_millis(500);
+    // The holder "crashes": it never releases, and nothing releases for it.
+    let info = holder.try_acquire("crashed", ttl).await.unwrap().detach();
+    holder.settle().await;
+    let ends = info.deadline() + DELAY;
+
+    // Another client (no delay of its own) tries every 20 ms.
+    let other = connected(&cluster).await;
+    let every_20ms = Retry::forever()
+        .delay(Duration::from_millis(20))
+        .max_wait(Duration::from_secs(20));
+    let lock = other
+        .acquire_with("crashed", Duration::from_secs(5), &every_20ms)
+        .await
+        .expect("free once the delay is over");
+    let got = Instant::now();
+    assert!(
+        got >= ends,
+        "a new holder {:?} before the delay ended",
+        ends - got
+    );
+    lock.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_release_frees_the_lock_at_once() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let lock = holder
+        .try_acquire("released", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(lock.release().await.cause(), None);
+    let other = connected(&cluster).await;
+    let next = other
+        .try_acquire("released", Duration::from_secs(5))
+        .await
+        .expect("a single attempt wins right after the release");
+    next.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_outlive_the_validity_by_the_delay_after_every_extension() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let ttl = Duration::from_secs(2);
+    let mut lock = holder.try_acquire("extended", ttl).await.unwrap();
+    for round in 0..2 {
+        if round == 1 {
+            lock.extend(ttl).await.unwrap();
+        }
+        // The holder counts on less than the TTL; the servers keep the key the delay longer.
+        assert!(lock.remaining() <= ttl);
+        for node in cluster.iter() {
+            let pttl = pttl_on(node, "extended");
+            let whole = (ttl + DELAY).as_millis() as i64;
+            assert!(
+                pttl > ttl.as_millis() as i64 && pttl <= whole,
+                "round {round}: PTTL {pttl}"
+            );
+        }
+    }
+    lock.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_that_leaves_no_room_under_max_ttl_is_refused() {
+    let servers = ["redis://127.0.0.1:1"];
+    let too_long = Redlock::builder(servers)
+        .max_ttl(Duration::from_secs(10))
+        .lock_delay(Duration::from_secs(10))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            too_long,
+            Error::Config(ConfigError::InvalidSetting {
+                setting: "lock_delay",
+                ..
+            })
+        ),
+        "{too_long}"
+    );
+    let redlock = Redlock::builder(servers)
+        .max_ttl(Duration::from_secs(10))
+        .lock_delay(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    let err = redlock
+        .try_acquire("r", Duration::from_secs(7))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Config(ConfigError::InvalidTtl { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("lock-delay"), "{err}");
+}
