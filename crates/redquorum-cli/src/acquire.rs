@@ -25,7 +25,7 @@ use crate::output;
 
 const AFTER_HELP: &str = "\
 Prints the lock's value, and nothing else (with --json: {\"resource\", \"value\", \"fence\",
-\"validity_ms\", \"ttl_ms\"}). The lock stays held after redlock exits: release it with
+\"validity_ms\", \"ttl_ms\"}, and \"permit\" with --permits). The lock stays held after redlock exits: release it with
 `redlock release RESOURCE VALUE`, or let it expire. validity_ms is how long it may be relied on: the
 TTL minus the time taken and a clock-drift allowance. fence is the fencing token, larger than every
 earlier one for RESOURCE (null with --no-fencing): have the protected resource refuse writes that
@@ -34,8 +34,13 @@ carry a smaller token than the largest it has seen. The TTL may not exceed --max
 Without --wait, one attempt is made; with --wait, attempts repeat (100-200 ms apart) until the lock
 is taken or the time is up.
 
+With --permits K, RESOURCE is a semaphore with K permits, and the lock taken is one permit: the
+key RESOURCE:permit:I (--json: \"resource\" is that key, \"permit\" is I), which `release` and
+`extend` take like any lock.
+
 Examples:
   value=$(redlock acquire invoice:42 --ttl 30s) || exit 1
+  redlock acquire --permits 3 exports --ttl 1m --json
   redlock acquire nightly --ttl 45s --wait 1m --json
 
 Exit status: 0 acquired; 75 not acquired (busy, servers unreachable, or nodes quarantined after a
@@ -61,6 +66,10 @@ pub struct Args {
     /// Print one JSON object instead of the bare value.
     #[arg(long)]
     json: bool,
+
+    /// Treat RESOURCE as a semaphore with this many permits, and take one of them.
+    #[arg(long, value_name = "K", value_parser = output::permits)]
+    permits: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -69,6 +78,9 @@ struct Acquired<'a> {
     value: &'a str,
     /// `null` with fencing off.
     fence: Option<u64>,
+    /// Only for a semaphore's permit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permit: Option<u32>,
     validity_ms: u128,
     ttl_ms: u128,
 }
@@ -80,16 +92,22 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         Some(wait) => Retry::forever().max_wait(wait),
     };
     let (manager, retry) = global.for_acquiring(retry).await?;
-    let lock = manager
-        .acquire_with(&args.resource, args.ttl, &retry)
-        .await
-        .map_err(exit::not_acquired)?;
+    let lock = match args.permits {
+        Some(permits) => {
+            manager
+                .acquire_permit_with(&args.resource, permits, args.ttl, &retry)
+                .await
+        }
+        None => manager.acquire_with(&args.resource, args.ttl, &retry).await,
+    }
+    .map_err(exit::not_acquired)?;
     tracing::debug!(resource = %args.resource, remaining = ?lock.remaining(), "acquired");
     global.let_stragglers_land(&manager, lock.remaining()).await;
     let acquired = Acquired {
         resource: lock.resource(),
         value: lock.value(),
         fence: lock.fence(),
+        permit: lock.permit(),
         validity_ms: lock.remaining().as_millis(),
         ttl_ms: args.ttl.as_millis(),
     };

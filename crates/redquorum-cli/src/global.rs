@@ -1,5 +1,6 @@
 //! The options every subcommand understands (`--servers`, `--node-timeout`, `--max-ttl`,
-//! `--no-quarantine`, `--no-fencing`, `--no-notify`, `--fair`, `--tls-ca`, `-v`), and the one place
+//! `--no-quarantine`, `--no-fencing`, `--no-notify`, `--fair`, `--lock-delay`, `--tls-ca`, `-v`), and
+//! the one place
 //! they configure a manager.
 
 use std::time::Duration;
@@ -74,6 +75,18 @@ pub struct Global {
     #[arg(long, global = true)]
     pub fair: bool,
 
+    /// Keep a lock its holder did not release (crash, lost network, pause) unavailable this much
+    /// longer than its validity; a release still frees it at once. The TTL plus this may not
+    /// exceed --max-ttl [default: 0s, off]
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_LOCK_DELAY",
+        value_name = "DUR",
+        value_parser = duration::parse
+    )]
+    pub lock_delay: Option<Duration>,
+
     /// Certificate authorities (PEM file) that rediss:// servers' certificates must chain to,
     /// instead of the system's roots
     #[arg(long, global = true, env = "REDLOCK_TLS_CA", value_name = "FILE")]
@@ -103,6 +116,7 @@ impl Global {
             .fencing(!self.no_fencing)
             .notify(!self.no_notify)
             .fair(self.fair)
+            .lock_delay(self.lock_delay.unwrap_or_default())
             // The library wants fencing counters kept for at least twice max_ttl. The CLI has no
             // option for that, so a long --max-ttl lengthens the retention instead of failing on
             // a setting nobody can change.
@@ -128,6 +142,16 @@ impl Global {
                  every client of these servers, as it is also how long a restarted node is \
                  quarantined",
                 duration::format(ttl),
+                duration::format(self.max_ttl)
+            )));
+        }
+        if let Some(delay) = self.lock_delay
+            && ttl.saturating_add(delay) > self.max_ttl
+        {
+            return Err(Failure::usage(format!(
+                "--ttl {} plus --lock-delay {} is longer than --max-ttl {}: a lock's keys live                  that long, and a restarted node must be quarantined for longer; shorten one, or                  raise --max-ttl (or REDLOCK_MAX_TTL) on every client of these servers",
+                duration::format(ttl),
+                duration::format(delay),
                 duration::format(self.max_ttl)
             )));
         }

@@ -63,3 +63,12 @@ pub fn resource(text: &str) -> Result<String, String> {
     }
     Ok(text.to_owned())
 }
+
+/// Checks a `--permits K` argument: a whole number from 1 to the library's most.
+pub fn permits(text: &str) -> Result<u32, String> {
+    let most = redquorum::defaults::MAX_PERMITS;
+    match text.parse::<u32>() {
+        Ok(k) if (1..=most).contains(&k) => Ok(k),
+        _ => Err(format!("{text:?} is not a permit count from 1 to {most}")),
+    }
+}

@@ -67,8 +67,13 @@ group gets SIGTERM at once and SIGKILL after --kill-grace. SIGINT, SIGTERM and S
 the lock is released once it has exited. COMMAND runs in its own process group (so a lost lock
 stops its children too) and cannot read the terminal; --foreground runs it in redlock's group.
 
+With --permits K, RESOURCE is a semaphore: up to K commands run at once, each holding one of its
+K permits (a lock on the key RESOURCE:permit:I, which REDLOCK_RESOURCE names; REDLOCK_PERMIT is I,
+and REDLOCK_FENCE grows per permit). Every client of the semaphore must pass the same K.
+
 Examples:
   redlock run nightly-report -- ./make-report.sh --full
+  redlock run --permits 4 encoder -- ./encode.sh in.mp4  # at most 4 encoders at once
   redlock run deploy:prod --wait 5m -- ./deploy.sh
   redlock run acct:1 acct:2 -- ./transfer.sh 1 2      # both accounts, or wait for both
   redlock run cron:cleanup --no-wait -- ./cleanup.sh || echo \"someone else is cleaning up\"
@@ -100,6 +105,10 @@ pub struct Args {
     /// Make one attempt; do not wait if the resource is busy.
     #[arg(long)]
     no_wait: bool,
+
+    /// Treat RESOURCE as a semaphore with this many permits: up to K holders at once.
+    #[arg(long, value_name = "K", value_parser = output::permits)]
+    permits: Option<u32>,
 
     /// After the lock is lost, how long COMMAND has to exit after SIGTERM before SIGKILL.
     #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "5s")]
@@ -163,11 +172,22 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         (false, None) => Retry::forever(),
     };
     let mut signals = Signals::install()?;
+    if args.permits.is_some() && args.resources.len() > 1 {
+        return Err(Failure::usage(
+            "--permits takes one RESOURCE, the semaphore's name: a permit of several semaphores \
+             at once is not offered",
+        ));
+    }
     let (manager, retry) = global.for_acquiring(retry).await?;
     let acquisition = async {
-        match args.resources.as_slice() {
-            [one] => manager.acquire_with(one, args.ttl, &retry).await,
-            many => {
+        match (args.resources.as_slice(), args.permits) {
+            ([one], Some(permits)) => {
+                manager
+                    .acquire_permit_with(one, permits, args.ttl, &retry)
+                    .await
+            }
+            ([one], None) => manager.acquire_with(one, args.ttl, &retry).await,
+            (many, _) => {
                 let many: Vec<&str> = many.iter().map(String::as_str).collect();
                 manager.acquire_many_with(&many, args.ttl, &retry).await
             }
@@ -193,6 +213,10 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         .args(program_args)
         .env("REDLOCK_RESOURCE", &resource)
         .env("REDLOCK_VALUE", guard.value());
+    match guard.permit() {
+        Some(permit) => command.env("REDLOCK_PERMIT", permit.to_string()),
+        None => command.env_remove("REDLOCK_PERMIT"),
+    };
     // Removed when there is none, so a token inherited from an outer `redlock run` is never
     // mistaken for this lock's.
     match guard.fence() {
