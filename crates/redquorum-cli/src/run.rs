@@ -71,8 +71,15 @@ With --permits K, RESOURCE is a semaphore: up to K commands run at once, each ho
 K permits (a lock on the key RESOURCE:permit:I, which REDLOCK_RESOURCE names; REDLOCK_PERMIT is I,
 and REDLOCK_FENCE grows per permit). Every client of the semaphore must pass the same K.
 
+With --shared, RESOURCE is a read-write lock taken as a reader: any number of --shared commands
+run together, never with an exclusive one. --exclusive takes it as the writer: alone, and while it
+waits no new reader gets in, so a stream of readers cannot starve it. Without either, the plain
+lock also excludes readers and is excluded by them, but does not hold new readers off.
+
 Examples:
   redlock run nightly-report -- ./make-report.sh --full
+  redlock run --shared config -- ./read-config.sh      # readers together
+  redlock run --exclusive config -- ./rewrite-config.sh
   redlock run --permits 4 encoder -- ./encode.sh in.mp4  # at most 4 encoders at once
   redlock run deploy:prod --wait 5m -- ./deploy.sh
   redlock run acct:1 acct:2 -- ./transfer.sh 1 2      # both accounts, or wait for both
@@ -107,8 +114,17 @@ pub struct Args {
     no_wait: bool,
 
     /// Treat RESOURCE as a semaphore with this many permits: up to K holders at once.
-    #[arg(long, value_name = "K", value_parser = output::permits)]
+    #[arg(long, value_name = "K", value_parser = output::permits, conflicts_with_all = ["shared", "exclusive"])]
     permits: Option<u32>,
+
+    /// Take RESOURCE as a reader of a read-write lock: shared with other readers.
+    #[arg(long, conflicts_with = "exclusive")]
+    shared: bool,
+
+    /// Take RESOURCE as the writer of a read-write lock: alone, holding new readers off while it
+    /// waits.
+    #[arg(long)]
+    exclusive: bool,
 
     /// After the lock is lost, how long COMMAND has to exit after SIGTERM before SIGKILL.
     #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "5s")]
@@ -172,11 +188,26 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         (false, None) => Retry::forever(),
     };
     let mut signals = Signals::install()?;
-    if args.permits.is_some() && args.resources.len() > 1 {
-        return Err(Failure::usage(
-            "--permits takes one RESOURCE, the semaphore's name: a permit of several semaphores \
-             at once is not offered",
-        ));
+    if args.resources.len() > 1 {
+        let one_only = [
+            (
+                args.permits.is_some(),
+                "--permits takes one RESOURCE, the semaphore's name",
+            ),
+            (
+                args.shared,
+                "--shared takes one RESOURCE, the read-write lock's name",
+            ),
+            (
+                args.exclusive,
+                "--exclusive takes one RESOURCE, the read-write lock's name",
+            ),
+        ];
+        if let Some((_, what)) = one_only.iter().find(|(set, _)| *set) {
+            return Err(Failure::usage(format!(
+                "{what}: several at once are not offered"
+            )));
+        }
     }
     let (manager, retry) = global.for_acquiring(retry).await?;
     let acquisition = async {
@@ -185,6 +216,10 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
                 manager
                     .acquire_permit_with(one, permits, args.ttl, &retry)
                     .await
+            }
+            ([one], None) if args.shared => manager.acquire_read_with(one, args.ttl, &retry).await,
+            ([one], None) if args.exclusive => {
+                manager.acquire_write_with(one, args.ttl, &retry).await
             }
             ([one], None) => manager.acquire_with(one, args.ttl, &retry).await,
             (many, _) => {

@@ -406,6 +406,101 @@ impl Redlock {
         )
     }
 
+    /// Acquires the read-write lock `resource` as a reader; see [`crate::Redlock::acquire_read`].
+    ///
+    /// # Errors
+    /// As for [`crate::Redlock::acquire_read`]; [`Error::InsideRuntime`] inside a runtime.
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub fn acquire_read(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::acquire_read",
+            self.shared.redlock.acquire_read(resource, ttl),
+        )
+    }
+
+    /// A single attempt as a reader, no retry. See [`acquire_read`](Self::acquire_read).
+    ///
+    /// # Errors
+    /// As for [`acquire_read`](Self::acquire_read).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire_read`](Self::acquire_read).
+    pub fn try_acquire_read(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::try_acquire_read",
+            self.shared.redlock.try_acquire_read(resource, ttl),
+        )
+    }
+
+    /// [`acquire_read`](Self::acquire_read) with a retry policy for this call only.
+    ///
+    /// # Errors
+    /// As for [`acquire_read`](Self::acquire_read).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire_read`](Self::acquire_read).
+    pub fn acquire_read_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::acquire_read_with",
+            self.shared.redlock.acquire_read_with(resource, ttl, retry),
+        )
+    }
+
+    /// Acquires the read-write lock `resource` as its writer; see
+    /// [`crate::Redlock::acquire_write`].
+    ///
+    /// # Errors
+    /// As for [`crate::Redlock::acquire_write`]; [`Error::InsideRuntime`] inside a runtime.
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub fn acquire_write(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::acquire_write",
+            self.shared.redlock.acquire_write(resource, ttl),
+        )
+    }
+
+    /// A single attempt as the writer, no retry. See [`acquire_write`](Self::acquire_write).
+    ///
+    /// # Errors
+    /// As for [`acquire_write`](Self::acquire_write).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire_write`](Self::acquire_write).
+    pub fn try_acquire_write(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::try_acquire_write",
+            self.shared.redlock.try_acquire_write(resource, ttl),
+        )
+    }
+
+    /// [`acquire_write`](Self::acquire_write) with a retry policy for this call only.
+    ///
+    /// # Errors
+    /// As for [`acquire_write`](Self::acquire_write).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire_write`](Self::acquire_write).
+    pub fn acquire_write_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        self.lock(
+            "Redlock::acquire_write_with",
+            self.shared.redlock.acquire_write_with(resource, ttl, retry),
+        )
+    }
+
     /// Acquires one of the `permits` permits of the semaphore `semaphore`; see
     /// [`crate::Redlock::acquire_permit`].
     ///

@@ -94,6 +94,8 @@
 //! - `validity`: deadline arithmetic (`start + ttl − drift`).
 //! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
 //! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
+//! - `rwlock`: readers or one writer on one key; why writers are not starved, and how readers'
+//!   and writers' fencing tokens are ordered.
 //! - `semaphore`: why a semaphore's permits are lock keys of their own, not a count, and the
 //!   order an acquisition tries them in.
 //! - `retry`: the retry policy with jittered delays.
@@ -136,6 +138,7 @@ mod replica_acks;
 mod reply;
 mod resources;
 mod retry;
+mod rwlock;
 mod scripts;
 mod semaphore;
 mod server;

@@ -240,6 +240,13 @@ impl LockInfo {
         self.fence
     }
 
+    /// Whether this is a reader's hold on a read-write lock
+    /// ([`Redlock::acquire_read`](crate::Redlock::acquire_read)); a writer's, a permit and a lock
+    /// are exclusive.
+    pub fn is_read(&self) -> bool {
+        self.resources.access() == crate::resources::Access::Read
+    }
+
     /// For a semaphore's permit ([`Redlock::acquire_permit`]), which one it is, in
     /// `0..permits`; `None` for a lock. Its [`fence`](Self::fence) grows per permit: a
     /// resource the holders share keeps the largest token it has seen *for each permit*.

@@ -31,8 +31,9 @@ use crate::lock::{Held, Lock};
 use crate::node::Request;
 use crate::quorum::Decision;
 use crate::reply::{NodeReply, Reply};
-use crate::resources::Resources;
+use crate::resources::{Access, Resources};
 use crate::retry::Retry;
+use crate::rwlock;
 use crate::semaphore::Permits;
 use crate::telemetry::{self, Acquisition, Waiting};
 use crate::waiting::Turn;
@@ -102,9 +103,10 @@ impl Wanted {
         }
     }
 
-    /// Whether waiters queue in arrival order: only for locks (semaphore invariant 4's note).
+    /// Whether waiters queue in arrival order: only for locks, not for semaphores' permits or
+    /// read-write locks.
     fn queues(&self, fair: bool) -> bool {
-        fair && matches!(self, Wanted::Lock(_))
+        fair && matches!(self, Wanted::Lock(r) if r.access() == Access::Exclusive)
     }
 }
 
@@ -116,6 +118,15 @@ impl std::fmt::Display for Wanted {
             Wanted::Permit(permits) => permits.fmt(f),
         }
     }
+}
+
+/// What every attempt of one acquisition shares.
+struct Tries<'a> {
+    ttl: Duration,
+    ttl_ms: u64,
+    /// For a read-write lock's writer: how long a refusal keeps new readers out.
+    hold_off_ms: u64,
+    turn: &'a Turn,
 }
 
 /// A lost attempt: its keys (to roll back), its failure, and what the wait before the next
@@ -273,6 +284,75 @@ impl Redlock {
         acquire_seen!(self, Wanted::Lock(resources), ttl, retry)
     }
 
+    /// Acquires the read-write lock `resource` as one of its readers, retrying by the manager's
+    /// [`Retry`] policy: any number of readers at once, never together with a writer
+    /// ([`acquire_write`](Self::acquire_write)). A writer that is waiting keeps new readers out,
+    /// so writers are not starved.
+    ///
+    /// The returned [`Lock`] is extended, kept alive and released like a lock;
+    /// [`LockInfo::is_read`](crate::LockInfo::is_read) says it is a reader's. Its fencing token
+    /// is at least every earlier writer's, and every later writer's is larger: the protected
+    /// resource accepts a read whose token is at least every write token it has seen, and a
+    /// write whose token is larger than every read token and at least every write token (the
+    /// README's *Read-write locks*).
+    ///
+    /// # Errors
+    /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn acquire_read(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_read_with(resource, ttl, &self.engine.rules.retry)
+            .await
+    }
+
+    /// A single attempt as a reader, no retry. See [`acquire_read`](Self::acquire_read).
+    pub async fn try_acquire_read(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_read_with(resource, ttl, &Retry::once()).await
+    }
+
+    /// [`acquire_read`](Self::acquire_read) with a retry policy for this call only.
+    pub async fn acquire_read_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        let lock = Resources::read_write(resource, Access::Read);
+        acquire_seen!(self, Wanted::Lock(lock), ttl, retry)
+    }
+
+    /// Acquires the read-write lock `resource` as its writer, retrying by the manager's
+    /// [`Retry`] policy: alone, with no reader and no other writer. While it waits for readers
+    /// to finish, no new reader is let in. Its key is a lock's key: a writer and a lock of the
+    /// same name exclude each other. See [`acquire_read`](Self::acquire_read) for the tokens.
+    ///
+    /// # Errors
+    /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn acquire_write(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_write_with(resource, ttl, &self.engine.rules.retry)
+            .await
+    }
+
+    /// A single attempt as the writer, no retry. See [`acquire_write`](Self::acquire_write).
+    pub async fn try_acquire_write(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire_write_with(resource, ttl, &Retry::once()).await
+    }
+
+    /// [`acquire_write`](Self::acquire_write) with a retry policy for this call only.
+    pub async fn acquire_write_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        let lock = Resources::read_write(resource, Access::Write);
+        acquire_seen!(self, Wanted::Lock(lock), ttl, retry)
+    }
+
     /// Acquires one of the `permits` permits of the semaphore `semaphore`, retrying by the
     /// manager's [`Retry`] policy: at most `permits` holders at a time, however many ask. Every
     /// client of the semaphore must pass the same `permits`.
@@ -353,12 +433,25 @@ impl Redlock {
             let resources = wanted.named().clone();
             Held::new(Arc::clone(engine), resources, new_value(), Some(id))
         });
+        // How long a refused writer keeps new readers out (`rwlock` invariant 2).
+        let hold_off_ms = match &wanted {
+            Wanted::Lock(r) if r.access() == Access::Write => {
+                rwlock::hold_off(retry.max_delay(), engine.rules.node_timeout)
+            }
+            _ => 0,
+        };
         let mut attempts = 0;
         loop {
             attempts += 1;
             seen.span().record("attempts", attempts);
             tracing::trace!(n = attempts, "attempt");
-            let lost = match self.attempt_wanted(&wanted, ttl, ttl_ms, &turn).await {
+            let tries = Tries {
+                ttl,
+                ttl_ms,
+                hold_off_ms,
+                turn: &turn,
+            };
+            let lost = match self.attempt_wanted(&wanted, &tries).await {
                 Ok(lock) => {
                     if let Some(place) = place_kept {
                         place.disarm(); // the lock's release leaves the queue
@@ -421,17 +514,15 @@ impl Redlock {
     async fn attempt_wanted(
         &self,
         wanted: &Wanted,
-        ttl: Duration,
-        ttl_ms: u64,
-        turn: &Turn,
+        tries: &Tries<'_>,
     ) -> Result<Lock, Box<LostAttempt>> {
         let permits = match wanted {
-            Wanted::Lock(resources) => return self.attempt(resources, ttl, ttl_ms, turn).await,
+            Wanted::Lock(resources) => return self.attempt(resources, tries).await,
             Wanted::Permit(permits) => permits,
         };
         let ((mut permit, mut resources), mut rest) = permits.from(rand::random());
         loop {
-            let lost = match self.attempt(resources, ttl, ttl_ms, turn).await {
+            let lost = match self.attempt(resources, tries).await {
                 Ok(lock) => return Ok(lock.with_permit(permit)),
                 Err(lost) => lost,
             };
@@ -456,10 +547,14 @@ impl Redlock {
     async fn attempt(
         &self,
         resources: &Resources,
-        ttl: Duration,
-        ttl_ms: u64,
-        turn: &Turn,
+        tries: &Tries<'_>,
     ) -> Result<Lock, Box<LostAttempt>> {
+        let &Tries {
+            ttl,
+            ttl_ms,
+            hold_off_ms,
+            turn,
+        } = tries;
         let engine = &self.engine;
         let advance = engine.rules.fence;
         // Armed before the first request: dropping this future mid-round releases (invariant 3
@@ -470,13 +565,18 @@ impl Redlock {
             new_value(),
             turn.id(),
         );
-        let set = match turn.place() {
-            Some(place) => Request::SetQueued {
+        let set = match (turn.place(), resources.access()) {
+            (Some(place), _) => Request::SetQueued {
                 ttl_ms,
                 advance,
                 place,
             },
-            None => match advance {
+            (None, Access::Read | Access::Write) => Request::SetReadWrite {
+                ttl_ms,
+                advance,
+                hold_off_ms,
+            },
+            (None, Access::Exclusive) => match advance {
                 Some(advance) => Request::SetFenced { ttl_ms, advance },
                 None => Request::Set { ttl_ms },
             },

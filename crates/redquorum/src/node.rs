@@ -27,11 +27,11 @@ use crate::cause::Asked;
 use crate::fencing::Advance;
 use crate::quarantine::MARKER_KEY;
 use crate::reply::{NodeError, Reply};
-use crate::resources::Resources;
+use crate::resources::{Access, Resources};
 use crate::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
     ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, LuaScript, RELEASE,
-    RELEASE_MANY, RELEASE_STANDARD, one_or_many,
+    RELEASE_MANY, RELEASE_STANDARD, RW_ACQUIRE, RW_EXTEND, RW_FENCE, RW_RELEASE, one_or_many,
 };
 use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::shards::Shards;
@@ -57,6 +57,14 @@ pub(crate) enum Request {
         advance: Option<Advance>,
         place: QueuePlace,
     },
+    /// As a reader or the writer of a read-write lock (the resources say which,
+    /// [`Access`]): take it if its rules allow, fenced when `advance` is given; a writer refused
+    /// because of readers keeps new readers out for `hold_off_ms` ([`rwlock`](crate::rwlock)).
+    SetReadWrite {
+        ttl_ms: u64,
+        advance: Option<Advance>,
+        hold_off_ms: u64,
+    },
     /// Store a fencing token while the lock still holds our value.
     Fence { token: u64, retention_ms: u64 },
     /// The compare-and-PEXPIRE script.
@@ -80,6 +88,7 @@ impl Request {
             Request::Set { .. }
             | Request::SetFenced { .. }
             | Request::SetQueued { .. }
+            | Request::SetReadWrite { .. }
             | Request::Connect => Asked::Acquire,
             Request::Fence { .. } | Request::Extend { .. } | Request::Release { .. } => Asked::Keep,
         }
@@ -88,9 +97,10 @@ impl Request {
     /// What the request does, as metrics and spans name it.
     pub(crate) fn kind(self) -> RequestKind {
         match self {
-            Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. } => {
-                RequestKind::Acquire
-            }
+            Request::Set { .. }
+            | Request::SetFenced { .. }
+            | Request::SetQueued { .. }
+            | Request::SetReadWrite { .. } => RequestKind::Acquire,
             Request::Fence { .. } => RequestKind::Fence,
             Request::Extend { .. } => RequestKind::Extend,
             Request::Release { .. } => RequestKind::Release,
@@ -105,6 +115,7 @@ impl Request {
             Request::Set { .. }
                 | Request::SetFenced { .. }
                 | Request::SetQueued { .. }
+                | Request::SetReadWrite { .. }
                 | Request::Fence { .. }
                 | Request::Extend { .. }
         )
@@ -429,8 +440,14 @@ async fn perform(
     let checked = connection.checks_votes()
         && matches!(
             request,
-            Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. }
+            Request::Set { .. }
+                | Request::SetFenced { .. }
+                | Request::SetQueued { .. }
+                | Request::SetReadWrite { .. }
         );
+    if resources.access() != Access::Exclusive {
+        return perform_read_write(connection, checked, request, resources, value).await;
+    }
     Ok(match request {
         // Plain `SET NX PX` for one resource: the standard format other clients expect.
         Request::Set { ttl_ms } if !many => {
@@ -555,6 +572,80 @@ async fn perform(
                 }
             };
             (int_reply(&reply)? >= 1, None, false)
+        }
+        Request::SetReadWrite { .. } | Request::Connect => (true, None, false),
+    })
+}
+
+/// [`perform`] for a read-write lock's reader or writer: our own scripts for every request, since
+/// the key may be a set of readers ([`rwlock`](crate::rwlock)).
+async fn perform_read_write(
+    connection: &Connection<'_>,
+    checked: bool,
+    request: Request,
+    resources: &Resources,
+    value: &str,
+) -> Result<(bool, Option<u64>, bool), NodeError> {
+    let keys = resources.keys();
+    Ok(match request {
+        Request::SetReadWrite {
+            ttl_ms,
+            advance,
+            hold_off_ms,
+        } => {
+            let mode = if resources.access() == Access::Write {
+                "w"
+            } else {
+                "r"
+            };
+            let tail = (
+                ttl_ms,
+                advance.map_or(0, |a| a.retention_ms),
+                advance.map_or(1, |a| a.grain_us),
+                mode,
+                hold_off_ms,
+            );
+            match connection
+                .eval(checked, &RW_ACQUIRE, keys, Some(value), tail)
+                .await?
+            {
+                Value::Nil => (false, None, false),
+                reply if advance.is_some() => (true, Some(proposal(&reply)?), false),
+                _ => (true, None, false),
+            }
+        }
+        Request::Fence {
+            token,
+            retention_ms,
+        } => {
+            let reply = connection
+                .eval(
+                    checked,
+                    &RW_FENCE,
+                    keys,
+                    Some(value),
+                    &[token, retention_ms],
+                )
+                .await?;
+            (int_reply(&reply)? == 1, None, false)
+        }
+        Request::Extend { ttl_ms } => {
+            let reply = connection
+                .eval(checked, &RW_EXTEND, keys, Some(value), &[ttl_ms])
+                .await?;
+            (int_reply(&reply)? == 1, None, false)
+        }
+        Request::Release { .. } => {
+            let none: &[u64] = &[];
+            let reply = connection
+                .eval(checked, &RW_RELEASE, keys, Some(value), none)
+                .await?;
+            (int_reply(&reply)? >= 1, None, false)
+        }
+        // A read-write lock is never taken by the other acquisitions (the manager sends
+        // `SetReadWrite`); refused, should one ever come.
+        Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. } => {
+            (false, None, false)
         }
         Request::Connect => (true, None, false),
     })

@@ -1,4 +1,5 @@
-//! The resources one lock holds: one key, or a set of keys taken all-or-nothing.
+//! The resources one lock holds: one key, or a set of keys taken all-or-nothing; and how it
+//! holds them: alone (a lock), or as a reader or the writer of a read-write lock.
 //!
 //! # Invariants
 //! 1. A set is never empty, has no duplicates and is sorted, so every client asking for the same
@@ -16,14 +17,35 @@ use std::sync::Arc;
 
 use crate::error::ConfigError;
 
-/// The keys of one lock (invariant 1). Cheap to clone.
+/// The keys of one lock (invariant 1), and how it holds them. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Resources(Arc<[String]>);
+pub(crate) struct Resources(Arc<[String]>, Access);
+
+/// How a lock holds its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Alone: a lock, in the standard wire format for one key.
+    Exclusive,
+    /// As one of the readers of a read-write lock ([`rwlock`](crate::rwlock)).
+    Read,
+    /// As the writer of a read-write lock.
+    Write,
+}
 
 impl Resources {
     /// A single resource.
     pub(crate) fn one(resource: &str) -> Self {
-        Self(Arc::from([resource.to_owned()]))
+        Self(Arc::from([resource.to_owned()]), Access::Exclusive)
+    }
+
+    /// A single read-write lock, held as `access` says.
+    pub(crate) fn read_write(resource: &str, access: Access) -> Self {
+        Self(Arc::from([resource.to_owned()]), access)
+    }
+
+    /// How the lock holds its key.
+    pub(crate) fn access(&self) -> Access {
+        self.1
     }
 
     /// A set of resources, deduplicated and sorted (invariant 1).
@@ -34,7 +56,7 @@ impl Resources {
         if keys.is_empty() {
             return Err(ConfigError::NoResources);
         }
-        Ok(Self(keys.into()))
+        Ok(Self(keys.into(), Access::Exclusive))
     }
 
     /// Every key, sorted.

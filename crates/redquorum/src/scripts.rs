@@ -37,6 +37,8 @@ pub(crate) enum KeyGroup {
     Fence,
     /// The node's marker key (the same for every resource).
     Marker,
+    /// A read-write lock's writer-waiting key: while it exists, no new reader is let in.
+    WriterWaiting,
 }
 
 impl KeyGroup {
@@ -44,12 +46,14 @@ impl KeyGroup {
         match self {
             KeyGroup::Fence => fence_key(resource),
             KeyGroup::Marker => MARKER_KEY.to_owned(),
+            KeyGroup::WriterWaiting => format!("{WRITER_WAITING_PREFIX}{resource}"),
         }
     }
 }
 
 const FENCED: &[KeyGroup] = &[KeyGroup::Fence];
 const FENCED_MARKED: &[KeyGroup] = &[KeyGroup::Fence, KeyGroup::Marker];
+const READ_WRITE: &[KeyGroup] = &[KeyGroup::WriterWaiting, KeyGroup::Fence];
 
 /// A script that uses the waiting queue, with the queue's shared functions in front (and, for
 /// the acquisition, the fenced scripts' shared advance of the counters).
@@ -109,7 +113,30 @@ pub(crate) static ACQUIRE_QUEUED: LazyLock<LuaScript> =
 pub(crate) static ACQUIRE_QUEUED_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/acquire_queued.lua", fenced), FENCED));
 
-pub(crate) fn all() -> [&'static LuaScript; 14] {
+/// A read-write lock's script, its shared functions in front.
+macro_rules! rw_script {
+    ($file:literal) => {
+        concat!(include_str!("scripts/rw_common.lua"), include_str!($file))
+    };
+}
+
+pub(crate) static RW_ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        concat!(
+            include_str!("scripts/fence_advance.lua"),
+            rw_script!("scripts/rw_acquire.lua")
+        ),
+        READ_WRITE,
+    )
+});
+pub(crate) static RW_FENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_fence.lua"), READ_WRITE));
+pub(crate) static RW_EXTEND: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_extend.lua"), &[]));
+pub(crate) static RW_RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_release.lua"), &[]));
+
+pub(crate) fn all() -> [&'static LuaScript; 18] {
     [
         &MARKER,
         &RELEASE_STANDARD,
@@ -125,6 +152,10 @@ pub(crate) fn all() -> [&'static LuaScript; 14] {
         &EXTEND_MANY,
         &RELEASE_MANY,
         &ACQUIRE_QUEUED,
+        &RW_ACQUIRE,
+        &RW_FENCE,
+        &RW_EXTEND,
+        &RW_RELEASE,
     ]
 }
 
@@ -141,6 +172,9 @@ pub(crate) fn one_or_many(
         one
     }
 }
+
+/// What a read-write lock's writer-waiting key starts with.
+pub(crate) const WRITER_WAITING_PREFIX: &str = "redlock-writer-waiting:";
 
 /// What a fencing counter's key starts with.
 pub(crate) const FENCE_PREFIX: &str = "redlock-fence:";

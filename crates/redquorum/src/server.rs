@@ -93,7 +93,7 @@ use crate::health::{Health, MarkerKey, check_health};
 use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
 use crate::replica_acks::ReplicaAcks;
 use crate::reply::NodeError;
-use crate::scripts::{FENCE_PREFIX, KeyGroup, LuaScript};
+use crate::scripts::{FENCE_PREFIX, KeyGroup, LuaScript, WRITER_WAITING_PREFIX};
 use crate::slots;
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
@@ -352,6 +352,9 @@ impl Server {
     fn group_key(&self, group: KeyGroup, resource: &str) -> String {
         match (group, &self.cluster) {
             (KeyGroup::Fence, Some(_)) => slots::in_slot_of(FENCE_PREFIX, resource),
+            (KeyGroup::WriterWaiting, Some(_)) => {
+                slots::in_slot_of(WRITER_WAITING_PREFIX, resource)
+            }
             (KeyGroup::Marker, _) => self.marker_key().to_owned(),
             (group, None) => group.key(resource),
         }

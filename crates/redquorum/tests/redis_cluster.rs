@@ -86,6 +86,45 @@ async fn locks_extend_release_and_fence_across_three_clusters() {
     assert!(again.release().await.cause().is_none());
 }
 
+/// A read-write lock's keys (the lock key, the writer-waiting key, the counter) and a
+/// semaphore's permits each live in one slot, so their scripts run on a cluster master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_and_permits_work_across_clusters() {
+    let clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 0)).collect();
+    let redlock = manager(clusters.iter().map(RedisCluster::url).collect());
+    // Spread over slots, one with a hash tag of its own.
+    for name in ["doc:0", "doc:1", "{doc}:2", "doc:3"] {
+        let a = redlock.try_acquire_read(name, TTL).await.expect("a reader");
+        let b = redlock.try_acquire_read(name, TTL).await.expect("another");
+        let refused = redlock
+            .try_acquire_write(name, TTL)
+            .await
+            .expect_err("readers hold it");
+        assert_eq!(refused.cause(), Some(Cause::Busy), "{refused}");
+        // The refused writer now keeps new readers out.
+        let held_off = redlock
+            .try_acquire_read(name, TTL)
+            .await
+            .expect_err("a writer waits");
+        assert_eq!(held_off.cause(), Some(Cause::Busy), "{held_off}");
+        let read_token = a.fence().max(b.fence());
+        a.release().await;
+        b.release().await;
+        let writer = redlock
+            .try_acquire_write(name, TTL)
+            .await
+            .expect("the writer");
+        assert!(writer.fence() > read_token);
+        writer.release().await;
+        let permit = redlock
+            .try_acquire_permit(name, 2, TTL)
+            .await
+            .expect("a permit");
+        assert!(permit.permit().is_some() && permit.fence().is_some());
+        assert!(permit.release().await.cause().is_none());
+    }
+}
+
 /// With the restart quarantine off, only the vote's `WAIT` stands between a failover and a
 /// second holder: a majority of the shards fail over in the middle of the lease, and the
 /// promoted replicas still have the key.

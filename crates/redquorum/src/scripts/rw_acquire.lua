@@ -1,0 +1,55 @@
+-- Acquire a read-write lock as a reader (ARGV[5] = "r") or as the writer ("w"), and with fencing
+-- advance its counter in the same atomic step (`fence_advance.lua` and `rw_common.lua`,
+-- prepended).
+-- KEYS[1] = the lock key, KEYS[2] = its writer-waiting key, KEYS[3] = its fencing counter;
+-- ARGV[1] = lock value, ARGV[2] = TTL in ms, ARGV[3] = counter retention in ms (0: no fencing),
+-- ARGV[4] = the clock grain in µs, ARGV[5] = "r" or "w", ARGV[6] = how long a writer refused
+-- because of readers keeps new readers out, in ms.
+-- Returns nil when refused, else {the node's proposed token, or 0 without fencing}.
+--
+-- A writer needs the key free (readers whose expiry passed are dropped first). A writer refused
+-- because of readers sets the writer-waiting key, and readers are refused while it exists: a
+-- stream of readers cannot starve a waiting writer, who renews it with every attempt. A reader
+-- needs no writer and no waiting writer.
+local kind = redis.call("type", KEYS[1]).ok
+local ttl = tonumber(ARGV[2])
+local writer = ARGV[5] == "w"
+if writer then
+    if kind == "zset" then
+        redis.call("zremrangebyscore", KEYS[1], "-inf", node_ms())
+        if redis.call("zcard", KEYS[1]) > 0 then
+            redis.call("set", KEYS[2], "1", "PX", ARGV[6])
+            return false
+        end
+        redis.call("del", KEYS[1])
+    elseif kind ~= "none" then
+        return false
+    end
+    redis.call("set", KEYS[1], ARGV[1], "PX", ttl)
+    redis.call("del", KEYS[2])
+else
+    if (kind ~= "none" and kind ~= "zset") or redis.call("exists", KEYS[2]) == 1 then
+        return false
+    end
+    local now = node_ms()
+    if kind == "zset" then
+        redis.call("zremrangebyscore", KEYS[1], "-inf", now)
+    end
+    redis.call("zadd", KEYS[1], now + ttl, ARGV[1])
+    outlive(KEYS[1], ttl)
+end
+if ARGV[3] == "0" then
+    return {0}
+end
+if writer then
+    return {fence_advance(3, 3, ARGV[3], ARGV[4])}
+end
+-- A reader raises the counter to the rounded clock, without the writer's +1: concurrent readers
+-- then agree, and a later writer's token is still larger than every reader's (its +1), while a
+-- reader's is at least the last writer's (README: "Read-write locks").
+local counter = tonumber(redis.call("get", KEYS[3]) or "0") or 0
+local now = redis.call("time")
+local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local token = math.max(counter, clock - clock % tonumber(ARGV[4]))
+redis.call("set", KEYS[3], string.format("%d", token), "PX", ARGV[3])
+return {token}
