@@ -43,3 +43,8 @@ pub const LONGEST_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24
 /// all held tries every one, a round each, before it waits, so very large counts make waiting
 /// costly.
 pub const MAX_PERMITS: u32 = 1024;
+
+/// The longest identity a leader-election candidate may give
+/// ([`Redlock::campaign`](crate::Redlock::campaign)), in bytes: it travels in the lock value,
+/// with every request.
+pub const MAX_IDENTITY: usize = 256;

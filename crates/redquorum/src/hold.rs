@@ -488,6 +488,27 @@ impl Guard {
         self.lost.child_token()
     }
 
+    /// Stops the background task and gives the lock up without releasing it, as a holder that
+    /// crashed would: it stays held until its TTL (plus any
+    /// [`lock_delay`](crate::Builder::lock_delay)) runs out from its last extension, unless
+    /// somebody who knows its value releases it. Returns what identifies it, with the deadline the
+    /// last extension reached.
+    ///
+    /// # Cancel safety
+    /// The task is stopped at the first poll; dropping the future then drops the lock, which is
+    /// released in the background.
+    pub async fn detach(self) -> LockInfo {
+        let Guard {
+            info, task, stop, ..
+        } = self;
+        drop(stop); // invariant 4
+        match task.await {
+            Ok(lock) => lock.detach(),
+            // The task failed and dropped the lock, which released it (see `release`).
+            Err(_) => info,
+        }
+    }
+
     /// Stops the background task, then releases the lock on every node.
     ///
     /// # Errors

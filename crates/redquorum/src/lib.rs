@@ -96,6 +96,8 @@
 //! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
 //! - `rwlock`: readers or one writer on one key; why writers are not starved, and how readers'
 //!   and writers' fencing tokens are ordered.
+//! - `election`: leader election on a lock: the term is the fencing token, the identity rides
+//!   in the lock value, and observers read who leads.
 //! - `semaphore`: why a semaphore's permits are lock keys of their own, not a count, and the
 //!   order an acquisition tries them in.
 //! - `retry`: the retry policy with jittered delays.
@@ -124,6 +126,7 @@ mod cause;
 mod config;
 mod deadlines;
 pub mod defaults;
+mod election;
 mod engine;
 mod error;
 mod fencing;
@@ -154,6 +157,7 @@ mod waiting;
 
 pub use cause::Cause;
 pub use config::Builder;
+pub use election::{Leader, LeaderWatch};
 pub use engine::Released;
 pub use error::{ConfigError, Error, Limit, LossReason, RoundFailure};
 pub use hold::{Guard, HoldOptions};

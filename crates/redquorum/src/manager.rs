@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tracing::Instrument;
 
+use crate::election;
 use crate::engine::{Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
 use crate::lock::{Held, Lock};
@@ -75,21 +76,31 @@ pub struct Redlock {
 enum Wanted {
     Lock(Resources),
     Permit(Permits),
+    /// An election's lock, with the candidate's identity (`election` invariant 3).
+    Leader(Resources, String),
 }
 
 impl Wanted {
     /// How spans and metrics name it: the resources, or the semaphore's name.
     fn named(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) => resources,
+            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources,
             Wanted::Permit(permits) => permits.named(),
+        }
+    }
+
+    /// The candidate's identity, for an election.
+    fn identity(&self) -> Option<&str> {
+        match self {
+            Wanted::Leader(_, identity) => Some(identity),
+            _ => None,
         }
     }
 
     /// The keys whose release wakes a waiter: the lock's, or every permit's.
     fn watched(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) => resources,
+            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources,
             Wanted::Permit(permits) => permits.watched(),
         }
     }
@@ -98,15 +109,19 @@ impl Wanted {
     /// busy one.
     fn probed(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) => resources,
+            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources,
             Wanted::Permit(permits) => permits.first_key(),
         }
     }
 
-    /// Whether waiters queue in arrival order: only for locks, not for semaphores' permits or
-    /// read-write locks.
+    /// Whether waiters queue in arrival order: for locks and elections, not for semaphores'
+    /// permits or read-write locks.
     fn queues(&self, fair: bool) -> bool {
-        fair && matches!(self, Wanted::Lock(r) if r.access() == Access::Exclusive)
+        fair && match self {
+            Wanted::Lock(r) => r.access() == Access::Exclusive,
+            Wanted::Leader(..) => true,
+            Wanted::Permit(_) => false,
+        }
     }
 }
 
@@ -114,7 +129,7 @@ impl Wanted {
 impl std::fmt::Display for Wanted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Wanted::Lock(resources) => resources.fmt(f),
+            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources.fmt(f),
             Wanted::Permit(permits) => permits.fmt(f),
         }
     }
@@ -124,6 +139,8 @@ impl std::fmt::Display for Wanted {
 struct Tries<'a> {
     ttl: Duration,
     ttl_ms: u64,
+    /// A candidate's identity, which its lock values carry (`election` invariant 3).
+    identity: Option<&'a str>,
     /// For a read-write lock's writer: how long a refusal keeps new readers out.
     hold_off_ms: u64,
     turn: &'a Turn,
@@ -353,6 +370,18 @@ impl Redlock {
         acquire_seen!(self, Wanted::Lock(lock), ttl, retry)
     }
 
+    /// An election's lock, its values carrying `identity` (for [`campaign`](Self::campaign)).
+    pub(crate) async fn acquire_as(
+        &self,
+        election: &str,
+        identity: &str,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Lock, Error> {
+        let wanted = Wanted::Leader(Resources::one(election), identity.to_owned());
+        acquire_seen!(self, wanted, ttl, retry)
+    }
+
     /// Acquires one of the `permits` permits of the semaphore `semaphore`, retrying by the
     /// manager's [`Retry`] policy: at most `permits` holders at a time, however many ask. Every
     /// client of the semaphore must pass the same `permits`.
@@ -448,6 +477,7 @@ impl Redlock {
             let tries = Tries {
                 ttl,
                 ttl_ms,
+                identity: wanted.identity(),
                 hold_off_ms,
                 turn: &turn,
             };
@@ -517,7 +547,9 @@ impl Redlock {
         tries: &Tries<'_>,
     ) -> Result<Lock, Box<LostAttempt>> {
         let permits = match wanted {
-            Wanted::Lock(resources) => return self.attempt(resources, tries).await,
+            Wanted::Lock(resources) | Wanted::Leader(resources, _) => {
+                return self.attempt(resources, tries).await;
+            }
             Wanted::Permit(permits) => permits,
         };
         let ((mut permit, mut resources), mut rest) = permits.from(rand::random());
@@ -552,6 +584,7 @@ impl Redlock {
         let &Tries {
             ttl,
             ttl_ms,
+            identity,
             hold_off_ms,
             turn,
         } = tries;
@@ -559,12 +592,11 @@ impl Redlock {
         let advance = engine.rules.fence;
         // Armed before the first request: dropping this future mid-round releases (invariant 3
         // keeps that release from touching anybody else's lock).
-        let mut held = Held::new(
-            Arc::clone(engine),
-            resources.clone(),
-            new_value(),
-            turn.id(),
-        );
+        let value = match identity {
+            None => new_value(),
+            Some(identity) => election::campaign_value(&new_value(), identity),
+        };
+        let mut held = Held::new(Arc::clone(engine), resources.clone(), value, turn.id());
         let set = match (turn.place(), resources.access()) {
             (Some(place), _) => Request::SetQueued {
                 ttl_ms,

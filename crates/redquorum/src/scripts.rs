@@ -136,7 +136,10 @@ pub(crate) static RW_EXTEND: LazyLock<LuaScript> =
 pub(crate) static RW_RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_release.lua"), &[]));
 
-pub(crate) fn all() -> [&'static LuaScript; 18] {
+pub(crate) static LEADER: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/leader.lua"), FENCED));
+
+pub(crate) fn all() -> [&'static LuaScript; 19] {
     [
         &MARKER,
         &RELEASE_STANDARD,
@@ -156,6 +159,7 @@ pub(crate) fn all() -> [&'static LuaScript; 18] {
         &RW_FENCE,
         &RW_EXTEND,
         &RW_RELEASE,
+        &LEADER,
     ]
 }
 
