@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::{self, Failure};
 use crate::global::Global;
-use crate::{acquire, extend, release, run, status};
+use crate::{acquire, elect, extend, leader, release, run, status};
 #[cfg(feature = "tools")]
 use crate::{bench, chaos, demo, nodes};
 
@@ -40,6 +40,8 @@ Examples:
   redlock run nightly-report -- ./make-report.sh      # one at a time, waits its turn
   value=$(redlock acquire invoice:42 --ttl 30s) && ... && redlock release invoice:42 \"$value\"
   redlock status invoice:42
+  redlock elect scheduler -- ./scheduler              # one leader at a time, hot standbys
+  redlock run --permits 4 encoders -- ./encode.sh     # at most 4 at once
   redlock demo                                        # 5 local nodes, contenders, a crash
 
 ";
@@ -72,6 +74,8 @@ pub enum Command {
     Extend(extend::Args),
     Status(status::Args),
     Run(run::Args),
+    Elect(elect::Args),
+    Leader(leader::Args),
     #[cfg(feature = "tools")]
     Nodes(nodes::Args),
     #[cfg(feature = "tools")]

@@ -2,7 +2,9 @@
 //!
 //! Take a lock in one command and release it in another (`acquire`, `extend`, `release`), look
 //! at who holds a resource (`status`), run a command while holding a lock that is kept extended
-//! (`run`, like `flock(1)` across machines), start throw-away local Redis nodes (`nodes`), watch
+//! (`run`, like `flock(1)` across machines; with `--permits` a semaphore, with `--shared` or
+//! `--exclusive` a read-write lock), run one only while leading an election (`elect`) and see who
+//! leads (`leader`), start throw-away local Redis nodes (`nodes`), watch
 //! the algorithm at work (`demo`) and measure it (`bench`).
 //!
 //! # Exit statuses
@@ -20,7 +22,8 @@
 //! - `exit`: exit statuses and the one-line [`exit::Failure`].
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.
-//! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `nodes`, `demo`,
+//! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `elect` (which
+//!   runs its command through `run`'s supervision), `leader`, `nodes`, `demo`,
 //!   `bench`, `chaos`; each holds its arguments, help text and examples. The long-running tools
 //!   (`nodes`, `demo`, `bench`, `chaos`, and `progress`) sit behind the default-on `tools`
 //!   feature: a production build leaves them out with `--no-default-features`.
@@ -37,9 +40,11 @@ mod cli;
 #[cfg(feature = "tools")]
 mod demo;
 mod duration;
+mod elect;
 mod exit;
 mod extend;
 mod global;
+mod leader;
 #[cfg(feature = "tools")]
 mod nodes;
 mod output;
@@ -78,6 +83,8 @@ fn main() -> ExitCode {
         Command::Extend(args) => with_runtime(|rt| rt.block_on(extend::run(&args, global))),
         Command::Status(args) => with_runtime(|rt| rt.block_on(status::run(&args, global))),
         Command::Run(args) => with_runtime(|rt| rt.block_on(run::run(args, global))),
+        Command::Elect(args) => with_runtime(|rt| rt.block_on(elect::run(args, global))),
+        Command::Leader(args) => with_runtime(|rt| rt.block_on(leader::run(&args, global))),
         #[cfg(feature = "tools")]
         Command::Bench(args) => with_runtime(|rt| rt.block_on(bench::run(&args, global))),
         #[cfg(feature = "tools")]

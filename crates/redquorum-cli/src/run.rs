@@ -46,7 +46,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use redquorum::{Error, Guard, Retry};
-use tokio::process::{Child, Command};
+use tokio::process::{Child as Process, Command};
 use tokio::signal::unix::SignalKind;
 
 use crate::duration;
@@ -145,10 +145,10 @@ const FORWARDED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]
 
 /// Signal streams for [`FORWARDED`], installed before acquiring so a Ctrl-C while waiting for the
 /// lock is ours to handle, not a sudden death with a round in flight.
-struct Signals([tokio::signal::unix::Signal; 3]);
+pub(crate) struct Signals([tokio::signal::unix::Signal; 3]);
 
 impl Signals {
-    fn install() -> Result<Self, Failure> {
+    pub(crate) fn install() -> Result<Self, Failure> {
         let one = |signal: Signal| {
             tokio::signal::unix::signal(SignalKind::from_raw(signal as i32))
                 .map_err(|e| Failure::os(format!("could not handle {signal}: {e}")))
@@ -174,20 +174,13 @@ impl Signals {
 }
 
 pub async fn run(args: Args, global: &Global) -> Outcome {
-    let Some((program, program_args)) = args.command.split_first() else {
-        // Everything before `--` is a resource, so `run r echo hi` lands here too.
-        return Err(Failure::usage(
-            "no COMMAND given after --: every argument before -- is a resource to lock; write \
-             e.g. redlock run RESOURCE... -- ./job.sh",
-        ));
-    };
+    let command = Child::of(&args.command)?;
     global.check_ttl(args.ttl)?;
     let retry = match (args.no_wait, args.wait) {
         (true, _) => Retry::once(),
         (false, Some(wait)) => Retry::forever().max_wait(wait),
         (false, None) => Retry::forever(),
     };
-    let mut signals = Signals::install()?;
     if args.resources.len() > 1 {
         let one_only = [
             (
@@ -209,6 +202,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
             )));
         }
     }
+    let mut signals = Signals::install()?;
     let (manager, retry) = global.for_acquiring(retry).await?;
     let acquisition = async {
         match (args.resources.as_slice(), args.permits) {
@@ -227,25 +221,85 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
                 manager.acquire_many_with(&many, args.ttl, &retry).await
             }
         }
+        .map(|lock| lock.keep_alive(args.ttl))
     };
-    let lock = tokio::select! {
-        lock = acquisition => lock.map_err(exit::not_acquired)?,
-        signal = signals.recv() => {
-            // Invariant 4: dropping the acquisition rolls back its round in flight, in the
-            // background; that round is bounded by the node timeout, so give it that long
-            // (and a little) before the runtime goes away with it.
-            tokio::time::sleep(global.node_timeout() + Duration::from_millis(50)).await;
-            return Ok(signal_status(signal));
+    let guard = match until_signalled(acquisition, &mut signals, global).await? {
+        Ok(guard) => guard,
+        Err(status) => return Ok(status),
+    };
+    let options = Supervision {
+        foreground: args.foreground,
+        kill_grace: args.kill_grace,
+    };
+    run_holding(guard, command, options, &[], &mut signals).await
+}
+
+/// COMMAND and its arguments, from what follows `--`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Child<'a> {
+    program: &'a str,
+    args: &'a [String],
+}
+
+impl<'a> Child<'a> {
+    /// The command after `--`, or a usage failure when there is none.
+    pub(crate) fn of(command: &'a [String]) -> Result<Self, Failure> {
+        match command.split_first() {
+            Some((program, args)) => Ok(Self { program, args }),
+            // Everything before `--` is a resource, so `run r echo hi` lands here too.
+            None => Err(Failure::usage(
+                "no COMMAND given after --: every argument before -- is a resource to lock; \
+                 write e.g. redlock run RESOURCE... -- ./job.sh",
+            )),
         }
-    };
-    let guard = lock.keep_alive(args.ttl);
+    }
+}
+
+/// How COMMAND is watched over while it runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Supervision {
+    /// Run it in our process group (invariant 3's "COMMAND alone").
+    pub(crate) foreground: bool,
+    /// After a loss, how long it has between `SIGTERM` and `SIGKILL`.
+    pub(crate) kill_grace: Duration,
+}
+
+/// Waits for `acquisition`, or for a signal to us, which ends the wait (invariant 4): then the
+/// shell's status for it.
+pub(crate) async fn until_signalled(
+    acquisition: impl std::future::Future<Output = Result<Guard, Error>>,
+    signals: &mut Signals,
+    global: &Global,
+) -> Result<Result<Guard, u8>, Failure> {
+    tokio::select! {
+        guard = acquisition => Ok(Ok(guard.map_err(exit::not_acquired)?)),
+        signal = signals.recv() => {
+            // Dropping the acquisition rolls back its round in flight, in the background; that
+            // round is bounded by the node timeout, so give it that long (and a little) before
+            // the runtime goes away with it.
+            tokio::time::sleep(global.node_timeout() + Duration::from_millis(50)).await;
+            Ok(Err(signal_status(signal)))
+        }
+    }
+}
+
+/// Runs COMMAND while `guard` holds, with the lock's variables and `extra` in its environment,
+/// and releases once it has exited (invariants 1 to 4); COMMAND's status, or 76 on a loss.
+pub(crate) async fn run_holding(
+    guard: Guard,
+    child: Child<'_>,
+    options: Supervision,
+    extra: &[(&str, String)],
+    signals: &mut Signals,
+) -> Outcome {
+    let program = child.program;
     // Sorted and deduplicated by the library; joined as the library's own messages name a set.
     let resource = guard.resources().join(", ");
     tracing::debug!(%resource, "acquired; starting COMMAND");
 
     let mut command = Command::new(program);
     command
-        .args(program_args)
+        .args(child.args)
         .env("REDLOCK_RESOURCE", &resource)
         .env("REDLOCK_VALUE", guard.value());
     match guard.permit() {
@@ -258,7 +312,10 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         Some(fence) => command.env("REDLOCK_FENCE", fence.to_string()),
         None => command.env_remove("REDLOCK_FENCE"),
     };
-    if !args.foreground {
+    for (name, value) in extra {
+        command.env(name, value);
+    }
+    if !options.foreground {
         command.process_group(0);
     }
     let mut child = match command.spawn() {
@@ -268,7 +325,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
             return Err(spawn_failure(program, &e));
         }
     };
-    let Some(target) = Target::of(&child, !args.foreground) else {
+    let Some(target) = Target::of(&child, !options.foreground) else {
         // Cannot happen on Linux (an unreaped child has a pid, and pids fit an i32); should it,
         // a child we could not signal must not run unsupervised.
         let _ = child.kill().await;
@@ -277,7 +334,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
             "{program} started without a usable pid"
         )));
     };
-    let ended = supervise(child, target, &guard, &mut signals, args.kill_grace).await;
+    let ended = supervise(child, target, &guard, signals, options.kill_grace).await;
     let lost = match &ended {
         Ended::Exited { lost, .. } => *lost,
         Ended::Unknown(_) => guard.is_lost(),
@@ -316,7 +373,7 @@ struct Target {
 }
 
 impl Target {
-    fn of(child: &Child, group: bool) -> Option<Self> {
+    fn of(child: &Process, group: bool) -> Option<Self> {
         let pid = i32::try_from(child.id()?).ok()?;
         Some(Self {
             pid: Pid::from_raw(pid),
@@ -344,7 +401,7 @@ impl Target {
 
 /// Waits for COMMAND to exit, forwarding signals and terminating it if the lock is lost.
 async fn supervise(
-    mut child: Child,
+    mut child: Process,
     target: Target,
     guard: &Guard,
     signals: &mut Signals,
