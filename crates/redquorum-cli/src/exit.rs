@@ -43,7 +43,8 @@ pub const COMMAND_NOT_FOUND: u8 = 127;
 pub const HELP: &str = "\
 Exit status:
   0        success
-  1        release/extend: the lock is not held with that value; demo, chaos: a violation was found
+  1        release/extend: the lock is not held with that value; leader: nobody leads; demo,
+           chaos: a violation was found
   64       usage error: bad arguments, server URL, duration or TTL (or a TTL above --max-ttl);
            no COMMAND after --
   65       the resource exists with another Redis type (WRONGTYPE): it is not a lock
@@ -51,9 +52,9 @@ Exit status:
   71       operating-system error (files, processes)
   75       not acquired in time (busy, servers unreachable, or nodes quarantined after a
            restart; the message says which)
-  76       run: the lock was lost while COMMAND ran (COMMAND was terminated)
-  126/127  run: COMMAND could not be executed / was not found
-  other    run: COMMAND's own status, 128+N if it died from signal N";
+  76       run, elect: the lock (leadership) was lost while COMMAND ran (COMMAND was terminated)
+  126/127  run, elect: COMMAND could not be executed / was not found
+  other    run, elect: COMMAND's own status, 128+N if it died from signal N";
 
 /// What a subcommand ends with: the exit status, or a failure to report.
 pub type Outcome = Result<u8, Failure>;

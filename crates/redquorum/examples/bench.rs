@@ -61,6 +61,9 @@ const TARGET_LATENCY: f64 = 1.1;
 /// Throughput needed over one-shard Redis Clusters with many tasks, as a fraction of the same
 /// settings over plain nodes.
 const TARGET_CLUSTER_THROUGHPUT: f64 = 0.9;
+/// Throughput needed of a semaphore's permit or a read-write lock with many tasks, as a fraction
+/// of a lock's with the same settings.
+const TARGET_PRIMITIVE: f64 = 0.5;
 
 #[derive(Debug, Parser)]
 #[command(about = "Uncontended lock+release cycles: redlock against raw SET NX / EVALSHA")]
@@ -126,12 +129,30 @@ struct Args {
     /// named resources spread over the shards).
     #[arg(long, default_value_t = 1, requires = "cluster_replicas")]
     cluster_shards: usize,
+    /// What the redlock side takes each cycle: a lock, a semaphore's permit (`--permits`), or a
+    /// read-write lock as reader or writer. Against `--against mutex`, the baseline is a lock
+    /// with the same settings, side by side.
+    #[arg(long, value_enum, default_value = "lock")]
+    primitive: Primitive,
+    /// The semaphore's permits with `--primitive permit`.
+    #[arg(long, default_value_t = 4)]
+    permits: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Against {
     Raw,
     Plain,
+    /// A lock through the library with the same settings: for `--primitive`.
+    Mutex,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Primitive {
+    Lock,
+    Permit,
+    Read,
+    Write,
 }
 
 impl Args {
@@ -178,6 +199,9 @@ struct Target {
     ttl_ms: u64,
     /// `--reuse`: a task's resource name is kept from cycle to cycle.
     reuse: bool,
+    /// What the redlock side takes each cycle.
+    primitive: Primitive,
+    permits: u32,
 }
 
 impl Target {
@@ -211,6 +235,8 @@ impl Target {
         let redlock = configured(&redlock_urls);
         let plain = if redis_clusters.is_some() {
             // The same settings over the plain nodes.
+            Some(configured(&urls))
+        } else if args.against == Against::Mutex {
             Some(configured(&urls))
         } else {
             (args.against == Against::Plain).then(|| {
@@ -266,6 +292,8 @@ impl Target {
             ttl,
             ttl_ms: u64::try_from(ttl.as_millis()).expect("TTL fits in u64 milliseconds"),
             reuse: args.reuse,
+            primitive: args.primitive,
+            permits: args.permits,
         }
     }
 
@@ -273,21 +301,28 @@ impl Target {
     async fn cycle(&self, side: Side, key: &str) -> bool {
         match side {
             Side::Baseline => match &self.plain {
-                Some(plain) => self.redlock_cycle(plain, key).await,
+                Some(plain) => self.redlock_cycle(plain, key, Primitive::Lock).await,
                 None => {
                     self.baseline_cycle(key).await;
                     true
                 }
             },
-            Side::Redlock => self.redlock_cycle(&self.redlock, key).await,
+            Side::Redlock => self.redlock_cycle(&self.redlock, key, self.primitive).await,
         }
     }
 
-    async fn redlock_cycle(&self, redlock: &Redlock, key: &str) -> bool {
-        let lock = redlock
-            .try_acquire(key, self.ttl)
-            .await
-            .expect("an uncontended lock is granted");
+    async fn redlock_cycle(&self, redlock: &Redlock, key: &str, primitive: Primitive) -> bool {
+        let lock = match primitive {
+            Primitive::Lock => redlock.try_acquire(key, self.ttl).await,
+            Primitive::Permit => {
+                redlock
+                    .try_acquire_permit(key, self.permits, self.ttl)
+                    .await
+            }
+            Primitive::Read => redlock.try_acquire_read(key, self.ttl).await,
+            Primitive::Write => redlock.try_acquire_write(key, self.ttl).await,
+        }
+        .expect("an uncontended lock is granted");
         let released = lock.release().await;
         // Rarely, a node that had not answered when the quorum was reached gets the release
         // before its SET (that SET was still waiting for room in the connection's queue); its key
@@ -541,6 +576,16 @@ impl Row {
                 ratio >= TARGET_CLUSTER_THROUGHPUT,
             ));
         }
+        if args.against == Against::Mutex {
+            if self.tasks == 1 {
+                return None;
+            }
+            let ratio = self.throughput_ratio();
+            return Some((
+                format!("cycles/s ≥ {TARGET_PRIMITIVE}× the lock: {ratio:.2}×"),
+                ratio >= TARGET_PRIMITIVE,
+            ));
+        }
         if args.cluster_replicas.is_some()
             || args.fencing
             || args.quarantine
@@ -641,8 +686,14 @@ fn table(rows: &[Row], args: &Args) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Uncontended `try_acquire` + `release`{}, {}; baseline = {}. \
+        "Uncontended `try_acquire{}` + `release`{}, {}; baseline = {}. \
          {} × {:?} per side and row, {} cores, {}.\n",
+        match args.primitive {
+            Primitive::Lock => "",
+            Primitive::Permit => "_permit",
+            Primitive::Read => "_read",
+            Primitive::Write => "_write",
+        },
         match (args.fencing, args.notify) {
             (true, true) => " with fencing and announced releases",
             (true, false) => " with fencing",
@@ -659,6 +710,7 @@ fn table(rows: &[Row], args: &Args) -> String {
                 "the same settings over plain nodes (redlock: one-shard Redis Clusters)",
             (None, Against::Raw) => "raw `SET NX PX` then `EVALSHA` on every node",
             (None, Against::Plain) => "plain Redlock (no fencing, quarantine or notification)",
+            (None, Against::Mutex) => "a lock through the library, same settings",
         },
         args.phases,
         args.duration_per_phase,

@@ -16,7 +16,7 @@ const PLAIN_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~red
 
 /// What the README publishes for every feature on resources `lock:*`: fencing tokens,
 /// notification of releases, fair waiting.
-const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +zadd +zrange +zrangebyscore +zrem +zscore +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
+const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-writer-waiting:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +zadd +zrange +zrangebyscore +zremrangebyscore +zrem +zscore +zcard +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
 
 /// Applies `acl` (an `ACL SETUSER` line as published) on every node, with `password`.
 fn apply(cluster: &Cluster, acl: &str, password: &str) {
@@ -82,7 +82,7 @@ async fn the_plain_acl_is_enough_for_plain_locks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_full_acl_is_enough_for_fencing_notification_and_fair_waiting() {
+async fn the_full_acl_is_enough_for_every_feature() {
     let cluster = cluster(3);
     apply(&cluster, FULL_ACL, "pw-full");
     let redlock = as_user(&cluster, "pw-full")
@@ -116,6 +116,39 @@ async fn the_full_acl_is_enough_for_fencing_notification_and_fair_waiting() {
     let second = waiting.await.expect("task").expect("the waiter got it");
     assert!(second.fence() > first_token, "tokens increase");
     second.release().await;
+
+    // The other primitives, under names the ACL's patterns cover.
+    let ttl = Duration::from_secs(10);
+    let reader = redlock
+        .try_acquire_read("lock:doc", ttl)
+        .await
+        .expect("a reader");
+    let refused = redlock
+        .try_acquire_write("lock:doc", ttl)
+        .await
+        .expect_err("readers hold it");
+    assert!(refused.is_busy(), "{refused}");
+    reader.release().await;
+    let writer = redlock
+        .try_acquire_write("lock:doc", ttl)
+        .await
+        .expect("the writer");
+    writer.release().await;
+    let permit = redlock
+        .try_acquire_permit("lock:pool", 2, ttl)
+        .await
+        .expect("a permit");
+    permit.release().await;
+    let leading = redlock
+        .campaign("lock:leader", "me", ttl)
+        .await
+        .expect("leads");
+    let seen = redlock
+        .leader("lock:leader")
+        .await
+        .expect("a leader is seen");
+    assert_eq!((seen.identity.as_str(), seen.term), ("me", leading.fence()));
+    leading.release().await.expect("resigned");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
