@@ -27,29 +27,33 @@ if writer then
     end
     redis.call("set", KEYS[1], ARGV[1], "PX", ttl)
     redis.call("del", KEYS[2])
-else
-    if (kind ~= "none" and kind ~= "zset") or redis.call("exists", KEYS[2]) == 1 then
-        return false
+    if ARGV[3] == "0" then
+        return {0}
     end
-    local now = node_ms()
-    if kind == "zset" then
-        redis.call("zremrangebyscore", KEYS[1], "-inf", now)
-    end
+    return {fence_advance(3, 3, ARGV[3], ARGV[4])}
+end
+if (kind ~= "none" and kind ~= "zset") or redis.call("exists", KEYS[2]) == 1 then
+    return false
+end
+-- One clock reading for the reader's expiry and its token.
+local time = redis.call("time")
+local clock = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now = math.floor(clock / 1000)
+if kind == "zset" then
+    redis.call("zremrangebyscore", KEYS[1], "-inf", now)
     redis.call("zadd", KEYS[1], now + ttl, ARGV[1])
     outlive(KEYS[1], ttl)
+else
+    redis.call("zadd", KEYS[1], now + ttl, ARGV[1])
+    redis.call("pexpire", KEYS[1], ttl)
 end
 if ARGV[3] == "0" then
     return {0}
 end
-if writer then
-    return {fence_advance(3, 3, ARGV[3], ARGV[4])}
-end
 -- A reader raises the counter to the rounded clock, without the writer's +1: concurrent readers
 -- then agree, and a later writer's token is still larger than every reader's (its +1), while a
--- reader's is at least the last writer's (README: "Read-write locks").
+-- reader's is at least the last writer's (`rwlock` invariant 3).
 local counter = tonumber(redis.call("get", KEYS[3]) or "0") or 0
-local now = redis.call("time")
-local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local token = math.max(counter, clock - clock % tonumber(ARGV[4]))
 redis.call("set", KEYS[3], string.format("%d", token), "PX", ARGV[3])
 return {token}
