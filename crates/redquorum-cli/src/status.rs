@@ -30,7 +30,8 @@ and a summary,
 e.g. `held by 3f2a... on 3/5 nodes (quorum 3), 1 quarantined`. Quarantined nodes are not counted
 in the summary: their grants are not votes. With --json, one object: {\"resource\", \"quorum\",
 \"reachable\", \"quarantined\", \"holder\", \"held_on\", \"summary\", \"nodes\": [{\"node\",
-\"reachable\", \"state\" (free|held|other_type|unavailable), \"value\", \"type\", \"pttl_ms\",
+\"reachable\", \"state\" (free|held|readers|other_type|unavailable), \"value\", \"type\", \"pttl_ms\",
+\"readers\" (with state readers: a read-write lock's reader entries),
 \"quarantined_ms\", \"may_evict\", \"error\", \"shard\"}]}; absent facts are null, pttl_ms is null for a key
 without expiry, quarantined_ms is null for a node that is not quarantined. For a Redis Cluster node
 (redis+cluster://), a second line (and \"shard\": {\"slot\", \"master\", \"replicas\": [{\"address\",
@@ -67,6 +68,9 @@ struct NodeJson<'a> {
     #[serde(rename = "type")]
     kind: Option<&'a str>,
     pttl_ms: Option<u128>,
+    /// With state "readers": how many reader entries the set holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    readers: Option<u64>,
     quarantined_ms: Option<u128>,
     may_evict: bool,
     error: Option<String>,
@@ -221,10 +225,14 @@ fn summarize<'a>(nodes: &[Seen<'a>], quorum: usize) -> Summary<'a> {
     let (mut reachable, mut counted, mut quarantined, mut free) = (0, 0, 0, 0);
     let mut counts: Vec<(&str, usize)> = Vec::new();
     let mut other_types: HashMap<&str, usize> = HashMap::new();
+    let mut read_on = 0;
     for node in nodes {
         let answered = matches!(
             node.state,
-            NodeState::Free | NodeState::Held { .. } | NodeState::OtherType { .. }
+            NodeState::Free
+                | NodeState::Held { .. }
+                | NodeState::Readers { .. }
+                | NodeState::OtherType { .. }
         );
         if !answered {
             continue;
@@ -241,6 +249,7 @@ fn summarize<'a>(nodes: &[Seen<'a>], quorum: usize) -> Summary<'a> {
                 Some((_, count)) => *count += 1,
                 None => counts.push((value, 1)),
             },
+            NodeState::Readers { .. } => read_on += 1,
             NodeState::OtherType { kind, .. } => *other_types.entry(kind).or_default() += 1,
             _ => {}
         }
@@ -263,6 +272,8 @@ fn summarize<'a>(nodes: &[Seen<'a>], quorum: usize) -> Summary<'a> {
         format!(
             "unknown: only {counted}/{n} nodes answered that are not quarantined (quorum {quorum})"
         )
+    } else if read_on >= quorum {
+        format!("held by readers on {read_on}/{n} nodes (quorum {quorum})")
     } else if let Some((kind, count)) = other_types.iter().max_by_key(|(_, c)| **c) {
         format!("not a lock: the key is a {kind} on {count}/{n} nodes")
     } else if free == counted {
@@ -312,6 +323,10 @@ fn describe(state: &NodeState) -> String {
     match state {
         NodeState::Free => "free".to_owned(),
         NodeState::Held { value, ttl } => format!("held by {value}, {}", expiry(ttl)),
+        NodeState::Readers { count, ttl } => {
+            let plural = if *count == 1 { "" } else { "s" };
+            format!("held by {count} reader{plural}, {}", expiry(ttl))
+        }
         NodeState::OtherType { kind, ttl } => format!("a {kind}, not a lock, {}", expiry(ttl)),
         NodeState::Unavailable(reply) => format!("unavailable: {reply}"),
         other => format!("{other:?}"),
@@ -348,6 +363,7 @@ fn node_json<'a>(
         value: None,
         kind: None,
         pttl_ms: None,
+        readers: None,
         quarantined_ms: quarantined_for.map(|d| d.as_millis()),
         may_evict,
         error: None,
@@ -359,6 +375,12 @@ fn node_json<'a>(
             json.state = "held";
             json.value = Some(value);
             json.kind = Some("string");
+            json.pttl_ms = ttl.map(|t| t.as_millis());
+        }
+        NodeState::Readers { count, ttl } => {
+            json.state = "readers";
+            json.kind = Some("zset");
+            json.readers = Some(*count);
             json.pttl_ms = ttl.map(|t| t.as_millis());
         }
         NodeState::OtherType { kind, ttl } => {

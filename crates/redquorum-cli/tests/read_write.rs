@@ -101,3 +101,40 @@ fn shared_and_exclusive_are_for_one_read_write_lock() {
     .expect_code(64)
     .one_line_error("cannot be used with");
 }
+
+#[test]
+fn status_shows_a_read_write_locks_readers() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            redlock(&servers)
+                .args(["run", "--shared", "doc", "--", "sleep", "3"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let both_in = common::eventually(std::time::Duration::from_secs(15), || {
+        cluster
+            .iter()
+            .all(|node| node.cli(&["ZCARD", "doc"]).unwrap() == "2")
+    });
+    assert!(both_in, "two readers hold the lock");
+    let out = run(redlock(&servers).args(["status", "doc"]));
+    out.expect_code(0);
+    assert!(out.stdout.contains("held by 2 readers"), "{out:#?}");
+    assert!(
+        out.stdout
+            .contains("held by readers on 3/3 nodes (quorum 2)"),
+        "{out:#?}"
+    );
+    let out = run(redlock(&servers).args(["status", "doc", "--json"]));
+    let json: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(json["nodes"][0]["state"], "readers", "{json}");
+    assert_eq!(json["nodes"][0]["readers"], 2, "{json}");
+    for mut reader in readers {
+        assert!(reader.wait().unwrap().success());
+    }
+}

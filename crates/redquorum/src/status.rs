@@ -32,6 +32,15 @@ pub enum NodeState {
         /// lock, which always has one).
         ttl: Option<Duration>,
     },
+    /// The key is a sorted set: a read-write lock's readers
+    /// ([`Redlock::acquire_read`](crate::Redlock::acquire_read)).
+    Readers {
+        /// How many reader entries it holds (entries of readers whose expiry passed count until
+        /// the next writer or release sweeps them).
+        count: u64,
+        /// The time left before the set expires with its longest-lived reader.
+        ttl: Option<Duration>,
+    },
     /// The key exists with another Redis type: it is not a lock, and locking it fails with
     /// `WRONGTYPE`.
     OtherType {
@@ -136,6 +145,13 @@ fn node_state(reply: Value) -> Result<NodeState, NodeError> {
         "string" => NodeState::Held {
             value: text(value).ok_or_else(|| unexpected(&reply))?,
             ttl,
+        },
+        "zset" => match value {
+            Value::Int(count) => NodeState::Readers {
+                count: u64::try_from(*count).unwrap_or_default(),
+                ttl,
+            },
+            _ => return Err(unexpected(&reply)),
         },
         _ => NodeState::OtherType { kind, ttl },
     })
