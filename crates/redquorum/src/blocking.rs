@@ -406,6 +406,52 @@ impl Redlock {
         )
     }
 
+    /// Campaigns in `election` as `identity` until this candidate leads (by the manager's retry
+    /// policy); the leadership is kept alive by the returned [`Guard`], whose fencing token is the
+    /// term. See [`crate::Redlock::campaign`].
+    ///
+    /// # Errors
+    /// As for [`crate::Redlock::campaign`]; [`Error::InsideRuntime`] inside a runtime.
+    ///
+    /// # Cancel safety
+    /// Nothing to cancel.
+    pub fn campaign(&self, election: &str, identity: &str, ttl: Duration) -> Result<Guard, Error> {
+        let retry = self.shared.redlock.engine().rules.retry.clone();
+        self.campaign_with(election, identity, ttl, &retry)
+    }
+
+    /// [`campaign`](Self::campaign) with a retry policy for this call only, e.g.
+    /// [`Retry::forever`].
+    ///
+    /// # Errors
+    /// As for [`campaign`](Self::campaign).
+    pub fn campaign_with(
+        &self,
+        election: &str,
+        identity: &str,
+        ttl: Duration,
+        retry: &Retry,
+    ) -> Result<Guard, Error> {
+        let redlock = &self.shared.redlock;
+        let campaign = redlock.campaign_with(election, identity, ttl, retry);
+        // The keep-alive task is spawned on our runtime (invariant 4): the campaign runs there.
+        let guard = self.shared.block_on("Redlock::campaign_with", campaign)??;
+        Ok(Guard {
+            guard: Some(guard),
+            shared: Arc::clone(&self.shared),
+        })
+    }
+
+    /// Who leads `election` now, as a majority of nodes report it; see
+    /// [`crate::Redlock::leader`].
+    ///
+    /// # Errors
+    /// [`Error::InsideRuntime`] inside a runtime.
+    pub fn leader(&self, election: &str) -> Result<Option<crate::Leader>, Error> {
+        self.shared
+            .block_on("Redlock::leader", self.shared.redlock.leader(election))
+    }
+
     /// Acquires the read-write lock `resource` as a reader; see [`crate::Redlock::acquire_read`].
     ///
     /// # Errors

@@ -370,3 +370,34 @@ fn threads_sharing_a_manager_never_hold_the_lock_together() {
     assert_eq!(turns.load(Ordering::SeqCst), 12);
     gone_everywhere(&mut cluster, "res");
 }
+
+#[test]
+fn plain_threads_take_permits_read_write_locks_and_lead() {
+    let cluster = cluster(3);
+    let redlock = manager(&cluster);
+    let ttl = Duration::from_secs(10);
+    let permit = redlock.try_acquire_permit("pool", 1, ttl).unwrap();
+    assert_eq!(permit.permit(), Some(0));
+    assert!(
+        redlock
+            .try_acquire_permit("pool", 1, ttl)
+            .unwrap_err()
+            .is_busy()
+    );
+    permit.release().unwrap();
+
+    let reader = redlock.try_acquire_read("doc", ttl).unwrap();
+    assert!(redlock.try_acquire_write("doc", ttl).unwrap_err().is_busy());
+    reader.release().unwrap();
+    let writer = redlock.try_acquire_write("doc", ttl).unwrap();
+    writer.release().unwrap();
+
+    let leading = redlock.campaign("svc", "thread-a", ttl).unwrap();
+    let seen = redlock.leader("svc").unwrap().expect("a leader");
+    assert_eq!(
+        (seen.identity.as_str(), seen.term),
+        ("thread-a", leading.fence())
+    );
+    leading.release().unwrap();
+    assert_eq!(redlock.leader("svc").unwrap(), None);
+}
