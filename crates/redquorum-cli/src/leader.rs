@@ -51,14 +51,23 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     let status = match &leader {
         Some(_) => OK,
         None => {
-            // Nobody on a majority: say whether that is an answer or too few answers.
+            // Nobody on a majority among those that answered: that is an answer only if the
+            // silent nodes could not complete a majority for the most common value either.
             let nodes = manager.status(&args.election).await;
             let reachable = nodes.iter().filter(|n| n.is_reachable()).count();
-            if reachable < manager.quorum() {
+            let most_common = nodes
+                .iter()
+                .filter_map(|n| n.value())
+                .map(|v| nodes.iter().filter(|n| n.value() == Some(v)).count())
+                .max()
+                .unwrap_or(0);
+            let silent = nodes.len() - reachable;
+            if most_common + silent >= manager.quorum() {
                 return Err(Failure::new(
                     UNAVAILABLE,
                     format!(
-                        "only {reachable} of {} servers answered (quorum {}): who leads {:?} cannot be told",
+                        "{reachable} of {} servers answered (quorum {}), and the silent ones \
+                         could make a majority: who leads {:?} cannot be told",
                         nodes.len(),
                         manager.quorum(),
                         args.election

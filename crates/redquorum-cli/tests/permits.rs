@@ -82,7 +82,7 @@ fn acquire_with_permits_names_the_permit_key_that_release_takes() {
     // The one permit is held: another acquisition is refused.
     run(redlock(&servers).args(["acquire", "--permits", "1", "exports", "--ttl", "30s"]))
         .expect_code(75)
-        .one_line_error("exports (1 permits)");
+        .one_line_error("exports (1 permit)");
     run(redlock(&servers).args(["release", "exports:permit:0", value])).expect_code(0);
     run(redlock(&servers).args(["acquire", "--permits", "1", "exports", "--ttl", "30s"]))
         .expect_code(0);

@@ -40,7 +40,7 @@ use crate::reply::NodeError;
 use crate::resources::Resources;
 use crate::retry::Retry;
 use crate::scripts::LEADER;
-use crate::waiting::{WaiterId, Waiting};
+use crate::waiting::Waiting;
 
 /// The leader of an election, as a majority of nodes report it ([`Redlock::leader`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,8 +251,9 @@ impl LeaderWatch {
             if !first {
                 self.wait().await;
             }
-            self.started = true;
             let now = self.redlock.leader(self.election.first()).await;
+            // Only once the reading is in: a first call dropped half-way is still a first call.
+            self.started = true;
             let same = now.as_ref().map(|l| &l.value) == self.last.as_ref().map(|l| &l.value);
             if first || !same {
                 self.last.clone_from(&now);
@@ -273,11 +274,8 @@ impl LeaderWatch {
             return;
         }
         if engine.rules.notify && self.waiting.is_none() {
-            self.waiting = Some(
-                engine
-                    .waiters
-                    .register(&self.election, WaiterId::new(), false),
-            );
+            // As an observer: woken with every release, never instead of a contender.
+            self.waiting = Some(engine.waiters.observe(&self.election));
         }
         match &self.waiting {
             Some(waiting) => waiting.woken_or(POLL_WHILE_LED).await,

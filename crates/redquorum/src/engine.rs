@@ -465,7 +465,10 @@ impl Engine {
         let round = self
             .round(
                 Until::WonThenDriven,
-                Request::Extend { ttl_ms },
+                Request::Extend {
+                    ttl_ms,
+                    retention_ms: self.rules.fence.map(|a| a.retention_ms),
+                },
                 resources,
                 value,
                 self.rules.node_timeout,

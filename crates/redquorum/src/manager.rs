@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tracing::Instrument;
 
+use crate::cause::Cause;
 use crate::election;
 use crate::engine::{Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
@@ -141,6 +142,8 @@ struct Tries<'a> {
     ttl_ms: u64,
     /// A candidate's identity, which its lock values carry (`election` invariant 3).
     identity: Option<&'a str>,
+    /// When the retry policy's `max_wait` ends: no further permit is tried after it.
+    give_up_at: Option<Instant>,
     /// For a read-write lock's writer: how long a refusal keeps new readers out.
     hold_off_ms: u64,
     turn: &'a Turn,
@@ -456,18 +459,25 @@ impl Redlock {
             retry.max_delay(),
             engine.rules.node_timeout,
         );
-        // Gives the place up if this future is dropped between rounds (`waiting` invariant 4): a
-        // release of a fresh value nobody holds (invariant 3), which only leaves the queue.
+        let writer = matches!(&wanted, Wanted::Lock(r) if r.access() == Access::Write);
+        if writer {
+            // A read-write lock's writer names itself among the waiting writers, and leaves
+            // them when it gives up (`rwlock` invariant 2).
+            turn = turn.named();
+        }
+        // Gives the place up if this future is dropped between rounds (`waiting` invariant 4; a
+        // writer's place among the waiting writers likewise): a release of a fresh value nobody
+        // holds (invariant 3), which only leaves the queue.
         let place_kept = turn.id().map(|id| {
             let resources = wanted.named().clone();
             Held::new(Arc::clone(engine), resources, new_value(), Some(id))
         });
         // How long a refused writer keeps new readers out (`rwlock` invariant 2).
-        let hold_off_ms = match &wanted {
-            Wanted::Lock(r) if r.access() == Access::Write => {
-                rwlock::hold_off(retry.max_delay(), engine.rules.node_timeout)
-            }
-            _ => 0,
+        let hold_off_ms = if writer {
+            let rules = &engine.rules;
+            rwlock::hold_off(retry.max_delay(), rules.node_timeout, rules.max_ttl)
+        } else {
+            0
         };
         let mut attempts = 0;
         loop {
@@ -478,6 +488,7 @@ impl Redlock {
                 ttl,
                 ttl_ms,
                 identity: wanted.identity(),
+                give_up_at: schedule.give_up_at(),
                 hold_off_ms,
                 turn: &turn,
             };
@@ -502,7 +513,11 @@ impl Redlock {
             match next {
                 Some(_) if set_nowhere => held.set_nowhere(),
                 Some(_) => drop(held.roll_back().await),
-                None => explain_refusals(&mut failure, &held.release().await),
+                None => {
+                    let rollback = held.release().await;
+                    self.explain_refusals(&mut failure, &rollback, wanted.probed())
+                        .await;
+                }
             }
             let not_acquired = |failure| Error::NotAcquired {
                 resource: wanted.to_string(),
@@ -531,7 +546,9 @@ impl Redlock {
                     let probed = wanted.probed().clone();
                     Held::new(Arc::clone(engine), probed, new_value(), None)
                 });
-                explain_refusals(&mut failure, &last.release().await);
+                let rollback = last.release().await;
+                self.explain_refusals(&mut failure, &rollback, wanted.probed())
+                    .await;
                 return Err(not_acquired(failure));
             }
         }
@@ -558,8 +575,13 @@ impl Redlock {
                 Ok(lock) => return Ok(lock.with_permit(permit)),
                 Err(lost) => lost,
             };
-            let Some(next) = rest.next() else {
-                return Err(lost);
+            // The next permit only if this one is busy (a quorum holds it): when nodes did not
+            // answer, the next round would wait for them as long, and `max_wait` still holds.
+            let busy = lost.failure.cause() == Cause::Busy;
+            let out_of_time = tries.give_up_at.is_some_and(|at| Instant::now() >= at);
+            let next = match rest.next() {
+                Some(next) if busy && !out_of_time => next,
+                _ => return Err(lost),
             };
             let LostAttempt {
                 held, set_nowhere, ..
@@ -587,6 +609,7 @@ impl Redlock {
             identity,
             hold_off_ms,
             turn,
+            ..
         } = tries;
         let engine = &self.engine;
         let advance = engine.rules.fence;
@@ -607,6 +630,7 @@ impl Redlock {
                 ttl_ms,
                 advance,
                 hold_off_ms,
+                writer: turn.id(),
             },
             (None, Access::Exclusive) => match advance {
                 Some(advance) => Request::SetFenced { ttl_ms, advance },
@@ -698,15 +722,37 @@ impl Redlock {
     }
 }
 
-/// A key of another type makes `SET NX` fail like a held lock; the rollback's script tells the
-/// two apart, at no extra cost, so the failure's cause is [`Cause::WrongType`](crate::Cause)
-/// rather than busy.
-fn explain_refusals(failure: &mut RoundFailure, rollback: &Released) {
-    for (reply, rolled) in failure.replies.iter_mut().zip(&rollback.replies) {
-        if let (Reply::Refused | Reply::Pending, Reply::WrongType(_)) =
-            (&reply.reply, &rolled.reply)
-        {
-            reply.reply = rolled.reply.clone();
+impl Redlock {
+    /// A key of another type makes `SET NX` fail like a held lock; the rollback's script tells
+    /// the two apart, at no extra cost, so the failure's cause is
+    /// [`Cause::WrongType`](crate::Cause) rather than busy. Except for a read-write lock's
+    /// readers (a sorted set at the key): they hold the lock, so a lock they refused is busy. Only
+    /// then, on a failure already reported as of another type, are the nodes read once more.
+    async fn explain_refusals(
+        &self,
+        failure: &mut RoundFailure,
+        rollback: &Released,
+        resources: &Resources,
+    ) {
+        let mut other_type = false;
+        for (reply, rolled) in failure.replies.iter_mut().zip(&rollback.replies) {
+            if let (Reply::Refused | Reply::Pending, Reply::WrongType(_)) =
+                (&reply.reply, &rolled.reply)
+            {
+                reply.reply = rolled.reply.clone();
+                other_type = true;
+            }
+        }
+        if !other_type || resources.keys().len() != 1 || resources.access() != Access::Exclusive {
+            return;
+        }
+        let states = self.status(resources.first()).await;
+        for (reply, state) in failure.replies.iter_mut().zip(states) {
+            if matches!(reply.reply, Reply::WrongType(_))
+                && matches!(state.state, crate::NodeState::Readers { .. })
+            {
+                reply.reply = Reply::Refused;
+            }
         }
     }
 }

@@ -30,8 +30,9 @@ use crate::reply::{NodeError, Reply};
 use crate::resources::{Access, Resources};
 use crate::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
-    ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_MANY, FENCE, FENCE_MANY, LuaScript, RELEASE,
-    RELEASE_MANY, RELEASE_STANDARD, RW_ACQUIRE, RW_EXTEND, RW_FENCE, RW_RELEASE, one_or_many,
+    ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_FENCED, EXTEND_MANY, EXTEND_MANY_FENCED, FENCE,
+    FENCE_MANY, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD, RW_ACQUIRE, RW_EXTEND,
+    RW_FENCE, RW_RELEASE, one_or_many,
 };
 use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::shards::Shards;
@@ -64,11 +65,17 @@ pub(crate) enum Request {
         ttl_ms: u64,
         advance: Option<Advance>,
         hold_off_ms: u64,
+        /// A writer's id among the waiting writers.
+        writer: Option<WaiterId>,
     },
     /// Store a fencing token while the lock still holds our value.
     Fence { token: u64, retention_ms: u64 },
-    /// The compare-and-PEXPIRE script.
-    Extend { ttl_ms: u64 },
+    /// The compare-and-PEXPIRE script; with fencing on (`retention_ms`), it also keeps the
+    /// fencing counters for their retention from now.
+    Extend {
+        ttl_ms: u64,
+        retention_ms: Option<u64>,
+    },
     /// The compare-and-delete script; also takes `leave` out of the waiting queue. When
     /// `announce`, whatever it frees is announced to the resource's queued waiters; otherwise a
     /// single resource gets the standard script, byte for byte.
@@ -545,10 +552,23 @@ async fn perform(
                 .await?;
             (int_reply(&reply)? == 1, None, false)
         }
-        Request::Extend { ttl_ms } => {
+        Request::Extend {
+            ttl_ms,
+            retention_ms: None,
+        } => {
             let script = one_or_many(resources, &EXTEND, &EXTEND_MANY);
             let reply = connection
                 .eval(checked, script, keys, Some(value), &[ttl_ms])
+                .await?;
+            (int_reply(&reply)? == 1, None, false)
+        }
+        Request::Extend {
+            ttl_ms,
+            retention_ms: Some(retention_ms),
+        } => {
+            let script = one_or_many(resources, &EXTEND_FENCED, &EXTEND_MANY_FENCED);
+            let reply = connection
+                .eval(checked, script, keys, Some(value), &[ttl_ms, retention_ms])
                 .await?;
             (int_reply(&reply)? == 1, None, false)
         }
@@ -592,6 +612,7 @@ async fn perform_read_write(
             ttl_ms,
             advance,
             hold_off_ms,
+            writer,
         } => {
             let mode = if resources.access() == Access::Write {
                 "w"
@@ -604,12 +625,15 @@ async fn perform_read_write(
                 advance.map_or(1, |a| a.grain_us),
                 mode,
                 hold_off_ms,
+                writer.map(|id| id.to_string()).unwrap_or_default(),
             );
             match connection
                 .eval(checked, &RW_ACQUIRE, keys, Some(value), tail)
                 .await?
             {
                 Value::Nil => (false, None, false),
+                // A reader held off by waiting writers (`rwlock` invariant 2).
+                Value::Int(0) => (false, None, true),
                 reply if advance.is_some() => (true, Some(proposal(&reply)?), false),
                 _ => (true, None, false),
             }
@@ -629,16 +653,21 @@ async fn perform_read_write(
                 .await?;
             (int_reply(&reply)? == 1, None, false)
         }
-        Request::Extend { ttl_ms } => {
+        Request::Extend {
+            ttl_ms,
+            retention_ms,
+        } => {
+            let tail = [ttl_ms, retention_ms.unwrap_or(0)];
             let reply = connection
-                .eval(checked, &RW_EXTEND, keys, Some(value), &[ttl_ms])
+                .eval(checked, &RW_EXTEND, keys, Some(value), &tail)
                 .await?;
             (int_reply(&reply)? == 1, None, false)
         }
-        Request::Release { .. } => {
-            let none: &[u64] = &[];
+        Request::Release { leave, .. } => {
+            // A writer giving up leaves the waiting writers under its id.
+            let leave = [leave.map(|id| id.to_string()).unwrap_or_default()];
             let reply = connection
-                .eval(checked, &RW_RELEASE, keys, Some(value), none)
+                .eval(checked, &RW_RELEASE, keys, Some(value), &leave)
                 .await?;
             (int_reply(&reply)? >= 1, None, false)
         }

@@ -144,6 +144,11 @@ impl Schedule {
     }
 
     /// Whether the deadline has passed at `now`: no attempt may start (invariant 1).
+    /// When the acquisition gives up (`max_wait`), if ever.
+    pub(crate) fn give_up_at(&self) -> Option<Instant> {
+        self.give_up_at
+    }
+
     pub(crate) fn expired(&self, now: Instant) -> bool {
         self.give_up_at.is_some_and(|give_up_at| now >= give_up_at)
     }

@@ -15,13 +15,17 @@
 //!    writer's string, or the set with the reader's live entry) and was refused, for as long as
 //!    the first's validity lasts: a reader's entry expires at the node's `now + TTL`, measured
 //!    after the round started, as a key's `PX` does. Readers never exclude each other.
-//! 2. **Writers are not starved by readers.** A writer refused because readers hold a node sets
-//!    the lock's writer-waiting key there (`redlock-writer-waiting:r`), for [`hold_off`]: four
-//!    of its retry delays and a round, at least a second, so every attempt of a live writer
-//!    renews it before it lapses. While it exists no new reader is let in, so the readers
-//!    drain and the writer gets in; its grant deletes the key. A writer that gave up or died
-//!    keeps readers out for the rest of it at most. (Readers may wait behind a stream of
-//!    writers: this lock prefers writers.)
+//! 2. **Writers are not starved by readers.** A writer refused because readers hold a node enters
+//!    the lock's waiting writers there (a sorted set at `redlock-writer-waiting:r`: the
+//!    acquisition's id, scored by when it stops counting), for [`hold_off`]: four of its retry
+//!    delays and a round, at least a second and at most `max_ttl`, so every attempt of a live
+//!    writer renews it before it lapses. While a live entry is there no new reader is let in, so
+//!    the readers drain and the writer gets in; its grant removes its entry. A writer that gives
+//!    up (its retries end, its future is dropped) removes its entry with its last release, as a
+//!    fair waiter leaves its queue; one that dies keeps readers out until its entry lapses, at
+//!    most `max_ttl`, as a dead holder keeps its lock. A reader refused only because writers
+//!    wait is told so, and looks again at least every second: nothing wakes it when a writer
+//!    gives up. (Readers may wait behind a stream of writers: this lock prefers writers.)
 //! 3. **Fencing tokens order conflicting holders.** A writer's token is the lock's as for any
 //!    lock (`max(counter + 1, rounded clock)`, [`fencing`](crate::fencing)); a reader raises the
 //!    counter to the rounded clock without the `+ 1`, so concurrent readers propose the same
@@ -45,9 +49,11 @@ use crate::validity;
 use crate::waiting::lease;
 
 /// How long a writer refused because of readers keeps new readers out (invariant 2), in ms: a
-/// fair waiter's lease for the same retry delay, which every attempt renews.
-pub(crate) fn hold_off(retry_delay: Duration, node_timeout: Duration) -> u64 {
-    validity::ttl_millis(lease(retry_delay, node_timeout))
+/// fair waiter's lease for the same retry delay, which every attempt renews, and at most
+/// `max_ttl`, so that a writer that died without leaving the waiting writers holds readers off
+/// no longer than a dead holder holds its lock.
+pub(crate) fn hold_off(retry_delay: Duration, node_timeout: Duration, max_ttl: Duration) -> u64 {
+    validity::ttl_millis(lease(retry_delay, node_timeout).min(max_ttl))
 }
 
 #[cfg(test)]
@@ -57,7 +63,13 @@ mod tests {
     #[test]
     fn a_waiting_writer_keeps_readers_out_longer_than_its_retry_delay() {
         let ms = Duration::from_millis;
-        assert_eq!(hold_off(ms(200), ms(100)), 1000);
-        assert!(hold_off(ms(2000), ms(100)) > 2000 * 4);
+        let minute = Duration::from_secs(60);
+        assert_eq!(hold_off(ms(200), ms(100), minute), 1000);
+        assert!(hold_off(ms(2000), ms(100), minute) > 2000 * 4);
+        assert_eq!(
+            hold_off(Duration::MAX, ms(100), minute),
+            60_000,
+            "at most max_ttl"
+        );
     }
 }

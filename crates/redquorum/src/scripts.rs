@@ -105,6 +105,10 @@ pub(crate) static FENCE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), FENCED));
 pub(crate) static EXTEND_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), &[]));
+pub(crate) static EXTEND_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_fenced.lua"), FENCED));
+pub(crate) static EXTEND_MANY_FENCED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many_fenced.lua"), FENCED));
 pub(crate) static RELEASE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), &[]));
 pub(crate) static ACQUIRE_QUEUED: LazyLock<LuaScript> =
@@ -132,14 +136,18 @@ pub(crate) static RW_ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
 pub(crate) static RW_FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_fence.lua"), READ_WRITE));
 pub(crate) static RW_EXTEND: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_extend.lua"), &[]));
-pub(crate) static RW_RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_release.lua"), &[]));
+    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_extend.lua"), READ_WRITE));
+pub(crate) static RW_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        rw_script!("scripts/rw_release.lua"),
+        &[KeyGroup::WriterWaiting],
+    )
+});
 
 pub(crate) static LEADER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/leader.lua"), FENCED));
 
-pub(crate) fn all() -> [&'static LuaScript; 19] {
+pub(crate) fn all() -> [&'static LuaScript; 21] {
     [
         &MARKER,
         &RELEASE_STANDARD,
@@ -153,6 +161,8 @@ pub(crate) fn all() -> [&'static LuaScript; 19] {
         &ACQUIRE_MANY_FENCED,
         &FENCE_MANY,
         &EXTEND_MANY,
+        &EXTEND_FENCED,
+        &EXTEND_MANY_FENCED,
         &RELEASE_MANY,
         &ACQUIRE_QUEUED,
         &RW_ACQUIRE,

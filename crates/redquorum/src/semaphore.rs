@@ -117,7 +117,8 @@ impl Permits {
 /// How errors name a semaphore: `jobs (3 permits)`.
 impl fmt::Display for Permits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} permits)", self.name, self.count())
+        let plural = if self.count() == 1 { "" } else { "s" };
+        write!(f, "{} ({} permit{plural})", self.name, self.count())
     }
 }
 

@@ -70,8 +70,10 @@ pub(crate) trait Listener: Send + Sync + 'static {
     fn is_waited_for(&self, resource: &str) -> bool;
 }
 
-/// How a subscriber hears that a resource may be taken: all of one manager's waiters are fair
-/// or none are.
+/// How a subscriber hears that a resource may be taken. A manager's subscribers are made for
+/// its waiters of locks, fair or not; each resource is then watched the way its waiter asks:
+/// a fair manager's waiters for what fair queueing does not cover (a semaphore's permits, a
+/// read-write lock, a leader watch) ask for key tracking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Watch {
     /// Key tracking: any change of the lock key, then a read of it (waiters that are not fair).
@@ -92,8 +94,8 @@ pub(crate) struct Subscriber {
 
 #[derive(Debug, Default)]
 struct State {
-    /// The running task's inbox: resources to watch (invariant 1).
-    inbox: Option<mpsc::UnboundedSender<String>>,
+    /// The running task's inbox: resources to watch, and how (invariant 1).
+    inbox: Option<mpsc::UnboundedSender<(String, Watch)>>,
     /// When the last connection attempt failed.
     failed_at: Option<Instant>,
 }
@@ -117,7 +119,13 @@ impl Subscriber {
     /// Makes sure this node's task watches `resources`, starting it if it is not running. Never
     /// waits: the watching is set up in the background. `node` is this node's index, which its
     /// reports are counted under.
-    pub(crate) fn listen(&self, node: usize, resources: &Resources, registry: &Arc<dyn Listener>) {
+    pub(crate) fn listen(
+        &self,
+        node: usize,
+        resources: &Resources,
+        watch: Watch,
+        registry: &Arc<dyn Listener>,
+    ) {
         let Some(client) = &self.client else { return };
         let mut state = lock(&self.state);
         let running = state.inbox.as_ref().is_some_and(|inbox| !inbox.is_closed());
@@ -144,7 +152,7 @@ impl Subscriber {
         for resource in resources.keys() {
             // A send fails only if the task just ended; the waiter then polls (invariant 1 of
             // `waiting`), and the next waiter starts a new task.
-            let _ = inbox.send(resource.clone());
+            let _ = inbox.send((resource.clone(), watch));
         }
     }
 }
@@ -169,9 +177,11 @@ enum End {
 }
 
 impl Task {
-    async fn run(self, mut requests: mpsc::UnboundedReceiver<String>) {
+    async fn run(self, mut requests: mpsc::UnboundedReceiver<(String, Watch)>) {
         let end = match self.connect().await {
-            Some((conn, pushes)) => self.serve(conn, pushes, &mut requests).await,
+            Some((conn, pushes, tracking)) => {
+                self.serve(conn, pushes, tracking, &mut requests).await
+            }
             None => End::Refused,
         };
         if matches!(end, End::Refused) {
@@ -183,9 +193,16 @@ impl Task {
         requests.close();
     }
 
-    /// A RESP3 connection (with key tracking on, to watch keys), and the channel its pushes
-    /// arrive on.
-    async fn connect(&self) -> Option<(MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>)> {
+    /// A RESP3 connection, the channel its pushes arrive on, and whether key tracking is on. A
+    /// manager whose waiters watch keys needs it; a fair manager's subscriber turns it on too
+    /// (for the waiters fair queueing does not cover), and works without it.
+    async fn connect(
+        &self,
+    ) -> Option<(
+        MultiplexedConnection,
+        mpsc::UnboundedReceiver<PushInfo>,
+        bool,
+    )> {
         let (push_sender, pushes) = mpsc::unbounded_channel();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
@@ -196,37 +213,45 @@ impl Task {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .ok()?;
-        if self.watch == Watch::Keys {
-            redis::cmd("CLIENT")
-                .arg("TRACKING")
-                .arg("ON")
-                .query_async::<()>(&mut conn)
-                .await
-                .ok()?;
+        let tracking = redis::cmd("CLIENT")
+            .arg("TRACKING")
+            .arg("ON")
+            .query_async::<()>(&mut conn)
+            .await
+            .is_ok();
+        if !tracking && self.watch == Watch::Keys {
+            return None;
         }
-        Some((conn, pushes))
+        Some((conn, pushes, tracking))
     }
 
     async fn serve(
         &self,
         mut conn: MultiplexedConnection,
         mut pushes: mpsc::UnboundedReceiver<PushInfo>,
-        requests: &mut mpsc::UnboundedReceiver<String>,
+        tracking: bool,
+        requests: &mut mpsc::UnboundedReceiver<(String, Watch)>,
     ) -> End {
         let mut watched = HashSet::new();
+        // The resources whose announcements we subscribed to.
+        let mut subscribed = HashSet::new();
         let mut sweep = tokio::time::interval(SWEEP);
         sweep.tick().await; // the first tick is immediate
         loop {
             tokio::select! {
                 request = requests.recv() => {
-                    let Some(resource) = request else { return End::Done }; // the manager is gone
-                    let new = watched.insert(resource.clone());
-                    let watching = match self.watch {
+                    // The manager is gone.
+                    let Some((resource, watch)) = request else { return End::Done };
+                    watched.insert(resource.clone());
+                    let watching = match watch {
+                        // Without tracking (a fair manager's server that refused it), such
+                        // waiters poll.
+                        Watch::Keys if !tracking => Ok(()),
                         // Read even when watched already: the key may have been freed between
                         // this waiter's refusal and now, and that push went to nobody
                         // (invariant 3).
                         Watch::Keys => self.check(&mut conn, &resource).await,
-                        Watch::Announcements if new => {
+                        Watch::Announcements if subscribed.insert(resource.clone()) => {
                             let subscribed =
                                 conn.subscribe(format!("{CHANNEL_PREFIX}{resource}")).await;
                             if subscribed.is_ok()
@@ -257,7 +282,7 @@ impl Task {
                         .collect();
                     for resource in idle {
                         // A key stays tracked until its next change, whose push is ignored.
-                        if self.watch == Watch::Announcements
+                        if subscribed.remove(&resource)
                             && conn.unsubscribe(format!("{CHANNEL_PREFIX}{resource}")).await.is_err()
                         {
                             return End::Done;

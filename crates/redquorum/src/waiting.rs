@@ -41,7 +41,9 @@
 //!    only make a wake later, never wrong.)
 //! 7. A release wakes one waiter of this process, not all: only one can win, and the others
 //!    would only cost the nodes a refused attempt each. It is the named head if that is ours,
-//!    else the longest-registered waiter the report is for.
+//!    else the longest-registered waiter the report is for. Observers (a
+//!    [`LeaderWatch`](crate::LeaderWatch)) are woken by freed keys as well, never instead: they
+//!    take nothing, so they must not take a contender's wake-up.
 //! 8. A fair waiter that a quorum of nodes put behind another cannot win until a release names
 //!    it (or the one ahead leaves or dies), so between announcements it tries only every quarter
 //!    of its lease: often enough to keep its place and to find a dead head soon after its lease
@@ -83,7 +85,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
 use crate::resources::Resources;
-use crate::subscriber::{Listener, Subscriber};
+use crate::subscriber::{Listener, Subscriber, Watch};
 use crate::sync::lock;
 
 /// Identifies one waiter (one acquisition) in the queues and in release messages.
@@ -147,6 +149,9 @@ pub(crate) fn lease(retry_delay: Duration, node_timeout: Duration) -> Duration {
         .clamp(Duration::from_secs(1), LONGEST_LEASE)
 }
 
+/// How often a reader held off by waiting writers looks again, at the most.
+const HELD_OFF_POLL: Duration = Duration::from_secs(1);
+
 /// The longest lease: a day. A retry delay of hours (or `Duration::MAX`, "never poll") must still
 /// give a lease that Redis can store as an expiry, and a dead waiter should not close the queue
 /// for longer than that. A live waiter that polls less often than this may lose its place between
@@ -160,6 +165,8 @@ struct Wake {
     id: String,
     /// Fair waiters wake only on their own turn; others on every release.
     fair: bool,
+    /// An observer: woken by every freed key, besides the waiter it wakes (invariant 7).
+    observer: bool,
     /// The nodes that announced a release for us since we last woke, one bit per node index
     /// (modulo 64), and how many it takes to wake us: a quorum, since that many must be free for
     /// an attempt to win (invariant 6).
@@ -239,8 +246,11 @@ impl Listener for Registry {
         let Some(wakes) = by_resource.get(resource) else {
             return;
         };
-        if let Some(wake) = wakes.iter().find(|w| !w.fair) {
+        if let Some(wake) = wakes.iter().find(|w| !w.fair && !w.observer) {
             wake.heard_from(node);
+        }
+        for observer in wakes.iter().filter(|w| w.observer) {
+            observer.heard_from(node);
         }
     }
 
@@ -278,10 +288,22 @@ impl Waiters {
     /// Registers a waiter for `resources` and makes sure every node's subscriber listens for
     /// their release. Deregisters when the returned [`Waiting`] is dropped.
     pub(crate) fn register(&self, resources: &Resources, id: WaiterId, fair: bool) -> Waiting {
+        self.enlist(resources, id, fair, false)
+    }
+
+    /// Registers an observer of `resources` ([`LeaderWatch`](crate::LeaderWatch)): woken by every
+    /// release it hears, alongside the one waiter a release wakes, never instead of it
+    /// (invariant 7: it takes nothing, so it must not take a contender's wake-up).
+    pub(crate) fn observe(&self, resources: &Resources) -> Waiting {
+        self.enlist(resources, WaiterId::new(), false, true)
+    }
+
+    fn enlist(&self, resources: &Resources, id: WaiterId, fair: bool, observer: bool) -> Waiting {
         let quorum = crate::quorum::majority(self.subscribers.len()).min(64);
         let wake = Arc::new(Wake {
             id: id.to_string(),
             fair,
+            observer,
             heard: AtomicU64::new(0),
             quorum: u32::try_from(quorum).unwrap_or(64),
             notify: Notify::new(),
@@ -299,8 +321,15 @@ impl Waiters {
             }
         }
         let listener: Arc<dyn Listener> = self.registry.clone();
+        // Fair waiters hear their turn announced; the others watch the keys (also in a fair
+        // manager: a semaphore's permits, a read-write lock, a leader watch).
+        let watch = if fair {
+            Watch::Announcements
+        } else {
+            Watch::Keys
+        };
         for (node, subscriber) in self.subscribers.iter().enumerate() {
-            subscriber.listen(node, resources, &listener);
+            subscriber.listen(node, resources, watch, &listener);
         }
         Waiting {
             wake,
@@ -315,6 +344,9 @@ impl Waiters {
 #[derive(Debug)]
 pub(crate) struct Turn {
     place: Option<QueuePlace>,
+    /// Without a queue place: an id of the acquisition's own, when it needs one (a read-write
+    /// lock's writer names itself among the waiting writers, and leaves them with it).
+    id: Option<WaiterId>,
     waiting: Option<Waiting>,
 }
 
@@ -323,8 +355,17 @@ impl Turn {
     pub(crate) fn new(fair: bool, retry_delay: Duration, node_timeout: Duration) -> Self {
         Self {
             place: fair.then(|| QueuePlace::new(retry_delay, node_timeout)),
+            id: None,
             waiting: None,
         }
+    }
+
+    /// The same turn, with an id of its own if it has no queue place.
+    pub(crate) fn named(mut self) -> Self {
+        if self.place.is_none() {
+            self.id = Some(WaiterId::new());
+        }
+        self
     }
 
     /// The queue place, the same for the whole acquisition (invariant 3).
@@ -332,9 +373,9 @@ impl Turn {
         self.place
     }
 
-    /// The queue place's waiter id, which a release gives up (invariant 4).
+    /// The queue place's waiter id, which a release gives up (invariant 4), or the turn's own.
     pub(crate) fn id(&self) -> Option<WaiterId> {
-        self.place.map(|place| place.id)
+        self.place.map(|place| place.id).or(self.id)
     }
 
     /// Waits `delay` before the next attempt, or less when a release wakes us (invariant 1):
@@ -355,6 +396,9 @@ impl Turn {
         }
         let wait = match self.place {
             Some(place) if behind && self.waiting.is_some() => delay.max(place.poll_behind()),
+            // Held off by waiting writers (`rwlock` invariant 2): a writer that gives up leaves
+            // the lock key as it was, so no release wakes us; look again at least every second.
+            None if behind => delay.min(HELD_OFF_POLL),
             _ => delay,
         };
         match &self.waiting {
@@ -402,6 +446,7 @@ mod tests {
         Wake {
             id: WaiterId(0xab).to_string(),
             fair,
+            observer: false,
             heard: AtomicU64::new(0),
             quorum: 1,
             notify: Notify::new(),

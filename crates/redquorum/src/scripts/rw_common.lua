@@ -2,8 +2,8 @@
 -- string holding the writer's value (exactly a lock's key, so a writer is refused by, and
 -- refuses, every other Redlock client's lock of the same name), or a sorted set of readers, each
 -- a lock value scored by its expiry in this node's milliseconds. The set itself expires with its
--- last reader (PEXPIRE to the longest), so readers that die leave nothing behind for longer than
--- their TTL.
+-- longest-lived reader (set again whenever a reader leaves or extends), so readers that die leave
+-- nothing behind for longer than their TTL.
 
 local function node_ms()
     local now = redis.call("time")
@@ -25,6 +25,15 @@ local function held_as(key, value)
         end
     end
     return nil
+end
+
+-- Makes the reader set at `key` expire with its longest-lived reader, `now` being the node's
+-- time in ms.
+local function fit_expiry(key, now)
+    local last = redis.call("zrange", key, -1, -1, "WITHSCORES")[2]
+    if last then
+        redis.call("pexpire", key, math.max(1, tonumber(last) - now))
+    end
 end
 
 -- Makes the reader set at `key` live at least `ttl` ms more, for a reader that just got `ttl`.

@@ -1,7 +1,12 @@
 -- Compare-and-delete for a read-write lock (`rw_common.lua` prepended): the writer's key if it
--- holds `value`, or `value` from the readers (and the set with its last reader).
--- KEYS[1] = the lock key; ARGV[1] = lock value.
--- Returns 1 if something of ours was removed, 0 otherwise.
+-- holds `value`, or `value` from the readers (and the set with its last reader); and a writer that
+-- gives up leaves the waiting writers.
+-- KEYS[1] = the lock key, KEYS[2] = its writer-waiting key; ARGV[1] = lock value, ARGV[2] = the
+-- id of a writer leaving the waiting writers ("" for none).
+-- Returns 1 if something of ours was removed from the lock, 0 otherwise.
+if ARGV[2] ~= "" then
+    redis.call("zrem", KEYS[2], ARGV[2])
+end
 local kind = redis.call("type", KEYS[1]).ok
 if kind == "string" then
     if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -9,10 +14,13 @@ if kind == "string" then
     end
 elseif kind == "zset" then
     local removed = redis.call("zrem", KEYS[1], ARGV[1])
-    -- Readers that died are swept only when some are left (the common last release costs no
-    -- clock read): a set of expired readers is deleted now, so waiters hear the lock freed.
+    -- When others are left (the common last release needs no clock read): readers that died
+    -- are swept, so a set of expired readers is deleted now and waiters hear the lock freed;
+    -- and the set expires with the longest-lived reader left, not with the one that just left.
     if redis.call("zcard", KEYS[1]) > 0 then
-        redis.call("zremrangebyscore", KEYS[1], "-inf", node_ms())
+        local now = node_ms()
+        redis.call("zremrangebyscore", KEYS[1], "-inf", now)
+        fit_expiry(KEYS[1], now)
     end
     if redis.call("zcard", KEYS[1]) == 0 then
         redis.call("del", KEYS[1])
