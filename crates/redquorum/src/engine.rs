@@ -31,7 +31,10 @@
 //!    its key outlives the holder's deadline by at least the delay (each node starts the key's
 //!    clock after the round's start, and clocks run at about the same rate), and no other `SET
 //!    NX` can win a quorum before then, unless the holder releases, which deletes the keys at
-//!    once.
+//!    once. A holder that releases a lock it already lost (its validity ran out, an extension
+//!    failed, its guard gave it up) does not delete: its keys are kept for the delay from then
+//!    (`scripts/linger.lua`), as if it had not released, since its last writes may still be in
+//!    flight.
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};
@@ -440,6 +443,32 @@ impl Engine {
                     // Invariant 4: only fair waiters need announcements.
                     announce: self.rules.fair,
                 },
+                resources,
+                value,
+                self.rules.node_timeout,
+            )
+            .instrument(span)
+            .await;
+        Released {
+            confirmed: round.replies.iter().filter(|r| r.is_granted()).count(),
+            quorum: round.quorum,
+            replies: self.label(round.replies),
+        }
+    }
+
+    /// What a release becomes for a lock that was lost while a lock-delay is set (invariant 5):
+    /// every node keeps our keys for at least the delay from now, instead of deleting them.
+    pub(crate) async fn linger(
+        self: &Arc<Self>,
+        resources: &Resources,
+        value: &Arc<str>,
+    ) -> Released {
+        let span = tracing::debug_span!("release", resource = %resources, lingering = true);
+        let ttl_ms = self.rules.lock_delay_ms;
+        let round = self
+            .round(
+                Until::AllReplied,
+                Request::Linger { ttl_ms },
                 resources,
                 value,
                 self.rules.node_timeout,

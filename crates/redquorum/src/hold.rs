@@ -363,6 +363,9 @@ async fn keep(
         reason = extend_until_lost(&mut lock, plan, &status_of) => Some(reason),
     };
     if let Some(reason) = loss {
+        // Given up at the margin, it is lost although its deadline has not passed: its release
+        // (or drop) is a lost lock's (engine invariant 5).
+        lock.mark_lost();
         tracing::warn!(resource = lock.resource(), %reason, "kept-alive lock lost");
         telemetry::lost(&reason);
         status(&status_of).loss = Some(reason);

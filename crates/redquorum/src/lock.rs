@@ -44,6 +44,10 @@ pub(crate) struct Held {
     queued: Option<WaiterId>,
     /// The acquisition's requests still in flight; a release follows them (engine invariant 2).
     stragglers: Option<LeftBehind>,
+    /// Once a lock: until when it may be relied on, and whether it was lost before that. A
+    /// release after either keeps the keys for the lock-delay instead (engine invariant 5).
+    valid_until: Option<Instant>,
+    lost: bool,
     armed: bool,
 }
 
@@ -60,8 +64,23 @@ impl Held {
             value,
             queued,
             stragglers: None,
+            valid_until: None,
+            lost: false,
             armed: true,
         }
+    }
+
+    /// Whether the lock this became was lost (its validity ran out, or it was given up).
+    fn is_lost(&self) -> bool {
+        self.lost
+            || self
+                .valid_until
+                .is_some_and(|until| Instant::now() >= until)
+    }
+
+    /// Whether releasing now keeps the keys for the lock-delay (engine invariant 5).
+    fn lingers(&self) -> bool {
+        self.shared.rules.lock_delay_ms > 0 && self.is_lost()
     }
 
     /// Makes the release follow `stragglers`, the requests of the acquisition still in flight.
@@ -79,6 +98,9 @@ impl Held {
     /// until the replies are in, so dropping this future half-way still releases in the
     /// background.
     pub(crate) async fn release(self) -> Released {
+        if self.lingers() {
+            return self.release_lost().await;
+        }
         let leave = self.queued;
         self.release_leaving(leave).await
     }
@@ -114,6 +136,19 @@ impl Held {
             drop(self.shared.stragglers.hand_off(requests, deadline, token));
         }
         self.armed = false;
+    }
+
+    /// The release of a lock that was lost, with a lock-delay: the keys are kept for the delay
+    /// instead of deleted (engine invariant 5).
+    async fn release_lost(mut self) -> Released {
+        let ahead = match self.stragglers.take() {
+            Some(stragglers) => stragglers.before_release().await,
+            None => None,
+        };
+        let released = self.shared.linger(&self.resources, &self.value).await;
+        drop(ahead);
+        self.armed = false;
+        released
     }
 
     async fn release_leaving(mut self, leave: Option<WaiterId>) -> Released {
@@ -164,9 +199,19 @@ impl Drop for Held {
                 let value = Arc::clone(&self.value);
                 let leave = self.queued;
                 let stragglers = self.stragglers.take();
+                let lingers = self.lingers();
                 self.shared.background.spawn_on(
                     async move {
-                        release_after(&shared, &resources, &value, leave, stragglers).await;
+                        if lingers {
+                            let ahead = match stragglers {
+                                Some(stragglers) => stragglers.before_release().await,
+                                None => None,
+                            };
+                            shared.linger(&resources, &value).await;
+                            drop(ahead);
+                        } else {
+                            release_after(&shared, &resources, &value, leave, stragglers).await;
+                        }
                     },
                     &runtime,
                 );
@@ -334,7 +379,8 @@ impl std::ops::Deref for Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(held: Held, deadline: Instant, fence: Option<u64>) -> Self {
+    pub(crate) fn new(mut held: Held, deadline: Instant, fence: Option<u64>) -> Self {
+        held.valid_until = Some(deadline);
         let info = LockInfo {
             resources: held.resources.clone(),
             value: Arc::clone(&held.value),
@@ -367,6 +413,14 @@ impl Lock {
     /// Moves the deadline (only a [`Time::Fixed`] one: a lock is kept alive only by value).
     fn set_time(&mut self, deadline: Instant, lost: bool) {
         self.info.time = Time::Fixed { deadline, lost };
+        self.held.valid_until = Some(deadline);
+        self.held.lost = lost;
+    }
+
+    /// Marks the lock lost although its deadline has not passed (its guard gave it up at the
+    /// margin): a release from now on is a lost lock's (engine invariant 5).
+    pub(crate) fn mark_lost(&mut self) {
+        self.set_time(self.deadline(), true);
     }
 
     /// Gives the lock up without releasing it: it stays held until its TTL runs out, or until
@@ -428,7 +482,11 @@ impl Lock {
         }
     }
 
-    /// Releases the lock on every node and reports how many confirmed.
+    /// Releases the lock on every node and reports how many confirmed. A lock that is already
+    /// lost ([`is_lost`](LockInfo::is_lost)) while the manager has a
+    /// [`lock_delay`](crate::Builder::lock_delay) is not deleted: its keys are kept for the delay
+    /// from now, since this holder's last writes may still be in flight (so is a lost lock
+    /// dropped unreleased).
     ///
     /// # Cancel safety
     /// Dropping the future half-way starts the same release again in the background.

@@ -31,8 +31,8 @@ use crate::resources::{Access, Resources};
 use crate::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
     ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_FENCED, EXTEND_MANY, EXTEND_MANY_FENCED, FENCE,
-    FENCE_MANY, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD, RW_ACQUIRE, RW_EXTEND,
-    RW_FENCE, RW_RELEASE, one_or_many,
+    FENCE_MANY, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD, RW_ACQUIRE, RW_EXTEND,
+    RW_FENCE, RW_LINGER, RW_RELEASE, one_or_many,
 };
 use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::shards::Shards;
@@ -83,6 +83,9 @@ pub(crate) enum Request {
         leave: Option<WaiterId>,
         announce: bool,
     },
+    /// Instead of a release, for a lock that was lost while a lock-delay is set: keep our keys
+    /// for at least `ttl_ms` (the delay) from now ([`engine`](crate::engine) invariant 5).
+    Linger { ttl_ms: u64 },
     /// Establish the connection (health check and scripts included).
     Connect,
 }
@@ -97,7 +100,10 @@ impl Request {
             | Request::SetQueued { .. }
             | Request::SetReadWrite { .. }
             | Request::Connect => Asked::Acquire,
-            Request::Fence { .. } | Request::Extend { .. } | Request::Release { .. } => Asked::Keep,
+            Request::Fence { .. }
+            | Request::Extend { .. }
+            | Request::Release { .. }
+            | Request::Linger { .. } => Asked::Keep,
         }
     }
 
@@ -110,7 +116,7 @@ impl Request {
             | Request::SetReadWrite { .. } => RequestKind::Acquire,
             Request::Fence { .. } => RequestKind::Fence,
             Request::Extend { .. } => RequestKind::Extend,
-            Request::Release { .. } => RequestKind::Release,
+            Request::Release { .. } | Request::Linger { .. } => RequestKind::Release,
             Request::Connect => RequestKind::Connect,
         }
     }
@@ -593,6 +599,12 @@ async fn perform(
             };
             (int_reply(&reply)? >= 1, None, false)
         }
+        Request::Linger { ttl_ms } => {
+            let reply = connection
+                .eval(checked, &LINGER, keys, Some(value), &[ttl_ms])
+                .await?;
+            (int_reply(&reply)? >= 1, None, false)
+        }
         Request::SetReadWrite { .. } | Request::Connect => (true, None, false),
     })
 }
@@ -668,6 +680,12 @@ async fn perform_read_write(
             let leave = [leave.map(|id| id.to_string()).unwrap_or_default()];
             let reply = connection
                 .eval(checked, &RW_RELEASE, keys, Some(value), &leave)
+                .await?;
+            (int_reply(&reply)? >= 1, None, false)
+        }
+        Request::Linger { ttl_ms } => {
+            let reply = connection
+                .eval(checked, &RW_LINGER, keys, Some(value), &[ttl_ms])
                 .await?;
             (int_reply(&reply)? >= 1, None, false)
         }

@@ -144,10 +144,14 @@ pub(crate) static RW_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     )
 });
 
+pub(crate) static LINGER: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/linger.lua"), &[]));
+pub(crate) static RW_LINGER: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_linger.lua"), &[]));
 pub(crate) static LEADER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/leader.lua"), FENCED));
 
-pub(crate) fn all() -> [&'static LuaScript; 21] {
+pub(crate) fn all() -> [&'static LuaScript; 23] {
     [
         &MARKER,
         &RELEASE_STANDARD,
@@ -170,6 +174,8 @@ pub(crate) fn all() -> [&'static LuaScript; 21] {
         &RW_EXTEND,
         &RW_RELEASE,
         &LEADER,
+        &LINGER,
+        &RW_LINGER,
     ]
 }
 

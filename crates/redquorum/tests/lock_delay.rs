@@ -122,3 +122,42 @@ async fn a_delay_that_leaves_no_room_under_max_ttl_is_refused() {
     );
     assert!(err.to_string().contains("lock-delay"), "{err}");
 }
+
+/// A holder that releases a lock it already lost (its validity ran out while it worked) may still
+/// have writes in flight: with a lock-delay its keys are kept for the delay from the release,
+/// not deleted; a release while still valid deletes them (above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_lost_lock_keeps_it_out_of_reach_for_the_delay() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let lock = holder
+        .try_acquire("late", Duration::from_millis(300))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(lock.is_lost(), "the holder worked past its validity");
+    let released = Instant::now();
+    let kept = lock.release().await;
+    assert!(
+        kept.confirmed >= 2,
+        "the keys are still ours, kept: {kept:?}"
+    );
+    for node in cluster.iter() {
+        let pttl = pttl_on(node, "late");
+        assert!(pttl > 0, "kept for the delay, not deleted: PTTL {pttl}");
+    }
+    let other = connected(&cluster).await;
+    let every_20ms = Retry::forever()
+        .delay(Duration::from_millis(20))
+        .max_wait(Duration::from_secs(20));
+    let next = other
+        .acquire_with("late", Duration::from_secs(5), &every_20ms)
+        .await
+        .expect("free once the delay is over");
+    assert!(
+        released.elapsed() >= DELAY - Duration::from_millis(50),
+        "a new holder {:?} after the lost lock's release",
+        released.elapsed()
+    );
+    next.release().await;
+}
