@@ -1,10 +1,13 @@
 //! The pure checker: from a recorded [`History`] alone, decide per resource whether mutual
-//! exclusion held, whether fencing tokens only went up, how many stale writes fencing refused,
-//! and how long the lock sat unused while a majority of nodes was up.
+//! exclusion held (or, for a semaphore, whether no more than its permits were held at once),
+//! whether fencing tokens only went up, whether a lock left unreleased stayed out of reach for
+//! the lock-delay, how many stale writes fencing refused, and how long the lock sat unused while
+//! a majority of nodes was up.
 //!
 //! It knows nothing about Redis or about how the history was produced; it is plain synchronous
 //! code, tested on hand-made histories. It runs in O(n log n + k) for n sections and k reported
-//! overlaps: sort by entry, then sweep.
+//! overlaps: sort by entry, then sweep (the semaphore count adds the holders open at each entry,
+//! at most a handful).
 //!
 //! # Invariants
 //!
@@ -24,7 +27,25 @@
 //! 5. Liveness is reported, never a violation: the longest stretch during which no section was
 //!    believed valid *and* a majority (`nodes / 2 + 1`) of nodes was up. Only stretches between
 //!    two holders count, not before the first or after the last.
-
+//! 6. **Semaphores.** In a history with `permits = k`, a resource may have up to `k` holders at
+//!    once, so invariant 2 no longer applies to the resource as a whole. Instead: a section whose
+//!    entry finds `k` or more *other* acquisitions believed valid on the same resource is a
+//!    violation ([`Excess`]), "believed valid" as in invariant 1. Each permit is a lock of its
+//!    own, so invariants 2 and 3 apply per `(resource, permit)`: two holders of one permit must
+//!    not overlap, and a permit's tokens must go up (tokens of different permits are unrelated:
+//!    the library's counter is per permit key). Sections without a permit (a design that keeps
+//!    a count per node) are judged by the count alone. The most holders ever believed valid at
+//!    once is reported too, so a semaphore that never let two in shows as one.
+//! 7. **Lock-delay.** With a delay `d`, a section that ended without a release while its holder
+//!    was valid (it crashed and abandoned the lock, or it sent its release only after its
+//!    deadline, having slept past it) keeps its lock from everybody else until its release or
+//!    `valid_until_us + d`, whichever comes first. Another acquisition of the same lock (the
+//!    resource, or for a semaphore the same permit) entering in `[believed_until, that end)` is a
+//!    violation ([`DelayViolation`]); entering earlier is invariant 2's (or 6's) business. The
+//!    delay is the history's own unless the caller names another ([`check_with`]): judging a run
+//!    without lock-delay against a delay is how the rule is shown to catch something. With
+//!    `d = 0` it still says something: a crashed holder's lock is not handed out before its
+//!    deadline.
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -36,8 +57,16 @@ use crate::history::{History, NodeUp, Section, WriteOutcome};
 pub struct Verdict {
     /// One verdict per resource, sorted by resource name.
     pub resources: Vec<ResourceVerdict>,
-    /// The number of violations over all resources: overlaps plus token violations.
+    /// The number of violations over all resources: overlaps, token violations, holders beyond
+    /// the permits, and lock-delay violations.
     pub violations: usize,
+    /// The holders a resource allows at once, for a semaphore history (invariant 6); `None`: a
+    /// lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
+    /// The lock-delay the history was judged against, in µs (invariant 7).
+    #[serde(default)]
+    pub lock_delay_us: u64,
 }
 
 impl Verdict {
@@ -63,14 +92,57 @@ pub struct ResourceVerdict {
     pub token_violations: Vec<TokenViolation>,
     /// The longest stretch with no holder while a majority of nodes was up (invariant 5), if any.
     pub longest_gap: Option<Gap>,
+    /// The most acquisitions believed valid at the same instant (invariant 6).
+    #[serde(default)]
+    pub most_holders: usize,
+    /// Entries that made more holders than the permits allow (invariant 6; semaphores only).
+    #[serde(default)]
+    pub excess: Vec<Excess>,
+    /// Sections that ended without a release while valid: crashed, or released past their
+    /// deadline (invariant 7; counted, not violations).
+    #[serde(default)]
+    pub unreleased: usize,
+    /// Acquisitions within the lock-delay of a lock left unreleased (invariant 7).
+    #[serde(default)]
+    pub delay_violations: Vec<DelayViolation>,
 }
 
 impl ResourceVerdict {
     /// The number of violations on this resource.
     #[must_use]
     pub fn violations(&self) -> usize {
-        self.overlaps.len() + self.token_violations.len()
+        self.overlaps.len()
+            + self.token_violations.len()
+            + self.excess.len()
+            + self.delay_violations.len()
     }
+}
+
+/// A section that entered while as many other acquisitions as there are permits (or more)
+/// believed themselves valid on the same resource (invariant 6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Excess {
+    /// The section whose entry went over the permits.
+    pub entering: Section,
+    /// The other acquisitions' sections believed valid at that instant, in order of entry.
+    pub holders: Vec<Section>,
+    /// Start of the stretch on which all of them were believed valid: the entry.
+    pub from_us: u64,
+    /// End (exclusive) of that stretch: the first of them to stop believing; after `from_us`.
+    pub to_us: u64,
+}
+
+/// An acquisition of a lock within the lock-delay of a section that left it unreleased
+/// (invariant 7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DelayViolation {
+    /// The section that ended without a release while valid.
+    pub unreleased: Section,
+    /// The section of another acquisition that entered too early.
+    pub next: Section,
+    /// Until when `unreleased`'s lock was to stay out of reach: its release, or its deadline
+    /// plus the delay, whichever comes first.
+    pub protected_until_us: u64,
 }
 
 /// Two sections of different acquisitions whose believed-valid intervals intersect.
@@ -112,9 +184,22 @@ impl Gap {
     }
 }
 
-/// Checks a history; see the module's invariants for the rules.
+/// Checks a history against its own lock-delay ([`History::lock_delay_us`]); see the module's
+/// invariants for the rules.
 #[must_use]
 pub fn check(history: &History) -> Verdict {
+    check_with(history, history.lock_delay_us)
+}
+
+/// Checks a history as [`check`] does, but against the lock-delay `lock_delay_us` whatever the
+/// clients were configured with (invariant 7): a run without lock-delay judged against one shows
+/// what the delay would have excluded.
+#[must_use]
+pub fn check_with(history: &History, lock_delay_us: u64) -> Verdict {
+    let rules = Rules {
+        permits: history.permits,
+        lock_delay_us,
+    };
     let majority = majority_up(history.nodes, &history.node_up);
     let mut by_resource: BTreeMap<&str, Vec<&Section>> = BTreeMap::new();
     for section in &history.sections {
@@ -125,35 +210,140 @@ pub fn check(history: &History) -> Verdict {
     }
     let resources: Vec<ResourceVerdict> = by_resource
         .into_iter()
-        .map(|(resource, sections)| check_resource(resource, sections, &majority))
+        .map(|(resource, sections)| check_resource(resource, sections, &majority, rules))
         .collect();
     let violations = resources.iter().map(ResourceVerdict::violations).sum();
     Verdict {
         resources,
         violations,
+        permits: rules.permits,
+        lock_delay_us,
     }
+}
+
+/// What a history is judged against.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    permits: Option<u32>,
+    lock_delay_us: u64,
 }
 
 fn check_resource(
     resource: &str,
     mut sections: Vec<&Section>,
     majority: &[Gap],
+    rules: Rules,
 ) -> ResourceVerdict {
     // Ties on entry go to the lower token first (invariant 3); tokenless sections sort first
     // among ties, which is harmless since they take no part in the token check.
     sections.sort_by_key(|s| (s.enter_us, s.fence));
     let gaps = holder_gaps(&sections);
+    // The locks of this resource: the resource itself, or for a semaphore each permit
+    // (invariant 6). Sorting is kept within each.
+    let locks: Vec<Vec<&Section>> = match rules.permits {
+        None => vec![sections.clone()],
+        Some(_) => {
+            let mut per_permit: BTreeMap<u32, Vec<&Section>> = BTreeMap::new();
+            for &section in &sections {
+                if let Some(permit) = section.permit {
+                    per_permit.entry(permit).or_default().push(section);
+                }
+            }
+            per_permit.into_values().collect()
+        }
+    };
+    let (most_holders, excess) = holders_at_once(&sections, rules.permits);
     ResourceVerdict {
         resource: resource.to_owned(),
         sections: sections.len(),
-        overlaps: overlaps(&sections),
+        overlaps: locks.iter().flat_map(|lock| overlaps(lock)).collect(),
         stale_writes_rejected: sections
             .iter()
             .filter(|s| s.write == WriteOutcome::RejectedStale)
             .count(),
-        token_violations: token_violations(&sections),
+        token_violations: locks
+            .iter()
+            .flat_map(|lock| token_violations(lock))
+            .collect(),
         longest_gap: longest_common(&gaps, majority),
+        most_holders,
+        excess,
+        unreleased: sections.iter().filter(|s| s.ended_unreleased()).count(),
+        delay_violations: locks
+            .iter()
+            .flat_map(|lock| delay_violations(lock, rules.lock_delay_us))
+            .collect(),
     }
+}
+
+/// Invariant 6 over `sections` sorted by entry: the most distinct acquisitions believed valid at
+/// once, and, given `permits`, every entry that found that many others already believed valid.
+fn holders_at_once(sections: &[&Section], permits: Option<u32>) -> (usize, Vec<Excess>) {
+    let allowed = permits.map(|k| usize::try_from(k).unwrap_or(usize::MAX));
+    let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
+    let mut most = 0;
+    let mut found = Vec::new();
+    for (i, entering) in sections.iter().enumerate() {
+        let end = entering.believed_until_us();
+        if end <= entering.enter_us {
+            continue;
+        }
+        while open.first().is_some_and(|&(e, _)| e <= entering.enter_us) {
+            open.pop_first();
+        }
+        // One section per other acquisition: the one believed valid the longest.
+        let mut others: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
+        for &(other_end, j) in &open {
+            let value = sections[j].value.as_str();
+            if value != entering.value {
+                let longest = others.entry(value).or_insert((other_end, j));
+                *longest = (*longest).max((other_end, j));
+            }
+        }
+        most = most.max(others.len() + 1);
+        if allowed.is_some_and(|k| others.len() >= k) {
+            let mut holders: Vec<usize> = others.values().map(|&(_, j)| j).collect();
+            holders.sort_unstable();
+            let first_end = others.values().map(|&(e, _)| e).fold(end, u64::min);
+            found.push(Excess {
+                entering: (*entering).clone(),
+                holders: holders.into_iter().map(|j| sections[j].clone()).collect(),
+                from_us: entering.enter_us,
+                to_us: first_end,
+            });
+        }
+        open.insert((end, i));
+    }
+    (most, found)
+}
+
+/// Invariant 7 over the sections of one lock, sorted by entry.
+fn delay_violations(sections: &[&Section], lock_delay_us: u64) -> Vec<DelayViolation> {
+    let mut found = Vec::new();
+    for unreleased in sections.iter().filter(|s| s.ended_unreleased()) {
+        let from = unreleased.believed_until_us().max(unreleased.enter_us);
+        let protected_until = unreleased
+            .released_at_us()
+            .unwrap_or(u64::MAX)
+            .min(unreleased.valid_until_us.saturating_add(lock_delay_us));
+        if protected_until <= from {
+            continue;
+        }
+        // The sections entering in [from, protected_until): sorted by entry, so one range.
+        let first = sections.partition_point(|s| s.enter_us < from);
+        for next in sections[first..]
+            .iter()
+            .take_while(|s| s.enter_us < protected_until)
+            .filter(|s| s.value != unreleased.value)
+        {
+            found.push(DelayViolation {
+                unreleased: (*unreleased).clone(),
+                next: (*next).clone(),
+                protected_until_us: protected_until,
+            });
+        }
+    }
+    found
 }
 
 /// Invariant 2, by sweeping `sections` (sorted by entry) with the set of intervals still open.
@@ -338,6 +528,9 @@ mod tests {
             exit_us: exit,
             valid_until_us: valid_until,
             write: WriteOutcome::NotAttempted,
+            permit: None,
+            released_us: None,
+            abandoned: false,
         }
     }
 
@@ -365,6 +558,8 @@ mod tests {
                     to_us: 10_000,
                 })
                 .collect(),
+            permits: None,
+            lock_delay_us: 0,
         }
     }
 
@@ -852,6 +1047,274 @@ mod tests {
                 expected_tokens,
                 "seed {seed}: {ordered:#?}"
             );
+        }
+    }
+
+    /// `sections` as a semaphore history with `permits` permits.
+    fn semaphore(permits: u32, sections: Vec<Section>) -> History {
+        History {
+            permits: Some(permits),
+            ..history(sections)
+        }
+    }
+
+    fn on(permit: u32, section: Section) -> Section {
+        Section {
+            permit: Some(permit),
+            ..section
+        }
+    }
+
+    #[test]
+    fn a_semaphore_allows_its_permits_and_no_more() {
+        let a = sec("r", "a", 0, 100, 100);
+        let b = sec("r", "b", 10, 100, 100);
+        let c = sec("r", "c", 20, 50, 60);
+        let two = check(&semaphore(2, vec![a.clone(), b.clone()]));
+        assert!(two.is_safe(), "{two:#?}");
+        assert_eq!(only(&two).most_holders, 2);
+        assert!(only(&two).overlaps.is_empty(), "two holders of two permits");
+
+        let three = check(&semaphore(2, vec![c.clone(), b.clone(), a.clone()]));
+        let r = only(&three);
+        assert_eq!(
+            r.excess,
+            vec![Excess {
+                entering: c.clone(),
+                holders: vec![a.clone(), b.clone()],
+                from_us: 20,
+                to_us: 50,
+            }]
+        );
+        assert_eq!((r.most_holders, three.violations), (3, 1));
+        assert_eq!(three.permits, Some(2));
+        // The same sections as a lock: overlaps, and no count against permits.
+        let lock = check(&history(vec![a, b, c]));
+        assert!(only(&lock).excess.is_empty());
+        assert_eq!(only(&lock).overlaps.len(), 3);
+        assert_eq!(only(&lock).most_holders, 3);
+    }
+
+    #[test]
+    fn only_holders_that_believed_themselves_valid_count_against_the_permits() {
+        // `a` stays until 300 but its deadline was 100; `d` entered past its own deadline.
+        let verdict = check(&semaphore(
+            2,
+            vec![
+                sec("r", "a", 0, 300, 100),
+                sec("r", "b", 150, 250, 250),
+                sec("r", "c", 160, 250, 250),
+                sec("r", "d", 170, 200, 120),
+            ],
+        ));
+        assert!(verdict.is_safe(), "{verdict:#?}");
+        assert_eq!(only(&verdict).most_holders, 2);
+        // Two sections of one acquisition are one holder; touching intervals do not overlap.
+        let verdict = check(&semaphore(
+            2,
+            vec![
+                sec("r", "a", 0, 100, 100),
+                sec("r", "a", 10, 100, 100),
+                sec("r", "b", 20, 100, 100),
+                sec("r", "c", 100, 200, 200),
+            ],
+        ));
+        assert!(verdict.is_safe(), "{verdict:#?}");
+        assert_eq!(only(&verdict).most_holders, 2);
+    }
+
+    #[test]
+    fn each_permit_is_a_lock_of_its_own() {
+        // Two holders of permit 0 at once: an overlap, though two holders are allowed.
+        let verdict = check(&semaphore(
+            2,
+            vec![
+                on(0, sec("r", "a", 0, 100, 100)),
+                on(0, sec("r", "b", 50, 150, 150)),
+            ],
+        ));
+        let r = only(&verdict);
+        assert_eq!(overlap_spans(&verdict), [("a", "b", 50, 100)]);
+        assert!(r.excess.is_empty());
+        assert_eq!(verdict.violations, 1);
+        let apart = check(&semaphore(
+            2,
+            vec![
+                on(0, sec("r", "a", 0, 100, 100)),
+                on(1, sec("r", "b", 50, 150, 150)),
+            ],
+        ));
+        assert!(apart.is_safe(), "{apart:#?}");
+    }
+
+    #[test]
+    fn tokens_go_up_per_permit() {
+        let token = |permit, value: &str, enter, fence| on(permit, fenced(value, enter, fence));
+        // Interleaved permits whose tokens are unrelated: fine per permit, not as one sequence.
+        let sections = vec![
+            token(0, "a", 0, 5),
+            token(1, "b", 100, 3),
+            token(0, "c", 200, 7),
+            token(1, "d", 300, 4),
+        ];
+        let per_permit = check(&semaphore(2, sections.clone()));
+        assert!(per_permit.is_safe(), "{per_permit:#?}");
+        assert_eq!(only(&check(&history(sections))).token_violations.len(), 2);
+        let backwards = check(&semaphore(
+            2,
+            vec![token(1, "b", 100, 3), token(1, "d", 300, 2)],
+        ));
+        assert_eq!(only(&backwards).token_violations.len(), 1);
+    }
+
+    /// A section whose holder crashed at `exit`, its deadline `valid_until`.
+    fn crashed(value: &str, enter: u64, exit: u64, valid_until: u64) -> Section {
+        Section {
+            abandoned: true,
+            ..sec("r", value, enter, exit, valid_until)
+        }
+    }
+
+    fn with_delay(delay_us: u64, sections: Vec<Section>) -> History {
+        History {
+            lock_delay_us: delay_us,
+            ..history(sections)
+        }
+    }
+
+    #[test]
+    fn a_crashed_holders_lock_stays_out_of_reach_for_the_delay() {
+        // Crashed at 50, deadline 100, delay 200: nobody else before 300.
+        let a = crashed("a", 0, 50, 100);
+        let at = |enter| sec("r", "b", enter, enter + 10, enter + 10);
+        let early = check(&with_delay(200, vec![a.clone(), at(250)]));
+        let r = only(&early);
+        assert_eq!(
+            r.delay_violations,
+            vec![DelayViolation {
+                unreleased: a.clone(),
+                next: at(250),
+                protected_until_us: 300,
+            }]
+        );
+        assert_eq!((r.unreleased, early.violations), (1, 1));
+        assert_eq!(early.lock_delay_us, 200);
+        assert!(check(&with_delay(200, vec![a.clone(), at(300)])).is_safe());
+        // Before its deadline too: the crashed holder no longer believes, its lock still counts.
+        assert_eq!(
+            only(&check(&with_delay(200, vec![a.clone(), at(60)])))
+                .delay_violations
+                .len(),
+            1
+        );
+        // Without a delay only the deadline is kept; `check_with` judges against another delay.
+        let none = with_delay(0, vec![a.clone(), at(150)]);
+        assert!(check(&none).is_safe());
+        assert_eq!(check_with(&none, 200).violations, 1);
+        assert_eq!(check_with(&none, 200).lock_delay_us, 200);
+        assert_eq!(check(&with_delay(0, vec![a, at(60)])).violations, 1);
+    }
+
+    #[test]
+    fn a_late_release_ends_the_delay_and_a_timely_one_leaves_none() {
+        let at = |enter| sec("r", "b", enter, enter + 10, enter + 10);
+        // Slept past its deadline (100) and released at 400: protected until min(400, 300).
+        let slept = Section {
+            released_us: Some(400),
+            ..sec("r", "a", 0, 400, 100)
+        };
+        assert_eq!(
+            only(&check(&with_delay(200, vec![slept.clone(), at(250)])))
+                .delay_violations
+                .len(),
+            1
+        );
+        // Released at 200, before its deadline plus the delay: free from then on.
+        let released_early = Section {
+            released_us: Some(200),
+            ..slept
+        };
+        assert!(check(&with_delay(200, vec![released_early.clone(), at(250)])).is_safe());
+        assert_eq!(
+            check(&with_delay(200, vec![released_early, at(150)])).violations,
+            1
+        );
+        // Released while valid: nothing to wait for, whatever the delay.
+        let timely = Section {
+            released_us: Some(50),
+            ..sec("r", "a", 0, 50, 100)
+        };
+        let verdict = check(&with_delay(200, vec![timely, at(60)]));
+        assert!(verdict.is_safe(), "{verdict:#?}");
+        assert_eq!(only(&verdict).unreleased, 0);
+        // Its own later sections do not count against it.
+        let own = check(&with_delay(
+            200,
+            vec![crashed("a", 0, 50, 100), sec("r", "a", 60, 70, 100)],
+        ));
+        assert!(own.is_safe(), "{own:#?}");
+    }
+
+    #[test]
+    fn the_delay_is_kept_per_permit() {
+        let crashed_on_0 = on(0, crashed("a", 0, 50, 100));
+        let next = |permit| on(permit, sec("r", "b", 150, 160, 160));
+        let other = check(&History {
+            lock_delay_us: 200,
+            ..semaphore(2, vec![crashed_on_0.clone(), next(1)])
+        });
+        assert!(other.is_safe(), "{other:#?}");
+        let same = check(&History {
+            lock_delay_us: 200,
+            ..semaphore(2, vec![crashed_on_0, next(0)])
+        });
+        assert_eq!(only(&same).delay_violations.len(), 1);
+    }
+
+    #[test]
+    fn the_semaphore_sweep_agrees_with_counting_at_every_entry() {
+        for seed in 0..1000 {
+            let mut rng = Lcg(seed);
+            let permits = u32::try_from(rng.below(3) + 1).expect("small");
+            let n = rng.below(12) + 1;
+            let sections: Vec<Section> = (0..n)
+                .map(|_| {
+                    let enter = rng.below(50);
+                    let exit = enter + rng.below(20);
+                    let valid_until = enter + rng.below(25);
+                    sec("r", &format!("v{}", rng.below(8)), enter, exit, valid_until)
+                })
+                .collect();
+            let verdict = check(&semaphore(permits, sections.clone()));
+            let mut ordered = sections.clone();
+            ordered.sort_by_key(|s| s.enter_us);
+            // By the definition: other acquisitions believed valid at an entry (entries at the
+            // same instant count those listed before, as the sweep's stable order does).
+            let believed = |s: &Section| s.believed_until_us() > s.enter_us;
+            let mut expected = 0;
+            let mut most = 0;
+            for (i, s) in ordered.iter().enumerate().filter(|(_, s)| believed(s)) {
+                let mut values: Vec<&str> = ordered[..i]
+                    .iter()
+                    .filter(|e| {
+                        believed(e) && e.believed_until_us() > s.enter_us && e.value != s.value
+                    })
+                    .map(|e| e.value.as_str())
+                    .collect();
+                values.sort_unstable();
+                values.dedup();
+                most = most.max(values.len() + 1);
+                if values.len() >= permits as usize {
+                    expected += 1;
+                }
+            }
+            let r = only(&verdict);
+            assert_eq!(r.excess.len(), expected, "seed {seed}: {ordered:#?}");
+            assert_eq!(r.most_holders, most, "seed {seed}: {ordered:#?}");
+            for e in &r.excess {
+                assert!(e.to_us > e.from_us, "seed {seed}: {e:#?}");
+                assert!(e.holders.len() >= permits as usize);
+            }
         }
     }
 

@@ -14,11 +14,13 @@
 //! | `pause` | `SIGSTOP`: connections stay open, nothing is answered | `SIGCONT` |
 //! | `delay` | its proxy holds every chunk back 50–300 ms | heal |
 //! | `drop` | its proxy closes every open connection | (instant) |
-//! | `client-pause` | the client, in its next critical section, sleeps past its validity by 100–700 ms after its last validity check and before its write | (instant) |
+//! | `client-pause` | the client, in its next critical section, sleeps past its validity by 100–700 ms after its last validity check and before its write; it then writes, leaves and releases, late | (instant) |
+//! | `client-crash` | the client, in its next critical section, crashes after its work: it leaves at once and abandons its lock, unreleased (`Lock::detach`), as a dead process would; the lock lives until its keys expire, which with a lock-delay is the delay after the holder's validity | (instant) |
 //! | `restart-burst` | a majority of nodes, one after the other: `SIGKILL`, then a restart with its data deleted | (instant) |
 //! | `flush` | `FLUSHALL` on a majority of nodes, over a connection of its own: data lost by a running server (an operator's mistake, eviction) | (instant) |
 //! | `replace` | a majority of proxies switch to their spares: different, long-running servers without data, behind the same addresses; open connections are closed | switched back |
 //! | `blackhole` | its proxy stops forwarding on every open connection, which stays open; new connections work | the black-holed connections are closed |
+//! | `partition` | independent masters only: every client is cut off from a minority of the nodes, a different one per client group (a *ring of majorities*: group `g` reaches the majority of consecutive slots from `g + offset` on, `offset` drawn per fault); its connections to the others are closed and new ones refused, through ports of the proxies that only that group uses | healed: every client reaches every node |
 //! | `failover` | cluster layout only: a majority of the Redis Clusters stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`), missing every write of that window |
 //!
 //! Which kinds apply depends on the layout (`Layout::supports`): the cluster layout has no
@@ -39,6 +41,17 @@
 //! 16 kB, which lock traffic never has pending.) With the window longer than a TTL, every key
 //! the promoted replica has is expired: every live lock on a majority is gone, the race of the
 //! Redlock page made certain, as in the failover pair.
+//!
+//! # Why partitions are per client
+//! Every other network fault acts on a node's proxy, so a node is reachable for every client or
+//! for none, and every client's view of the nodes is the same. Mutual exclusion with a majority
+//! quorum does not care, but a semaphore kept as a count per node does: its flaw needs three
+//! clients that each reach a different majority (see `strategies`). Clients are split into
+//! groups (client `c` in group `c mod slots`, so at most `slots` groups), and each proxy listens
+//! on one more port per group. A partition starts only when no node is impaired, and no node
+//! fault starts during it, so each group still reaches a majority (invariant 2 holds per
+//! client). Only the independent-masters layout has it: with one node there is no minority to
+//! cut.
 //!
 //! The data-loss faults (`restart-burst`, `flush`, `replace`, `failover`) hit a majority at once, aimed at
 //! a fresh holder (invariant 4): a node that lost a lock only matters to a second client that
@@ -119,11 +132,15 @@ pub enum Fault {
     Blackhole,
     /// A majority of Redis Clusters promote a replica that missed more than a TTL of writes.
     Failover,
+    /// A client crashes in its critical section, leaving its lock unreleased.
+    ClientCrash,
+    /// Each client group is cut off from a minority of the nodes, a different one per group.
+    Partition,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 13] = [
         Fault::Kill,
         Fault::Restart,
         Fault::Pause,
@@ -135,6 +152,8 @@ impl Fault {
         Fault::Replace,
         Fault::Blackhole,
         Fault::Failover,
+        Fault::ClientCrash,
+        Fault::Partition,
     ];
 
     /// The kinds enabled when none are named, on the layouts with proxies: all but `drop` and
@@ -166,7 +185,14 @@ impl Fault {
             Fault::Replace => "replace",
             Fault::Blackhole => "blackhole",
             Fault::Failover => "failover",
+            Fault::ClientCrash => "client-crash",
+            Fault::Partition => "partition",
         }
+    }
+
+    /// Whether it hits a client rather than nodes.
+    fn hits_a_client(self) -> bool {
+        matches!(self, Fault::ClientPause | Fault::ClientCrash)
     }
 
     /// Parses a comma-separated list (`kill,pause`), ignoring blanks and repeats; `none` or an
@@ -202,6 +228,11 @@ impl Fault {
             self,
             Fault::RestartBurst | Fault::Flush | Fault::Replace | Fault::Failover
         )
+    }
+
+    /// Whether it may start only while no node is impaired.
+    fn needs_every_node(self) -> bool {
+        self.hits_a_majority() || self == Fault::Partition
     }
 }
 
@@ -290,6 +321,17 @@ pub enum Action {
         /// How far past its validity, in ms.
         extra_ms: u64,
     },
+    /// Crash a client in its next critical section, its lock abandoned unreleased.
+    ClientCrash {
+        /// The client.
+        client: u32,
+    },
+    /// Cut every client group off the slots outside its majority in a ring rotated by `offset`,
+    /// then heal.
+    Partition {
+        /// The ring's rotation.
+        offset: usize,
+    },
 }
 
 impl Action {
@@ -308,10 +350,13 @@ impl Action {
             Action::Replace { .. } => Fault::Replace,
             Action::Blackhole { .. } => Fault::Blackhole,
             Action::Failover { .. } => Fault::Failover,
+            Action::ClientCrash { .. } => Fault::ClientCrash,
+            Action::Partition { .. } => Fault::Partition,
         }
     }
 
-    /// The slots it hits, given `slots` in all (none for a client pause).
+    /// The slots it hits, given `slots` in all (none for a client pause or crash, every one for
+    /// a partition).
     #[must_use]
     pub fn slots(self, slots: usize) -> Vec<usize> {
         match self {
@@ -327,7 +372,8 @@ impl Action {
             | Action::Failover { first, count } => {
                 (0..count).map(|i| (first + i) % slots.max(1)).collect()
             }
-            Action::ClientPause { .. } => Vec::new(),
+            Action::Partition { .. } => (0..slots).collect(),
+            Action::ClientPause { .. } | Action::ClientCrash { .. } => Vec::new(),
         }
     }
 }
@@ -356,12 +402,12 @@ pub fn plan(
 ) -> Vec<Planned> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut planned = Vec::new();
-    // Usable kinds only: no node faults without nodes, no client pauses without clients.
+    // Usable kinds only: no node faults without nodes, no client faults without clients.
     let kinds: Vec<Fault> = faults
         .iter()
         .copied()
         .filter(|f| {
-            if *f == Fault::ClientPause {
+            if f.hits_a_client() {
                 clients > 0
             } else {
                 slots > 0
@@ -393,6 +439,19 @@ pub fn plan(
                 client: rng.random_range(0..clients),
                 extra_ms: rng.random_range(100..=700),
             }),
+            Fault::ClientCrash => Some(Action::ClientCrash {
+                client: rng.random_range(0..clients),
+            }),
+            Fault::Partition => {
+                let offset = rng.random_range(0..slots);
+                // Only when no node is impaired, and none is while it lasts (the module docs).
+                if busy_until.iter().all(|&until| until <= at) {
+                    busy_until.fill(at + lasts + SLACK);
+                    Some(Action::Partition { offset })
+                } else {
+                    None
+                }
+            }
             kind if kind.hits_a_majority() => {
                 let first = rng.random_range(0..slots);
                 let count = majority(slots);
@@ -500,7 +559,7 @@ pub(crate) fn inject<T>(
                 let clash = hit
                     .iter()
                     .any(|&s| impaired.get(s).is_none_or(Option::is_some));
-                if (kind.hits_a_majority() && busy > 0)
+                if (kind.needs_every_node() && busy > 0)
                     || (kind.impairs() && (clash || busy >= max_impaired(topology.slots())))
                 {
                     tracing::debug!(?fault, "skipped: nodes are already impaired");
@@ -667,6 +726,11 @@ fn start(
             record.arm_pause(client, extra_ms);
             Ok(None)
         }
+        Action::ClientCrash { client } => {
+            // Recorded by the client when it crashes, with the lock it abandons.
+            record.arm_crash(client);
+            Ok(None)
+        }
         Action::RestartBurst { .. } => {
             // Down one after the other, then back one after the other: for a moment the
             // majority is down together, and every one of them comes back empty.
@@ -740,6 +804,32 @@ fn start(
             // A layout without Redis Clusters has no replica to cut.
             Ok(cut.then(|| topology.node_of(first)))
         }
+        Action::Partition { offset } => {
+            if topology.groups() == 0 {
+                // The runner gives clients ports of their own only when partitions are enabled.
+                return Err(crate::ChaosError::Config(
+                    "a partition needs client groups".to_owned(),
+                ));
+            }
+            let reached = topology.partition(offset);
+            let groups: Vec<String> = reached
+                .iter()
+                .enumerate()
+                .map(|(group, slots)| format!("group {group} reaches {slots:?}"))
+                .collect();
+            event(
+                record,
+                None,
+                FaultKind::Partition,
+                format!(
+                    "ring of majorities (client c in group c mod {}): {}; the other connections \
+                     closed and refused",
+                    reached.len(),
+                    groups.join(", ")
+                ),
+            );
+            Ok(Some(topology.node_of(0)))
+        }
         Action::Blackhole { slot } => {
             if let Some(proxy) = topology.proxy(slot) {
                 proxy.blackhole();
@@ -812,6 +902,15 @@ fn end(
             };
             event(record, Some(node), FaultKind::Heal, detail.to_owned());
         }
+        Action::Partition { .. } => {
+            topology.heal_partition();
+            event(
+                record,
+                None,
+                FaultKind::Heal,
+                "partition healed: every client reaches every node".to_owned(),
+            );
+        }
         Action::Replace { .. } => {
             for slot in action.slots(topology.slots()) {
                 topology.restore(slot);
@@ -848,6 +947,7 @@ fn end(
         }
         Action::Drop { .. }
         | Action::ClientPause { .. }
+        | Action::ClientCrash { .. }
         | Action::RestartBurst { .. }
         | Action::Flush { .. } => {}
     }
@@ -871,12 +971,18 @@ mod tests {
     #[test]
     fn faults_stay_inside_the_run_and_use_only_enabled_kinds() {
         for seed in 0..50 {
-            for kinds in [&[Fault::Kill][..], &[Fault::ClientPause, Fault::Delay]] {
+            for kinds in [
+                &[Fault::Kill][..],
+                &[Fault::ClientPause, Fault::Delay],
+                &[Fault::ClientCrash],
+            ] {
                 for p in plan(kinds, 5, 4, Duration::from_secs(20), seed) {
                     assert!(p.at >= FIRST_AT, "{p:?}");
                     assert!(p.at + p.lasts <= Duration::from_secs(19), "{p:?}");
                     assert!(kinds.contains(&p.action.kind()), "{p:?}");
-                    if let Action::ClientPause { client, .. } = p.action {
+                    if let Action::ClientPause { client, .. } | Action::ClientCrash { client } =
+                        p.action
+                    {
                         assert!(client < 4);
                     }
                 }
@@ -908,6 +1014,32 @@ mod tests {
     }
 
     #[test]
+    fn partitions_never_meet_a_node_fault() {
+        for seed in 0..50 {
+            let planned = plan(&Fault::ALL, 5, 8, RUN, seed);
+            for p in planned
+                .iter()
+                .filter(|p| p.action.kind() == Fault::Partition)
+            {
+                let clash = planned.iter().find(|q| {
+                    q != &p
+                        && (q.action.kind().impairs() || q.action.kind().needs_every_node())
+                        && q.at < p.at + p.lasts + SLACK
+                        && p.at < q.at + q.lasts
+                });
+                assert!(clash.is_none(), "seed {seed}: {p:?} and {clash:?}");
+            }
+        }
+        let partitions = plan(&[Fault::Partition], 5, 8, RUN, 1);
+        assert!(partitions.len() >= 10, "{partitions:?}");
+        assert!(
+            partitions
+                .iter()
+                .all(|p| matches!(p.action, Action::Partition { offset } if offset < 5))
+        );
+    }
+
+    #[test]
     fn minorities() {
         assert_eq!(
             (1..=7).map(max_impaired).collect::<Vec<_>>(),
@@ -920,6 +1052,7 @@ mod tests {
         assert!(plan(&[], 5, 4, RUN, 1).is_empty());
         assert!(plan(&Fault::DEFAULT, 5, 4, Duration::from_secs(2), 1).is_empty());
         assert!(plan(&[Fault::ClientPause], 5, 0, RUN, 1).is_empty());
+        assert!(plan(&[Fault::ClientCrash], 5, 0, RUN, 1).is_empty());
     }
 
     #[test]
@@ -932,8 +1065,8 @@ mod tests {
         for f in Fault::ALL {
             assert_eq!(f.name().parse::<Fault>(), Ok(f));
         }
-        let err = Fault::parse_list("kill,partition").unwrap_err();
-        assert!(err.contains("\"partition\""), "{err}");
+        let err = Fault::parse_list("kill,split-brain").unwrap_err();
+        assert!(err.contains("\"split-brain\""), "{err}");
         assert!(err.contains("client-pause"), "{err}");
     }
 }

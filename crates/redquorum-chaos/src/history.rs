@@ -15,6 +15,11 @@
 //! A history is serialised as a single JSON document (serde on the whole [`History`]), see
 //! [`History::to_json`] and [`History::from_json`]. Enums use `snake_case` names; [`FaultKind`]
 //! is tagged with a `"type"` field, e.g. `{"type":"delay","ms":200}`.
+//!
+//! The fields added for semaphores and lock-delay ([`History::permits`],
+//! [`History::lock_delay_us`], [`Section::permit`], [`Section::released_us`],
+//! [`Section::abandoned`]) are left out of the JSON when they hold their default, and read as
+//! that default when missing, so a history of a plain mutex run reads and writes as before.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +43,28 @@ pub struct Section {
     pub valid_until_us: u64,
     /// What the fenced protected resource did with this section's write.
     pub write: WriteOutcome,
+    /// For a semaphore run with permits as lock keys, which permit the holder held; `None` for a
+    /// lock, or for a semaphore design without permits (a count per node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permit: Option<u32>,
+    /// When the holder sent its release; `None` if not recorded (a history from before this
+    /// field: taken as at `exit_us`), or if it never released (see [`Section::abandoned`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_us: Option<u64>,
+    /// The holder crashed in this section: it left at `exit_us` and never released its lock,
+    /// which then lives until its keys expire (see [`Section::released_at_us`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub abandoned: bool,
+}
+
+// `skip_serializing_if` hands the field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl Section {
@@ -46,6 +73,26 @@ impl Section {
     #[must_use]
     pub fn believed_until_us(&self) -> u64 {
         self.exit_us.min(self.valid_until_us)
+    }
+
+    /// When the holder let the lock go: when it sent its release (its exit if that was not
+    /// recorded), or `None` if it never did (it crashed and abandoned the lock).
+    #[must_use]
+    pub fn released_at_us(&self) -> Option<u64> {
+        if self.abandoned {
+            None
+        } else {
+            Some(self.released_us.unwrap_or(self.exit_us))
+        }
+    }
+
+    /// Whether the section ended without a release while the holder was valid: it crashed, or
+    /// it sent its release only after its own deadline (it slept past its validity). Such a
+    /// lock is left to expire, which is what lock-delay is about.
+    #[must_use]
+    pub fn ended_unreleased(&self) -> bool {
+        self.released_at_us()
+            .is_none_or(|released| released > self.valid_until_us)
     }
 }
 
@@ -107,6 +154,12 @@ pub enum FaultKind {
         /// How long the client was stopped, in milliseconds.
         ms: u64,
     },
+    /// A client crashed inside its critical section: it abandoned its lock without releasing
+    /// it and never used it again.
+    ClientCrash,
+    /// Every client was cut off from a minority of the nodes, a different one each (a ring of
+    /// majorities): their connections to those nodes closed, new ones refused.
+    Partition,
     /// A replica was promoted in place of its primary.
     Failover,
     /// The node lost every key while running (`FLUSHALL`).
@@ -153,6 +206,15 @@ pub struct History {
     pub faults: Vec<FaultEvent>,
     /// The intervals during which each node was up and reachable.
     pub node_up: Vec<NodeUp>,
+    /// For a semaphore run, how many holders each resource allows at once; `None` for a lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
+    /// The lock-delay the clients were configured with, in µs (0: none). The checker holds the
+    /// history to it unless told another delay (see [`checker::check_with`]).
+    ///
+    /// [`checker::check_with`]: crate::checker::check_with
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lock_delay_us: u64,
 }
 
 impl History {
@@ -194,6 +256,9 @@ mod tests {
                 exit_us: 20,
                 valid_until_us: 15,
                 write: WriteOutcome::RejectedStale,
+                permit: None,
+                released_us: Some(21),
+                abandoned: false,
             }],
             faults: vec![
                 FaultEvent {
@@ -216,6 +281,8 @@ mod tests {
                 from_us: 0,
                 to_us: 5,
             }],
+            permits: None,
+            lock_delay_us: 0,
         };
         let json = history.to_json();
         assert!(json.contains(r#""write": "rejected_stale""#), "{json}");
@@ -226,5 +293,60 @@ mod tests {
         assert!(json.contains(r#""type": "client_pause""#), "{json}");
         assert_eq!(History::from_json(&json).expect("parses"), history);
         assert!(History::from_json("{}").is_err());
+        // A mutex run without lock-delay writes none of the semaphore and lock-delay fields.
+        for field in ["permit", "abandoned", "lock_delay_us"] {
+            assert!(!json.contains(field), "{field}: {json}");
+        }
+    }
+
+    #[test]
+    fn semaphore_and_lock_delay_fields_round_trip_and_default_when_missing() {
+        let section = Section {
+            resource: "s".to_owned(),
+            client: 0,
+            value: "v".to_owned(),
+            fence: Some(1),
+            enter_us: 10,
+            exit_us: 20,
+            valid_until_us: 30,
+            write: WriteOutcome::NotAttempted,
+            permit: Some(1),
+            released_us: None,
+            abandoned: true,
+        };
+        let history = History {
+            strategy: "redlock".to_owned(),
+            seed: 1,
+            nodes: 5,
+            clients: 1,
+            duration_us: 100,
+            sections: vec![section.clone()],
+            faults: Vec::new(),
+            node_up: Vec::new(),
+            permits: Some(2),
+            lock_delay_us: 1_000,
+        };
+        let json = history.to_json();
+        assert!(json.contains(r#""permits": 2"#), "{json}");
+        assert!(json.contains(r#""abandoned": true"#), "{json}");
+        assert_eq!(History::from_json(&json).expect("parses"), history);
+
+        // A section written before these fields: released at its exit, no permit.
+        let old: Section = serde_json::from_str(
+            r#"{"resource":"r","client":1,"value":"v","fence":null,"enter_us":1,
+                "exit_us":5,"valid_until_us":9,"write":"not_attempted"}"#,
+        )
+        .expect("an old section parses");
+        assert_eq!((old.permit, old.released_at_us()), (None, Some(5)));
+        assert!(!old.ended_unreleased());
+        assert_eq!(section.released_at_us(), None);
+        assert!(section.ended_unreleased());
+        // Released only once its deadline had passed: as good as unreleased.
+        let late = Section {
+            abandoned: false,
+            released_us: Some(31),
+            ..section
+        };
+        assert!(late.ended_unreleased());
     }
 }

@@ -16,6 +16,10 @@
 //!   stays open (a server that moved, a firewall that silently drops a flow); new ones are
 //!   accepted and forwarded as usual.
 //! - [`Proxy::heal`]: no more delay, and the black-holed connections are closed.
+//! - [`Proxy::cut`] / [`Proxy::rejoin`]: for the partition fault, a proxy may listen on more
+//!   ports, one per *group* of clients ([`Proxy::listen_for_group`]), forwarding exactly as its
+//!   main port does. Cutting a group closes its open connections and closes every new one at
+//!   once, until it rejoins: those clients see the node refuse them while the others reach it.
 //!
 //! # Invariants
 //! 1. Bytes of one connection and direction are written in the order they were read, whatever
@@ -24,6 +28,8 @@
 //!    are closed, so a client sees a dead node as a closed connection, never a half-open one.
 //! 3. Every task of a proxy ends when its shutdown token is cancelled; nothing outlives the run.
 //! 4. The proxy listens on 127.0.0.1 only and connects to 127.0.0.1 only.
+//! 5. A cut group forwards nothing: its connections open at the cut are closed, and a connection
+//!    accepted while it is cut is closed before anything is forwarded.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -63,7 +69,18 @@ struct Inner {
     generation: Mutex<Generation>,
     /// Black-holed generations, closed by the next heal.
     black_holed: Mutex<Vec<CancellationToken>>,
+    /// The client groups with a port of their own, by group number.
+    groups: Mutex<Vec<Group>>,
     shutdown: CancellationToken,
+}
+
+/// A group of clients with a port of its own (invariant 5).
+#[derive(Debug)]
+struct Group {
+    /// Whether it is cut off: new connections are closed at once.
+    cut: bool,
+    /// Cancelled to close the group's open connections; replaced by a fresh one each time.
+    closed: CancellationToken,
 }
 
 /// The connections accepted since the last drop or black hole.
@@ -103,10 +120,64 @@ impl Proxy {
             delay_ms: AtomicU64::new(0),
             generation: Mutex::new(Generation::new(&shutdown)),
             black_holed: Mutex::new(Vec::new()),
+            groups: Mutex::new(Vec::new()),
             shutdown,
         });
-        tokio::spawn(accept_loop(listener, Arc::clone(&inner)));
+        tokio::spawn(accept_loop(listener, Arc::clone(&inner), None));
         Ok(Self { inner })
+    }
+
+    /// Binds one more free port on 127.0.0.1 for a new group of clients, numbered from 0 in the
+    /// order of these calls; its connections are forwarded as the main port's are, and can be
+    /// cut off on their own ([`cut`](Self::cut)). Returns the port.
+    ///
+    /// # Errors
+    /// If the port cannot be bound.
+    ///
+    /// # Cancel safety
+    /// As [`start`](Self::start): the group exists only once its port is bound.
+    pub async fn listen_for_group(&self) -> io::Result<u16> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let port = listener.local_addr()?.port();
+        let group = {
+            let mut groups = lock(&self.inner.groups);
+            groups.push(Group {
+                cut: false,
+                closed: self.inner.shutdown.child_token(),
+            });
+            groups.len() - 1
+        };
+        tokio::spawn(accept_loop(listener, Arc::clone(&self.inner), Some(group)));
+        Ok(port)
+    }
+
+    /// Cuts group `group` off (invariant 5): its open connections are closed, new ones are
+    /// closed at once until it [rejoins](Self::rejoin). An unknown group is ignored.
+    pub fn cut(&self, group: usize) {
+        if let Some(g) = lock(&self.inner.groups).get_mut(group) {
+            g.cut = true;
+            std::mem::replace(&mut g.closed, self.inner.shutdown.child_token()).cancel();
+        }
+    }
+
+    /// Lets group `group` connect again.
+    pub fn rejoin(&self, group: usize) {
+        if let Some(g) = lock(&self.inner.groups).get_mut(group) {
+            g.cut = false;
+        }
+    }
+
+    /// How many groups have a port of their own.
+    #[must_use]
+    pub fn groups(&self) -> usize {
+        lock(&self.inner.groups).len()
+    }
+
+    /// Lets every group connect again.
+    pub fn rejoin_all(&self) {
+        for g in lock(&self.inner.groups).iter_mut() {
+            g.cut = false;
+        }
     }
 
     /// The port clients connect to.
@@ -176,7 +247,8 @@ impl Inner {
     }
 }
 
-async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
+/// Accepts on `listener`, the main port or `group`'s.
+async fn accept_loop(listener: TcpListener, inner: Arc<Inner>, group: Option<usize>) {
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -187,14 +259,29 @@ async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        // The group's token, or none while it is cut: dropping `client` closes it (invariant 5).
+        let closed = match group {
+            None => None,
+            Some(group) => match lock(&inner.groups).get(group) {
+                Some(g) if !g.cut => Some(g.closed.clone()),
+                _ => continue,
+            },
+        };
         let generation = inner.generation().clone();
-        tokio::spawn(connection(client, Arc::clone(&inner), generation));
+        tokio::spawn(connection(client, Arc::clone(&inner), generation, closed));
     }
 }
 
-/// One proxied connection, from accept to close (invariant 2).
-async fn connection(client: TcpStream, inner: Arc<Inner>, generation: Generation) {
+/// One proxied connection, from accept to close (invariant 2); `closed`, its group's token.
+async fn connection(
+    client: TcpStream,
+    inner: Arc<Inner>,
+    generation: Generation,
+    closed: Option<CancellationToken>,
+) {
     let Generation { dropped, frozen } = generation;
+    // A connection of the main port closes with its generation only.
+    let closed = closed.unwrap_or_default();
     let port = inner.upstream.load(Ordering::Relaxed);
     if port == 0 {
         return;
@@ -208,6 +295,7 @@ async fn connection(client: TcpStream, inner: Arc<Inner>, generation: Generation
             _ => return, // dropping `client` closes it: the node looks down, as it is
         },
         () = dropped.cancelled() => return,
+        () = closed.cancelled() => return,
     };
     // Redis requests are small; without this, Nagle would add its own delay on top of ours.
     let _ = client.set_nodelay(true);
@@ -218,6 +306,7 @@ async fn connection(client: TcpStream, inner: Arc<Inner>, generation: Generation
         () = pump(client_read, upstream_write, &inner, &frozen) => {}
         () = pump(upstream_read, client_write, &inner, &frozen) => {}
         () = dropped.cancelled() => {}
+        () = closed.cancelled() => {}
     }
     // Returning drops all four halves, which closes both sockets.
 }
@@ -337,6 +426,57 @@ mod tests {
             "healing closes the black-holed connection: {closed:?}"
         );
         assert_eq!(round_trip(&mut fresh, b"kept").await.unwrap(), b"kept");
+        shutdown.cancel();
+    }
+
+    async fn closed_within(stream: &mut TcpStream) -> bool {
+        let mut buf = [0; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+        matches!(read, Ok(Ok(0) | Err(_)))
+    }
+
+    #[tokio::test]
+    async fn a_cut_group_is_refused_while_the_others_get_through() {
+        let shutdown = CancellationToken::new();
+        let proxy = Proxy::start(echo().await, shutdown.clone()).await.unwrap();
+        let ports = [
+            proxy.listen_for_group().await.unwrap(),
+            proxy.listen_for_group().await.unwrap(),
+        ];
+        let connect = |port: u16| TcpStream::connect(("127.0.0.1", port));
+        let mut zero = connect(ports[0]).await.unwrap();
+        let mut one = connect(ports[1]).await.unwrap();
+        assert_eq!(round_trip(&mut zero, b"grp0").await.unwrap(), b"grp0");
+        assert_eq!(round_trip(&mut one, b"grp1").await.unwrap(), b"grp1");
+
+        proxy.cut(0);
+        assert!(
+            closed_within(&mut zero).await,
+            "open connections are closed"
+        );
+        let mut again = connect(ports[0]).await.unwrap();
+        assert!(
+            closed_within(&mut again).await,
+            "new ones are closed at once"
+        );
+        assert_eq!(round_trip(&mut one, b"kept").await.unwrap(), b"kept");
+        let mut main = connect(proxy.port()).await.unwrap();
+        assert_eq!(round_trip(&mut main, b"main").await.unwrap(), b"main");
+
+        // Group ports share the proxy's faults.
+        proxy.set_delay(Duration::from_millis(100));
+        let started = std::time::Instant::now();
+        assert_eq!(round_trip(&mut one, b"slow").await.unwrap(), b"slow");
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        proxy.heal();
+
+        proxy.rejoin(0);
+        let mut back = connect(ports[0]).await.unwrap();
+        assert_eq!(round_trip(&mut back, b"back").await.unwrap(), b"back");
+        proxy.cut(1);
+        proxy.rejoin_all();
+        let mut both = connect(ports[1]).await.unwrap();
+        assert_eq!(round_trip(&mut both, b"both").await.unwrap(), b"both");
         shutdown.cancel();
     }
 

@@ -4,7 +4,7 @@
 //! It also holds the little live state the two sides exchange: which client is inside a critical
 //! section of which resource since when, and which resource each client is trying to acquire (so
 //! that a crash can be aimed at a freshly taken lock somebody else is waiting for), and which
-//! client has a pause waiting for it. Everything here is plain data behind short-held locks and atomics,
+//! client has a pause or a crash of its own waiting for it. Everything here is plain data behind short-held locks and atomics,
 //! usable from the runtime's tasks and from the injector's thread alike.
 //!
 //! # Invariants
@@ -14,7 +14,7 @@
 //! 2. A node's up-time is a sequence of disjoint intervals: [`Recorder::node_down`] closes the
 //!    open one, [`Recorder::node_up`] opens a new one; calling either twice in a row is harmless.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,8 @@ struct ClientState {
     work_until_us: AtomicU64,
     /// A pause waiting for its next critical section: extra ms past its validity; 0 for none.
     pause_extra_ms: AtomicU64,
+    /// A crash waiting for its next critical section.
+    crash: AtomicBool,
     /// The resource of its current (or last) critical section.
     resource: Mutex<String>,
     /// The resource it is trying to acquire now, if any.
@@ -67,6 +69,7 @@ impl Recorder {
                     entered_us: AtomicU64::new(OUTSIDE),
                     work_until_us: AtomicU64::new(0),
                     pause_extra_ms: AtomicU64::new(0),
+                    crash: AtomicBool::new(false),
                     resource: Mutex::new(String::new()),
                     wants: Mutex::new(None),
                 })
@@ -197,6 +200,19 @@ impl Recorder {
         }
     }
 
+    /// Makes client `client` crash in its next critical section.
+    pub(crate) fn arm_crash(&self, client: u32) {
+        if let Some(state) = self.client(client) {
+            state.crash.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a crash was armed for `client`, disarming it.
+    pub(crate) fn take_crash(&self, client: u32) -> bool {
+        self.client(client)
+            .is_some_and(|state| state.crash.swap(false, Ordering::Relaxed))
+    }
+
     fn client(&self, client: u32) -> Option<&ClientState> {
         self.clients.get(usize::try_from(client).ok()?)
     }
@@ -240,6 +256,8 @@ impl Recorder {
             sections,
             faults,
             node_up,
+            permits: None,
+            lock_delay_us: 0,
         }
     }
 }
@@ -320,5 +338,17 @@ mod tests {
         assert_eq!(record.take_pause(0), Some(300));
         assert_eq!(record.take_pause(0), None);
         assert_eq!(record.take_pause(7), None, "unknown clients have no pause");
+    }
+
+    #[test]
+    fn a_crash_is_taken_once() {
+        let record = Recorder::new(Instant::now(), 1, 2);
+        assert!(!record.take_crash(0));
+        record.arm_crash(1);
+        assert!(!record.take_crash(0));
+        assert!(record.take_crash(1));
+        assert!(!record.take_crash(1));
+        record.arm_crash(7);
+        assert!(!record.take_crash(7), "unknown clients do not crash");
     }
 }

@@ -9,9 +9,18 @@
 //!
 //! One row per node (grey bars: up and reachable), then, per resource, one row per client that
 //! held it. A section is a bar in its client's colour: solid while the holder believed itself
-//! valid, faded after its own deadline if it stayed longer. Overlaps are red bands across the
-//! resource's rows; faults are dashed vertical lines labelled at the top. Hovering any shape shows
-//! its details (SVG `<title>`).
+//! valid, faded after its own deadline if it stayed longer; a section whose holder crashed ends
+//! in a black tick, and its lock's remaining life (to its deadline plus the lock-delay) is a thin
+//! dashed line. Overlaps and holders beyond a semaphore's permits are red bands across the
+//! resource's rows, acquisitions within the lock-delay orange ones; faults are dashed vertical
+//! lines labelled at the top. Hovering any shape shows its details (SVG `<title>`).
+//!
+//! # Table
+//! The text table has one row per resource. A semaphore run adds `most holders` (the most
+//! acquisitions believed valid at once) and `over permits` (entries beyond the permits); a run
+//! with a lock-delay, or with locks left unreleased, adds `unreleased` (sections that ended
+//! without a release while valid) and `delay violations`. A plain lock run's table is as it
+//! always was.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -26,27 +35,47 @@ use crate::history::{FaultEvent, FaultKind, History, Section};
 /// A fixed-width text table with one row per resource, followed by `SAFE` or `VIOLATIONS: n`.
 #[must_use]
 pub fn summary_table(verdict: &Verdict, history: &History) -> String {
-    let headers = [
+    let semaphore = verdict.permits.is_some();
+    let delay = verdict.lock_delay_us > 0 || verdict.resources.iter().any(|r| r.unreleased > 0);
+    let mut headers = vec![
         "resource",
         "sections",
         "overlaps",
         "stale rejected",
         "token violations",
-        "longest gap ms",
     ];
-    let rows: Vec<[String; 6]> = verdict
+    if semaphore {
+        headers.extend(["most holders", "over permits"]);
+    }
+    if delay {
+        headers.extend(["unreleased", "delay violations"]);
+    }
+    headers.push("longest gap ms");
+    let rows: Vec<Vec<String>> = verdict
         .resources
         .iter()
         .map(|r| {
-            [
+            let mut row = vec![
                 r.resource.clone(),
                 r.sections.to_string(),
                 r.overlaps.len().to_string(),
                 r.stale_writes_rejected.to_string(),
                 r.token_violations.len().to_string(),
+            ];
+            if semaphore {
+                row.extend([r.most_holders.to_string(), r.excess.len().to_string()]);
+            }
+            if delay {
+                row.extend([
+                    r.unreleased.to_string(),
+                    r.delay_violations.len().to_string(),
+                ]);
+            }
+            row.push(
                 r.longest_gap
                     .map_or_else(|| "-".to_owned(), |g| format_ms(g.len_us())),
-            ]
+            );
+            row
         })
         .collect();
     let widths: Vec<usize> = (0..headers.len())
@@ -60,13 +89,27 @@ pub fn summary_table(verdict: &Verdict, history: &History) -> String {
         .collect();
 
     let mut out = format!(
-        "strategy {}, seed {}, {} nodes, {} clients, {} ms\n",
+        "strategy {}, seed {}, {} nodes, {} clients, {} ms",
         history.strategy,
         history.seed,
         history.nodes,
         history.clients,
         format_ms(history.duration_us)
     );
+    if let Some(k) = verdict.permits {
+        let _ = write!(out, ", {k} permits");
+    }
+    if verdict.lock_delay_us > 0 || history.lock_delay_us > 0 {
+        let _ = write!(out, ", lock-delay {} ms", format_ms(history.lock_delay_us));
+        if verdict.lock_delay_us != history.lock_delay_us {
+            let _ = write!(
+                out,
+                " (checked against {} ms)",
+                format_ms(verdict.lock_delay_us)
+            );
+        }
+    }
+    out.push('\n');
     let mut line = |cells: &[&str]| {
         // The resource name is text and reads best left-aligned; the numbers align right.
         let mut text = format!("{:<w$}", cells[0], w = widths[0]);
@@ -78,7 +121,7 @@ pub fn summary_table(verdict: &Verdict, history: &History) -> String {
     };
     line(&headers);
     for row in &rows {
-        line(&row.each_ref().map(String::as_str));
+        line(&row.iter().map(String::as_str).collect::<Vec<_>>());
     }
     if verdict.is_safe() {
         out.push_str("SAFE\n");
@@ -212,10 +255,35 @@ fn svg(history: &History, verdict: &Verdict) -> String {
                 &format!("{} · client {client}", resource.resource),
             );
             for s in sections.iter().filter(|s| s.client == client) {
-                section_bar(&mut body, s, row_y, &x);
+                section_bar(&mut body, s, row_y, &x, verdict.lock_delay_us);
             }
         }
         let lane_h = clients.len() as f64 * ROW_H;
+        for e in &resource.excess {
+            let _ = writeln!(
+                body,
+                "<rect class=\"excess\" x=\"{:.1}\" y=\"{lane_top:.1}\" width=\"{:.1}\" height=\"{lane_h:.1}\" fill=\"red\" fill-opacity=\"0.35\" stroke=\"red\"><title>OVER PERMITS {}–{} ms: client {} entered while {} others held</title></rect>",
+                x(e.from_us),
+                (x(e.to_us) - x(e.from_us)).max(1.0),
+                format_ms(e.from_us),
+                format_ms(e.to_us),
+                e.entering.client,
+                e.holders.len()
+            );
+        }
+        for d in &resource.delay_violations {
+            let from = d.unreleased.believed_until_us();
+            let _ = writeln!(
+                body,
+                "<rect class=\"delay-violation\" x=\"{:.1}\" y=\"{lane_top:.1}\" width=\"{:.1}\" height=\"{lane_h:.1}\" fill=\"orange\" fill-opacity=\"0.35\" stroke=\"orange\"><title>WITHIN THE LOCK-DELAY: client {} entered at {} ms, client {}'s lock was out of reach until {} ms</title></rect>",
+                x(from),
+                (x(d.next.enter_us) - x(from)).max(1.0),
+                d.next.client,
+                format_ms(d.next.enter_us),
+                d.unreleased.client,
+                format_ms(d.protected_until_us)
+            );
+        }
         for o in &resource.overlaps {
             let _ = writeln!(
                 body,
@@ -308,12 +376,28 @@ fn label(out: &mut String, row_y: f64, text: &str) {
     );
 }
 
-/// One section: solid while believed valid, faded for any time spent past its own deadline.
-fn section_bar(out: &mut String, s: &Section, row_y: f64, x: &impl Fn(u64) -> f64) {
+/// One section: solid while believed valid, faded for any time spent past its own deadline; a
+/// crash ends it in a black tick, followed by its lock's remaining life as a dashed line.
+fn section_bar(
+    out: &mut String,
+    s: &Section,
+    row_y: f64,
+    x: &impl Fn(u64) -> f64,
+    lock_delay_us: u64,
+) {
     let colour = client_colour(s.client);
     let valid_end = s.believed_until_us().max(s.enter_us);
+    let permit = s
+        .permit
+        .map_or_else(String::new, |p| format!(" permit {p}"));
+    let end = if s.abandoned {
+        "crashed, never released".to_owned()
+    } else {
+        s.released_us
+            .map_or_else(String::new, |r| format!("released at {} ms", format_ms(r)))
+    };
     let title = format!(
-        "client {} value {} fence {} · {}–{} ms, valid until {} ms · write {:?}",
+        "client {}{permit} value {} fence {} · {}–{} ms, valid until {} ms · write {:?} · {end}",
         s.client,
         s.value,
         s.fence.map_or_else(|| "-".to_owned(), |f| f.to_string()),
@@ -322,6 +406,23 @@ fn section_bar(out: &mut String, s: &Section, row_y: f64, x: &impl Fn(u64) -> f6
         format_ms(s.valid_until_us),
         s.write
     );
+    if s.abandoned {
+        let mid = row_y + ROW_H / 2.0;
+        let _ = writeln!(
+            out,
+            "<g class=\"abandoned\"><line x1=\"{:.1}\" y1=\"{mid:.1}\" x2=\"{:.1}\" y2=\"{mid:.1}\" stroke=\"#000\" stroke-dasharray=\"2,2\"/>\
+             <line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"2\"/><title>{}</title></g>",
+            x(s.exit_us),
+            x(s.valid_until_us
+                .saturating_add(lock_delay_us)
+                .max(s.exit_us)),
+            x(s.exit_us),
+            row_y + 1.0,
+            x(s.exit_us),
+            row_y + ROW_H - 1.0,
+            escape(&title)
+        );
+    }
     let mut rect = |from: u64, to: u64, opacity: f64| {
         let _ = writeln!(
             out,
@@ -355,6 +456,8 @@ fn fault_label(fault: &FaultEvent) -> String {
         FaultKind::DropConnections => "drop conns".to_owned(),
         FaultKind::Heal => "heal".to_owned(),
         FaultKind::ClientPause { ms } => format!("pause {ms} ms"),
+        FaultKind::ClientCrash => "crash".to_owned(),
+        FaultKind::Partition => "partition".to_owned(),
         FaultKind::Failover => "failover".to_owned(),
         FaultKind::Flush => "flush".to_owned(),
         FaultKind::Replace { back: false } => "replace".to_owned(),
@@ -405,6 +508,9 @@ mod tests {
             exit_us: exit,
             valid_until_us: exit,
             write: WriteOutcome::Unfenced,
+            permit: None,
+            released_us: None,
+            abandoned: false,
         }
     }
 
@@ -440,6 +546,8 @@ mod tests {
                     to_us: 600_000,
                 },
             ],
+            permits: None,
+            lock_delay_us: 0,
         }
     }
 
@@ -480,6 +588,50 @@ VIOLATIONS: 1
             "{table}"
         );
         assert!(table.ends_with("\nSAFE\n"), "{table}");
+    }
+
+    #[test]
+    fn a_semaphore_run_with_a_lock_delay_shows_its_columns() {
+        let mut h = history(vec![
+            sec("orders", 0, "a", 0, 200_000),
+            sec("orders", 1, "b", 50_000, 200_000),
+            sec("orders", 2, "c", 100_000, 150_000),
+            Section {
+                abandoned: true,
+                permit: Some(0),
+                ..sec("users", 0, "d", 0, 100_000)
+            },
+            Section {
+                permit: Some(0),
+                ..sec("users", 1, "e", 150_000, 160_000)
+            },
+        ]);
+        h.permits = Some(2);
+        h.lock_delay_us = 100_000;
+        let verdict = check(&h);
+        let table = summary_table(&verdict, &h);
+        let expected = "\
+strategy redlock, seed 42, 3 nodes, 2 clients, 1000.0 ms, 2 permits, lock-delay 100.0 ms
+resource  sections  overlaps  stale rejected  token violations  most holders  over permits  unreleased  delay violations  longest gap ms
+orders           3         0               0                 0             3             1           0                 0               -
+users            2         0               0                 0             1             0           1                 1            50.0
+VIOLATIONS: 2
+";
+        assert_eq!(table, expected);
+        let checked = crate::checker::check_with(&h, 0);
+        assert!(
+            summary_table(&checked, &h).starts_with(
+                "strategy redlock, seed 42, 3 nodes, 2 clients, 1000.0 ms, 2 permits, lock-delay 100.0 ms (checked against 0.0 ms)\n"
+            ),
+            "{}",
+            summary_table(&checked, &h)
+        );
+        let svg = svg(&h, &verdict);
+        assert_eq!(svg.matches("class=\"excess\"").count(), 1, "{svg}");
+        assert_eq!(svg.matches("class=\"delay-violation\"").count(), 1, "{svg}");
+        assert_eq!(svg.matches("class=\"abandoned\"").count(), 1, "{svg}");
+        assert!(svg.contains("crashed, never released"), "{svg}");
+        assert!(svg.contains(" permit 0 value d"), "{svg}");
     }
 
     #[test]

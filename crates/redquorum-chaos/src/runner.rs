@@ -13,9 +13,11 @@
 //! 3. For strategies with the restart quarantine, the run waits until fresh nodes may vote.
 //! 4. Every client gets its own lock manager (or connection), as a separate process would, and
 //!    connects. Then the clock starts (time 0 of the history), the fault plan is handed to the
-//!    injector, and the clients loop until the deadline: pick a resource, acquire it, work a
-//!    little, check validity, maybe take an injected pause, write to the protected resource,
-//!    leave, release.
+//!    injector, and the clients loop until the deadline: pick a resource, acquire it (or, in
+//!    the semaphore workload, one of its permits), work a little, check validity, maybe take an
+//!    injected pause, write to the protected resource, leave, release. A client told to crash
+//!    leaves right after its work instead, abandons its lock unreleased, and goes on as a new
+//!    process would, with new acquisitions.
 //! 5. At the deadline (or on Ctrl-C) clients are stopped, the injector is told to stop, and the
 //!    servers are killed as their thread ends.
 //!
@@ -23,7 +25,16 @@
 //! Each resource has an in-memory store that stands for what the lock protects. It accepts a
 //! write whose fencing token is at least the largest it has seen and refuses an older one
 //! ([`WriteOutcome::RejectedStale`]); writes without a token are accepted blindly
-//! ([`WriteOutcome::Unfenced`]).
+//! ([`WriteOutcome::Unfenced`]). In the semaphore workload it keeps the largest token *per
+//! permit*: a permit's tokens grow per permit key, and the holders of the other permits are
+//! legitimate at the same time, so one largest token per resource would refuse them.
+//!
+//! # What a section records about its end
+//! A section records when its holder sent the release (just before sending it, so that nobody
+//! can have won the lock back before that instant), or that it never did: a crashed client's
+//! section is `abandoned`. A holder that slept past its validity releases late; with a
+//! lock-delay its keys are still there, and its release frees them. Both are what the
+//! checker's lock-delay rule reads.
 //!
 //! # Invariants
 //! 1. Every loop and wait is bounded: clients end at the deadline (each step races the stop
@@ -53,7 +64,7 @@ use crate::history::{FaultEvent, FaultKind, History, Section, WriteOutcome};
 use crate::proxy::Proxy;
 use crate::record::Recorder;
 use crate::strategies::{
-    Acquired, Design, Layout, LibraryClient, LockClient, SetnxClient, Strategy,
+    Acquired, CountingClient, Design, Layout, LibraryClient, LockClient, SetnxClient, Strategy,
 };
 use crate::topology::Topology;
 
@@ -87,7 +98,18 @@ pub struct ChaosConfig {
     pub faults: Vec<Fault>,
     /// Drives the fault plan and every client's choices (default 0).
     pub seed: u64,
+    /// `Some(k)`: the semaphore workload, every client taking one of `k` permits of a
+    /// resource; `None` (default): the lock workload.
+    pub permits: Option<u32>,
+    /// The library strategies' lock-delay (default zero: none). Their `max_ttl`, and so the
+    /// restart quarantine and the warm-up, grow by as much.
+    pub lock_delay: Duration,
 }
+
+/// The most permits a run may have: far beyond the clients a run may have.
+pub const MAX_PERMITS: u32 = 64;
+/// The longest lock-delay a run may have: a run sees a few crashes per ten seconds.
+pub const MAX_LOCK_DELAY: Duration = Duration::from_secs(10);
 
 impl Default for ChaosConfig {
     fn default() -> Self {
@@ -99,12 +121,17 @@ impl Default for ChaosConfig {
             duration: Duration::from_secs(60),
             faults: Fault::DEFAULT.to_vec(),
             seed: 0,
+            permits: None,
+            lock_delay: Duration::ZERO,
         }
     }
 }
 
 impl ChaosConfig {
-    /// Checks the limits: 1–15 nodes, 1–64 clients, 1–64 resources, a duration of 1 s to 24 h.
+    /// Checks the limits: 1–15 nodes, 1–64 clients, 1–64 resources, a duration of 1 s to 24 h,
+    /// 1–[`MAX_PERMITS`] permits, a lock-delay of at most [`MAX_LOCK_DELAY`]; and that the
+    /// strategy takes them: `semaphore-counting` needs permits, `setnx-getset` has none, and only
+    /// the library's strategies have a lock-delay.
     ///
     /// # Errors
     /// [`ChaosError::Config`] naming the setting.
@@ -121,6 +148,36 @@ impl ChaosConfig {
         }
         if self.duration < Duration::from_secs(1) || self.duration > Duration::from_secs(86_400) {
             return bad("the duration must be between 1s and 24h");
+        }
+        if self
+            .permits
+            .is_some_and(|k| !(1..=MAX_PERMITS).contains(&k))
+        {
+            return bad("permits must be between 1 and 64");
+        }
+        match (self.strategy.semaphores_only(), self.permits) {
+            (Some(true), None) => {
+                return bad(&format!(
+                    "{} is a semaphore: give it permits (--permits K)",
+                    self.strategy
+                ));
+            }
+            (Some(false), Some(_)) => {
+                return bad(&format!(
+                    "{} has no semaphore: leave permits out",
+                    self.strategy
+                ));
+            }
+            _ => {}
+        }
+        if self.lock_delay > MAX_LOCK_DELAY {
+            return bad("the lock-delay must be at most 10s");
+        }
+        if !self.lock_delay.is_zero() && !self.strategy.is_library() {
+            return bad(&format!(
+                "{} has no lock-delay: only this library's strategies do",
+                self.strategy
+            ));
         }
         Ok(())
     }
@@ -251,6 +308,31 @@ pub async fn run_until(
     for _ in 0..proxy_count {
         proxies.push(start_proxy(&proxies_stop).await?);
     }
+    // Partitions need a port per client group on every proxy (see `faults`).
+    let groups = if config.faults.contains(&Fault::Partition)
+        && layout.supports(Fault::Partition)
+        && !replicated
+    {
+        proxy_count.min(usize::try_from(config.clients).unwrap_or(usize::MAX))
+    } else {
+        0
+    };
+    let mut group_ports = Vec::with_capacity(proxy_count);
+    for proxy in &proxies {
+        let mut ports = Vec::with_capacity(groups);
+        for _ in 0..groups {
+            ports.push(
+                proxy
+                    .listen_for_group()
+                    .await
+                    .map_err(|source| ChaosError::Io {
+                        action: "bind a proxy port on 127.0.0.1",
+                        source,
+                    })?,
+            );
+        }
+        group_ports.push(ports);
+    }
     let replication = if replicated {
         Some(start_proxy(&proxies_stop).await?)
     } else {
@@ -271,9 +353,13 @@ pub async fn run_until(
     };
     progress.set_phase(Phase::WarmingUp);
     tokio::select! {
-        () = tokio::time::sleep(config.strategy.warm_up()) => {}
+        () = tokio::time::sleep(config.strategy.warm_up(config.lock_delay)) => {}
         () = stop.cancelled() => return servers.stopped_early().await,
     }
+    let urls = ClientUrls {
+        shared: urls,
+        groups: group_ports,
+    };
     let clients = tokio::select! {
         clients = Clients::new(config, &urls) => clients?,
         () = stop.cancelled() => return servers.stopped_early().await,
@@ -321,12 +407,15 @@ pub async fn run_until(
     if interrupted {
         return Err(ChaosError::Interrupted);
     }
-    Ok(record.take_history(
+    let mut history = record.take_history(
         config.strategy.name().to_owned(),
         config.seed,
         config.clients,
         clients_done_us,
-    ))
+    );
+    history.permits = config.permits;
+    history.lock_delay_us = u64::try_from(config.lock_delay.as_micros()).unwrap_or(u64::MAX);
+    Ok(history)
 }
 
 async fn start_proxy(shutdown: &CancellationToken) -> Result<Proxy, ChaosError> {
@@ -455,37 +544,74 @@ impl Servers {
 enum Clients {
     Library(Vec<LibraryClient>),
     Setnx(Vec<SetnxClient>),
+    Counting(Vec<CountingClient>),
 }
 
 impl Clients {
-    /// One client per `config.clients`, each with its own manager or connection, connected.
-    async fn new(config: &ChaosConfig, urls: &[String]) -> Result<Self, ChaosError> {
+    /// One client per `config.clients`, each with its own manager or connection, connected;
+    /// client `id` reaches the nodes at `urls.of(id)`.
+    async fn new(config: &ChaosConfig, urls: &ClientUrls) -> Result<Self, ChaosError> {
         let seed = |id: u32| derive(config.seed, 1_000 + u64::from(id));
-        match config.strategy.design(urls) {
-            Design::Library(builder) => {
-                let mut clients = Vec::new();
-                for id in 0..config.clients {
-                    let client = LibraryClient::new(builder.clone().build()?, seed(id));
+        // `validate` refuses the counting design without permits.
+        let permits = config.permits.unwrap_or(1);
+        // One design per strategy, so only one of these fills up.
+        let (mut library, mut setnx, mut counting) = (Vec::new(), Vec::new(), Vec::new());
+        for id in 0..config.clients {
+            let urls = urls.of(id);
+            match config.strategy.design(&urls, config.lock_delay) {
+                Design::Library(builder) => {
+                    let client = LibraryClient::new(builder.build()?, seed(id), config.permits);
                     client.connect().await;
-                    clients.push(client);
+                    library.push(client);
                 }
-                Ok(Clients::Library(clients))
-            }
-            Design::OldRecipe => {
-                let url = urls.first().map_or("", String::as_str);
-                let clients = (0..config.clients)
-                    .map(|id| SetnxClient::new(url, id, seed(id)))
-                    .collect::<Result<_, _>>()?;
-                Ok(Clients::Setnx(clients))
+                Design::OldRecipe => {
+                    let url = urls.first().map_or("", String::as_str);
+                    setnx.push(SetnxClient::new(url, id, seed(id))?);
+                }
+                Design::Counting => {
+                    counting.push(CountingClient::new(&urls, permits, id, seed(id))?);
+                }
             }
         }
+        Ok(if !setnx.is_empty() {
+            Clients::Setnx(setnx)
+        } else if !counting.is_empty() {
+            Clients::Counting(counting)
+        } else {
+            Clients::Library(library)
+        })
     }
 
     fn spawn(self, seed: u64, workload: &Workload) -> Vec<JoinHandle<()>> {
         match self {
             Clients::Library(clients) => spawn_all(clients, seed, workload),
             Clients::Setnx(clients) => spawn_all(clients, seed, workload),
+            Clients::Counting(clients) => spawn_all(clients, seed, workload),
         }
+    }
+}
+
+/// Which URLs each client is given: every client the same, one per slot, or, when partitions
+/// are enabled, client `c` the ports of group `c mod groups` on every proxy (see
+/// [`faults`](crate::faults)).
+#[derive(Debug)]
+struct ClientUrls {
+    /// One URL per slot, for every client.
+    shared: Vec<String>,
+    /// Per slot, the port of each client group; empty without partitions.
+    groups: Vec<Vec<u16>>,
+}
+
+impl ClientUrls {
+    fn of(&self, client: u32) -> Vec<String> {
+        let Some(count) = self.groups.first().map(Vec::len).filter(|&n| n > 0) else {
+            return self.shared.clone();
+        };
+        let group = usize::try_from(client).unwrap_or(0) % count;
+        self.groups
+            .iter()
+            .map(|ports| format!("redis://127.0.0.1:{}", ports[group]))
+            .collect()
     }
 }
 
@@ -530,13 +656,21 @@ async fn client_loop<C: LockClient>(id: u32, mut client: C, mut rng: StdRng, w: 
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let section = critical_section(id, resource, &acquired, work, &w).await;
+        let mut section = critical_section(id, resource, &acquired, work, &w).await;
+        if section.abandoned {
+            client.abandon(acquired.held);
+            w.record.section(section);
+            continue;
+        }
+        // Before the release is sent: nobody can win the lock back before this instant.
+        section.released_us = Some(w.record.now_us());
         w.record.section(section);
         client.release(acquired.held).await;
     }
 }
 
-/// Enter, work, check validity, maybe pause (an injected fault), write, leave.
+/// Enter, work, maybe crash (an injected fault: leave at once, the lock abandoned), check
+/// validity, maybe pause (an injected fault), write, leave.
 async fn critical_section<H>(
     id: u32,
     resource: &str,
@@ -549,7 +683,22 @@ async fn critical_section<H>(
     w.record.enter(id, resource, enter_us, entered + work);
     let mut write = WriteOutcome::NotAttempted;
     let mut stopped = sleep_unless(work, &w.stop).await;
-    if !stopped && Instant::now() < lock.valid_until {
+    let crashed = !stopped && w.record.take_crash(id);
+    if crashed {
+        let left = lock.valid_until.saturating_duration_since(Instant::now());
+        w.record.fault(FaultEvent {
+            at_us: w.record.now_us(),
+            node: None,
+            client: Some(id),
+            kind: FaultKind::ClientCrash,
+            detail: format!(
+                "client {id} crashed holding {}, {} ms of validity left: abandoned, never released",
+                lock_name(resource, lock.permit),
+                left.as_millis()
+            ),
+        });
+    }
+    if !stopped && !crashed && Instant::now() < lock.valid_until {
         // The lock was valid when checked; a pause taken now lands between check and write,
         // as a GC pause would.
         if let Some(extra_ms) = w.record.take_pause(id) {
@@ -568,7 +717,7 @@ async fn critical_section<H>(
             stopped = sleep_unless(pause, &w.stop).await;
         }
         if !stopped {
-            write = w.store.write(resource, lock.fence);
+            write = w.store.write(resource, lock.permit, lock.fence);
         }
     }
     let exit_us = w.record.now_us();
@@ -582,6 +731,17 @@ async fn critical_section<H>(
         exit_us,
         valid_until_us: w.record.us(lock.valid_until),
         write,
+        permit: lock.permit,
+        released_us: None,
+        abandoned: crashed,
+    }
+}
+
+/// A lock's name for fault details: the resource, or the permit's key.
+fn lock_name(resource: &str, permit: Option<u32>) -> String {
+    match permit {
+        Some(i) => format!("{resource}:permit:{i}"),
+        None => resource.to_owned(),
     }
 }
 
@@ -597,21 +757,23 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// The protected resources: per resource, the largest fencing token written so far.
+/// The protected resources: per resource (and, in the semaphore workload, per permit), the
+/// largest fencing token written so far.
 #[derive(Debug, Default)]
 struct ProtectedStore {
-    largest: Mutex<HashMap<String, u64>>,
+    largest: Mutex<HashMap<(String, Option<u32>), u64>>,
 }
 
 impl ProtectedStore {
-    /// Writes to `resource` with `fence`: accepted if the token is at least the largest seen,
-    /// refused as stale otherwise; without a token, accepted blindly.
-    fn write(&self, resource: &str, fence: Option<u64>) -> WriteOutcome {
+    /// Writes to `resource` as the holder of `permit` (if any) with `fence`: accepted if the
+    /// token is at least the largest seen for that permit, refused as stale otherwise; without
+    /// a token, accepted blindly.
+    fn write(&self, resource: &str, permit: Option<u32>, fence: Option<u64>) -> WriteOutcome {
         let Some(token) = fence else {
             return WriteOutcome::Unfenced;
         };
         let mut largest = self.largest.lock().unwrap_or_else(PoisonError::into_inner);
-        let seen = largest.entry(resource.to_owned()).or_insert(0);
+        let seen = largest.entry((resource.to_owned(), permit)).or_insert(0);
         if token >= *seen {
             *seen = token;
             WriteOutcome::Accepted
@@ -628,20 +790,37 @@ mod tests {
     #[test]
     fn the_store_refuses_older_tokens_only() {
         let store = ProtectedStore::default();
-        assert_eq!(store.write("a", Some(5)), WriteOutcome::Accepted);
+        assert_eq!(store.write("a", None, Some(5)), WriteOutcome::Accepted);
         assert_eq!(
-            store.write("a", Some(5)),
+            store.write("a", None, Some(5)),
             WriteOutcome::Accepted,
             "equal is fine"
         );
-        assert_eq!(store.write("a", Some(4)), WriteOutcome::RejectedStale);
+        assert_eq!(store.write("a", None, Some(4)), WriteOutcome::RejectedStale);
         assert_eq!(
-            store.write("b", Some(1)),
+            store.write("b", None, Some(1)),
             WriteOutcome::Accepted,
             "per resource"
         );
-        assert_eq!(store.write("a", None), WriteOutcome::Unfenced);
-        assert_eq!(store.write("a", Some(9)), WriteOutcome::Accepted);
+        assert_eq!(store.write("a", None, None), WriteOutcome::Unfenced);
+        assert_eq!(store.write("a", None, Some(9)), WriteOutcome::Accepted);
+    }
+
+    #[test]
+    fn the_store_keeps_the_largest_token_per_permit() {
+        let store = ProtectedStore::default();
+        assert_eq!(store.write("s", Some(0), Some(7)), WriteOutcome::Accepted);
+        // Permit 1's tokens are its own: 3 is not stale next to permit 0's 7.
+        assert_eq!(store.write("s", Some(1), Some(3)), WriteOutcome::Accepted);
+        assert_eq!(
+            store.write("s", Some(1), Some(2)),
+            WriteOutcome::RejectedStale
+        );
+        assert_eq!(
+            store.write("s", Some(0), Some(6)),
+            WriteOutcome::RejectedStale
+        );
+        assert_eq!(store.write("s", Some(0), Some(8)), WriteOutcome::Accepted);
     }
 
     #[test]
@@ -671,11 +850,52 @@ mod tests {
                 duration: Duration::from_millis(500),
                 ..ChaosConfig::default()
             },
+            ChaosConfig {
+                permits: Some(0),
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                permits: Some(MAX_PERMITS + 1),
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                strategy: Strategy::SemaphoreCounting,
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                strategy: Strategy::SetnxGetset,
+                permits: Some(2),
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                strategy: Strategy::SemaphoreCounting,
+                permits: Some(2),
+                lock_delay: Duration::from_secs(1),
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                lock_delay: MAX_LOCK_DELAY + Duration::from_millis(1),
+                ..ChaosConfig::default()
+            },
         ] {
             assert!(
                 matches!(bad.validate(), Err(ChaosError::Config(_))),
                 "{bad:?}"
             );
+        }
+        for good in [
+            ChaosConfig {
+                permits: Some(2),
+                lock_delay: Duration::from_secs(1),
+                ..ChaosConfig::default()
+            },
+            ChaosConfig {
+                strategy: Strategy::SemaphoreCounting,
+                permits: Some(2),
+                ..ChaosConfig::default()
+            },
+        ] {
+            assert!(good.validate().is_ok(), "{good:?}");
         }
     }
 }

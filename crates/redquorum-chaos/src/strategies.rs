@@ -13,9 +13,24 @@
 //! | `redlock-cluster` | 3 Redis Clusters, each 1 master + 1 replica | this library with its defaults, one `redis+cluster://` node per cluster: a promoted replica is quarantined (its marker names the old master), votes do not wait for replicas |
 //! | `redlock-cluster-wait` | same | `.quarantine(false).wait_for_replicas(true)`: every vote waits (`WAIT`) for the shard's replica |
 //! | `redlock-cluster-no-failover-rule` | same | `.quarantine(false).wait_for_replicas(false)`: neither rule, plain writes to whichever master serves the slot |
+//! | `semaphore-counting` | `--nodes` independent masters | a semaphore only (`--permits k`): a count per node (a sorted set of holders with expiry, granted while it has fewer than `k`), held on a majority of grants |
 //!
 //! Every lock has the same TTL, [`TTL`], which is also the library's `max_ttl` (the restart
-//! quarantine), so a restarted node may vote again after 2 s.
+//! quarantine), so a restarted node may vote again after 2 s. With a lock-delay (the library's
+//! strategies only), `max_ttl` is the TTL plus the delay: the library refuses a key that would
+//! outlive the quarantine.
+//!
+//! # Semaphores
+//! With `--permits k` every client takes one of `k` permits of a resource instead of its lock:
+//! the library's strategies call [`Redlock::acquire_permit_with`], where each permit is a lock
+//! key of its own (`<resource>:permit:<i>`), so the lock's argument gives at most `k` holders.
+//! `semaphore-counting` is the design that argument rules out, written as one would: the same
+//! round as ours (every node at once, the library's node timeout, a held semaphore on a majority
+//! of grants, the same drift allowance, a failed round rolled back), but each node grants while
+//! its set holds fewer than `k` holders. Any two majorities share a node, but three majorities
+//! need not share one, and a node with room grants whoever asks: with 5 nodes and 2 permits,
+//! clients that reach `{0,1,2}`, `{2,3,4}` and `{0,1,3}` all hold at once. Its grants are not
+//! fenced (a count has no order), so its sections write unfenced.
 //!
 //! `single-with-failover` turns the quarantine off on purpose: the promoted replica has a new
 //! `run_id`, so with the quarantine on, our library would refuse its votes for `max_ttl` after
@@ -30,6 +45,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use futures_util::future::join_all;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use redis::AsyncConnectionConfig;
@@ -72,6 +88,8 @@ pub enum Strategy {
     /// This library over three Redis Clusters with neither failover rule: quarantine off, no
     /// `WAIT`.
     RedlockClusterNoFailoverRule,
+    /// A semaphore kept as a count per node, held on a majority of grants (the module docs).
+    SemaphoreCounting,
 }
 
 /// How a strategy's servers are laid out.
@@ -101,20 +119,24 @@ pub const CLUSTER_FAULTS: [Fault; 4] = [
 
 impl Layout {
     /// Whether `fault` applies to this layout. The cluster layout has no proxies, so `delay`,
-    /// `drop`, `blackhole` and `replace` do not apply; `kill`, `restart` and `restart-burst`
+    /// `drop`, `blackhole`, `replace` and `partition` do not apply (nor does `partition` to a
+    /// failover pair: one node has no minority to cut off); `kill`, `restart` and `restart-burst`
     /// do not either (a one-master cluster whose master is down serves nothing until it is back,
     /// which is an outage, not a test of the lock). `failover` applies to it alone.
     pub(crate) fn supports(self, fault: Fault) -> bool {
         match self {
-            Layout::Clusters(_) => CLUSTER_FAULTS.contains(&fault),
-            Layout::Independent(_) | Layout::Failover => fault != Fault::Failover,
+            // A client crash hits a client, whatever its servers.
+            Layout::Clusters(_) => CLUSTER_FAULTS.contains(&fault) || fault == Fault::ClientCrash,
+            Layout::Independent(_) => fault != Fault::Failover,
+            // One node: no minority to cut off.
+            Layout::Failover => !matches!(fault, Fault::Failover | Fault::Partition),
         }
     }
 }
 
 impl Strategy {
     /// Every strategy, in the order the CLI lists them.
-    pub const ALL: [Strategy; 8] = [
+    pub const ALL: [Strategy; 9] = [
         Strategy::Redlock,
         Strategy::RedlockNoQuarantine,
         Strategy::SingleInstance,
@@ -123,6 +145,7 @@ impl Strategy {
         Strategy::RedlockCluster,
         Strategy::RedlockClusterWait,
         Strategy::RedlockClusterNoFailoverRule,
+        Strategy::SemaphoreCounting,
     ];
 
     /// The name used on the command line and in histories.
@@ -137,6 +160,7 @@ impl Strategy {
             Strategy::RedlockCluster => "redlock-cluster",
             Strategy::RedlockClusterWait => "redlock-cluster-wait",
             Strategy::RedlockClusterNoFailoverRule => "redlock-cluster-no-failover-rule",
+            Strategy::SemaphoreCounting => "semaphore-counting",
         }
     }
 
@@ -162,13 +186,36 @@ impl Strategy {
             Strategy::RedlockClusterNoFailoverRule => {
                 "this library over 3 Redis Clusters, quarantine off and no WAIT: no failover rule"
             }
+            Strategy::SemaphoreCounting => {
+                "a semaphore as a count per node (a set of holders with expiry), held on a majority of grants"
+            }
+        }
+    }
+
+    /// Whether the strategy is this library (and so takes a lock-delay, and permits as lock
+    /// keys).
+    #[must_use]
+    pub fn is_library(self) -> bool {
+        !matches!(self, Strategy::SetnxGetset | Strategy::SemaphoreCounting)
+    }
+
+    /// Whether the strategy runs the lock workload, the semaphore workload (`--permits`), or
+    /// both: `None` for both, `Some(true)` for semaphores only, `Some(false)` for locks only.
+    #[must_use]
+    pub fn semaphores_only(self) -> Option<bool> {
+        match self {
+            Strategy::SetnxGetset => Some(false),
+            Strategy::SemaphoreCounting => Some(true),
+            _ => None,
         }
     }
 
     /// The servers this strategy runs on, given `--nodes`.
     pub(crate) fn layout(self, nodes: usize) -> Layout {
         match self {
-            Strategy::Redlock | Strategy::RedlockNoQuarantine => Layout::Independent(nodes),
+            Strategy::Redlock | Strategy::RedlockNoQuarantine | Strategy::SemaphoreCounting => {
+                Layout::Independent(nodes)
+            }
             Strategy::SingleInstance | Strategy::SetnxGetset => Layout::Independent(1),
             Strategy::SingleWithFailover => Layout::Failover,
             Strategy::RedlockCluster
@@ -195,22 +242,28 @@ impl Strategy {
     }
 
     /// How long to wait after the servers started before clients start: with the quarantine on,
-    /// a node votes only once it has been up for `max_ttl`, which the library reads in whole
-    /// seconds (rounded down), hence one more second. A cluster's masters are marked
-    /// (`RedisCluster::mark_masters`) and durable, so they are trusted at once.
-    pub(crate) fn warm_up(self) -> Duration {
+    /// a node votes only once it has been up for `max_ttl` (the TTL plus `lock_delay`), which
+    /// the library reads in whole seconds (rounded down), hence one more second. A cluster's
+    /// masters are marked (`RedisCluster::mark_masters`) and durable, so they are trusted at
+    /// once.
+    pub(crate) fn warm_up(self, lock_delay: Duration) -> Duration {
         match self {
-            Strategy::Redlock | Strategy::SingleInstance => TTL + Duration::from_secs(1),
+            Strategy::Redlock | Strategy::SingleInstance => {
+                max_ttl(lock_delay) + Duration::from_secs(1)
+            }
             _ => Duration::ZERO,
         }
     }
 
-    /// How this strategy's clients are made, over the proxies' `urls`.
-    pub(crate) fn design(self, urls: &[String]) -> Design {
+    /// How this strategy's clients are made, over the proxies' `urls`, with `lock_delay` for
+    /// the library's strategies.
+    pub(crate) fn design(self, urls: &[String], lock_delay: Duration) -> Design {
         // The library's defaults otherwise, durable-node trust included: restart, flush and
         // replace faults take a node's data although it runs with appendfsync always, and the
         // marker key is what must tell.
-        let builder = Redlock::builder(urls.iter().cloned()).max_ttl(TTL);
+        let builder = Redlock::builder(urls.iter().cloned())
+            .max_ttl(max_ttl(lock_delay))
+            .lock_delay(lock_delay);
         match self {
             Strategy::Redlock | Strategy::SingleInstance => Design::Library(builder),
             Strategy::RedlockNoQuarantine | Strategy::SingleWithFailover => {
@@ -224,8 +277,16 @@ impl Strategy {
                 Design::Library(builder.quarantine(false).wait_for_replicas(false))
             }
             Strategy::SetnxGetset => Design::OldRecipe,
+            Strategy::SemaphoreCounting => Design::Counting,
         }
     }
+}
+
+/// The library's `max_ttl` with `lock_delay`: a key lives the TTL plus the delay, and may not
+/// outlive the restart quarantine.
+#[must_use]
+pub fn max_ttl(lock_delay: Duration) -> Duration {
+    TTL.saturating_add(lock_delay)
 }
 
 /// How a strategy's clients are made.
@@ -235,6 +296,8 @@ pub(crate) enum Design {
     Library(redquorum::Builder),
     /// A [`SetnxClient`] on the first URL.
     OldRecipe,
+    /// A [`CountingClient`] over every URL.
+    Counting,
 }
 
 named!(Strategy, "strategy", "one of");
@@ -246,6 +309,8 @@ pub struct Acquired<H> {
     pub value: String,
     /// The fencing token, if the design has one.
     pub fence: Option<u64>,
+    /// For a semaphore whose permits are lock keys, which permit it is.
+    pub permit: Option<u32>,
     /// Until when the holder believes it holds the lock.
     pub valid_until: Instant,
     /// What the design needs to release it.
@@ -269,6 +334,10 @@ pub trait LockClient: Send + 'static {
 
     /// Gives the lock back; best effort, bounded by the design's timeouts.
     fn release(&mut self, held: Self::Held) -> impl Future<Output = ()> + Send;
+
+    /// Walks away from the lock without releasing it, as a crashed process would: nothing is
+    /// sent, and the lock lives until it expires.
+    fn abandon(&mut self, held: Self::Held);
 }
 
 /// A client of the strategies built on this library: its own manager, a short seeded retry.
@@ -276,18 +345,21 @@ pub trait LockClient: Send + 'static {
 pub struct LibraryClient {
     manager: Redlock,
     retry: Retry,
+    permits: Option<u32>,
 }
 
 impl LibraryClient {
-    /// A client with its own manager; `seed` makes its retry delays reproducible.
+    /// A client with its own manager; `seed` makes its retry delays reproducible. With
+    /// `permits`, it takes one of that many permits of a resource instead of its lock.
     #[must_use]
-    pub fn new(manager: Redlock, seed: u64) -> Self {
+    pub fn new(manager: Redlock, seed: u64, permits: Option<u32>) -> Self {
         Self {
             manager,
             retry: Retry::forever()
                 .delay(RETRY_DELAY)
                 .max_wait(ACQUIRE_FOR)
                 .seed(seed),
+            permits,
         }
     }
 
@@ -304,14 +376,19 @@ impl LockClient for LibraryClient {
     type Held = Lock;
 
     async fn acquire(&mut self, resource: &str) -> Option<Acquired<Lock>> {
-        let lock = self
-            .manager
-            .acquire_with(resource, TTL, &self.retry)
-            .await
-            .ok()?;
+        let lock = match self.permits {
+            None => self.manager.acquire_with(resource, TTL, &self.retry).await,
+            Some(permits) => {
+                self.manager
+                    .acquire_permit_with(resource, permits, TTL, &self.retry)
+                    .await
+            }
+        }
+        .ok()?;
         Some(Acquired {
             value: lock.value().to_owned(),
             fence: lock.fence(),
+            permit: lock.permit(),
             valid_until: lock.deadline(),
             held: lock,
         })
@@ -319,6 +396,11 @@ impl LockClient for LibraryClient {
 
     async fn release(&mut self, held: Lock) {
         held.release().await;
+    }
+
+    fn abandon(&mut self, held: Lock) {
+        // Dropped, a `Lock` would be released in the background; detached, it is left as is.
+        let _ = held.detach();
     }
 }
 
@@ -423,6 +505,7 @@ impl LockClient for SetnxClient {
                 return Some(Acquired {
                     value: format!("client {}: {stamp}", self.id),
                     fence: None,
+                    permit: None,
                     valid_until: Instant::now() + left,
                     held: resource.to_owned(),
                 });
@@ -439,6 +522,175 @@ impl LockClient for SetnxClient {
     async fn release(&mut self, resource: String) {
         let _: Option<i64> = self.query(redis::cmd("DEL").arg(resource)).await;
     }
+
+    fn abandon(&mut self, _resource: String) {}
+}
+
+/// One node's grant of the counting semaphore: drop the holders whose time is up (by the node's
+/// clock), then add `ARGV[1]` with an expiry of `ARGV[3]` ms if fewer than `ARGV[2]` hold. 1 if
+/// it holds (also when it already did), 0 if the node is full.
+const COUNTING_GRANT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 1
+end
+return 0
+";
+
+/// The library's clock-drift allowance for a TTL, so that the counting design's holders believe
+/// exactly as long as ours would: 1% of the TTL plus 2 ms.
+fn drift_allowance(ttl: Duration) -> Duration {
+    ttl.mul_f64(redquorum::defaults::DRIFT_FACTOR) + Duration::from_millis(2)
+}
+
+/// One node of a [`CountingClient`]: its client and, once made, a connection.
+#[derive(Debug)]
+struct CountingNode {
+    client: redis::Client,
+    conn: Option<MultiplexedConnection>,
+}
+
+impl CountingNode {
+    /// Runs `cmd` within [`COMMAND_TIMEOUT`] (connecting first if needed); a failure forgets
+    /// the connection, so the next command makes a new one.
+    async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Option<T> {
+        let attempt = async {
+            if self.conn.is_none() {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(COMMAND_TIMEOUT))
+                    .set_response_timeout(None);
+                self.conn = Some(
+                    self.client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await
+                        .ok()?,
+                );
+            }
+            let conn = self.conn.as_mut()?;
+            cmd.query_async::<T>(conn).await.ok()
+        };
+        let reply = tokio::time::timeout(COMMAND_TIMEOUT, attempt)
+            .await
+            .ok()
+            .flatten();
+        if reply.is_none() {
+            self.conn = None;
+        }
+        reply
+    }
+}
+
+/// A counting semaphore over independent nodes (the module docs): per resource, each node keeps
+/// a sorted set of holders scored by their expiry, and grants while it has fewer than `permits`;
+/// a holder needs grants from a majority. Release removes the holder from every node.
+#[derive(Debug)]
+pub struct CountingClient {
+    nodes: Vec<CountingNode>,
+    permits: u32,
+    id: u32,
+    rng: StdRng,
+}
+
+impl CountingClient {
+    /// A client of the servers at `urls` for a semaphore of `permits`; `seed` makes its values
+    /// and retry delays reproducible.
+    ///
+    /// # Errors
+    /// If a URL is not a Redis URL.
+    pub fn new(
+        urls: &[String],
+        permits: u32,
+        id: u32,
+        seed: u64,
+    ) -> Result<Self, redis::RedisError> {
+        let nodes = urls
+            .iter()
+            .map(|url| {
+                Ok(CountingNode {
+                    client: redis::Client::open(url.as_str())?,
+                    conn: None,
+                })
+            })
+            .collect::<Result<_, redis::RedisError>>()?;
+        Ok(Self {
+            nodes,
+            permits,
+            id,
+            rng: StdRng::seed_from_u64(seed),
+        })
+    }
+
+    /// Sends `cmd` to every node at once; each reply, `None` for a node that failed or was late.
+    async fn everywhere<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Vec<Option<T>> {
+        join_all(self.nodes.iter_mut().map(|node| node.query(cmd))).await
+    }
+
+    /// Removes `value` from every node's set of `resource`'s holders.
+    async fn remove(&mut self, resource: &str, value: &str) {
+        let cmd = redis::cmd("ZREM").arg(resource).arg(value).clone();
+        let _: Vec<Option<i64>> = self.everywhere(&cmd).await;
+    }
+
+    /// One round: `Some(deadline)` if a majority granted `value` with validity left; otherwise
+    /// rolled back.
+    async fn attempt(&mut self, resource: &str, value: &str) -> Option<Instant> {
+        let ttl_ms = u64::try_from(TTL.as_millis()).unwrap_or(u64::MAX);
+        let start = Instant::now();
+        let cmd = redis::cmd("EVAL")
+            .arg(COUNTING_GRANT)
+            .arg(1)
+            .arg(resource)
+            .arg(value)
+            .arg(self.permits)
+            .arg(ttl_ms)
+            .clone();
+        let replies: Vec<Option<i64>> = self.everywhere(&cmd).await;
+        let grants = replies.iter().filter(|r| **r == Some(1)).count();
+        let deadline = start + TTL.saturating_sub(drift_allowance(TTL));
+        if grants > self.nodes.len() / 2 && Instant::now() < deadline {
+            return Some(deadline);
+        }
+        self.remove(resource, value).await;
+        None
+    }
+}
+
+impl LockClient for CountingClient {
+    type Held = (String, String);
+
+    async fn acquire(&mut self, resource: &str) -> Option<Acquired<(String, String)>> {
+        let give_up = Instant::now() + ACQUIRE_FOR;
+        // Bounded by the deadline; each pass sleeps at least half of RETRY_DELAY.
+        loop {
+            let value = format!("client {}: {:016x}", self.id, self.rng.random::<u64>());
+            if let Some(valid_until) = self.attempt(resource, &value).await {
+                return Some(Acquired {
+                    value: value.clone(),
+                    fence: None,
+                    permit: None,
+                    valid_until,
+                    held: (resource.to_owned(), value),
+                });
+            }
+            let max = u64::try_from(RETRY_DELAY.as_micros()).unwrap_or(u64::MAX);
+            let delay = Duration::from_micros(self.rng.random_range(max / 2..=max));
+            if Instant::now() + delay >= give_up {
+                return None;
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    async fn release(&mut self, (resource, value): (String, String)) {
+        self.remove(&resource, &value).await;
+    }
+
+    fn abandon(&mut self, _held: (String, String)) {}
 }
 
 /// Wall-clock time in Unix milliseconds, as the old recipe uses.
@@ -464,11 +716,16 @@ mod tests {
 
     #[test]
     fn only_quarantining_strategies_warm_up() {
-        assert!(Strategy::Redlock.warm_up() > TTL);
-        assert!(Strategy::SingleInstance.warm_up() > TTL);
-        assert_eq!(Strategy::RedlockNoQuarantine.warm_up(), Duration::ZERO);
-        assert_eq!(Strategy::SetnxGetset.warm_up(), Duration::ZERO);
-        assert_eq!(Strategy::RedlockCluster.warm_up(), Duration::ZERO);
+        let none = Duration::ZERO;
+        assert!(Strategy::Redlock.warm_up(none) > TTL);
+        assert!(Strategy::SingleInstance.warm_up(none) > TTL);
+        assert!(
+            Strategy::Redlock.warm_up(Duration::from_secs(1)) > max_ttl(Duration::from_secs(1))
+        );
+        assert_eq!(Strategy::RedlockNoQuarantine.warm_up(none), Duration::ZERO);
+        assert_eq!(Strategy::SetnxGetset.warm_up(none), Duration::ZERO);
+        assert_eq!(Strategy::RedlockCluster.warm_up(none), Duration::ZERO);
+        assert_eq!(Strategy::SemaphoreCounting.warm_up(none), Duration::ZERO);
     }
 
     #[test]
@@ -492,14 +749,23 @@ mod tests {
     #[test]
     fn every_library_strategy_builds_a_manager() {
         let urls = vec!["redis://127.0.0.1:1".to_owned()];
-        for strategy in Strategy::ALL {
-            match strategy.design(&urls) {
-                Design::Library(builder) => {
-                    let manager = builder.build();
-                    assert!(manager.is_ok(), "{strategy}: {manager:?}");
+        for delay in [Duration::ZERO, Duration::from_millis(1500)] {
+            for strategy in Strategy::ALL {
+                match strategy.design(&urls, delay) {
+                    Design::Library(builder) => {
+                        assert!(strategy.is_library(), "{strategy}");
+                        let manager = builder.build();
+                        assert!(manager.is_ok(), "{strategy}: {manager:?}");
+                    }
+                    Design::OldRecipe => assert_eq!(strategy, Strategy::SetnxGetset),
+                    Design::Counting => assert_eq!(strategy, Strategy::SemaphoreCounting),
                 }
-                Design::OldRecipe => assert_eq!(strategy, Strategy::SetnxGetset),
             }
         }
+    }
+
+    #[test]
+    fn the_counting_drift_is_the_librarys() {
+        assert_eq!(drift_allowance(TTL), Duration::from_millis(22));
     }
 }

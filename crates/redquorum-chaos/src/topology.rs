@@ -366,10 +366,41 @@ impl Topology {
         self.proxies.get(slot)
     }
 
-    /// Removes every proxy fault.
+    /// Removes every proxy fault, partitions included.
     pub(crate) fn heal_proxies(&self) {
         for proxy in &self.proxies {
             proxy.heal();
+            proxy.rejoin_all();
+        }
+    }
+
+    /// The client groups that reach the nodes through ports of their own (for partitions).
+    pub(crate) fn groups(&self) -> usize {
+        self.proxies.iter().map(Proxy::groups).min().unwrap_or(0)
+    }
+
+    /// Partitions the client groups into a ring of majorities (see [`ring`]) rotated by
+    /// `offset`: each group is cut off from the slots outside its majority. The slots each group
+    /// still reaches, by group.
+    pub(crate) fn partition(&self, offset: usize) -> Vec<Vec<usize>> {
+        let slots = self.proxies.len();
+        let mut reached = Vec::new();
+        for group in 0..self.groups() {
+            let majority = ring(group, offset, slots);
+            for (slot, proxy) in self.proxies.iter().enumerate() {
+                if !majority.contains(&slot) {
+                    proxy.cut(group);
+                }
+            }
+            reached.push(majority);
+        }
+        reached
+    }
+
+    /// Ends a partition: every group reaches every slot again.
+    pub(crate) fn heal_partition(&self) {
+        for proxy in &self.proxies {
+            proxy.rejoin_all();
         }
     }
 
@@ -453,6 +484,17 @@ impl Topology {
     }
 }
 
+/// The slots client group `group` reaches in a ring of majorities over `slots` rotated by
+/// `offset`: the majority of consecutive slots from `group + offset` on, wrapping. Neighbouring
+/// groups' majorities differ by one slot, so any two share a node while three need not (with 5
+/// slots: `{0,1,2}`, `{2,3,4}`, `{4,0,1}`), which is what breaks a count kept per node.
+pub(crate) fn ring(group: usize, offset: usize, slots: usize) -> Vec<usize> {
+    let majority = slots / 2 + 1;
+    (0..majority.min(slots))
+        .map(|i| (group + offset + i) % slots.max(1))
+        .collect()
+}
+
 /// Waits until `replica` reports its link to the master up, polling `INFO replication`.
 fn wait_for_sync(replica: &RedisNode) -> Result<(), ChaosError> {
     let give_up = Instant::now() + SYNC_TIMEOUT;
@@ -473,6 +515,28 @@ fn wait_for_sync(replica: &RedisNode) -> Result<(), ChaosError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ring_gives_each_group_a_majority_and_no_node_to_all() {
+        assert_eq!(ring(0, 0, 5), [0, 1, 2]);
+        assert_eq!(ring(2, 0, 5), [2, 3, 4]);
+        assert_eq!(ring(4, 1, 5), [0, 1, 2]);
+        assert_eq!(ring(0, 0, 1), [0]);
+        assert_eq!(ring(1, 0, 2), [1, 0]);
+        for slots in 1..=7 {
+            for offset in 0..slots {
+                let majorities: Vec<Vec<usize>> =
+                    (0..slots).map(|g| ring(g, offset, slots)).collect();
+                for (a, b) in majorities.iter().zip(majorities.iter().skip(1)) {
+                    assert!(a.iter().any(|s| b.contains(s)), "{slots}: {a:?} {b:?}");
+                }
+                if slots >= 3 {
+                    // No node is in every group's majority.
+                    assert!((0..slots).all(|s| majorities.iter().any(|m| !m.contains(&s))));
+                }
+            }
+        }
+    }
 
     /// The `failover` fault's mechanism against real servers: a write made while the replica is
     /// cut off is on neither server once the replica has taken over; one made before is on both.

@@ -2,6 +2,10 @@
 //! a single master failing over to a lagging replica is caught handing a lock out twice; over
 //! three Redis Clusters, our defaults survive a majority of shards failing over to replicas that
 //! missed more than a TTL of writes, and the same library without a failover rule is caught.
+//! Semaphores: our permits (each a lock key) never let more than two hold two permits, under the
+//! default faults and under partitions, while a count kept per node is caught with three.
+//! Lock-delay: with it, a crashed holder's lock stays out of reach for the delay after its
+//! deadline; the same run without it is caught by the same rule.
 //!
 //! Both runs use fixed seeds, so their fault plans are fixed; what varies with the machine is
 //! only when each fault lands. Neither verdict depends on that: the first is the library's
@@ -12,7 +16,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use redquorum_chaos::faults::plan;
+use redquorum_chaos::checker::check_with;
+use redquorum_chaos::faults::{Planned, plan};
 use redquorum_chaos::{
     ChaosConfig, Fault, FaultKind, History, Progress, Strategy, Verdict, check,
     report::summary_table, run_until,
@@ -41,8 +46,57 @@ fn explain(history: &History, verdict: &Verdict) -> String {
                 r.resource, o.first.client, o.second.client, o.from_us, o.to_us
             );
         }
+        for e in &r.excess {
+            let _ = writeln!(
+                text,
+                "  over the permits on {}: client {} entered with {} holders over [{}, {}) µs",
+                r.resource,
+                e.entering.client,
+                e.holders.len(),
+                e.from_us,
+                e.to_us
+            );
+        }
+        for d in &r.delay_violations {
+            let _ = writeln!(
+                text,
+                "  within the lock-delay on {}: client {} entered at {} µs, client {}'s lock out \
+                 of reach until {} µs",
+                r.resource,
+                d.next.client,
+                d.next.enter_us,
+                d.unreleased.client,
+                d.protected_until_us
+            );
+        }
     }
     text
+}
+
+/// The first seed whose plan of `faults` (5 nodes, `clients` clients, `duration`) satisfies
+/// `wanted`: plans are pure, so this is the same seed on every machine.
+fn first_seed(
+    faults: &[Fault],
+    clients: u32,
+    duration: Duration,
+    wanted: impl Fn(&[Planned]) -> bool,
+) -> u64 {
+    (0..1000)
+        .find(|&seed| wanted(&plan(faults, 5, clients, duration, seed)))
+        .expect("some seed plans what is wanted")
+}
+
+fn count(planned: &[Planned], kind: Fault) -> usize {
+    planned.iter().filter(|p| p.action.kind() == kind).count()
+}
+
+fn most_holders(verdict: &Verdict) -> usize {
+    verdict
+        .resources
+        .iter()
+        .map(|r| r.most_holders)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Seed 3's plan for 15 s over 5 nodes and 6 clients has every kind of `NODE_FAULTS` (checked
@@ -94,6 +148,7 @@ async fn redlock_holds_under_every_fault_kind() {
         duration: Duration::from_secs(15),
         faults: NODE_FAULTS.to_vec(),
         seed: SEED,
+        ..ChaosConfig::default()
     };
     let planned = plan(&config.faults, 5, 6, config.duration, SEED);
     for kind in NODE_FAULTS {
@@ -140,6 +195,7 @@ async fn a_failover_to_a_lagging_replica_grants_a_lock_twice() {
         duration: Duration::from_secs(10),
         faults: vec![Fault::Kill],
         seed: SEED,
+        ..ChaosConfig::default()
     })
     .await;
     let why = explain(&history, &verdict);
@@ -168,6 +224,7 @@ async fn redlock_holds_when_a_majority_loses_its_data() {
         duration,
         faults: TRUST_FAULTS.to_vec(),
         seed,
+        ..ChaosConfig::default()
     })
     .await;
     let why = explain(&history, &verdict);
@@ -195,6 +252,7 @@ async fn plain_redlock_is_caught_by_every_data_loss_fault() {
             duration: Duration::from_secs(8),
             faults: vec![fault],
             seed: SEED,
+            ..ChaosConfig::default()
         })
         .await;
         let why = explain(&history, &verdict);
@@ -213,6 +271,7 @@ fn cluster_failover_run(strategy: Strategy) -> ChaosConfig {
         duration: Duration::from_secs(10),
         faults: vec![Fault::Failover],
         seed: SEED,
+        ..ChaosConfig::default()
     }
 }
 
@@ -272,4 +331,154 @@ async fn waiting_for_replicas_holds_through_failover_and_failback() {
     let why = explain(&history, &verdict);
     assert!(failovers(&history) >= 8, "failovers and failbacks: {why}");
     assert!(verdict.is_safe(), "{why}");
+}
+
+/// The semaphore workload: 8 clients, 2 resources of 2 permits each, 10 s.
+fn semaphore_run(strategy: Strategy, faults: &[Fault], seed: u64) -> ChaosConfig {
+    ChaosConfig {
+        strategy,
+        nodes: 5,
+        clients: 8,
+        resources: 2,
+        duration: Duration::from_secs(10),
+        faults: faults.to_vec(),
+        seed,
+        permits: Some(2),
+        ..ChaosConfig::default()
+    }
+}
+
+/// Our permits are lock keys: the default faults (data lost by a majority included) never give
+/// a third holder of two permits, nor two holders of one permit, and each permit's tokens go up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_hold_under_the_default_faults() {
+    let duration = Duration::from_secs(10);
+    // A plan with a node down, a client pause, and a majority losing its data.
+    let seed = first_seed(&Fault::DEFAULT, 8, duration, |planned| {
+        count(planned, Fault::ClientPause) >= 1
+            && [Fault::Kill, Fault::Restart, Fault::Pause]
+                .iter()
+                .any(|&kind| count(planned, kind) >= 1)
+            && [Fault::RestartBurst, Fault::Flush, Fault::Replace]
+                .iter()
+                .any(|&kind| count(planned, kind) >= 1)
+    });
+    let (history, verdict) = run(semaphore_run(Strategy::Redlock, &Fault::DEFAULT, seed)).await;
+    let why = explain(&history, &verdict);
+    assert!(verdict.is_safe(), "{why}");
+    assert_eq!(verdict.permits, Some(2), "{why}");
+    assert!(history.sections.len() >= 20, "too little work: {why}");
+    assert!(
+        history
+            .sections
+            .iter()
+            .all(|s| s.permit.is_some_and(|p| p < 2)),
+        "every section names its permit: {why}"
+    );
+    // Two at once, on some resource: a semaphore, not a lock in disguise.
+    assert_eq!(most_holders(&verdict), 2, "{why}");
+    assert!(
+        history.faults.iter().any(|f| matches!(
+            f.kind,
+            FaultKind::Flush | FaultKind::Replace { .. } | FaultKind::Restart { .. }
+        )),
+        "no data-loss fault applied: {why}"
+    );
+}
+
+/// A ring of partitions gives clients majorities that pairwise share a node but not all three:
+/// a count kept per node lets three hold two permits, our permits do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_catch_a_count_per_node_and_not_our_permits() {
+    let partition = [Fault::Partition];
+    let seed = SEED;
+    let planned = plan(&partition, 5, 8, Duration::from_secs(10), seed);
+    assert!(count(&planned, Fault::Partition) >= 3, "{planned:?}");
+
+    let (history, verdict) =
+        run(semaphore_run(Strategy::SemaphoreCounting, &partition, seed)).await;
+    let why = explain(&history, &verdict);
+    assert!(applied(&history, &FaultKind::Partition), "{why}");
+    let excess: usize = verdict.resources.iter().map(|r| r.excess.len()).sum();
+    assert!(excess >= 1, "a count per node never let a third in: {why}");
+    assert!(most_holders(&verdict) >= 3, "{why}");
+    assert!(!verdict.is_safe());
+    assert!(summary_table(&verdict, &history).contains("VIOLATIONS: "));
+
+    let (history, verdict) = run(semaphore_run(Strategy::Redlock, &partition, seed)).await;
+    let why = explain(&history, &verdict);
+    assert!(applied(&history, &FaultKind::Partition), "{why}");
+    assert!(verdict.is_safe(), "{why}");
+    assert_eq!(most_holders(&verdict), 2, "{why}");
+    assert!(history.sections.len() >= 20, "too little work: {why}");
+}
+
+const LOCK_DELAY: Duration = Duration::from_secs(1);
+
+/// 8 clients on 2 resources, 10 s, crashes (locks abandoned unreleased) and pauses (locks
+/// released late), with or without a lock-delay.
+fn crash_run(lock_delay: Duration) -> ChaosConfig {
+    let faults = [Fault::ClientCrash, Fault::ClientPause];
+    let duration = Duration::from_secs(10);
+    let seed = first_seed(&faults, 8, duration, |planned| {
+        count(planned, Fault::ClientCrash) >= 3 && count(planned, Fault::ClientPause) >= 1
+    });
+    ChaosConfig {
+        strategy: Strategy::Redlock,
+        nodes: 5,
+        clients: 8,
+        resources: 2,
+        duration,
+        faults: faults.to_vec(),
+        seed,
+        lock_delay,
+        ..ChaosConfig::default()
+    }
+}
+
+fn abandoned(history: &History) -> usize {
+    history.sections.iter().filter(|s| s.abandoned).count()
+}
+
+/// With a lock-delay, a lock whose holder crashed (or slept past its validity) is not taken
+/// before its holder's deadline plus the delay (or the late release).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_keeps_a_crashed_holders_lock_out_of_reach() {
+    let (history, verdict) = run(crash_run(LOCK_DELAY)).await;
+    let why = explain(&history, &verdict);
+    assert_eq!(history.lock_delay_us, 1_000_000, "{why}");
+    assert_eq!(verdict.lock_delay_us, 1_000_000, "{why}");
+    assert!(abandoned(&history) >= 1, "no crash landed: {why}");
+    assert!(
+        history
+            .faults
+            .iter()
+            .any(|f| f.kind == FaultKind::ClientCrash),
+        "{why}"
+    );
+    assert!(verdict.is_safe(), "{why}");
+    assert!(history.sections.len() >= 10, "too little work: {why}");
+}
+
+/// The same run without a lock-delay, judged against one: the next holder takes a crashed
+/// holder's lock right at its expiry, within the delay it lacks. Judged against its own (none),
+/// it is safe: the rule catches the missing delay, nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delay_check_catches_a_run_without_lock_delay() {
+    let (history, verdict) = run(crash_run(Duration::ZERO)).await;
+    let why = explain(&history, &verdict);
+    assert!(
+        verdict.is_safe(),
+        "no lock-delay promised, none broken: {why}"
+    );
+    assert!(abandoned(&history) >= 1, "no crash landed: {why}");
+    let judged = check_with(&history, 1_000_000);
+    let why = explain(&history, &judged);
+    let caught: usize = judged
+        .resources
+        .iter()
+        .map(|r| r.delay_violations.len())
+        .sum();
+    assert!(caught >= 1, "nobody entered within the delay: {why}");
+    assert_eq!(judged.violations, caught, "{why}");
 }

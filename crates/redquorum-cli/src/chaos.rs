@@ -7,8 +7,9 @@
 //! Ctrl-C; the global `--servers`, `--max-ttl`, `--no-quarantine` and `--no-fencing` options do
 //! not apply (each strategy fixes its own configuration).
 //!
-//! Exit status: 0 no violation; 1 a violation (overlapping holders or fencing tokens going
-//! back); 64 bad arguments; 69 redis-server not installed; 71 OS error (ports, processes, the
+//! Exit status: 0 no violation; 1 a violation (overlapping holders, more holders than permits,
+//! fencing tokens going back, a lock taken within the lock-delay of one left unreleased); 64 bad
+//! arguments; 69 redis-server not installed; 71 OS error (ports, processes, the
 //! report file); 130/143 stopped by SIGINT/SIGTERM.
 
 use std::collections::hash_map::RandomState;
@@ -37,6 +38,19 @@ minority of nodes at once. Each client loops: acquire, work 20-400 ms, check val
 fenced store (stale tokens refused), release. The history is then checked: two holders that both
 believed themselves valid at once, or fencing tokens going backwards, are violations.
 
+Semaphores (--permits K): each client takes one of K permits of a resource instead of its lock
+(the library: a permit is a lock key of its own, <resource>:permit:<i>). Violations then: more
+than K holders believing themselves valid at once, two holders of one permit at once, a permit's
+tokens going back; the fenced store keeps the largest token per permit.
+
+Lock-delay (--lock-delay DUR, the library's strategies, at most 10s): a lock its holder did not
+release stays out of reach for DUR after the holder's validity ended; max-ttl becomes 2 s + DUR.
+Checked from the history: a section that ended without a release while valid (client-crash, or a
+client-pause that released late) keeps its lock until its release or its deadline + the delay,
+whichever is first; another holder entering before then is a violation. --check-delay DUR judges
+the history against another delay than the run's own, e.g. a run without lock-delay against the
+delay it lacks.
+
 Strategies (--strategy):
   redlock                 this library with its defaults, 5 nodes: quarantine (durable nodes trusted
                           when they show their marker key), fencing
@@ -53,7 +67,11 @@ Strategies (--strategy):
                           waits (WAIT) for the shard's replica
   redlock-cluster-no-failover-rule
                           the same with .quarantine(false).wait_for_replicas(false): neither rule
-All use a 2 s TTL (and max-ttl); --nodes applies to the first two only. The global --servers,
+  semaphore-counting      a semaphore only (needs --permits): a count per node, each node a set
+                          of holders with expiry that grants while it has fewer than K, held on
+                          a majority of grants (three majorities need not share a node)
+All use a 2 s TTL (and max-ttl); --nodes applies to redlock, redlock-no-quarantine and
+semaphore-counting only. The global --servers,
 --node-timeout, --max-ttl, --no-quarantine and --no-fencing do not apply here.
 
 Faults (--faults, comma-separated, or none):
@@ -72,15 +90,24 @@ Faults (--faults, comma-separated, or none):
   failover      redlock-cluster* only: a majority of the Redis Clusters stop replicating to
                 their replica for 2.5 s (more than a TTL) while clients keep locking, then
                 the replicas take over (CLUSTER FAILOVER TAKEOVER), missing those writes
+  client-crash  a client crashes in its critical section after its work: it abandons its lock
+                unreleased, as a dead process would (not in the default list)
+  partition     a ring of majorities: client c is cut off from every node outside the
+                majority of consecutive nodes from c + offset on (c mod nodes; offset drawn per
+                fault), its connections closed and refused, for 0.5-2 s; independent nodes
+                only, never with a node fault (not in the default list)
 Default: kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole; for the
-redlock-cluster* strategies failover,pause,client-pause,flush. Those have no proxies, so delay,
-drop, blackhole and replace do not apply to them, nor do kill, restart and restart-burst (a
-one-master cluster whose master is down is an outage); kinds that do not apply are left out of
+redlock-cluster* strategies failover,pause,client-pause,flush (client-crash applies to them
+too). Those have no proxies, so delay, drop, blackhole, replace and partition do not apply to
+them, nor do kill, restart and restart-burst (a one-master cluster whose master is down is an
+outage); nor does partition to single-with-failover. Kinds that do not apply are left out of
 the plan, and the first line says which.
 
 Output: the summary table on stdout; with --json one line instead: {\"strategy\", \"seed\",
 \"nodes\", \"clients\", \"duration_ms\", \"sections\", \"faults\", \"overlaps\", \"token_violations\",
-\"stale_writes_rejected\", \"violations\", \"safe\"}. --report FILE.html|.svg|.json writes the full
+\"stale_writes_rejected\", \"violations\", \"safe\", \"permits\", \"most_holders\",
+\"over_permits\", \"lock_delay_ms\", \"checked_delay_ms\", \"unreleased\", \"delay_violations\"}
+(permits is null for a lock run). --report FILE.html|.svg|.json writes the full
 history and verdict, with a timeline.
 
 Examples:
@@ -88,6 +115,10 @@ Examples:
   redlock chaos --strategy single-with-failover --faults kill --duration 10s --seed 7
   redlock chaos --strategy setnx-getset --faults client-pause --report run.html
   redlock chaos --strategy redlock-cluster-no-failover-rule --faults failover --seed 1
+  redlock chaos --permits 2 --duration 30s
+  redlock chaos --strategy semaphore-counting --permits 2 --faults partition --duration 10s
+  redlock chaos --lock-delay 1s --faults client-crash,client-pause --duration 20s
+  redlock chaos --faults client-crash,client-pause --check-delay 1s --duration 20s
 
 Exit status: 0 no violation; 1 a violation was found; 64 bad arguments; 69 redis-server is not
 installed; 71 operating-system error (also writing the report); 130/143 stopped by SIGINT/SIGTERM.";
@@ -119,6 +150,20 @@ pub struct Args {
     /// The lock design under test.
     #[arg(long, value_name = "NAME", value_parser = parse_strategy, default_value = "redlock")]
     strategy: Strategy,
+
+    /// Semaphore workload: each client takes one of K permits of a resource [default: off, the
+    /// lock workload; semaphore-counting needs it].
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=64))]
+    permits: Option<u32>,
+
+    /// Lock-delay of the library's strategies: an unreleased lock stays out of reach this long
+    /// after its holder's validity (at most 10s).
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "0s")]
+    lock_delay: Duration,
+
+    /// Judge the history against this lock-delay instead of --lock-delay.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse)]
+    check_delay: Option<Duration>,
 
     /// Seed of the fault schedule and the clients' choices [default: random, shown in the
     /// output].
@@ -172,6 +217,13 @@ struct Summary<'a> {
     stale_writes_rejected: usize,
     violations: usize,
     safe: bool,
+    permits: Option<u32>,
+    most_holders: usize,
+    over_permits: usize,
+    lock_delay_ms: u64,
+    checked_delay_ms: u64,
+    unreleased: usize,
+    delay_violations: usize,
 }
 
 pub async fn run(args: &Args) -> Outcome {
@@ -186,10 +238,13 @@ pub async fn run(args: &Args) -> Outcome {
             |faults| faults.0.clone(),
         ),
         seed: args.seed.unwrap_or_else(random_seed),
+        permits: args.permits,
+        lock_delay: args.lock_delay,
     };
     config
         .validate()
         .map_err(|e| Failure::usage(e.to_string()))?;
+    let check_delay = args.check_delay.unwrap_or(args.lock_delay);
     // Before anything starts, so whoever saw the first line can interrupt us cleanly.
     let listen =
         |kind| signal(kind).map_err(|e| Failure::os(format!("could not listen for signals: {e}")));
@@ -203,12 +258,13 @@ pub async fn run(args: &Args) -> Outcome {
         progress::say(
             &bar,
             &format!(
-                "redlock chaos: {} ({}), seed {}, {} clients, {} resources, {}, faults: {}",
+                "redlock chaos: {} ({}), seed {}, {} clients, {} resources{}, {}, faults: {}",
                 config.strategy,
                 config.strategy.describe(),
                 config.seed,
                 config.clients,
                 config.resources,
+                workload(&config, check_delay),
                 duration::format(config.duration),
                 fault_names(config.strategy, &config.faults),
             ),
@@ -244,7 +300,7 @@ pub async fn run(args: &Args) -> Outcome {
         }
         Err(e) => return Err(failure(e)),
     };
-    let verdict = redquorum_chaos::check(&history);
+    let verdict = redquorum_chaos::checker::check_with(&history, micros(check_delay));
     if let Some(path) = &args.report {
         redquorum_chaos::report::write_report(path, &history, &verdict).map_err(|e| {
             Failure::os(format!(
@@ -278,6 +334,31 @@ fn show(bar: &indicatif::ProgressBar, now: Snapshot) {
     progress::tick(bar, now.elapsed, message);
 }
 
+/// What the first line adds about the workload: permits, lock-delay, the delay checked.
+fn workload(config: &ChaosConfig, check_delay: Duration) -> String {
+    let mut text = String::new();
+    if let Some(k) = config.permits {
+        text.push_str(&format!(", {k} permits each"));
+    }
+    if !config.lock_delay.is_zero() {
+        text.push_str(&format!(
+            ", lock-delay {}",
+            duration::format(config.lock_delay)
+        ));
+    }
+    if check_delay != config.lock_delay {
+        text.push_str(&format!(
+            ", checked against a lock-delay of {}",
+            duration::format(check_delay)
+        ));
+    }
+    text
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 fn summary<'a>(history: &'a redquorum_chaos::History, verdict: &Verdict) -> Summary<'a> {
     let sum = |f: fn(&redquorum_chaos::ResourceVerdict) -> usize| {
         verdict.resources.iter().map(f).sum::<usize>()
@@ -295,6 +376,18 @@ fn summary<'a>(history: &'a redquorum_chaos::History, verdict: &Verdict) -> Summ
         stale_writes_rejected: sum(|r| r.stale_writes_rejected),
         violations: verdict.violations,
         safe: verdict.is_safe(),
+        permits: verdict.permits,
+        most_holders: verdict
+            .resources
+            .iter()
+            .map(|r| r.most_holders)
+            .max()
+            .unwrap_or(0),
+        over_permits: sum(|r| r.excess.len()),
+        lock_delay_ms: history.lock_delay_us / 1000,
+        checked_delay_ms: verdict.lock_delay_us / 1000,
+        unreleased: sum(|r| r.unreleased),
+        delay_violations: sum(|r| r.delay_violations.len()),
     }
 }
 

@@ -9,8 +9,8 @@ use common::{dead_url, redlock, run};
 fn bad_flags_are_usage_errors() {
     for (args, needle) in [
         (
-            &["chaos", "--faults", "kill,partition"][..],
-            "unknown fault \"partition\"",
+            &["chaos", "--faults", "kill,split-brain"][..],
+            "unknown fault \"split-brain\"",
         ),
         (&["chaos", "--strategy", "zookeeper"], "unknown strategy"),
         (&["chaos", "--report", "run.txt"], ".html, .svg or .json"),
@@ -19,6 +19,39 @@ fn bad_flags_are_usage_errors() {
         (&["chaos", "--nodes", "0"], "--nodes"),
         (&["chaos", "--clients", "65"], "--clients"),
         (&["chaos", "--seed=-1"], "--seed"),
+        (&["chaos", "--permits", "0"], "--permits"),
+        (&["chaos", "--permits", "65"], "--permits"),
+        (&["chaos", "--permits", "two"], "--permits"),
+        (
+            &["chaos", "--strategy", "semaphore-counting"],
+            "semaphore-counting is a semaphore: give it permits (--permits K)",
+        ),
+        (
+            &["chaos", "--strategy", "setnx-getset", "--permits", "2"],
+            "setnx-getset has no semaphore",
+        ),
+        (
+            &["chaos", "--lock-delay", "11s"],
+            "lock-delay must be at most 10s",
+        ),
+        (&["chaos", "--lock-delay", "1"], "missing unit"),
+        (
+            &[
+                "chaos",
+                "--strategy",
+                "semaphore-counting",
+                "--permits",
+                "2",
+                "--lock-delay",
+                "1s",
+            ],
+            "semaphore-counting has no lock-delay",
+        ),
+        (&["chaos", "--check-delay", "soon"], "--check-delay"),
+        (
+            &["chaos", "--faults", "client-crash,partitions"],
+            "unknown fault \"partitions\"",
+        ),
     ] {
         let out = run(redlock(&dead_url()).args(args));
         assert_eq!(out.code(), 64, "{args:?}: {out:#?}");
@@ -82,4 +115,40 @@ fn a_failover_run_finds_the_double_grant_and_exits_1() {
     common::assert_no_panic(&out.stderr);
     assert!(out.stdout.contains("VIOLATIONS: "), "{out:#?}");
     assert!(out.stdout.contains("seed 3"), "{out:#?}");
+}
+
+/// A counting semaphore without faults is safe, and the JSON line says how many held at once.
+#[test]
+fn a_semaphore_run_reports_its_permits_and_holders_in_json() {
+    let out = run(redlock(&dead_url()).args([
+        "chaos",
+        "--strategy",
+        "semaphore-counting",
+        "--permits",
+        "2",
+        "--faults",
+        "none",
+        "--clients",
+        "4",
+        "--resources",
+        "1",
+        "--duration",
+        "2s",
+        "--seed",
+        "5",
+        "--check-delay",
+        "1s",
+        "--json",
+    ]));
+    out.expect_code(0);
+    common::assert_no_panic(&out.stderr);
+    let json: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(json["strategy"], "semaphore-counting");
+    assert_eq!(json["permits"], 2);
+    assert_eq!(json["over_permits"], 0);
+    assert_eq!(json["lock_delay_ms"], 0);
+    assert_eq!(json["checked_delay_ms"], 1000);
+    assert_eq!(json["unreleased"], 0, "{json}");
+    let most = json["most_holders"].as_u64().unwrap();
+    assert!((1..=2).contains(&most), "{json}");
 }
