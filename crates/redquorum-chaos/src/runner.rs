@@ -569,7 +569,9 @@ impl Clients {
                     setnx.push(SetnxClient::new(url, id, seed(id))?);
                 }
                 Design::Counting => {
-                    counting.push(CountingClient::new(&urls, permits, id, seed(id))?);
+                    let mut client = CountingClient::new(&urls, permits, id, seed(id))?;
+                    client.connect().await;
+                    counting.push(client);
                 }
             }
         }

@@ -94,8 +94,8 @@ Faults (--faults, comma-separated, or none):
                 unreleased, as a dead process would (not in the default list)
   partition     a ring of majorities: client c is cut off from every node outside the
                 majority of consecutive nodes from c + offset on (c mod nodes; offset drawn per
-                fault), its connections closed and refused, for 0.5-2 s; independent nodes
-                only, never with a node fault (not in the default list)
+                fault), its connections closed and refused, for 2.5-4 s (longer than a TTL);
+                independent nodes only, never with a node fault (not in the default list)
 Default: kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole; for the
 redlock-cluster* strategies failover,pause,client-pause,flush (client-crash applies to them
 too). Those have no proxies, so delay, drop, blackhole, replace and partition do not apply to
