@@ -58,7 +58,6 @@ pub struct Section {
 }
 
 // `skip_serializing_if` hands the field by reference.
-#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_false(value: &bool) -> bool {
     !*value
 }
