@@ -46,6 +46,13 @@
 //!    without lock-delay against a delay is how the rule is shown to catch something. With
 //!    `d = 0` it still says something: a crashed holder's lock is not handed out before its
 //!    deadline.
+//! 8. **Read-write locks.** Sections marked `shared` are readers: two readers may overlap, a
+//!    reader and a writer or two writers may not (invariant 2 otherwise). Tokens follow the
+//!    library's read-write rule instead of invariant 3, in order of entry: a writer's token is
+//!    larger than every earlier section's (reader or writer, other acquisitions), and a reader's
+//!    is at least every earlier writer's; readers may share a token. An election is a lock whose
+//!    token is the term: invariants 2 and 3 as they stand say one leader at a time and each term
+//!    larger than the last, never one term twice.
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -263,7 +270,13 @@ fn check_resource(
             .count(),
         token_violations: locks
             .iter()
-            .flat_map(|lock| token_violations(lock))
+            .flat_map(|lock| {
+                if lock.iter().any(|s| s.shared) {
+                    read_write_token_violations(lock)
+                } else {
+                    token_violations(lock)
+                }
+            })
             .collect(),
         longest_gap: longest_common(&gaps, majority),
         most_holders,
@@ -362,7 +375,8 @@ fn overlaps(sections: &[&Section]) -> Vec<Overlap> {
         }
         for &(first_end, j) in &open {
             let first = sections[j];
-            if first.value != second.value {
+            // Readers share (invariant 8).
+            if first.value != second.value && !(first.shared && second.shared) {
                 found.push(Overlap {
                     first: first.clone(),
                     second: (*second).clone(),
@@ -402,6 +416,36 @@ fn token_violations(sections: &[&Section]) -> Vec<TokenViolation> {
                 earlier: earlier.clone(),
                 later: section.clone(),
             });
+        }
+    }
+    found
+}
+
+/// Invariant 8's token rule over the sections of a read-write lock, sorted by entry: a writer
+/// above every earlier token, a reader at least every earlier writer's.
+fn read_write_token_violations(sections: &[&Section]) -> Vec<TokenViolation> {
+    // The earlier sections with the largest token of all, and of writers only.
+    let mut top: Option<&Section> = None;
+    let mut top_writer: Option<&Section> = None;
+    let mut found = Vec::new();
+    for &section in sections {
+        let Some(fence) = section.fence else { continue };
+        let clash = if section.shared {
+            top_writer.filter(|w| w.fence > Some(fence))
+        } else {
+            top.filter(|t| t.fence >= Some(fence) && t.value != section.value)
+        };
+        if let Some(earlier) = clash {
+            found.push(TokenViolation {
+                earlier: earlier.clone(),
+                later: section.clone(),
+            });
+        }
+        if top.is_none_or(|t| t.fence < Some(fence)) {
+            top = Some(section);
+        }
+        if !section.shared && top_writer.is_none_or(|w| w.fence < Some(fence)) {
+            top_writer = Some(section);
         }
     }
     found
@@ -531,6 +575,7 @@ mod tests {
             permit: None,
             released_us: None,
             abandoned: false,
+            shared: false,
         }
     }
 
@@ -561,6 +606,46 @@ mod tests {
             permits: None,
             lock_delay_us: 0,
         }
+    }
+
+    /// A reader's section, else as [`fenced`].
+    fn reading(value: &str, enter: u64, fence: u64) -> Section {
+        Section {
+            shared: true,
+            ..fenced(value, enter, fence)
+        }
+    }
+
+    #[test]
+    fn readers_share_but_a_writer_overlaps_nobody() {
+        let verdict = check(&history(vec![
+            reading("r1", 0, 5),
+            reading("r2", 3, 5),
+            fenced("w", 20, 9),
+        ]));
+        let r = only(&verdict);
+        assert!(r.overlaps.is_empty(), "readers together: {r:#?}");
+        assert!(r.token_violations.is_empty(), "{r:#?}");
+
+        let verdict = check(&history(vec![reading("r1", 0, 5), fenced("w", 3, 6)]));
+        assert_eq!(only(&verdict).overlaps.len(), 1, "a writer inside a reader");
+    }
+
+    #[test]
+    fn a_writer_goes_above_every_reader_and_a_reader_reaches_every_writer() {
+        // A writer whose token equals an earlier reader's.
+        let verdict = check(&history(vec![reading("r", 0, 7), fenced("w", 20, 7)]));
+        assert_eq!(only(&verdict).token_violations.len(), 1);
+        // A reader below an earlier writer.
+        let verdict = check(&history(vec![fenced("w", 0, 7), reading("r", 20, 6)]));
+        assert_eq!(only(&verdict).token_violations.len(), 1);
+        // A reader at the writer's token, the next writer above it: fine.
+        let verdict = check(&history(vec![
+            fenced("w1", 0, 7),
+            reading("r", 20, 7),
+            fenced("w2", 40, 8),
+        ]));
+        assert!(only(&verdict).token_violations.is_empty());
     }
 
     fn only(verdict: &Verdict) -> &ResourceVerdict {

@@ -55,6 +55,10 @@ pub struct Section {
     /// which then lives until its keys expire (see [`Section::released_at_us`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub abandoned: bool,
+    /// In the read-write workload, a reader's section (shared with other readers); `false` for
+    /// a writer's and in every other workload.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub shared: bool,
 }
 
 // `skip_serializing_if` hands the field by reference.
@@ -258,6 +262,7 @@ mod tests {
                 permit: None,
                 released_us: Some(21),
                 abandoned: false,
+                shared: false,
             }],
             faults: vec![
                 FaultEvent {
@@ -312,6 +317,7 @@ mod tests {
             permit: Some(1),
             released_us: None,
             abandoned: true,
+            shared: false,
         };
         let history = History {
             strategy: "redlock".to_owned(),
@@ -343,6 +349,7 @@ mod tests {
         // Released only once its deadline had passed: as good as unreleased.
         let late = Section {
             abandoned: false,
+            shared: false,
             released_us: Some(31),
             ..section
         };

@@ -24,7 +24,9 @@
 //! - [`strategies`]: the lock designs under test behind one small trait: ours, ours without
 //!   quarantine, a single instance, a master with a replica promoted on crash, the old
 //!   `SETNX`/`GETSET` recipe, ours over three Redis Clusters (defaults, `WAIT` only, or
-//!   neither failover rule), and a semaphore kept as a count per node.
+//!   neither failover rule), and a semaphore kept as a count per node; ours takes a lock, a
+//!   permit, a read-write lock as reader or writer, or an election's leadership
+//!   ([`Primitive`]).
 //! - [`faults`]: the seeded, reproducible fault plan and its injector (among its kinds, a shard
 //!   failover to a replica that missed more than a TTL of writes, on the cluster layout; a ring
 //!   of per-client partitions; a client that crashes holding its lock).
@@ -59,4 +61,4 @@ mod topology;
 pub use error::ChaosError;
 pub use faults::Fault;
 pub use runner::{ChaosConfig, Phase, Progress, Snapshot, run, run_until};
-pub use strategies::Strategy;
+pub use strategies::{Primitive, Strategy};

@@ -511,6 +511,7 @@ mod tests {
             permit: None,
             released_us: None,
             abandoned: false,
+            shared: false,
         }
     }
 
@@ -598,6 +599,7 @@ VIOLATIONS: 1
             sec("orders", 2, "c", 100_000, 150_000),
             Section {
                 abandoned: true,
+                shared: false,
                 permit: Some(0),
                 ..sec("users", 0, "d", 0, 100_000)
             },

@@ -64,7 +64,8 @@ use crate::history::{FaultEvent, FaultKind, History, Section, WriteOutcome};
 use crate::proxy::Proxy;
 use crate::record::Recorder;
 use crate::strategies::{
-    Acquired, CountingClient, Design, Layout, LibraryClient, LockClient, SetnxClient, Strategy,
+    Acquired, CountingClient, Design, Layout, LibraryClient, LockClient, Primitive, SetnxClient,
+    Strategy,
 };
 use crate::topology::Topology;
 
@@ -104,6 +105,9 @@ pub struct ChaosConfig {
     /// The library strategies' lock-delay (default zero: none). Their `max_ttl`, and so the
     /// restart quarantine and the warm-up, grow by as much.
     pub lock_delay: Duration,
+    /// What the library's clients take: a lock (or permit), a read-write lock as reader or
+    /// writer, or an election's leadership (default: a lock).
+    pub primitive: Primitive,
 }
 
 /// The most permits a run may have: far beyond the clients a run may have.
@@ -123,6 +127,7 @@ impl Default for ChaosConfig {
             seed: 0,
             permits: None,
             lock_delay: Duration::ZERO,
+            primitive: Primitive::Lock,
         }
     }
 }
@@ -172,6 +177,17 @@ impl ChaosConfig {
         }
         if self.lock_delay > MAX_LOCK_DELAY {
             return bad("the lock-delay must be at most 10s");
+        }
+        if self.primitive != Primitive::Lock {
+            if !self.strategy.is_library() {
+                return bad(&format!(
+                    "{} has no read-write lock or election: only this library's strategies do",
+                    self.strategy
+                ));
+            }
+            if self.permits.is_some() {
+                return bad("permits are for the lock workload, not read-write or election");
+            }
         }
         if !self.lock_delay.is_zero() && !self.strategy.is_library() {
             return bad(&format!(
@@ -560,7 +576,8 @@ impl Clients {
             let urls = urls.of(id);
             match config.strategy.design(&urls, config.lock_delay) {
                 Design::Library(builder) => {
-                    let client = LibraryClient::new(builder.build()?, seed(id), config.permits);
+                    let client = LibraryClient::new(builder.build()?, seed(id), config.permits)
+                        .taking(config.primitive, id);
                     client.connect().await;
                     library.push(client);
                 }
@@ -719,7 +736,9 @@ async fn critical_section<H>(
             stopped = sleep_unless(pause, &w.stop).await;
         }
         if !stopped {
-            write = w.store.write(resource, lock.permit, lock.fence);
+            write = w
+                .store
+                .write(resource, lock.permit, lock.fence, lock.shared);
         }
     }
     let exit_us = w.record.now_us();
@@ -736,6 +755,7 @@ async fn critical_section<H>(
         permit: lock.permit,
         released_us: None,
         abandoned: crashed,
+        shared: lock.shared,
     }
 }
 
@@ -760,28 +780,47 @@ fn ms(n: u64) -> Duration {
 }
 
 /// The protected resources: per resource (and, in the semaphore workload, per permit), the
-/// largest fencing token written so far.
+/// largest fencing token a writer used, and the largest a reader used.
 #[derive(Debug, Default)]
 struct ProtectedStore {
-    largest: Mutex<HashMap<(String, Option<u32>), u64>>,
+    largest: Mutex<HashMap<(String, Option<u32>), Largest>>,
+}
+
+/// The largest tokens one protected resource has seen: a writer's and a reader's.
+#[derive(Debug, Default, Clone, Copy)]
+struct Largest {
+    wrote: u64,
+    read: u64,
 }
 
 impl ProtectedStore {
-    /// Writes to `resource` as the holder of `permit` (if any) with `fence`: accepted if the
-    /// token is at least the largest seen for that permit, refused as stale otherwise; without
-    /// a token, accepted blindly.
-    fn write(&self, resource: &str, permit: Option<u32>, fence: Option<u64>) -> WriteOutcome {
+    /// Uses `resource` as the holder of `permit` (if any) with `fence`, reading when `shared`
+    /// (a read-write lock's reader), else writing. The rule of the README's read-write locks: a
+    /// read is accepted with a token at least every write token seen; a write with a token at
+    /// least every write token and larger than every read token. (Without readers, that is "at
+    /// least the largest seen".) Refused as stale otherwise; without a token, accepted blindly.
+    fn write(
+        &self,
+        resource: &str,
+        permit: Option<u32>,
+        fence: Option<u64>,
+        shared: bool,
+    ) -> WriteOutcome {
         let Some(token) = fence else {
             return WriteOutcome::Unfenced;
         };
         let mut largest = self.largest.lock().unwrap_or_else(PoisonError::into_inner);
-        let seen = largest.entry((resource.to_owned(), permit)).or_insert(0);
-        if token >= *seen {
-            *seen = token;
-            WriteOutcome::Accepted
-        } else {
-            WriteOutcome::RejectedStale
+        let seen = largest.entry((resource.to_owned(), permit)).or_default();
+        let fresh = token >= seen.wrote && (shared || token > seen.read);
+        if !fresh {
+            return WriteOutcome::RejectedStale;
         }
+        if shared {
+            seen.read = seen.read.max(token);
+        } else {
+            seen.wrote = token;
+        }
+        WriteOutcome::Accepted
     }
 }
 
@@ -790,39 +829,89 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reads_and_writes_follow_the_read_write_token_rule() {
+        let store = ProtectedStore::default();
+        assert_eq!(
+            store.write("d", None, Some(5), false),
+            WriteOutcome::Accepted
+        );
+        // Readers after the writer: at least its token.
+        assert_eq!(
+            store.write("d", None, Some(5), true),
+            WriteOutcome::Accepted
+        );
+        assert_eq!(
+            store.write("d", None, Some(6), true),
+            WriteOutcome::Accepted
+        );
+        assert_eq!(
+            store.write("d", None, Some(4), true),
+            WriteOutcome::RejectedStale
+        );
+        // The old writer, after readers came: refused, also with its own token.
+        assert_eq!(
+            store.write("d", None, Some(5), false),
+            WriteOutcome::RejectedStale
+        );
+        // The next writer goes above every reader.
+        assert_eq!(
+            store.write("d", None, Some(7), false),
+            WriteOutcome::Accepted
+        );
+    }
+
+    #[test]
     fn the_store_refuses_older_tokens_only() {
         let store = ProtectedStore::default();
-        assert_eq!(store.write("a", None, Some(5)), WriteOutcome::Accepted);
         assert_eq!(
-            store.write("a", None, Some(5)),
+            store.write("a", None, Some(5), false),
+            WriteOutcome::Accepted
+        );
+        assert_eq!(
+            store.write("a", None, Some(5), false),
             WriteOutcome::Accepted,
             "equal is fine"
         );
-        assert_eq!(store.write("a", None, Some(4)), WriteOutcome::RejectedStale);
         assert_eq!(
-            store.write("b", None, Some(1)),
+            store.write("a", None, Some(4), false),
+            WriteOutcome::RejectedStale
+        );
+        assert_eq!(
+            store.write("b", None, Some(1), false),
             WriteOutcome::Accepted,
             "per resource"
         );
-        assert_eq!(store.write("a", None, None), WriteOutcome::Unfenced);
-        assert_eq!(store.write("a", None, Some(9)), WriteOutcome::Accepted);
+        assert_eq!(store.write("a", None, None, false), WriteOutcome::Unfenced);
+        assert_eq!(
+            store.write("a", None, Some(9), false),
+            WriteOutcome::Accepted
+        );
     }
 
     #[test]
     fn the_store_keeps_the_largest_token_per_permit() {
         let store = ProtectedStore::default();
-        assert_eq!(store.write("s", Some(0), Some(7)), WriteOutcome::Accepted);
+        assert_eq!(
+            store.write("s", Some(0), Some(7), false),
+            WriteOutcome::Accepted
+        );
         // Permit 1's tokens are its own: 3 is not stale next to permit 0's 7.
-        assert_eq!(store.write("s", Some(1), Some(3)), WriteOutcome::Accepted);
         assert_eq!(
-            store.write("s", Some(1), Some(2)),
+            store.write("s", Some(1), Some(3), false),
+            WriteOutcome::Accepted
+        );
+        assert_eq!(
+            store.write("s", Some(1), Some(2), false),
             WriteOutcome::RejectedStale
         );
         assert_eq!(
-            store.write("s", Some(0), Some(6)),
+            store.write("s", Some(0), Some(6), false),
             WriteOutcome::RejectedStale
         );
-        assert_eq!(store.write("s", Some(0), Some(8)), WriteOutcome::Accepted);
+        assert_eq!(
+            store.write("s", Some(0), Some(8), false),
+            WriteOutcome::Accepted
+        );
     }
 
     #[test]

@@ -58,7 +58,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
-use redquorum::{Lock, Redlock, Retry};
+use redquorum::{Guard, Lock, Redlock, Retry};
 
 use crate::faults::Fault;
 use crate::named::named;
@@ -319,6 +319,8 @@ pub struct Acquired<H> {
     pub fence: Option<u64>,
     /// For a semaphore whose permits are lock keys, which permit it is.
     pub permit: Option<u32>,
+    /// A reader's hold on a read-write lock.
+    pub shared: bool,
     /// Until when the holder believes it holds the lock.
     pub valid_until: Instant,
     /// What the design needs to release it.
@@ -348,12 +350,37 @@ pub trait LockClient: Send + 'static {
     fn abandon(&mut self, held: Self::Held);
 }
 
+/// What a client of the library takes each time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Primitive {
+    /// The resource's lock; with permits, one permit of the resource as a semaphore.
+    #[default]
+    Lock,
+    /// The resource as a read-write lock: three times in four as a reader, else as the writer.
+    ReadWrite,
+    /// The resource as an election: campaign, lead (the term is the fencing token), resign.
+    Election,
+}
+
 /// A client of the strategies built on this library: its own manager, a short seeded retry.
 #[derive(Debug)]
 pub struct LibraryClient {
     manager: Redlock,
     retry: Retry,
     permits: Option<u32>,
+    primitive: Primitive,
+    /// Drives the reader-or-writer choice, reproducibly.
+    choice: u64,
+    id: u32,
+}
+
+/// What a library client holds: a lock, or an election's leadership kept alive.
+#[derive(Debug)]
+pub enum LibraryHeld {
+    /// A lock, a permit, or a reader's or writer's hold.
+    Lock(Lock),
+    /// A leadership, extended in the background until resigned.
+    Leading(Guard),
 }
 
 impl LibraryClient {
@@ -368,7 +395,27 @@ impl LibraryClient {
                 .max_wait(ACQUIRE_FOR)
                 .seed(seed),
             permits,
+            primitive: Primitive::Lock,
+            choice: seed | 1,
+            id: 0,
         }
+    }
+
+    /// The same client taking `primitive`, as client `id` (an election's candidates name
+    /// themselves after it).
+    #[must_use]
+    pub fn taking(mut self, primitive: Primitive, id: u32) -> Self {
+        self.primitive = primitive;
+        self.id = id;
+        self
+    }
+
+    /// A reader three times in four (xorshift over the seed).
+    fn reads(&mut self) -> bool {
+        self.choice ^= self.choice << 13;
+        self.choice ^= self.choice >> 7;
+        self.choice ^= self.choice << 17;
+        !self.choice.is_multiple_of(4)
     }
 
     /// Connects to every node now, so that connection set-up does not happen inside the run.
@@ -381,14 +428,38 @@ impl LibraryClient {
 }
 
 impl LockClient for LibraryClient {
-    type Held = Lock;
+    type Held = LibraryHeld;
 
-    async fn acquire(&mut self, resource: &str) -> Option<Acquired<Lock>> {
-        let lock = match self.permits {
-            None => self.manager.acquire_with(resource, TTL, &self.retry).await,
-            Some(permits) => {
-                self.manager
-                    .acquire_permit_with(resource, permits, TTL, &self.retry)
+    async fn acquire(&mut self, resource: &str) -> Option<Acquired<LibraryHeld>> {
+        let reads = self.primitive == Primitive::ReadWrite && self.reads();
+        let (manager, retry) = (&self.manager, &self.retry);
+        let lock = match (self.primitive, self.permits) {
+            (Primitive::Election, _) => {
+                let me = format!("client-{}", self.id);
+                let leading = manager
+                    .campaign_with(resource, &me, TTL, retry)
+                    .await
+                    .ok()?;
+                return Some(Acquired {
+                    value: leading.value().to_owned(),
+                    fence: leading.fence(),
+                    permit: None,
+                    shared: false,
+                    valid_until: leading.deadline(),
+                    held: LibraryHeld::Leading(leading),
+                });
+            }
+            (Primitive::ReadWrite, _) => {
+                if reads {
+                    manager.acquire_read_with(resource, TTL, retry).await
+                } else {
+                    manager.acquire_write_with(resource, TTL, retry).await
+                }
+            }
+            (Primitive::Lock, None) => manager.acquire_with(resource, TTL, retry).await,
+            (Primitive::Lock, Some(permits)) => {
+                manager
+                    .acquire_permit_with(resource, permits, TTL, retry)
                     .await
             }
         }
@@ -397,18 +468,28 @@ impl LockClient for LibraryClient {
             value: lock.value().to_owned(),
             fence: lock.fence(),
             permit: lock.permit(),
+            shared: lock.is_read(),
             valid_until: lock.deadline(),
-            held: lock,
+            held: LibraryHeld::Lock(lock),
         })
     }
 
-    async fn release(&mut self, held: Lock) {
-        held.release().await;
+    async fn release(&mut self, held: LibraryHeld) {
+        match held {
+            LibraryHeld::Lock(lock) => drop(lock.release().await),
+            LibraryHeld::Leading(leading) => drop(leading.release().await),
+        }
     }
 
-    fn abandon(&mut self, held: Lock) {
-        // Dropped, a `Lock` would be released in the background; detached, it is left as is.
-        let _ = held.detach();
+    fn abandon(&mut self, held: LibraryHeld) {
+        match held {
+            // Dropped, a `Lock` would be released in the background; detached, it is left as is.
+            LibraryHeld::Lock(lock) => drop(lock.detach()),
+            // A leader that crashes stops extending and never resigns.
+            LibraryHeld::Leading(leading) => {
+                tokio::spawn(async move { drop(leading.detach().await) });
+            }
+        }
     }
 }
 
@@ -514,6 +595,7 @@ impl LockClient for SetnxClient {
                     value: format!("client {}: {stamp}", self.id),
                     fence: None,
                     permit: None,
+                    shared: false,
                     valid_until: Instant::now() + left,
                     held: resource.to_owned(),
                 });
@@ -714,6 +796,7 @@ impl LockClient for CountingClient {
                     value: value.clone(),
                     fence: None,
                     permit: None,
+                    shared: false,
                     valid_until,
                     held: (resource.to_owned(), value),
                 });

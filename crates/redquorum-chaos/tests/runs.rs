@@ -19,7 +19,7 @@ use std::time::Duration;
 use redquorum_chaos::checker::check_with;
 use redquorum_chaos::faults::{Planned, plan};
 use redquorum_chaos::{
-    ChaosConfig, Fault, FaultKind, History, Progress, Strategy, Verdict, check,
+    ChaosConfig, Fault, FaultKind, History, Primitive, Progress, Strategy, Verdict, check,
     report::summary_table, run_until,
 };
 use tokio_util::sync::CancellationToken;
@@ -384,6 +384,46 @@ async fn permits_hold_under_the_default_faults() {
         )),
         "no data-loss fault applied: {why}"
     );
+}
+
+/// Read-write locks under the default faults: readers together, a writer alone, and tokens in
+/// the read-write order (`checker` invariant 8); elections: one leader at a time, each term above
+/// the last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_and_elections_hold_under_the_default_faults() {
+    let duration = Duration::from_secs(10);
+    let seed = first_seed(&Fault::DEFAULT, 8, duration, |planned| {
+        count(planned, Fault::ClientPause) >= 1
+            && [Fault::RestartBurst, Fault::Flush, Fault::Replace]
+                .iter()
+                .any(|&kind| count(planned, kind) >= 1)
+    });
+    for primitive in [Primitive::ReadWrite, Primitive::Election] {
+        let config = ChaosConfig {
+            strategy: Strategy::Redlock,
+            nodes: 5,
+            clients: 8,
+            resources: 2,
+            duration,
+            faults: Fault::DEFAULT.to_vec(),
+            seed,
+            primitive,
+            ..ChaosConfig::default()
+        };
+        let (history, verdict) = run(config).await;
+        let why = explain(&history, &verdict);
+        assert!(verdict.is_safe(), "{primitive:?}: {why}");
+        assert!(history.sections.len() >= 20, "too little work: {why}");
+        let readers = history.sections.iter().filter(|s| s.shared).count();
+        if primitive == Primitive::ReadWrite {
+            assert!(readers > 0 && readers < history.sections.len(), "{why}");
+            // Readers really shared: two at once somewhere.
+            assert!(most_holders(&verdict) >= 2, "{why}");
+        } else {
+            assert_eq!(readers, 0, "{why}");
+            assert_eq!(most_holders(&verdict), 1, "one leader at a time: {why}");
+        }
+    }
 }
 
 /// A ring of partitions gives clients majorities that pairwise share a node but not all three:

@@ -18,7 +18,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use redquorum_chaos::runner::Snapshot;
-use redquorum_chaos::{ChaosConfig, ChaosError, Fault, Phase, Progress, Strategy, Verdict};
+use redquorum_chaos::{
+    ChaosConfig, ChaosError, Fault, Phase, Primitive, Progress, Strategy, Verdict,
+};
 use serde::Serialize;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -42,6 +44,12 @@ Semaphores (--permits K): each client takes one of K permits of a resource inste
 (the library: a permit is a lock key of its own, <resource>:permit:<i>). Violations then: more
 than K holders believing themselves valid at once, two holders of one permit at once, a permit's
 tokens going back; the fenced store keeps the largest token per permit.
+
+Read-write locks (--read-write, the library's strategies): each client takes a resource as a
+reader three times in four, else as its writer. Violations then: a writer together with a reader
+or another writer, a writer's token not above every earlier token, a reader's below an earlier
+writer's. Elections (--election): each client campaigns for a resource, leads (its term the
+fencing token), resigns; violations: two leaders at once, a term not larger than the last.
 
 Lock-delay (--lock-delay DUR, the library's strategies, at most 10s): a lock its holder did not
 release stays out of reach for DUR after the holder's validity ended; max-ttl becomes 2 s + DUR.
@@ -156,6 +164,14 @@ pub struct Args {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=64))]
     permits: Option<u32>,
 
+    /// Read-write workload: readers (3 in 4) and writers of each resource.
+    #[arg(long, conflicts_with_all = ["permits", "election"])]
+    read_write: bool,
+
+    /// Election workload: clients campaign for each resource, lead, resign.
+    #[arg(long, conflicts_with = "permits")]
+    election: bool,
+
     /// Lock-delay of the library's strategies: an unreleased lock stays out of reach this long
     /// after its holder's validity (at most 10s).
     #[arg(long, value_name = "DUR", value_parser = duration::parse, default_value = "0s")]
@@ -240,6 +256,13 @@ pub async fn run(args: &Args) -> Outcome {
         seed: args.seed.unwrap_or_else(random_seed),
         permits: args.permits,
         lock_delay: args.lock_delay,
+        primitive: if args.read_write {
+            Primitive::ReadWrite
+        } else if args.election {
+            Primitive::Election
+        } else {
+            Primitive::Lock
+        },
     };
     config
         .validate()
