@@ -449,11 +449,7 @@ impl Engine {
             )
             .instrument(span)
             .await;
-        Released {
-            confirmed: round.replies.iter().filter(|r| r.is_granted()).count(),
-            quorum: round.quorum,
-            replies: self.label(round.replies),
-        }
+        self.released(round)
     }
 
     /// What a release becomes for a lock that was lost while a lock-delay is set (invariant 5):
@@ -475,11 +471,7 @@ impl Engine {
             )
             .instrument(span)
             .await;
-        Released {
-            confirmed: round.replies.iter().filter(|r| r.is_granted()).count(),
-            quorum: round.quorum,
-            replies: self.label(round.replies),
-        }
+        self.released(round)
     }
 
     /// Runs the compare-and-PEXPIRE script on every node; returns the new deadline.
@@ -554,6 +546,15 @@ impl Engine {
             )));
         }
         Ok(ttl_ms + self.rules.lock_delay_ms)
+    }
+
+    /// What a release round (or a lost lock's lingering one) did, node by node.
+    fn released(&self, round: Round) -> Released {
+        Released {
+            confirmed: round.replies.iter().filter(|r| r.is_granted()).count(),
+            quorum: round.quorum,
+            replies: self.label(round.replies),
+        }
     }
 
     pub(crate) fn label(&self, replies: Vec<Reply>) -> Vec<NodeReply> {

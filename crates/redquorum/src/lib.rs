@@ -22,6 +22,13 @@
 //!   a lock on one resource excludes every set containing it. Only sets use our own scripts: a
 //!   one-element set is an ordinary lock in the standard wire format.
 //!
+//! - **Beyond the lock**, on the same quorum, validity, quarantine and fencing: semaphores
+//!   ([`Redlock::acquire_permit`]: at most `k` holders, each permit a lock key of its own),
+//!   read-write locks ([`Redlock::acquire_read`], [`Redlock::acquire_write`]: readers together, a
+//!   writer alone and never starved), leader election ([`Redlock::campaign`]: the term is the
+//!   fencing token; [`Redlock::leader`], [`Redlock::observe`]), and a lock-delay
+//!   ([`Builder::lock_delay`]) for holders that vanish without releasing.
+//!
 //! # Non-guarantees
 //! - A holder that pauses (GC, swap, a stopped VM) past its deadline may act after somebody else
 //!   got the lock. Check [`LockInfo::is_valid`] (a [`Lock`] and a [`Guard`] dereference to their [`LockInfo`]) before each step, keep steps
