@@ -101,7 +101,15 @@ async fn read_write_locks_and_permits_work_across_clusters() {
             .await
             .expect_err("readers hold it");
         assert_eq!(refused.cause(), Some(Cause::Busy), "{refused}");
-        // The refused writer now keeps new readers out.
+        // A writer that waits keeps new readers out, and gets in once the readers leave.
+        let waiting = {
+            let redlock = redlock.clone();
+            let patient = Retry::forever()
+                .delay(Duration::from_millis(50))
+                .max_wait(Duration::from_secs(30));
+            tokio::spawn(async move { redlock.acquire_write_with(name, TTL, &patient).await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let held_off = redlock
             .try_acquire_read(name, TTL)
             .await
@@ -110,10 +118,7 @@ async fn read_write_locks_and_permits_work_across_clusters() {
         let read_token = a.fence().max(b.fence());
         a.release().await;
         b.release().await;
-        let writer = redlock
-            .try_acquire_write(name, TTL)
-            .await
-            .expect("the writer");
+        let writer = waiting.await.expect("task").expect("the writer");
         assert!(writer.fence() > read_token);
         writer.release().await;
         let permit = redlock
