@@ -25,7 +25,6 @@
 //!    leader's key, and the leader's acquisition left the term there. [`Leader::term`] is that
 //!    value when a majority agree on it, `None` otherwise (a counter expired, or a node lagging).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -56,12 +55,6 @@ pub struct Leader {
     pub term: Option<u64>,
     /// The shortest time to live of the leader's key on the majority that holds it.
     pub ttl: Duration,
-}
-
-/// The value a campaign acquires with: random and unique, then the candidate's identity
-/// (invariant 3).
-pub(crate) fn campaign_value(random: &str, identity: &str) -> Arc<str> {
-    Arc::from(format!("{random}:{identity}"))
 }
 
 /// The identity a lock value carries: what follows the 40 random hex digits and the `:`; the
@@ -320,9 +313,10 @@ mod tests {
 
     #[test]
     fn the_identity_follows_the_random_part() {
-        let value = campaign_value(RANDOM, "host-a:42");
+        // As the manager writes a campaign's value.
+        let value = format!("{RANDOM}:host-a:42");
         assert_eq!(identity_of(&value), "host-a:42");
-        assert_eq!(identity_of(&campaign_value(RANDOM, "")), "");
+        assert_eq!(identity_of(&format!("{RANDOM}:")), "");
         assert_eq!(
             identity_of("some other client's value"),
             "some other client's value"

@@ -26,7 +26,6 @@ use futures_util::future::join_all;
 use tracing::Instrument;
 
 use crate::cause::Cause;
-use crate::election;
 use crate::engine::{Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
 use crate::lock::{Held, Lock};
@@ -78,14 +77,14 @@ enum Wanted {
     Lock(Resources),
     Permit(Permits),
     /// An election's lock, with the candidate's identity (`election` invariant 3).
-    Leader(Resources, String),
+    Campaign(Resources, String),
 }
 
 impl Wanted {
     /// How spans and metrics name it: the resources, or the semaphore's name.
     fn named(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources,
+            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources,
             Wanted::Permit(permits) => permits.named(),
         }
     }
@@ -93,7 +92,7 @@ impl Wanted {
     /// The candidate's identity, for an election.
     fn identity(&self) -> Option<&str> {
         match self {
-            Wanted::Leader(_, identity) => Some(identity),
+            Wanted::Campaign(_, identity) => Some(identity),
             _ => None,
         }
     }
@@ -101,7 +100,7 @@ impl Wanted {
     /// The keys whose release wakes a waiter: the lock's, or every permit's.
     fn watched(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources,
+            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources,
             Wanted::Permit(permits) => permits.watched(),
         }
     }
@@ -110,7 +109,7 @@ impl Wanted {
     /// busy one.
     fn probed(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources,
+            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources,
             Wanted::Permit(permits) => permits.first_key(),
         }
     }
@@ -120,7 +119,7 @@ impl Wanted {
     fn queues(&self, fair: bool) -> bool {
         fair && match self {
             Wanted::Lock(r) => r.access() == Access::Exclusive,
-            Wanted::Leader(..) => true,
+            Wanted::Campaign(..) => true,
             Wanted::Permit(_) => false,
         }
     }
@@ -130,7 +129,7 @@ impl Wanted {
 impl std::fmt::Display for Wanted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Wanted::Lock(resources) | Wanted::Leader(resources, _) => resources.fmt(f),
+            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources.fmt(f),
             Wanted::Permit(permits) => permits.fmt(f),
         }
     }
@@ -381,7 +380,7 @@ impl Redlock {
         ttl: Duration,
         retry: &Retry,
     ) -> Result<Lock, Error> {
-        let wanted = Wanted::Leader(Resources::one(election), identity.to_owned());
+        let wanted = Wanted::Campaign(Resources::one(election), identity.to_owned());
         acquire_seen!(self, wanted, ttl, retry)
     }
 
@@ -564,7 +563,7 @@ impl Redlock {
         tries: &Tries<'_>,
     ) -> Result<Lock, Box<LostAttempt>> {
         let permits = match wanted {
-            Wanted::Lock(resources) | Wanted::Leader(resources, _) => {
+            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => {
                 return self.attempt(resources, tries).await;
             }
             Wanted::Permit(permits) => permits,
@@ -617,7 +616,7 @@ impl Redlock {
         // keeps that release from touching anybody else's lock).
         let value = match identity {
             None => new_value(),
-            Some(identity) => election::campaign_value(&new_value(), identity),
+            Some(identity) => campaign_value(identity),
         };
         let mut held = Held::new(Arc::clone(engine), resources.clone(), value, turn.id());
         let set = match (turn.place(), resources.access()) {
@@ -755,6 +754,12 @@ impl Redlock {
             }
         }
     }
+}
+
+/// A campaign's lock value (`election` invariant 3): a fresh value as [`new_value`]'s, a `:`,
+/// and the candidate's identity, which observers read back from the key.
+fn campaign_value(identity: &str) -> Arc<str> {
+    Arc::from(format!("{}:{identity}", new_value()))
 }
 
 /// A fresh lock value: 20 bytes from the thread-local CSPRNG (seeded from the OS), as hex.
