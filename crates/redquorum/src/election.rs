@@ -22,7 +22,9 @@
 //!    lock. Only the leader's own validity (its guard) says it may act.
 //! 5. On the nodes that hold the leader's value, the election's counter is its term: a counter
 //!    advances only with a `SET` that succeeded, which cannot happen on a node that holds the
-//!    leader's key, and the leader's acquisition left the term there. [`Leader::term`] is that
+//!    leader's key, and the leader's acquisition left the term there. (So a campaign's
+//!    acquisition always runs the fenced script: the native one advances the counter in attempts
+//!    that lose too; [`fencing`](crate::fencing) step 1.) [`Leader::term`] is that
 //!    value when a majority agree on it, `None` otherwise (a counter expired, or a node lagging).
 
 use std::time::{Duration, Instant};

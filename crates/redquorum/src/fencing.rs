@@ -7,22 +7,36 @@
 //! smaller than the largest it has seen. [`LockInfo::fence`](crate::LockInfo::fence) is that token.
 //!
 //! # How a token is chosen
-//! 1. The acquisition's `SET NX PX` is a script that, on success, also advances the node's
-//!    counter for the resource (key `redlock-fence:<resource>`) in the same atomic step, to
-//!    `max(counter + 1, the node's clock in µs rounded down to the grain)`
-//!    (`scripts/fence_advance.lua`; the grain is [`clock_grain`]). The new counter is the node's
-//!    *proposal*.
-//! 2. When every vote of the winning quorum proposed the same value, that value is the token, and
-//!    it is already stored on that quorum: the lock is handed out at once. This is the steady
-//!    state: nodes that saw the same acquisitions hold the same counters, and read the same
-//!    rounded clock unless their clocks straddle a grain boundary (about `δ / grain` of the
-//!    acquisitions that cross one, `δ` being how far apart in time the nodes run the script).
+//! 1. Every fenced acquisition advances, on each node it reaches, the node's counter for the
+//!    resource (key `redlock-fence:<resource>`) in the same atomic step as its `SET NX PX`. The
+//!    new counter is the node's *proposal*. It is made in one of two ways:
+//!    - **Natively** (one resource on a standalone master: the default path). One pipeline of
+//!      plain commands: `SET NX PX` of the lock, `SET NX` of the counter to
+//!      [`Advance::initial_counter`] (our estimate of the node's clock in µs, rounded down to
+//!      the grain, when we have one: [`ClockEstimate`]), `INCR` of the counter, `PEXPIRE` of it
+//!      to the retention, and the node's `TIME` (about once a second). The proposal is the
+//!      `INCR`'s value. Not atomic, and it need not be: the `INCR` runs before the lock's key
+//!      can be gone (`node::set_fenced_natively` says why). A counter below
+//!      [`COUNTER_FLOOR`] was made by `INCR` alone (it was missing and we had no estimate to
+//!      start it from), so it says nothing about earlier tokens: such a node proposes its
+//!      clock rounded down to the grain instead, and that proposal is *not stored*. Plain
+//!      commands cost the server about half of what a script does (the README's
+//!      *Performance*), which is why this path is not a script.
+//!    - **By a script** (sets, fair waiting, read-write locks, campaigns, cluster masters;
+//!      `scripts/fence_advance.lua`): to `max(counter + 1, the node's clock in µs rounded down to
+//!      the grain)`, only when the `SET` succeeded.
+//! 2. When every vote of the winning quorum proposed the same stored value, that value is the
+//!    token, and it is already stored on that quorum: the lock is handed out at once. This is
+//!    the steady state: nodes that saw the same acquisitions hold the same counters, and a
+//!    counter they start together starts from the same rounded clock unless their clocks
+//!    straddle a grain boundary.
 //! 3. Otherwise (a node lost its counter or let it expire, missed acquisitions while it was
-//!    away, advanced it in an attempt that lost, or read its clock across a grain boundary) the
-//!    token is the largest proposal of any node that granted. A second round stores it
-//!    (counter := max(counter, token)) on the nodes we locked, with a script that applies only
-//!    while the lock still holds our value, and the lock is handed out only once a quorum stored
-//!    it, within the validity. Otherwise the attempt fails and is rolled back.
+//!    away, advanced it in an attempt that lost, started it on the other side of a grain
+//!    boundary, or proposed a clock that is not stored) the token is the largest proposal of
+//!    any node that granted. A second round stores it (counter := max(counter, token)) on the
+//!    nodes we locked, with a script that applies only while the lock still holds our value,
+//!    and the lock is handed out only once a quorum stored it, within the validity. Otherwise
+//!    the attempt fails and is rolled back.
 //!
 //! A lock on a set of resources gets one token: step 1 advances every counter of the set to one
 //! value above the largest of them, and step 3 stores the token in the counter of every resource
@@ -31,52 +45,64 @@
 //!
 //! # Invariants (why tokens increase)
 //! 1. A token handed out is stored on a quorum `S` of nodes before anybody may use it: by the
-//!    acquisition itself on the quorum of votes that all proposed it (step 2), or by the store
-//!    round (step 3).
+//!    acquisition itself on the quorum of votes that all proposed it as stored (step 2), or by
+//!    the store round (step 3).
 //! 2. A later acquisition of the same resource (alone or in a set) wins on a quorum `M` of
 //!    votes; `S` and `M` share a node (two majorities always do), and that node's `SET NX`
 //!    succeeded only after the earlier lock's key was gone there, so after the earlier token was
-//!    stored there (in the same script, or by a store that required the earlier key). Its counter
-//!    was at least the earlier token, so its proposal is larger, and so is the later token: the
-//!    agreed proposal of `M` (step 2) or the largest proposal (step 3), which is at least that
-//!    node's.
+//!    stored there (in the same pipeline or script, or by a store that required the earlier
+//!    key). Its counter was at least the earlier token, so its proposal is larger (the counter
+//!    plus one, or more), and so is the later token: the agreed proposal of `M` (step 2) or the
+//!    largest proposal (step 3), which is at least that node's.
 //! 3. The store applies only while the lock value is ours, so a holder whose lock expired before
 //!    the store cannot leave a token behind that a later holder did not see. A counter advanced
-//!    by an attempt that then lost only makes later proposals larger.
+//!    by an attempt that then lost (natively, every attempt advances it) only makes later
+//!    proposals larger.
 //! 4. What can break it: a node of `S` that loses its data, if that leaves fewer than a quorum
 //!    holding the token. The restart quarantine keeps such a node from voting for `max_ttl`,
-//!    and the clock term of step 1 covers a lost counter: every proposal is at least the node's
-//!    clock minus the grain, and a token is at most the clock of the node that proposed it (a
-//!    counter grows by one per acquisition, so it stays behind the clocks while a resource is
-//!    acquired fewer than a million times a second; a Redis server runs a few hundred thousand
+//!    and a counter that is started again starts from a clock: every counter at or above
+//!    [`COUNTER_FLOOR`] was started from the node's clock rounded down (a script's advance, a
+//!    store of a clock proposal, or [`Advance::initial_counter`], which is never later than the node's
+//!    clock by more than [`ClockEstimate`]'s error), and a counter below it is never a stored
+//!    proposal. And a token is at most the clock of the node that proposed it, plus that error:
+//!    a counter grows by one per attempt, so it stays behind the clocks while a resource is
+//!    attempted fewer than a million times a second (a Redis server runs a few hundred thousand
 //!    commands a second in all). So a later token is larger as long as node clocks differ by
-//!    less than the time between the two acquisitions minus the grain: at least
-//!    `max_ttl − grain ≥ max_ttl / 2` when quarantine is on, even if a majority lost its data at
-//!    once. With the quarantine off, nothing keeps the two acquisitions that far apart: tokens
-//!    then increase only for acquisitions further apart than the grain plus the clock
-//!    difference.
+//!    less than the time between the two acquisitions minus the grain and the estimate's
+//!    error: at least `max_ttl − grain − 50 ms ≥ max_ttl / 2 − 50 ms` when quarantine is on,
+//!    even if a majority lost its data at once. With the quarantine off, nothing keeps the two
+//!    acquisitions that far apart: tokens then increase only for acquisitions further apart than
+//!    the grain plus the clock difference.
 //! 5. Counters expire after the fence retention (a day by default, never less than two seconds,
 //!    whatever any client of the servers configured) without use; the next token then comes
-//!    from the clock term, which is larger as long as node clocks differ by less than
-//!    `(retention − grain) / 2`: half a second at the shortest retention and the coarsest grain,
-//!    whatever other clients of the servers configured.
+//!    from a counter started from a clock, which is larger as long as node clocks differ by less
+//!    than `(retention − grain) / 2 − 50 ms`: almost half a second at the shortest retention
+//!    and the coarsest grain, whatever other clients of the servers configured.
 //! 6. **Without the quarantine, the exact clock.** Nothing then keeps a node that lost its counter
 //!    from voting at once, and within one grain such a node and one that missed the last
 //!    acquisition would both propose the rounded clock that the last token was: the same token
-//!    twice. So a manager with the quarantine off rounds to 1 µs: its nodes' proposals then
-//!    differ in practice, it takes the store round, and a node that lost its counter is covered
-//!    as before this design, while node clocks differ by less than the time between the two
-//!    acquisitions.
+//!    twice. So a manager with the quarantine off rounds to 1 µs and never starts a counter from
+//!    its estimate: a node whose counter is gone proposes its exact clock, not stored, so the
+//!    acquisition takes the store round, and a node that lost its counter is covered as before
+//!    this design, while node clocks differ by less than the time between the two acquisitions.
 //!
 //! This is where a clock assumption enters, and the only place: invariants 4–6. The grain
 //! trades a little of their margin (at most a second, at most half of `max_ttl`) for nodes that
-//! agree, and so for one round instead of two; every client of the same servers must use the
-//! same `max_ttl`, as the quarantine already requires.
+//! agree when they start a counter, and so for one round instead of two; every client of the
+//! same servers must use the same `max_ttl`, as the quarantine already requires.
 //!
 //! Tokens are microsecond timestamps in practice (about 2^51 today), below 2^53, so the Lua
-//! scripts compare them exactly as numbers.
+//! scripts compare them exactly as numbers, and `INCR` (64-bit) counts them exactly.
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::sync::lock;
+
+/// The smallest counter that was started from a clock (invariant 4): 2^50 µs after the Unix
+/// epoch is in 2005, and every clock a node reads is later. A counter below it was made by `INCR`
+/// alone and may have forgotten earlier tokens.
+pub(crate) const COUNTER_FLOOR: u64 = 1 << 50;
 
 /// The clock grain, in µs, for a manager whose largest TTL (and quarantine) is `max_ttl`: a
 /// second, or half of `max_ttl` if that is shorter (invariant 4); with the quarantine off, 1 µs,
@@ -97,14 +123,99 @@ pub(crate) struct Advance {
     pub(crate) grain_us: u64,
 }
 
+impl Advance {
+    /// Whether a native acquisition may start a missing counter from our estimate of the node's
+    /// clock: only with a grain, that is with the quarantine on (invariant 6).
+    pub(crate) fn starts_counters(&self) -> bool {
+        self.grain_us > 1
+    }
+
+    /// The value a native acquisition starts a missing counter at (step 1): the node's clock as
+    /// we estimate it, rounded down to the grain, so that nodes whose clocks agree to within the
+    /// grain start at the same value.
+    pub(crate) fn initial_counter(&self, estimate_us: u64) -> u64 {
+        estimate_us - estimate_us % self.grain_us.max(1)
+    }
+
+    /// A native acquisition's proposal (step 1): the counter after its `INCR` (`None` if that
+    /// failed: the key held no number), and the node's clock in µs, read in the same pipeline or
+    /// estimated from a reading under a second old.
+    pub(crate) fn proposal(&self, counter: Option<u64>, clock_us: u64) -> Proposal {
+        match counter {
+            Some(value) if value >= COUNTER_FLOOR => Proposal {
+                value,
+                stored: true,
+            },
+            // Started by `INCR` alone, or not a number: the rounded clock, to be stored.
+            counter => Proposal {
+                value: counter
+                    .unwrap_or(0)
+                    .max(clock_us - clock_us % self.grain_us.max(1)),
+                stored: false,
+            },
+        }
+    }
+}
+
+/// One granting node's proposal for the token (step 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Proposal {
+    pub(crate) value: u64,
+    /// The node's counter holds `value` now: a script's advance or a native `INCR` of a counter
+    /// started from a clock. A node that proposes its clock in place of a counter it lost has
+    /// not stored it.
+    pub(crate) stored: bool,
+}
+
+/// The longest a clock reading is used for [`ClockEstimate::now`]: five seconds, so that even
+/// clocks whose rates differ by the drift factor's 1% put an estimate at most 50 ms ahead of the
+/// node's clock (invariant 4).
+pub(crate) const ESTIMATE_AGE: Duration = Duration::from_secs(5);
+
+/// How old a reading may be before a native acquisition reads the node's clock again, in the
+/// same pipeline: a second, so that a busy connection sends `TIME` about once a second rather
+/// than with every acquisition.
+pub(crate) const ESTIMATE_REFRESH: Duration = Duration::from_secs(1);
+
+/// What we know of one node's clock: its `TIME` from a native acquisition on a connection, and
+/// when that reply came. The estimate is the reading plus the time since. It is never ahead of
+/// the node's clock by more than the two clocks' rates can differ in [`ESTIMATE_AGE`] (50 ms at
+/// the drift factor's 1%), unless the node's clock is set back; and never behind by more than
+/// that plus the reading's round trip, which must be at most a quarter of the grain for the
+/// reading to be kept. Those are the error bounds invariants 4 and 5 allow for.
+#[derive(Debug, Default)]
+pub(crate) struct ClockEstimate {
+    reading: Mutex<Option<(u64, Instant)>>,
+}
+
+impl ClockEstimate {
+    /// Records the node's clock, `node_us`, read by a request sent at `asked` whose reply came at
+    /// `received`, unless that round trip was too long for the grain `grain_us`.
+    pub(crate) fn saw(&self, node_us: u64, asked: Instant, received: Instant, grain_us: u64) {
+        let round_trip = received.saturating_duration_since(asked);
+        if round_trip.as_micros() <= u128::from(grain_us / 4) {
+            *lock(&self.reading) = Some((node_us, received));
+        }
+    }
+
+    /// The node's clock at `now` as we estimate it, and the age of the reading, if that reading
+    /// is recent enough ([`ESTIMATE_AGE`]).
+    pub(crate) fn now(&self, now: Instant) -> Option<(u64, Duration)> {
+        let (node_us, received) = (*lock(&self.reading))?;
+        let age = now.checked_duration_since(received)?;
+        let since = u64::try_from(age.as_micros()).unwrap_or(u64::MAX);
+        (age <= ESTIMATE_AGE).then(|| (node_us.saturating_add(since), age))
+    }
+}
+
 /// What the nodes that granted an acquisition proposed as its token (step 1), gathered as their
 /// replies come in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Proposals {
     /// The largest proposal of any node that granted, vote or not (step 3).
     largest: Option<u64>,
-    /// The smallest and largest proposal among the votes.
-    votes: Option<(u64, u64)>,
+    /// The smallest and largest proposal among the votes, and whether all of them are stored.
+    votes: Option<(u64, u64, bool)>,
 }
 
 /// An acquisition's token, and whether it still needs the store round.
@@ -118,21 +229,22 @@ pub(crate) struct Token {
 impl Proposals {
     /// Adds one granting node's proposal; `vote` when its grant counts toward the quorum (a
     /// quarantined node's does not).
-    pub(crate) fn add(&mut self, proposal: u64, vote: bool) {
-        self.largest = self.largest.max(Some(proposal));
+    pub(crate) fn add(&mut self, proposal: Proposal, vote: bool) {
+        let Proposal { value, stored } = proposal;
+        self.largest = self.largest.max(Some(value));
         if vote {
             self.votes = Some(match self.votes {
-                None => (proposal, proposal),
-                Some((low, high)) => (low.min(proposal), high.max(proposal)),
+                None => (value, value, stored),
+                Some((low, high, all)) => (low.min(value), high.max(value), all && stored),
             });
         }
     }
 
     /// The token, once the round is won on the votes added: their common proposal when they all
-    /// agree (step 2), else the largest proposal, to be stored (step 3).
+    /// agree and stored it (step 2), else the largest proposal, to be stored (step 3).
     pub(crate) fn token(&self) -> Option<Token> {
         match self.votes {
-            Some((low, high)) if low == high => Some(Token {
+            Some((low, high, true)) if low == high => Some(Token {
                 value: low,
                 stored: true,
             }),
@@ -155,7 +267,13 @@ mod tests {
     fn proposals(list: &[(u64, bool)]) -> Proposals {
         let mut p = Proposals::default();
         for &(value, vote) in list {
-            p.add(value, vote);
+            p.add(
+                Proposal {
+                    value,
+                    stored: true,
+                },
+                vote,
+            );
         }
         p
     }
@@ -197,5 +315,91 @@ mod tests {
         let token = proposals(&[(12, false)]).token();
         assert_eq!(token, Some(stored_as(12, false)));
         assert_eq!(Proposals::default().token(), None);
+    }
+
+    const GRAIN: Advance = Advance {
+        retention_ms: 2_000,
+        grain_us: 1_000_000,
+    };
+
+    #[test]
+    fn a_counter_started_from_a_clock_is_a_stored_proposal() {
+        let counter = 1_764_000_000_000_001;
+        assert_eq!(
+            GRAIN.proposal(Some(counter), 1_764_000_123_456_789),
+            Proposal {
+                value: counter,
+                stored: true,
+            },
+            "however far behind the clock: it holds every token stored on the node"
+        );
+    }
+
+    #[test]
+    fn a_counter_started_by_incr_alone_gives_way_to_the_rounded_clock_unstored() {
+        let clock = 1_764_000_123_456_789;
+        for counter in [Some(1), Some(COUNTER_FLOOR - 1), None] {
+            assert_eq!(
+                GRAIN.proposal(counter, clock),
+                Proposal {
+                    value: 1_764_000_123_000_000,
+                    stored: false,
+                },
+                "{counter:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn votes_that_agree_on_an_unstored_clock_still_take_the_store_round() {
+        let mut p = proposals(&[(7, true)]);
+        p.add(
+            Proposal {
+                value: 7,
+                stored: false,
+            },
+            true,
+        );
+        assert_eq!(p.token(), Some(stored_as(7, false)));
+    }
+
+    #[test]
+    fn counters_start_at_the_rounded_estimate_and_only_with_a_grain() {
+        assert_eq!(
+            GRAIN.initial_counter(1_764_000_123_456_789),
+            1_764_000_123_000_000
+        );
+        assert!(GRAIN.starts_counters());
+        let exact = Advance {
+            retention_ms: 2_000,
+            grain_us: 1,
+        };
+        assert!(!exact.starts_counters(), "invariant 6");
+    }
+
+    #[test]
+    fn an_estimate_is_the_reading_plus_the_time_since_and_expires() {
+        let estimate = ClockEstimate::default();
+        let asked = Instant::now();
+        let received = asked + Duration::from_millis(1);
+        assert_eq!(estimate.now(received), None, "nothing read yet");
+        estimate.saw(1_000_000, asked, received, GRAIN.grain_us);
+        let later = received + Duration::from_millis(3);
+        assert_eq!(
+            estimate.now(later),
+            Some((1_003_000, Duration::from_millis(3)))
+        );
+        let too_old = received + ESTIMATE_AGE + Duration::from_millis(1);
+        assert_eq!(estimate.now(too_old), None);
+    }
+
+    #[test]
+    fn a_reading_with_a_long_round_trip_is_not_kept() {
+        let estimate = ClockEstimate::default();
+        let asked = Instant::now();
+        // A quarter of the grain is 250 ms.
+        let received = asked + Duration::from_millis(251);
+        estimate.saw(1_000_000, asked, received, GRAIN.grain_us);
+        assert_eq!(estimate.now(received), None);
     }
 }

@@ -632,7 +632,11 @@ impl Redlock {
                 writer: turn.id(),
             },
             (None, Access::Exclusive) => match advance {
-                Some(advance) => Request::SetFenced { ttl_ms, advance },
+                Some(advance) => Request::SetFenced {
+                    ttl_ms,
+                    advance,
+                    scripted: identity.is_some(),
+                },
                 None => Request::Set { ttl_ms },
             },
         };

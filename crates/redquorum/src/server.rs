@@ -89,6 +89,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 
 use crate::error::{ConfigError, redact_url, secrets_in};
+use crate::fencing::ClockEstimate;
 use crate::health::{Health, MarkerKey, check_health};
 use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
 use crate::replica_acks::ReplicaAcks;
@@ -166,6 +167,9 @@ struct Live {
     condemned: AtomicBool,
     /// The `WAIT`s of a cluster master's votes on this connection (invariant 8).
     acks: ReplicaAcks,
+    /// The server's clock as its last native fenced acquisition on this connection read it:
+    /// a new connection may lead to another server, so it starts with none.
+    clock: ClockEstimate,
 }
 
 impl Live {
@@ -182,6 +186,7 @@ impl Live {
             timeouts: AtomicU32::new(0),
             condemned: AtomicBool::new(false),
             acks: ReplicaAcks::default(),
+            clock: ClockEstimate::default(),
         };
         live.set_health(health);
         live
@@ -669,6 +674,43 @@ impl Connection<'_> {
             )));
         }
         Ok(reply)
+    }
+
+    /// Sends `pipe`'s commands in one write and returns each one's reply, a command's error
+    /// as its [`Value::ServerError`]. For requests that are more than one command on a standalone
+    /// master (no `ASKING`, no `WAIT`: see [`Connection::query`] for those).
+    pub(crate) async fn pipeline(
+        &self,
+        pipe: &mut redis::Pipeline,
+    ) -> Result<Vec<Value>, NodeError> {
+        debug_assert!(!self.in_cluster() && !self.asking);
+        let mut conn = self.live.conn.clone();
+        pipe.ignore_errors()
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.failed(&e))
+    }
+
+    /// Our estimate of the server's clock at `now`, in µs, and its reading's age, if this
+    /// connection read it recently.
+    pub(crate) fn clock_estimate(&self, now: Instant) -> Option<(u64, Duration)> {
+        self.live.clock.now(now)
+    }
+
+    /// Records the server's clock, `node_us`, read by a request sent at `asked` whose reply came
+    /// at `received` (see [`ClockEstimate::saw`] for `grain_us`).
+    pub(crate) fn saw_clock(&self, node_us: u64, asked: Instant, received: Instant, grain_us: u64) {
+        self.live.clock.saw(node_us, asked, received, grain_us);
+    }
+
+    /// The key of `group` that goes with `resource` on this server.
+    pub(crate) fn group_key(&self, group: KeyGroup, resource: &str) -> String {
+        self.server.group_key(group, resource)
+    }
+
+    /// The node's marker key (quarantine invariant 2).
+    pub(crate) fn marker_key(&self) -> &str {
+        self.server.marker_key()
     }
 
     /// A redis-rs error on this connection: forgets the connection if it broke.

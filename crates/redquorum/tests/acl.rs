@@ -16,7 +16,7 @@ const PLAIN_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~red
 
 /// What the README publishes for every feature on resources `lock:*`: fencing tokens,
 /// notification of releases, fair waiting.
-const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-writer-waiting:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +zadd +zrange +zrangebyscore +zremrangebyscore +zrem +zscore +zcard +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
+const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-writer-waiting:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +incr +zadd +zrange +zrangebyscore +zremrangebyscore +zrem +zscore +zcard +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
 
 /// Applies `acl` (an `ACL SETUSER` line as published) on every node, with `password`.
 fn apply(cluster: &Cluster, acl: &str, password: &str) {
