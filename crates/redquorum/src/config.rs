@@ -291,6 +291,7 @@ impl Builder {
                             .clamp(SHORTEST_FENCE_RETENTION, LONGEST_FENCE_RETENTION),
                     ),
                     grain_us: fencing::clock_grain(self.max_ttl, self.quarantine),
+                    window_us: fencing::trust_window(self.max_ttl, self.quarantine),
                 }),
                 notify: self.notify,
                 fair: self.fair,

@@ -24,7 +24,10 @@
 //!    advances only with a `SET` that succeeded, which cannot happen on a node that holds the
 //!    leader's key, and the leader's acquisition left the term there. (So a campaign's
 //!    acquisition always runs the fenced script: the native one advances the counter in attempts
-//!    that lose too; [`fencing`](crate::fencing) step 1.) [`Leader::term`] is that
+//!    that lose too; [`fencing`](crate::fencing) step 1. For the same reason, an election's name
+//!    must be locked by campaigns only: a plain fenced `acquire` of it while somebody leads
+//!    moves the counter that observers read as the term, though not the leader's own term.)
+//!    [`Leader::term`] is that
 //!    value when a majority agree on it, `None` otherwise (a counter expired, or a node lagging).
 
 use std::time::{Duration, Instant};

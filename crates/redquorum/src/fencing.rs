@@ -8,19 +8,22 @@
 //!
 //! # How a token is chosen
 //! 1. Every fenced acquisition advances, on each node it reaches, the node's counter for the
-//!    resource (key `redlock-fence:<resource>`) in the same atomic step as its `SET NX PX`. The
-//!    new counter is the node's *proposal*. It is made in one of two ways:
+//!    resource (key `redlock-fence:<resource>`) with its `SET NX PX`, before the lock's key can
+//!    be gone there. The new counter is the node's *proposal*. It is made in one of two ways:
 //!    - **Natively** (one resource on a standalone master: the default path). One pipeline of
 //!      plain commands: `SET NX PX` of the lock, `SET NX` of the counter to
 //!      [`Advance::initial_counter`] (our estimate of the node's clock in µs, rounded down to
 //!      the grain, when we have one: [`ClockEstimate`]), `INCR` of the counter, `PEXPIRE` of it
 //!      to the retention, and the node's `TIME` (about once a second). The proposal is the
 //!      `INCR`'s value. Not atomic, and it need not be: the `INCR` runs before the lock's key
-//!      can be gone (`node::set_fenced_natively` says why). A counter below
-//!      [`COUNTER_FLOOR`] was made by `INCR` alone (it was missing and we had no estimate to
-//!      start it from), so it says nothing about earlier tokens: such a node proposes its
-//!      clock rounded down to the grain instead, and that proposal is *not stored*. Plain
-//!      commands cost the server about half of what a script does (the README's
+//!      can be gone (`node::set_fenced_natively` says why). The proposal counts as *stored*
+//!      only if the counter is within the [`trust_window`] of the node's clock after the
+//!      commands ran (read with them, or estimated when the reply came). A counter further
+//!      behind was started by `INCR` alone (it was missing and we had no estimate to start it
+//!      from), or from a clock long past (a request that arrived late, a counter started
+//!      while its node was quarantined), or simply not used for a while: such a node proposes
+//!      its clock rounded down to the grain instead, not stored (invariant 4 says why that is
+//!      enough). Plain commands cost the server about half of what a script does (the README's
 //!      *Performance*), which is why this path is not a script.
 //!    - **By a script** (sets, fair waiting, read-write locks, campaigns, cluster masters;
 //!      `scripts/fence_advance.lua`): to `max(counter + 1, the node's clock in µs rounded down to
@@ -59,25 +62,36 @@
 //!    by an attempt that then lost (natively, every attempt advances it) only makes later
 //!    proposals larger.
 //! 4. What can break it: a node of `S` that loses its data, if that leaves fewer than a quorum
-//!    holding the token. The restart quarantine keeps such a node from voting for `max_ttl`,
-//!    and a counter that is started again starts from a clock: every counter at or above
-//!    [`COUNTER_FLOOR`] was started from the node's clock rounded down (a script's advance, a
-//!    store of a clock proposal, or [`Advance::initial_counter`], which is never later than the node's
-//!    clock by more than [`ClockEstimate`]'s error), and a counter below it is never a stored
-//!    proposal. And a token is at most the clock of the node that proposed it, plus that error:
-//!    a counter grows by one per attempt, so it stays behind the clocks while a resource is
-//!    attempted fewer than a million times a second (a Redis server runs a few hundred thousand
-//!    commands a second in all). So a later token is larger as long as node clocks differ by
-//!    less than the time between the two acquisitions minus the grain and the estimate's
-//!    error: at least `max_ttl − grain − 50 ms ≥ max_ttl / 2 − 50 ms` when quarantine is on,
+//!    holding the token. The restart quarantine keeps such a node from voting for `max_ttl`
+//!    after the loss, so its later vote in `M` runs at least `max_ttl` after the earlier token
+//!    was stored. Two facts then order the tokens:
+//!    - *No counter is ever ahead of the clocks* by more than an estimate's 50 ms: a script
+//!      writes at most `max(counter + 1, its node's clock)`, a native start at most our estimate
+//!      (never ahead by more than that), a store writes a token, and a counter grows by one per
+//!      attempt, so it stays behind the clocks while a resource is attempted fewer than a
+//!      million times a second (a Redis server runs a few hundred thousand commands a second in
+//!      all). So the earlier token is at most the clock at the time it was handed out, plus
+//!      50 ms, plus the difference between node clocks.
+//!    - *A vote's proposal is at least its node's clock minus the grain, or minus the trust
+//!      window*: the script's clock term; a native proposal not within the window of the clock
+//!      is replaced by the rounded clock, unstored; one within it is at least the clock minus
+//!      the window, minus the estimate's error when the clock was estimated (at most a quarter
+//!      of the grain, 50 ms of drift and [`CLOCKS_DISAGREE`] behind).
+//!
+//!    Whatever the counter of the node that lost its data was started from, then (nothing,
+//!    a clock long past, a value written while it was quarantined), a later token is larger as
+//!    long as node clocks differ by less than `max_ttl − window − grain / 4 − 200 ms`, that is
+//!    `(max_ttl + grain) / 2 − grain / 4 − 200 ms` ≥ `max_ttl / 2 − 200 ms` when quarantine is on,
 //!    even if a majority lost its data at once. With the quarantine off, nothing keeps the two
 //!    acquisitions that far apart: tokens then increase only for acquisitions further apart than
-//!    the grain plus the clock difference.
-//! 5. Counters expire after the fence retention (a day by default, never less than two seconds,
-//!    whatever any client of the servers configured) without use; the next token then comes
-//!    from a counter started from a clock, which is larger as long as node clocks differ by less
-//!    than `(retention − grain) / 2 − 50 ms`: almost half a second at the shortest retention
-//!    and the coarsest grain, whatever other clients of the servers configured.
+//!    the window plus the clock difference.
+//! 5. Counters expire after the fence retention (a day by default, never less than two seconds
+//!    nor less than `2 × max_ttl`, whatever any client of the servers configured) without use;
+//!    the next vote on such a node runs at least the retention after the earlier token was
+//!    stored, and the same two facts make the later token larger as long as node clocks differ
+//!    by less than `retention − window − grain / 4 − 200 ms` ≥ `1.5 × max_ttl − 200 ms` (and, for
+//!    the script path, less than `(retention − grain) / 2`: half a second at the shortest
+//!    retention and the coarsest grain).
 //! 6. **Without the quarantine, the exact clock.** Nothing then keeps a node that lost its counter
 //!    from voting at once, and within one grain such a node and one that missed the last
 //!    acquisition would both propose the rounded clock that the last token was: the same token
@@ -88,21 +102,18 @@
 //!
 //! This is where a clock assumption enters, and the only place: invariants 4–6. The grain
 //! trades a little of their margin (at most a second, at most half of `max_ttl`) for nodes that
-//! agree when they start a counter, and so for one round instead of two; every client of the
-//! same servers must use the same `max_ttl`, as the quarantine already requires.
+//! agree when they start a counter, and the trust window trades half of what is left for
+//! counters that stay trusted (a counter used for longer than the window without a clock term
+//! takes one store round, which brings it back to the clock); every client of the same servers
+//! must use the same `max_ttl`, as the quarantine already requires.
 //!
 //! Tokens are microsecond timestamps in practice (about 2^51 today), below 2^53, so the Lua
 //! scripts compare them exactly as numbers, and `INCR` (64-bit) counts them exactly.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::sync::lock;
-
-/// The smallest counter that was started from a clock (invariant 4): 2^50 µs after the Unix
-/// epoch is in 2005, and every clock a node reads is later. A counter below it was made by `INCR`
-/// alone and may have forgotten earlier tokens.
-pub(crate) const COUNTER_FLOOR: u64 = 1 << 50;
 
 /// The clock grain, in µs, for a manager whose largest TTL (and quarantine) is `max_ttl`: a
 /// second, or half of `max_ttl` if that is shorter (invariant 4); with the quarantine off, 1 µs,
@@ -115,12 +126,22 @@ pub(crate) fn clock_grain(max_ttl: Duration, quarantine: bool) -> u64 {
     u64::try_from(grain.as_micros()).unwrap_or(u64::MAX).max(1)
 }
 
-/// What a fenced acquisition tells the nodes about the counters: how long to keep them and the
-/// clock grain.
+/// How far behind the node's clock a counter may be and still be a stored proposal on the
+/// native path (invariant 4): `(max_ttl − grain) / 2`, half of what the quarantine leaves after
+/// the grain.
+pub(crate) fn trust_window(max_ttl: Duration, quarantine: bool) -> u64 {
+    let max_ttl = u64::try_from(max_ttl.as_micros()).unwrap_or(u64::MAX);
+    max_ttl.saturating_sub(clock_grain(Duration::from_micros(max_ttl), quarantine)) / 2
+}
+
+/// What a fenced acquisition tells the nodes about the counters: how long to keep them, the
+/// clock grain, and the trust window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Advance {
     pub(crate) retention_ms: u64,
     pub(crate) grain_us: u64,
+    /// [`trust_window`].
+    pub(crate) window_us: u64,
 }
 
 impl Advance {
@@ -137,20 +158,20 @@ impl Advance {
         estimate_us - estimate_us % self.grain_us.max(1)
     }
 
-    /// A native acquisition's proposal (step 1): the counter after its `INCR` (`None` if that
-    /// failed: the key held no number), and the node's clock in µs, read in the same pipeline or
-    /// estimated from a reading under a second old.
+    /// A native acquisition's proposal (step 1): the counter after its `INCR` (`None` if the key
+    /// held no number), and the node's clock in µs after it ran (read in the same pipeline, or
+    /// estimated when the reply came).
     pub(crate) fn proposal(&self, counter: Option<u64>, clock_us: u64) -> Proposal {
+        let rounded = clock_us - clock_us % self.grain_us.max(1);
         match counter {
-            Some(value) if value >= COUNTER_FLOOR => Proposal {
+            Some(value) if value.saturating_add(self.window_us) >= clock_us => Proposal {
                 value,
                 stored: true,
             },
-            // Started by `INCR` alone, or not a number: the rounded clock, to be stored.
+            // Started by `INCR` alone, not a number, or based on a clock older than the window
+            // (invariant 4): the rounded clock, to be stored.
             counter => Proposal {
-                value: counter
-                    .unwrap_or(0)
-                    .max(clock_us - clock_us % self.grain_us.max(1)),
+                value: counter.unwrap_or(0).max(rounded),
                 stored: false,
             },
         }
@@ -161,9 +182,9 @@ impl Advance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Proposal {
     pub(crate) value: u64,
-    /// The node's counter holds `value` now: a script's advance or a native `INCR` of a counter
-    /// started from a clock. A node that proposes its clock in place of a counter it lost has
-    /// not stored it.
+    /// The node's counter holds `value` now: a script's advance, or a native `INCR` of a counter
+    /// within the trust window of the node's clock. A node that proposes its clock in place of
+    /// its counter has not stored it.
     pub(crate) stored: bool,
 }
 
@@ -177,15 +198,23 @@ pub(crate) const ESTIMATE_AGE: Duration = Duration::from_secs(5);
 /// than with every acquisition.
 pub(crate) const ESTIMATE_REFRESH: Duration = Duration::from_secs(1);
 
+/// How much the system clock and the monotonic clock may disagree about a reading's age before
+/// the reading is dropped: 100 ms. The monotonic clock stops while the machine is suspended, and
+/// an estimate built on it would then be behind by the whole suspension; a system clock stepped
+/// by NTP drops it too, which only costs a `TIME`.
+const CLOCKS_DISAGREE: Duration = Duration::from_millis(100);
+
 /// What we know of one node's clock: its `TIME` from a native acquisition on a connection, and
 /// when that reply came. The estimate is the reading plus the time since. It is never ahead of
 /// the node's clock by more than the two clocks' rates can differ in [`ESTIMATE_AGE`] (50 ms at
-/// the drift factor's 1%), unless the node's clock is set back; and never behind by more than
-/// that plus the reading's round trip, which must be at most a quarter of the grain for the
-/// reading to be kept. Those are the error bounds invariants 4 and 5 allow for.
+/// the drift factor's 1%), unless the node's clock is set back; and, at the moment it is made,
+/// never behind by more than that plus the reading's round trip (at most a quarter of the grain
+/// for the reading to be kept) plus [`CLOCKS_DISAGREE`]. A request built on an estimate may still
+/// run much later (a network that delivers late, a client paused before it wrote): invariant 4's
+/// trust window, not the estimate, covers that.
 #[derive(Debug, Default)]
 pub(crate) struct ClockEstimate {
-    reading: Mutex<Option<(u64, Instant)>>,
+    reading: Mutex<Option<(u64, Instant, SystemTime)>>,
 }
 
 impl ClockEstimate {
@@ -194,17 +223,20 @@ impl ClockEstimate {
     pub(crate) fn saw(&self, node_us: u64, asked: Instant, received: Instant, grain_us: u64) {
         let round_trip = received.saturating_duration_since(asked);
         if round_trip.as_micros() <= u128::from(grain_us / 4) {
-            *lock(&self.reading) = Some((node_us, received));
+            *lock(&self.reading) = Some((node_us, received, SystemTime::now()));
         }
     }
 
     /// The node's clock at `now` as we estimate it, and the age of the reading, if that reading
-    /// is recent enough ([`ESTIMATE_AGE`]).
+    /// is recent enough ([`ESTIMATE_AGE`]) and both of our clocks agree on its age.
     pub(crate) fn now(&self, now: Instant) -> Option<(u64, Duration)> {
-        let (node_us, received) = (*lock(&self.reading))?;
+        let (node_us, received, system) = (*lock(&self.reading))?;
         let age = now.checked_duration_since(received)?;
+        let system_age = SystemTime::now().duration_since(system).ok()?;
+        let disagree = system_age.abs_diff(age);
         let since = u64::try_from(age.as_micros()).unwrap_or(u64::MAX);
-        (age <= ESTIMATE_AGE).then(|| (node_us.saturating_add(since), age))
+        (age <= ESTIMATE_AGE && disagree <= CLOCKS_DISAGREE)
+            .then(|| (node_us.saturating_add(since), age))
     }
 }
 
@@ -318,27 +350,30 @@ mod tests {
     }
 
     const GRAIN: Advance = Advance {
-        retention_ms: 2_000,
+        retention_ms: 120_000,
         grain_us: 1_000_000,
+        window_us: 29_500_000,
     };
 
     #[test]
-    fn a_counter_started_from_a_clock_is_a_stored_proposal() {
-        let counter = 1_764_000_000_000_001;
+    fn a_counter_within_the_window_is_a_stored_proposal() {
+        let clock = 1_764_000_123_456_789;
+        let counter = clock - GRAIN.window_us;
         assert_eq!(
-            GRAIN.proposal(Some(counter), 1_764_000_123_456_789),
+            GRAIN.proposal(Some(counter), clock),
             Proposal {
                 value: counter,
                 stored: true,
             },
-            "however far behind the clock: it holds every token stored on the node"
+            "it holds every token stored on the node since it last took the clock"
         );
     }
 
     #[test]
-    fn a_counter_started_by_incr_alone_gives_way_to_the_rounded_clock_unstored() {
+    fn a_counter_older_than_the_window_gives_way_to_the_rounded_clock_unstored() {
         let clock = 1_764_000_123_456_789;
-        for counter in [Some(1), Some(COUNTER_FLOOR - 1), None] {
+        let stale = clock - GRAIN.window_us - 1;
+        for counter in [Some(1), Some(stale), None] {
             assert_eq!(
                 GRAIN.proposal(counter, clock),
                 Proposal {
@@ -348,6 +383,12 @@ mod tests {
                 "{counter:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_window_is_half_of_what_the_quarantine_leaves_after_the_grain() {
+        assert_eq!(trust_window(Duration::from_secs(60), true), 29_500_000);
+        assert_eq!(trust_window(Duration::from_secs(1), true), 250_000);
     }
 
     #[test]
@@ -373,6 +414,7 @@ mod tests {
         let exact = Advance {
             retention_ms: 2_000,
             grain_us: 1,
+            window_us: 1_000_000,
         };
         assert!(!exact.starts_counters(), "invariant 6");
     }

@@ -813,39 +813,51 @@ async fn set_fenced_natively(
             NodeError::Server(format!("no reply to the fenced acquisition's {what}"))
         })
     };
-    let set = next("SET")?;
+    // A refused command (`NOPERM`: an ACL without `+incr`, say) is this node's error, naming
+    // the keys; only a counter that holds no number is read as such.
+    let refused = |reply: Value| match reply {
+        Value::ServerError(e) => Err(named(NodeError::from_redis(&e.into()))),
+        reply => Ok(reply),
+    };
+    let set = refused(next("SET")?)?;
     if start.is_some() {
-        next("start of the counter")?;
+        refused(next("start of the counter")?)?;
     }
-    let incr = next("INCR")?;
-    next("PEXPIRE")?;
+    let incr = match next("INCR")? {
+        Value::ServerError(e) if e.details().is_some_and(|d| d.contains("not an integer")) => {
+            Value::Nil
+        }
+        reply => refused(reply)?,
+    };
+    refused(next("PEXPIRE")?)?;
     let time = if read_clock {
-        Some(next("TIME")?)
+        Some(refused(next("TIME")?)?)
     } else {
         None
     };
     if checked {
         // As `Connection::query` reads it (server invariant 7).
-        let marker = next("marker")?;
-        if let Value::ServerError(e) = &marker {
-            return Err(named(NodeError::from_redis(&e.clone().into())));
-        }
+        let marker = refused(next("marker")?)?;
         connection.check_marker(Some(&marker));
     }
-    let clock_us = match (&time, estimate) {
-        (Some(time), _) => {
-            let clock_us = clock_of(time).ok_or_else(|| unexpected("TIME", time))?;
+    // The node's clock after our commands ran: read with them, or estimated now that the reply
+    // is in (fencing invariant 4 compares the counter with it).
+    let clock_us = match time {
+        Some(time) => {
+            let clock_us = clock_of(&time).ok_or_else(|| unexpected("TIME", &time))?;
             connection.saw_clock(clock_us, asked, received, advance.grain_us);
             clock_us
         }
-        // Read under a second ago: the same bounds as a counter started from it.
-        (None, Some((clock, _))) => clock,
-        (None, None) => return Err(unexpected("fenced SET", &Value::Nil)),
+        None => match connection.clock_estimate(received) {
+            Some((clock_us, _)) => clock_us,
+            None => {
+                return Err(NodeError::Server(
+                    "fenced SET: the node's clock reading expired before the reply came".to_owned(),
+                ));
+            }
+        },
     };
-    let granted = match set
-        .extract_error()
-        .map_err(|e| named(NodeError::from_redis(&e)))?
-    {
+    let granted = match set {
         Value::Okay => true,
         Value::SimpleString(s) if s == "OK" => true,
         Value::Nil => false,
