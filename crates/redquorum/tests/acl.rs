@@ -6,9 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cluster, eventually};
-use redquorum::{Redlock, Retry};
-use redquorum_nodes::Cluster;
+use common::{apply_acl, as_acl_user, cluster, eventually};
+use redquorum::Retry;
 
 /// What the README publishes for plain locks on resources `lock:*` (fencing, notification and
 /// fair waiting off; the quarantine on, as by default).
@@ -17,23 +16,6 @@ const PLAIN_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~red
 /// What the README publishes for every feature on resources `lock:*`: fencing tokens,
 /// notification of releases, fair waiting.
 const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-writer-waiting:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +incr +zadd +zrange +zrangebyscore +zremrangebyscore +zrem +zscore +zcard +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
-
-/// Applies `acl` (an `ACL SETUSER` line as published) on every node, with `password`.
-fn apply(cluster: &Cluster, acl: &str, password: &str) {
-    let line = acl.replace("CHANGE-ME", password);
-    let args: Vec<&str> = line.split(' ').collect();
-    for node in cluster.iter() {
-        node.cli(&args).expect("ACL SETUSER");
-    }
-}
-
-fn as_user(cluster: &Cluster, password: &str) -> redquorum::Builder {
-    let urls: Vec<String> = cluster
-        .iter()
-        .map(|node| format!("redis://locker:{password}@127.0.0.1:{}", node.port()))
-        .collect();
-    Redlock::builder(urls)
-}
 
 #[test]
 fn the_readme_publishes_these_acls_verbatim() {
@@ -46,8 +28,8 @@ fn the_readme_publishes_these_acls_verbatim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plain_acl_is_enough_for_plain_locks() {
     let cluster = cluster(3);
-    apply(&cluster, PLAIN_ACL, "pw-plain");
-    let redlock = as_user(&cluster, "pw-plain")
+    apply_acl(&cluster, PLAIN_ACL, "pw-plain");
+    let redlock = as_acl_user(&cluster, "pw-plain")
         .fencing(false)
         .notify(false)
         .build()
@@ -84,8 +66,8 @@ async fn the_plain_acl_is_enough_for_plain_locks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_full_acl_is_enough_for_every_feature() {
     let cluster = cluster(3);
-    apply(&cluster, FULL_ACL, "pw-full");
-    let redlock = as_user(&cluster, "pw-full")
+    apply_acl(&cluster, FULL_ACL, "pw-full");
+    let redlock = as_acl_user(&cluster, "pw-full")
         .fair(true)
         .build()
         .expect("valid");
@@ -156,8 +138,8 @@ async fn a_missing_permission_is_named() {
     let cluster = cluster(3);
     // Fencing on (the default), but the user may not touch the fencing counters.
     let no_fence = FULL_ACL.replace(" ~redlock-fence:lock:*", "");
-    apply(&cluster, &no_fence, "pw-nofence");
-    let redlock = as_user(&cluster, "pw-nofence").build().expect("valid");
+    apply_acl(&cluster, &no_fence, "pw-nofence");
+    let redlock = as_acl_user(&cluster, "pw-nofence").build().expect("valid");
     let err = redlock
         .try_acquire("lock:1", Duration::from_secs(5))
         .await
@@ -171,8 +153,8 @@ async fn a_missing_permission_is_named() {
 
     // The quarantine's health check needs INFO.
     let no_info = FULL_ACL.replace(" +info", "");
-    apply(&cluster, &no_info, "pw-noinfo");
-    let redlock = as_user(&cluster, "pw-noinfo").build().expect("valid");
+    apply_acl(&cluster, &no_info, "pw-noinfo");
+    let redlock = as_acl_user(&cluster, "pw-noinfo").build().expect("valid");
     let err = redlock
         .try_acquire("lock:1", Duration::from_secs(5))
         .await

@@ -7,29 +7,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster;
+use common::{apply_acl, as_acl_user, cluster};
 use redquorum::Redlock;
-use redquorum_nodes::Cluster;
 
 /// The full ACL the README published up to ca3c373: everything the library needed then, without
 /// `+incr`. A deployment that upgrades keeps it.
 const FULL_ACL_BEFORE: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-writer-waiting:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +zadd +zrange +zrangebyscore +zremrangebyscore +zrem +zscore +zcard +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
-
-fn apply(cluster: &Cluster, acl: &str, password: &str) {
-    let line = acl.replace("CHANGE-ME", password);
-    let args: Vec<&str> = line.split(' ').collect();
-    for node in cluster.iter() {
-        node.cli(&args).expect("ACL SETUSER");
-    }
-}
-
-fn as_user(cluster: &Cluster, password: &str) -> redquorum::Builder {
-    let urls: Vec<String> = cluster
-        .iter()
-        .map(|node| format!("redis://locker:{password}@127.0.0.1:{}", node.port()))
-        .collect();
-    Redlock::builder(urls)
-}
 
 /// A user without `+incr` (the ACL published before the native path): every native `INCR` is
 /// refused, the refusal is taken for "not a number", every node proposes its clock rounded down
@@ -38,8 +21,8 @@ fn as_user(cluster: &Cluster, password: &str) -> redquorum::Builder {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_incr_tokens_still_increase_or_the_permission_is_named() {
     let cluster = cluster(3);
-    apply(&cluster, FULL_ACL_BEFORE, "pw-old");
-    let redlock = as_user(&cluster, "pw-old").build().expect("valid");
+    apply_acl(&cluster, FULL_ACL_BEFORE, "pw-old");
+    let redlock = as_acl_user(&cluster, "pw-old").build().expect("valid");
     let ttl = Duration::from_secs(10);
     let mut last: Option<u64> = None;
     let until = Instant::now() + Duration::from_secs(3);

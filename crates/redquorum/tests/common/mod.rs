@@ -96,3 +96,22 @@ pub fn eventually_blocking(limit: Duration, mut check: impl FnMut() -> bool) -> 
 pub fn counter_on(node: &RedisNode, resource: &str) -> Option<u64> {
     value_on(node, &format!("redlock-fence:{resource}")).and_then(|v| v.parse().ok())
 }
+
+/// Applies `acl` (an `ACL SETUSER` line as published, for user `locker`) on every node, with
+/// `password` in place of `CHANGE-ME`.
+pub fn apply_acl(cluster: &Cluster, acl: &str, password: &str) {
+    let line = acl.replace("CHANGE-ME", password);
+    let args: Vec<&str> = line.split(' ').collect();
+    for node in cluster.iter() {
+        node.cli(&args).expect("ACL SETUSER");
+    }
+}
+
+/// A builder for `cluster` as the ACL user `locker` with `password`.
+pub fn as_acl_user(cluster: &Cluster, password: &str) -> redquorum::Builder {
+    let urls: Vec<String> = cluster
+        .iter()
+        .map(|node| format!("redis://locker:{password}@127.0.0.1:{}", node.port()))
+        .collect();
+    Redlock::builder(urls)
+}
