@@ -503,10 +503,9 @@ async fn perform(
         Request::SetFenced {
             ttl_ms, advance, ..
         } => {
-            // One resource on a cluster: the script reads the marker itself, which
-            // costs no command of its own (measured with `examples/bench.rs --fencing
-            // --quarantine`: see the README). Not on a cluster, where the marker is in another
-            // slot than the lock key.
+            // One resource on a standalone master (a campaign's): the script reads the marker
+            // itself, which costs no command of its own. Not on a cluster, where the marker is in
+            // another slot than the lock key, nor for a set.
             let marked = checked && !many && !connection.in_cluster();
             let script = if marked {
                 &ACQUIRE_FENCED_MARKED
@@ -751,9 +750,9 @@ fn proposal(reply: &Value) -> Result<Proposal, NodeError> {
 /// reading of the node's clock is over a second old), then the marker's `GET` when the vote is
 /// `checked`. Whether the lock was set, and the node's proposal if it was.
 ///
-/// Not a `MULTI` transaction, which costs both sides more (measured: the README's
-/// *Performance*), nor a script, which costs the server twice as much: fencing invariant 2 needs the `INCR` to run before a later holder's `SET NX`
-/// can succeed on this node, and it does. Ours runs right after our `SET` on the same connection,
+/// Not a script, which costs the server twice as much, nor a `MULTI` transaction, which costs
+/// both sides more (measured: the README's *Performance*). Fencing invariant 2 needs the `INCR`
+/// to run before a later holder's `SET NX` can succeed on this node, and it does. Ours runs right after our `SET` on the same connection,
 /// before its reply; a later `SET NX` needs our key gone, which takes our release (sent after the
 /// reply) or our TTL. If the `INCR` ran only after our key expired, the reply came later than the
 /// TTL after the round began, so this node's grant was never part of a quorum that won: the
