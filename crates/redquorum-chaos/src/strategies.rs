@@ -493,41 +493,24 @@ impl LockClient for LibraryClient {
     }
 }
 
-/// The recipe once documented with Redis's `SETNX` command, before `SET NX PX` existed:
-///
-/// 1. `SETNX resource <now + timeout + 1>` (Unix time in ms). `1`: acquired.
-/// 2. Else `GET resource`; if its timestamp has not passed, somebody holds it.
-/// 3. If it has passed, `GETSET resource <now + timeout + 1>`; acquired only if the *old* value
-///    returned is still a passed timestamp (else another client took it over first).
-/// 4. Release with `DEL resource`.
-///
-/// The holder believes itself valid until its own timestamp. Its flaws are the point: timestamps
-/// are wall-clock time, and a holder that paused past its timestamp deletes the next holder's
-/// lock when it releases with `DEL`.
+/// A server the unsafe strategies reach by raw commands: its client and, once made, a
+/// connection.
 #[derive(Debug)]
-pub struct SetnxClient {
+struct RawNode {
     client: redis::Client,
     conn: Option<MultiplexedConnection>,
-    id: u32,
-    rng: StdRng,
 }
 
-impl SetnxClient {
-    /// A client of the server at `url`; `seed` makes its retry delays reproducible.
-    ///
-    /// # Errors
-    /// If `url` is not a Redis URL.
-    pub fn new(url: &str, id: u32, seed: u64) -> Result<Self, redis::RedisError> {
+impl RawNode {
+    fn open(url: &str) -> Result<Self, redis::RedisError> {
         Ok(Self {
             client: redis::Client::open(url)?,
             conn: None,
-            id,
-            rng: StdRng::seed_from_u64(seed),
         })
     }
 
-    /// Runs one command within [`COMMAND_TIMEOUT`], connecting first if needed; any failure
-    /// forgets the connection, so the next command makes a new one.
+    /// Runs `cmd` within [`COMMAND_TIMEOUT`] (connecting first if needed); a failure forgets
+    /// the connection, so the next command makes a new one.
     async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Option<T> {
         let attempt = async {
             if self.conn.is_none() {
@@ -553,18 +536,51 @@ impl SetnxClient {
         }
         reply
     }
+}
+
+/// The recipe once documented with Redis's `SETNX` command, before `SET NX PX` existed:
+///
+/// 1. `SETNX resource <now + timeout + 1>` (Unix time in ms). `1`: acquired.
+/// 2. Else `GET resource`; if its timestamp has not passed, somebody holds it.
+/// 3. If it has passed, `GETSET resource <now + timeout + 1>`; acquired only if the *old* value
+///    returned is still a passed timestamp (else another client took it over first).
+/// 4. Release with `DEL resource`.
+///
+/// The holder believes itself valid until its own timestamp. Its flaws are the point: timestamps
+/// are wall-clock time, and a holder that paused past its timestamp deletes the next holder's
+/// lock when it releases with `DEL`.
+#[derive(Debug)]
+pub struct SetnxClient {
+    node: RawNode,
+    id: u32,
+    rng: StdRng,
+}
+
+impl SetnxClient {
+    /// A client of the server at `url`; `seed` makes its retry delays reproducible.
+    ///
+    /// # Errors
+    /// If `url` is not a Redis URL.
+    pub fn new(url: &str, id: u32, seed: u64) -> Result<Self, redis::RedisError> {
+        Ok(Self {
+            node: RawNode::open(url)?,
+            id,
+            rng: StdRng::seed_from_u64(seed),
+        })
+    }
 
     /// One pass of steps 1–3: the timestamp it now holds, if it got the lock.
     async fn attempt(&mut self, resource: &str) -> Option<u64> {
         let timeout_ms = u64::try_from(TTL.as_millis()).unwrap_or(u64::MAX);
         let stamp = wall_ms() + timeout_ms + 1;
         let set: i64 = self
+            .node
             .query(redis::cmd("SETNX").arg(resource).arg(stamp))
             .await?;
         if set == 1 {
             return Some(stamp);
         }
-        let current: Option<String> = self.query(redis::cmd("GET").arg(resource)).await?;
+        let current: Option<String> = self.node.query(redis::cmd("GET").arg(resource)).await?;
         let expired = |value: Option<&str>| {
             // A missing key or a value that is not a timestamp counts as expired.
             value
@@ -576,6 +592,7 @@ impl SetnxClient {
         }
         let stamp = wall_ms() + timeout_ms + 1;
         let old: Option<String> = self
+            .node
             .query(redis::cmd("GETSET").arg(resource).arg(stamp))
             .await?;
         expired(old.as_deref()).then_some(stamp)
@@ -610,7 +627,7 @@ impl LockClient for SetnxClient {
     }
 
     async fn release(&mut self, resource: String) {
-        let _: Option<i64> = self.query(redis::cmd("DEL").arg(resource)).await;
+        let _: Option<i64> = self.node.query(redis::cmd("DEL").arg(resource)).await;
     }
 
     fn abandon(&mut self, _resource: String) {}
@@ -638,49 +655,12 @@ fn drift_allowance(ttl: Duration) -> Duration {
     ttl.mul_f64(redquorum::defaults::DRIFT_FACTOR) + Duration::from_millis(2)
 }
 
-/// One node of a [`CountingClient`]: its client and, once made, a connection.
-#[derive(Debug)]
-struct CountingNode {
-    client: redis::Client,
-    conn: Option<MultiplexedConnection>,
-}
-
-impl CountingNode {
-    /// Runs `cmd` within [`COMMAND_TIMEOUT`] (connecting first if needed); a failure forgets
-    /// the connection, so the next command makes a new one.
-    async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Option<T> {
-        let attempt = async {
-            if self.conn.is_none() {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(COMMAND_TIMEOUT))
-                    .set_response_timeout(None);
-                self.conn = Some(
-                    self.client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await
-                        .ok()?,
-                );
-            }
-            let conn = self.conn.as_mut()?;
-            cmd.query_async::<T>(conn).await.ok()
-        };
-        let reply = tokio::time::timeout(COMMAND_TIMEOUT, attempt)
-            .await
-            .ok()
-            .flatten();
-        if reply.is_none() {
-            self.conn = None;
-        }
-        reply
-    }
-}
-
 /// A counting semaphore over independent nodes (the module docs): per resource, each node keeps
 /// a sorted set of holders scored by their expiry, and grants while it has fewer than `permits`;
 /// a holder needs grants from a majority. Release removes the holder from every node.
 #[derive(Debug)]
 pub struct CountingClient {
-    nodes: Vec<CountingNode>,
+    nodes: Vec<RawNode>,
     permits: u32,
     id: u32,
     rng: StdRng,
@@ -700,12 +680,7 @@ impl CountingClient {
     ) -> Result<Self, redis::RedisError> {
         let nodes = urls
             .iter()
-            .map(|url| {
-                Ok(CountingNode {
-                    client: redis::Client::open(url.as_str())?,
-                    conn: None,
-                })
-            })
+            .map(|url| RawNode::open(url.as_str()))
             .collect::<Result<_, redis::RedisError>>()?;
         Ok(Self {
             nodes,

@@ -285,13 +285,16 @@ impl Builder {
                 retry: self.retry,
                 max_ttl: self.max_ttl,
                 lock_delay_ms: validity::ttl_millis(self.lock_delay),
-                fence: self.fencing.then(|| Advance {
-                    retention_ms: validity::ttl_millis(
-                        self.fence_retention
-                            .clamp(SHORTEST_FENCE_RETENTION, LONGEST_FENCE_RETENTION),
-                    ),
-                    grain_us: fencing::clock_grain(self.max_ttl, self.quarantine),
-                    window_us: fencing::trust_window(self.max_ttl, self.quarantine),
+                fence: self.fencing.then(|| {
+                    let grain_us = fencing::clock_grain(self.max_ttl, self.quarantine);
+                    Advance {
+                        retention_ms: validity::ttl_millis(
+                            self.fence_retention
+                                .clamp(SHORTEST_FENCE_RETENTION, LONGEST_FENCE_RETENTION),
+                        ),
+                        grain_us,
+                        window_us: fencing::trust_window(self.max_ttl, grain_us),
+                    }
                 }),
                 notify: self.notify,
                 fair: self.fair,

@@ -435,21 +435,12 @@ impl Engine {
         leave: Option<WaiterId>,
     ) -> Released {
         let span = tracing::debug_span!("release", resource = %resources);
-        let round = self
-            .round(
-                Until::AllReplied,
-                Request::Release {
-                    leave,
-                    // Invariant 4: only fair waiters need announcements.
-                    announce: self.rules.fair,
-                },
-                resources,
-                value,
-                self.rules.node_timeout,
-            )
-            .instrument(span)
-            .await;
-        self.released(round)
+        let release = Request::Release {
+            leave,
+            // Invariant 4: only fair waiters need announcements.
+            announce: self.rules.fair,
+        };
+        self.release_round(release, resources, value, span).await
     }
 
     /// What a release becomes for a lock that was lost while a lock-delay is set (invariant 5):
@@ -460,11 +451,24 @@ impl Engine {
         value: &Arc<str>,
     ) -> Released {
         let span = tracing::debug_span!("release", resource = %resources, lingering = true);
-        let ttl_ms = self.rules.lock_delay_ms;
+        let linger = Request::Linger {
+            ttl_ms: self.rules.lock_delay_ms,
+        };
+        self.release_round(linger, resources, value, span).await
+    }
+
+    /// A release round (`request` is a release or a linger): every node's answer awaited.
+    async fn release_round(
+        self: &Arc<Self>,
+        request: Request,
+        resources: &Resources,
+        value: &Arc<str>,
+        span: tracing::Span,
+    ) -> Released {
         let round = self
             .round(
                 Until::AllReplied,
-                Request::Linger { ttl_ms },
+                request,
                 resources,
                 value,
                 self.rules.node_timeout,

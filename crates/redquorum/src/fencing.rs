@@ -129,9 +129,9 @@ pub(crate) fn clock_grain(max_ttl: Duration, quarantine: bool) -> u64 {
 /// How far behind the node's clock a counter may be and still be a stored proposal on the
 /// native path (invariant 4): `(max_ttl − grain) / 2`, half of what the quarantine leaves after
 /// the grain.
-pub(crate) fn trust_window(max_ttl: Duration, quarantine: bool) -> u64 {
+pub(crate) fn trust_window(max_ttl: Duration, grain_us: u64) -> u64 {
     let max_ttl = u64::try_from(max_ttl.as_micros()).unwrap_or(u64::MAX);
-    max_ttl.saturating_sub(clock_grain(Duration::from_micros(max_ttl), quarantine)) / 2
+    max_ttl.saturating_sub(grain_us) / 2
 }
 
 /// What a fenced acquisition tells the nodes about the counters: how long to keep them, the
@@ -387,8 +387,9 @@ mod tests {
 
     #[test]
     fn the_window_is_half_of_what_the_quarantine_leaves_after_the_grain() {
-        assert_eq!(trust_window(Duration::from_secs(60), true), 29_500_000);
-        assert_eq!(trust_window(Duration::from_secs(1), true), 250_000);
+        let window = |max_ttl| trust_window(max_ttl, clock_grain(max_ttl, true));
+        assert_eq!(window(Duration::from_secs(60)), 29_500_000);
+        assert_eq!(window(Duration::from_secs(1)), 250_000);
     }
 
     #[test]

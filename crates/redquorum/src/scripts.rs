@@ -90,6 +90,13 @@ macro_rules! fenced_script {
     };
 }
 
+/// A script for a set's keys that needs them all to hold our value, the shared check in front.
+macro_rules! set_script {
+    ($file:literal) => {
+        concat!(include_str!("scripts/set_ours.lua"), include_str!($file))
+    };
+}
+
 pub(crate) static ACQUIRE_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_fenced.lua"), FENCED));
 // The same script, also reading the marker back (invariant 7) for a single resource.
@@ -102,13 +109,13 @@ pub(crate) static ACQUIRE_MANY: LazyLock<LuaScript> =
 pub(crate) static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_many_fenced.lua"), FENCED));
 pub(crate) static FENCE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence_many.lua"), FENCED));
+    LazyLock::new(|| LuaScript::new(set_script!("scripts/fence_many.lua"), FENCED));
 pub(crate) static EXTEND_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many.lua"), &[]));
+    LazyLock::new(|| LuaScript::new(set_script!("scripts/extend_many.lua"), &[]));
 pub(crate) static EXTEND_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_fenced.lua"), FENCED));
 pub(crate) static EXTEND_MANY_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_many_fenced.lua"), FENCED));
+    LazyLock::new(|| LuaScript::new(set_script!("scripts/extend_many_fenced.lua"), FENCED));
 pub(crate) static RELEASE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release_many.lua"), &[]));
 pub(crate) static ACQUIRE_QUEUED: LazyLock<LuaScript> =

@@ -4,10 +4,8 @@
 -- ARGV[2] = new TTL in ms, ARGV[3] = counter retention in ms.
 -- Returns 1 if extended, 0 (changing nothing) otherwise.
 local n = #KEYS / 2
-for i = 1, n do
-    if redis.pcall("get", KEYS[i]) ~= ARGV[1] then
-        return 0
-    end
+if not set_ours(n) then
+    return 0
 end
 for i = 1, n do
     redis.call("pexpire", KEYS[i], ARGV[2])

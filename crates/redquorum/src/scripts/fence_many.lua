@@ -5,10 +5,8 @@
 -- Returns 1 when every counter is now at least the token, 0 (changing nothing) when the lock is
 -- no longer ours on this node. Tokens are below 2^53, so Lua's doubles compare them exactly.
 local n = #KEYS / 2
-for i = 1, n do
-    if redis.pcall("get", KEYS[i]) ~= ARGV[1] then
-        return 0
-    end
+if not set_ours(n) then
+    return 0
 end
 local token = tonumber(ARGV[2])
 for i = n + 1, 2 * n do
