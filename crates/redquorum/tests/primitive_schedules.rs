@@ -14,6 +14,13 @@ use redquorum::{Error, Redlock, Retry};
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// A retry that only a release wakes before `max_wait`: its delay between attempts is an hour.
+fn by_release_only(max_wait: Duration) -> Retry {
+    Retry::forever()
+        .delay(Duration::from_secs(3600))
+        .max_wait(max_wait)
+}
+
 fn attempts(err: &Error) -> Option<u32> {
     match err {
         Error::NotAcquired { attempts, .. } => Some(*attempts),
@@ -84,9 +91,7 @@ async fn a_reader_held_off_by_a_writer_that_gave_up_gets_in_once_the_hold_off_en
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let started = Instant::now();
-            let by_release = Retry::forever()
-                .delay(Duration::from_secs(3600))
-                .max_wait(Duration::from_secs(30));
+            let by_release = by_release_only(Duration::from_secs(30));
             let got = redlock.acquire_read_with("doc", TTL, &by_release).await;
             (got, started.elapsed())
         })
@@ -116,9 +121,7 @@ async fn a_fair_managers_reader_is_woken_by_the_writers_release() {
     let reader = {
         let fair = fair.clone();
         tokio::spawn(async move {
-            let by_release = Retry::forever()
-                .delay(Duration::from_secs(3600))
-                .max_wait(Duration::from_secs(20));
+            let by_release = by_release_only(Duration::from_secs(20));
             let started = Instant::now();
             let got = fair.acquire_read_with("page", TTL, &by_release).await;
             (got, started.elapsed())
@@ -182,9 +185,7 @@ async fn a_fair_managers_permit_waiter_is_woken_by_a_release() {
     let waiter = {
         let fair = fair.clone();
         tokio::spawn(async move {
-            let by_release = Retry::forever()
-                .delay(Duration::from_secs(3600))
-                .max_wait(Duration::from_secs(20));
+            let by_release = by_release_only(Duration::from_secs(20));
             let started = Instant::now();
             let got = fair.acquire_permit_with("pool", 1, TTL, &by_release).await;
             (got, started.elapsed())
@@ -226,9 +227,7 @@ async fn an_observer_does_not_take_the_standbys_wake_up() {
     let standby = {
         let redlock = standby_process.clone();
         tokio::spawn(async move {
-            let by_release = Retry::forever()
-                .delay(Duration::from_secs(3600))
-                .max_wait(Duration::from_secs(20));
+            let by_release = by_release_only(Duration::from_secs(20));
             redlock.campaign_with("sched", "b", TTL, &by_release).await
         })
     };
