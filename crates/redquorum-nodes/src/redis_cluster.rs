@@ -86,8 +86,13 @@ impl RedisCluster {
     }
 
     fn form(&mut self, masters: usize, replicas: usize) -> Result<(), LaunchError> {
-        for node in self.nodes.iter() {
+        for (i, node) in self.nodes.iter().enumerate() {
             self.ids.push(node.cli(&["CLUSTER", "MYID"])?);
+            // Distinct config epochs before the nodes meet, as `redis-cli --cluster create`
+            // gives them. Left at 0, the masters settle their collision by gossip after the
+            // cluster says ok, and a replica that asks for votes with its master's epoch from
+            // before the settling is refused; the next election comes only 4 node-timeouts later.
+            node.cli(&["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()])?;
         }
         let first = self.nodes.node(0).port();
         for node in self.nodes.iter().skip(1) {
@@ -125,7 +130,8 @@ impl RedisCluster {
 
     /// Waits until every running node reports `cluster_state:ok`, every running replica's link
     /// to its master is up, and all running nodes describe the same topology (who is master,
-    /// whose replica, which slots): right after a change, gossip has not reached every node.
+    /// whose replica, which config epoch, which slots): right after a change, gossip has not
+    /// reached every node.
     ///
     /// # Errors
     ///
@@ -400,18 +406,27 @@ fn lowest_slot(line: &str) -> Option<u16> {
         .min()
 }
 
-/// A node's view of the cluster from its `CLUSTER NODES`: each node's id, role, master and slot
-/// ranges, sorted, without what differs between observers (`myself`, failure suspicions, ping
+/// A node's view of the cluster from its `CLUSTER NODES`: each node's id, role, master, config
+/// epoch and slot ranges, sorted, without what differs between observers (`myself`, failure suspicions, ping
 /// times).
-fn topology(nodes: &str) -> Vec<(String, bool, String, Vec<String>)> {
+fn topology(nodes: &str) -> Vec<(String, bool, String, String, Vec<String>)> {
     let mut view: Vec<_> = nodes
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let (id, flags, master) = (fields.first()?, fields.get(2)?, fields.get(3)?);
             let is_master = flags.split(',').any(|flag| flag == "master");
+            // The config epoch: a replica asks for failover votes with its master's, and a
+            // master refuses a vote asked with an epoch older than the one it knows.
+            let epoch = fields.get(6)?;
             let slots = fields.iter().skip(8).map(|s| (*s).to_owned()).collect();
-            Some(((*id).to_owned(), is_master, (*master).to_owned(), slots))
+            Some((
+                (*id).to_owned(),
+                is_master,
+                (*master).to_owned(),
+                (*epoch).to_owned(),
+                slots,
+            ))
         })
         .collect();
     view.sort();
@@ -473,6 +488,12 @@ mod tests {
             topology(from_a),
             topology(&stale),
             "c not yet known as a's replica"
+        );
+        let unsettled = from_c.replace("0 9 1 connected 0-8191", "0 9 3 connected 0-8191");
+        assert_ne!(
+            topology(from_a),
+            topology(&unsettled),
+            "a's new config epoch not yet known to c"
         );
     }
 
