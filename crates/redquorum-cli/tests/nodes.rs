@@ -176,6 +176,14 @@ fn clusters_start_take_locks_show_their_shards_and_stop() {
     assert_eq!(listed["nodes"].as_array().map(Vec::len), Some(6));
     run(redlock(&unused).args(["nodes", "stop", "--dir", dir_arg])).expect_code(0);
     assert!(!dir.join("nodes.json").exists());
+
+    // Each node's cluster state (nodes.conf) stays in the directory: a new cluster there is
+    // refused with a clear error, and the servers it started are not left running.
+    let out = run(redlock(&unused).args(["nodes", "start", "--cluster", "--dir", dir_arg]));
+    out.expect_code(64);
+    out.one_line_error("earlier cluster's state");
+    let out = run(redlock(&unused).args(["nodes", "status", "--dir", dir_arg]));
+    out.one_line_error("no nodes recorded");
 }
 
 #[test]

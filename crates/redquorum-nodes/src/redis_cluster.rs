@@ -55,9 +55,12 @@ impl RedisCluster {
     ///
     /// # Errors
     ///
-    /// [`LaunchError::InvalidSpec`] for no masters or more masters than slots; those of
-    /// [`Cluster::start`] and [`RedisNode::cli`]; [`LaunchError::ClusterNotReady`] if the
-    /// cluster does not form within 30 s.
+    /// [`LaunchError::InvalidSpec`] for no masters or more masters than slots, or for a
+    /// directory that holds an earlier cluster's state (a node that already knows other nodes
+    /// from its `nodes.conf`); those of [`Cluster::start`] and [`RedisNode::cli`];
+    /// [`LaunchError::ClusterNotReady`] if the cluster does not form within 30 s. On any error,
+    /// the nodes this call started are stopped, detached or not: a cluster that did not form is
+    /// of no use, and the caller has no value through which to stop them.
     pub fn start(masters: usize, replicas: usize, spec: NodeSpec) -> Result<Self, LaunchError> {
         if masters == 0 || masters > usize::from(SLOTS) {
             return Err(LaunchError::InvalidSpec(format!(
@@ -81,13 +84,26 @@ impl RedisCluster {
             nodes: Cluster::start(total, spec)?,
             ids: Vec::with_capacity(total),
         };
-        cluster.form(masters, replicas)?;
+        if let Err(e) = cluster.form(masters, replicas) {
+            for node in cluster.nodes.iter_mut() {
+                // Best effort: the forming error is the one worth reporting.
+                let _ = node.kill();
+            }
+            return Err(e);
+        }
         Ok(cluster)
     }
 
     fn form(&mut self, masters: usize, replicas: usize) -> Result<(), LaunchError> {
         for (i, node) in self.nodes.iter().enumerate() {
             self.ids.push(node.cli(&["CLUSTER", "MYID"])?);
+            if node.cli(&["CLUSTER", "NODES"])?.lines().count() > 1 {
+                return Err(LaunchError::InvalidSpec(format!(
+                    "{} holds an earlier cluster's state (nodes.conf): start a new cluster in \
+                     an empty directory",
+                    node.dir().display()
+                )));
+            }
             // Distinct config epochs before the nodes meet, as `redis-cli --cluster create`
             // gives them. Left at 0, the masters settle their collision by gossip after the
             // cluster says ok, and a replica that asks for votes with its master's epoch from

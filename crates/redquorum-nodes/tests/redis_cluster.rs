@@ -1,7 +1,11 @@
 //! A real Redis Cluster: formed from cluster-enabled nodes, every slot served, keys redirected to
 //! their shard, and a shard's replica taking over, by force or when its master dies.
 
-use redquorum_nodes::{LaunchError, NodeSpec, RedisCluster};
+mod common;
+
+use std::fs;
+
+use redquorum_nodes::{LaunchError, NodeSpec, PID_FILE, RedisCluster};
 
 /// The keys' owner, and another master that must redirect them.
 fn owner_and_other(cluster: &mut RedisCluster, key: &str) -> (usize, usize) {
@@ -73,4 +77,37 @@ fn a_cluster_needs_a_master() {
         RedisCluster::start(0, 1, NodeSpec::new()),
         Err(LaunchError::InvalidSpec(_))
     ));
+}
+
+#[test]
+fn a_directory_with_an_earlier_clusters_state_is_refused_and_nothing_is_left_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = || NodeSpec::new().dir(tmp.path()).detached(true);
+    let mut first = RedisCluster::start(1, 1, spec()).unwrap();
+    let first_pids: Vec<u32> = (0..2).map(|i| first.node(i).pid().unwrap()).collect();
+    for i in 0..2 {
+        first.node(i).kill().unwrap();
+    }
+    drop(first);
+
+    // Each node's nodes.conf still names the other: the new nodes cannot form a new cluster.
+    let refused = RedisCluster::start(1, 1, spec()).unwrap_err();
+    assert!(
+        matches!(&refused, LaunchError::InvalidSpec(m) if m.contains("earlier cluster")),
+        "{refused}"
+    );
+    // Detached nodes outlive their handles: the refused start must have stopped its own.
+    for i in 0..2 {
+        let pid_file = tmp.path().join(format!("node-{i}")).join(PID_FILE);
+        let pid: u32 = fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!first_pids.contains(&pid), "node {i} was not started again");
+        assert!(
+            !common::is_alive(pid),
+            "node {i} of the refused start still runs"
+        );
+    }
 }
