@@ -178,7 +178,9 @@ fn clusters_start_take_locks_show_their_shards_and_stop() {
     assert!(!dir.join("nodes.json").exists());
 
     // Each node's cluster state (nodes.conf) stays in the directory: a new cluster there is
-    // refused with a clear error, and the servers it started are not left running.
+    // refused with a clear error, and nothing is recorded (the nodes crate's
+    // `a_directory_with_an_earlier_clusters_state_is_refused_and_nothing_is_left_running` checks
+    // that the servers it started were stopped).
     let out = run(redlock(&unused).args(["nodes", "start", "--cluster", "--dir", dir_arg]));
     out.expect_code(64);
     out.one_line_error("earlier cluster's state");

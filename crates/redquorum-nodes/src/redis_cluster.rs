@@ -2,10 +2,11 @@
 //! its replicas, for testing what happens to locks when a shard fails over.
 //!
 //! Not to be confused with [`Cluster`], the set of *independent* masters a Redlock manager is
-//! given. A Redis Cluster is formed with the cluster commands themselves (`CLUSTER MEET`,
-//! `CLUSTER ADDSLOTSRANGE`, `CLUSTER REPLICATE`) through [`RedisNode::cli`], so that every step
-//! is bounded and reported like any other command, and then waited for until every node says
-//! `cluster_state:ok` and every replica's link to its master is up.
+//! given. A Redis Cluster is formed with the cluster commands themselves (`CLUSTER
+//! SET-CONFIG-EPOCH`, `CLUSTER MEET`, `CLUSTER ADDSLOTSRANGE`, `CLUSTER REPLICATE`) through
+//! [`RedisNode::cli`], so that every step is bounded and reported like any other command, and
+//! then waited for until every node says `cluster_state:ok`, every replica's link to its master
+//! is up, and every node describes the same topology.
 //!
 //! Nodes get no marker key when they start (a key must hash to a slot its node serves, which is
 //! known only once the cluster is formed): [`RedisCluster::mark_masters`] writes each master's,
@@ -423,8 +424,8 @@ fn lowest_slot(line: &str) -> Option<u16> {
 }
 
 /// A node's view of the cluster from its `CLUSTER NODES`: each node's id, role, master, config
-/// epoch and slot ranges, sorted, without what differs between observers (`myself`, failure suspicions, ping
-/// times).
+/// epoch (a replica's line shows its master's) and slot ranges, sorted, without what differs
+/// between observers (`myself`, failure suspicions, ping times).
 fn topology(nodes: &str) -> Vec<(String, bool, String, String, Vec<String>)> {
     let mut view: Vec<_> = nodes
         .lines()
