@@ -40,7 +40,8 @@ found by name. DIR defaults to ./.redlock-nodes ($REDLOCK_NODES_DIR); data survi
 
 With --cluster, each of the N nodes is a local Redis Cluster of --shards masters with --replicas
 replicas each (in DIR/cluster-C/node-I), and REDLOCK_SERVERS lists one redis+cluster:// URL per
-cluster.
+cluster. A cluster's nodes know each other by address and a start takes new ports, so a stopped
+cluster is not started again: a new one is formed in its place, and its data is discarded.
 
 Examples:
   eval \"$(redlock nodes start --count 5)\"     # sets REDLOCK_SERVERS for this shell
@@ -285,7 +286,9 @@ fn start_clusters(
     let mut state = State::default();
     let mut urls = Vec::new();
     for c in 0..usize::from(count) {
-        let mut spec = spec.clone().dir(dir.join(format!("cluster-{c}")));
+        let cluster_dir = dir.join(format!("cluster-{c}"));
+        discard_stopped_cluster(&cluster_dir)?;
+        let mut spec = spec.clone().dir(cluster_dir);
         if let Some(port) = port {
             let first = usize::from(port) + c * per_cluster;
             let first = u16::try_from(first)
@@ -443,6 +446,25 @@ pub fn chain(error: &dyn std::error::Error) -> String {
         source = e.source();
     }
     text
+}
+
+/// Removes what a stopped cluster left in `dir`: its nodes' `nodes.conf` name each other by the
+/// old ports, and their data holds keys of slots a new cluster assigns afresh, so a new cluster
+/// cannot be formed on top of them. Only a directory with a node's `nodes.conf` is removed (ours);
+/// the caller has checked that no recorded server still runs.
+fn discard_stopped_cluster(dir: &Path) -> Result<(), Failure> {
+    if !dir.join("node-0").join("nodes.conf").exists() {
+        return Ok(());
+    }
+    fs::remove_dir_all(dir).map_err(|e| {
+        Failure::new(
+            crate::exit::OS_ERROR,
+            format!(
+                "cannot remove the stopped cluster in {}: {e}",
+                dir.display()
+            ),
+        )
+    })
 }
 
 /// A missing `redis-server` is a missing service (69), a bad spec a usage error (64), anything

@@ -177,15 +177,22 @@ fn clusters_start_take_locks_show_their_shards_and_stop() {
     run(redlock(&unused).args(["nodes", "stop", "--dir", dir_arg])).expect_code(0);
     assert!(!dir.join("nodes.json").exists());
 
-    // Each node's cluster state (nodes.conf) stays in the directory: a new cluster there is
-    // refused with a clear error, and nothing is recorded (the nodes crate's
-    // `a_directory_with_an_earlier_clusters_state_is_refused_and_nothing_is_left_running` checks
-    // that the servers it started were stopped).
+    // A stopped cluster cannot be restarted on new ports: a new start in the same directory
+    // forms a new cluster in its place, without the old one's locks.
     let out = run(redlock(&unused).args(["nodes", "start", "--cluster", "--dir", dir_arg]));
-    out.expect_code(64);
-    out.one_line_error("earlier cluster's state");
-    let out = run(redlock(&unused).args(["nodes", "status", "--dir", dir_arg]));
-    out.one_line_error("no nodes recorded");
+    out.expect_code(0);
+    let servers = out
+        .stdout
+        .trim()
+        .strip_prefix("export REDLOCK_SERVERS=")
+        .unwrap_or_else(|| panic!("{out:#?}"))
+        .to_owned();
+    let out = run(redlock(&servers).args(["status", "res", "--json"]));
+    out.expect_code(0);
+    let status: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(status["held_on"], 0, "{status}");
+    run(redlock(&servers).args(["acquire", "res", "--ttl", "30s"])).expect_code(0);
+    run(redlock(&unused).args(["nodes", "stop", "--dir", dir_arg])).expect_code(0);
 }
 
 #[test]
