@@ -4,7 +4,7 @@ mod common;
 
 use std::fs;
 
-use common::{dead_url, redlock, run};
+use common::{Output, dead_url, redlock, run};
 use serde_json::Value;
 
 /// Stops the nodes of `dir` when the test ends, also when it fails half-way: detached nodes
@@ -19,6 +19,18 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// The servers a successful `nodes start` exported: its stdout is only the export line, so that
+/// `eval "$(redlock nodes start)"` works.
+#[track_caller]
+fn exported_servers(out: &Output) -> String {
+    out.expect_code(0);
+    out.stdout
+        .trim()
+        .strip_prefix("export REDLOCK_SERVERS=")
+        .unwrap_or_else(|| panic!("only the export line expected: {out:#?}"))
+        .to_owned()
+}
+
 #[test]
 fn start_status_stop_in_a_temporary_directory() {
     let tmp = tempfile::tempdir().unwrap();
@@ -28,13 +40,7 @@ fn start_status_stop_in_a_temporary_directory() {
     let _stop = StopOnDrop(dir_arg.to_owned());
 
     let out = run(redlock(&unused).args(["nodes", "start", "--count", "3", "--dir", dir_arg]));
-    out.expect_code(0);
-    // Only the export line on stdout, so `eval "$(redlock nodes start)"` works.
-    let line = out.stdout.trim();
-    let servers = line
-        .strip_prefix("export REDLOCK_SERVERS=")
-        .unwrap_or_else(|| panic!("{out:#?}"))
-        .to_owned();
+    let servers = exported_servers(&out);
     assert_eq!(servers.split(',').count(), 3, "{servers}");
     assert!(dir.join("nodes.json").exists());
     for i in 0..3 {
@@ -136,13 +142,7 @@ fn clusters_start_take_locks_show_their_shards_and_stop() {
         "--dir",
         dir_arg,
     ]));
-    out.expect_code(0);
-    let servers = out
-        .stdout
-        .trim()
-        .strip_prefix("export REDLOCK_SERVERS=")
-        .unwrap_or_else(|| panic!("{out:#?}"))
-        .to_owned();
+    let servers = exported_servers(&out);
     assert_eq!(servers.matches("redis+cluster://").count(), 3, "{servers}");
     assert!(
         dir.join("cluster-2")
@@ -180,13 +180,7 @@ fn clusters_start_take_locks_show_their_shards_and_stop() {
     // A stopped cluster cannot be restarted on new ports: a new start in the same directory
     // forms a new cluster in its place, without the old one's locks.
     let out = run(redlock(&unused).args(["nodes", "start", "--cluster", "--dir", dir_arg]));
-    out.expect_code(0);
-    let servers = out
-        .stdout
-        .trim()
-        .strip_prefix("export REDLOCK_SERVERS=")
-        .unwrap_or_else(|| panic!("{out:#?}"))
-        .to_owned();
+    let servers = exported_servers(&out);
     let out = run(redlock(&servers).args(["status", "res", "--json"]));
     out.expect_code(0);
     let status: Value = serde_json::from_str(out.stdout.trim()).unwrap();
