@@ -5,10 +5,47 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{apply_acl, as_acl_user, cluster};
 use redquorum::Redlock;
+use redquorum_nodes::Cluster;
+
+/// One fenced acquisition of `lock:r` by `client` (`who`, for the failure message), released:
+/// its token.
+async fn fenced_token(client: &Redlock, ttl: Duration, who: &str) -> u64 {
+    let lock = client
+        .try_acquire("lock:r", ttl)
+        .await
+        .unwrap_or_else(|e| panic!("{who} locks: {e}"));
+    let token = lock.fence().expect("fenced");
+    lock.release().await;
+    token
+}
+
+/// [`fenced_token`] with node 2 paused: a quorum of nodes 0 and 1 alone.
+async fn fenced_token_without_node_2(
+    cluster: &mut Cluster,
+    client: &Redlock,
+    ttl: Duration,
+    who: &str,
+) -> u64 {
+    cluster.node(2).pause().unwrap();
+    let lock = client.try_acquire("lock:r", ttl).await;
+    cluster.node(2).resume().unwrap();
+    let lock = lock.unwrap_or_else(|e| panic!("{who} locks on nodes 0 and 1: {e}"));
+    let token = lock.fence().expect("fenced");
+    lock.release().await;
+    token
+}
+
+/// The milliseconds into the current second of this host's clock (the nodes' clock too).
+fn millis_into_second() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .subsec_millis()
+}
 
 /// The full ACL the README published up to ca3c373: everything the library needed then, without
 /// `+incr`. A deployment that upgrades keeps it.
@@ -139,8 +176,7 @@ async fn a_late_pipeline_does_not_start_a_counter_from_a_stale_estimate() {
     }
     let p = build(urls);
     // P acquires once: its connections read the nodes' clocks (its estimates).
-    let lock = p.try_acquire("lock:r", ttl).await.expect("P locks");
-    lock.release().await;
+    fenced_token(&p, ttl, "P").await;
     // P's next attempt is delivered 5 s late to nodes 0 and 1: it fails (node timeout).
     delay.store(5_000, Ordering::SeqCst);
     let sent = Instant::now();
@@ -150,20 +186,13 @@ async fn a_late_pipeline_does_not_start_a_counter_from_a_stale_estimate() {
     // Meanwhile the counters expire (2 s unused) and client Q gets a token from a fresh start.
     tokio::time::sleep(Duration::from_millis(2_300)).await;
     let q = build(cluster.urls());
-    let lock = q.try_acquire("lock:r", ttl).await.expect("Q locks");
-    let handed_out = lock.fence().expect("fenced");
-    lock.release().await;
+    let handed_out = fenced_token(&q, ttl, "Q").await;
     // The counters expire again; then P's late pipelines arrive on nodes 0 and 1.
     let arrival = sent + Duration::from_millis(5_500);
     tokio::time::sleep_until(arrival.into()).await;
     // Client Z reaches nodes 0 and 1 (node 2 is stopped): a quorum.
-    cluster.node(2).pause().unwrap();
     let z = build(cluster.urls());
-    let got = z.try_acquire("lock:r", ttl).await;
-    cluster.node(2).resume().unwrap();
-    let lock = got.expect("Z locks on nodes 0 and 1");
-    let token = lock.fence().expect("fenced");
-    lock.release().await;
+    let token = fenced_token_without_node_2(&mut cluster, &z, ttl, "Z").await;
     assert!(
         token > handed_out,
         "token {token} handed out after {handed_out}"
@@ -180,7 +209,6 @@ async fn a_late_pipeline_does_not_start_a_counter_from_a_stale_estimate() {
 /// new connection has read the clock for any resource.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_restarted_during_the_quarantine_is_not_below_earlier_tokens() {
-    use std::time::{SystemTime, UNIX_EPOCH};
     let mut cluster = cluster(3);
     let max_ttl = Duration::from_secs(2);
     let ttl = Duration::from_secs(1);
@@ -196,20 +224,13 @@ async fn a_counter_restarted_during_the_quarantine_is_not_below_earlier_tokens()
     // Early in a second of the nodes' clocks (this host's), so that everything below until the
     // loss happens within one grain (1 s).
     let deadline = Instant::now() + Duration::from_secs(3);
-    while SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_millis()
-        > 50
-    {
+    while millis_into_second() > 50 {
         assert!(Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let mut last = 0;
     for _ in 0..30 {
-        let lock = q.try_acquire("lock:r", ttl).await.expect("Q locks");
-        last = lock.fence().expect("fenced");
-        lock.release().await;
+        last = fenced_token(&q, ttl, "Q").await;
     }
     // A majority loses its data; Q's next attempt finds it out (the marker is gone), too late
     // for the counter.
@@ -219,23 +240,14 @@ async fn a_counter_restarted_during_the_quarantine_is_not_below_earlier_tokens()
     assert!(refused.is_err(), "nodes 0 and 1 are quarantined");
     let restarted = common::counter_on(cluster.node(0), "lock:r");
     assert!(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_millis()
-            < 900,
+        millis_into_second() < 900,
         "the schedule took too long to stay in one grain"
     );
     // A new client waits out the quarantine, then locks with nodes 0 and 1 (node 2 stopped).
     let z = build(cluster.urls());
     z.connect().await;
     tokio::time::sleep(max_ttl + Duration::from_millis(1_500)).await;
-    cluster.node(2).pause().unwrap();
-    let got = z.try_acquire("lock:r", ttl).await;
-    cluster.node(2).resume().unwrap();
-    let lock = got.expect("Z locks on nodes 0 and 1 after the quarantine");
-    let token = lock.fence().expect("fenced");
-    lock.release().await;
+    let token = fenced_token_without_node_2(&mut cluster, &z, ttl, "Z after the quarantine").await;
     assert!(
         token > last,
         "token {token} handed out after {last} (node 0's counter restarted at {restarted:?})"
