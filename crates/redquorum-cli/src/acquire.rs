@@ -91,7 +91,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         None => Retry::once(),
         Some(wait) => Retry::forever().max_wait(wait),
     };
-    let (manager, retry) = global.for_acquiring(retry).await?;
+    let (manager, retry, notice) = global.for_acquiring(retry).await?;
     let lock = match args.permits {
         Some(permits) => {
             manager
@@ -101,6 +101,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         None => manager.acquire_with(&args.resource, args.ttl, &retry).await,
     }
     .map_err(exit::not_acquired)?;
+    drop(notice);
     tracing::debug!(resource = %args.resource, remaining = ?lock.remaining(), "acquired");
     global.let_stragglers_land(&manager, lock.remaining()).await;
     let acquired = Acquired {

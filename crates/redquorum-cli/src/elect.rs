@@ -71,12 +71,13 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     global.check_ttl(args.ttl)?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let mut signals = Signals::install()?;
-    let (manager, retry) = global.for_acquiring(Retry::forever()).await?;
+    let (manager, retry, notice) = global.for_acquiring(Retry::forever()).await?;
     let campaign = manager.campaign_with(&args.election, &identity, args.ttl, &retry);
     let guard = match run::until_signalled(campaign, &mut signals, global).await? {
         Ok(guard) => guard,
         Err(status) => return Ok(status),
     };
+    drop(notice);
     let term = guard.fence().map(|t| t.to_string()).unwrap_or_default();
     tracing::debug!(election = %args.election, %identity, %term, "leading");
     let extra = [("REDLOCK_TERM", term), ("REDLOCK_LEADER", identity)];

@@ -12,11 +12,10 @@
 
 use std::fmt;
 use std::process::ExitCode;
-use std::time::Duration;
+
 
 use redquorum::{Cause, Error, NodeReply, Reply};
 
-use crate::duration;
 
 /// Success.
 pub const OK: u8 = 0;
@@ -96,59 +95,47 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Just the replies of a round, for the functions here that judge them.
-pub fn replies(round: &[NodeReply]) -> impl Iterator<Item = &Reply> + Clone {
-    round.iter().map(|r| &r.reply)
-}
-
-/// The quarantined nodes of a round: how many, and the longest quarantine left.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The quarantined nodes of a round, each with how long and why (the library's words).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quarantine {
-    pub nodes: usize,
-    pub longest: Duration,
+    pub nodes: Vec<(String, redquorum::Quarantine)>,
 }
 
 impl Quarantine {
-    /// The quarantine the library blamed a failure on.
-    pub fn blamed(cause: &Cause) -> Option<Self> {
+    /// The quarantine the library blamed a failure on, with its nodes from `replies`.
+    pub fn blamed(cause: &Cause, replies: &[NodeReply]) -> Option<Self> {
         match cause {
-            Cause::Quarantined { nodes, longest } => Some(Self {
-                nodes: *nodes,
-                longest: *longest,
-            }),
+            Cause::Quarantined { .. } => Self::of(replies),
             _ => None,
         }
     }
 
     /// `None` when no node replied as quarantined.
-    pub fn of<'a>(replies: impl IntoIterator<Item = &'a Reply>) -> Option<Self> {
-        replies
-            .into_iter()
-            .filter_map(|r| match r {
-                Reply::Quarantined(left) => Some(*left),
+    pub fn of(replies: &[NodeReply]) -> Option<Self> {
+        let nodes: Vec<_> = replies
+            .iter()
+            .filter_map(|r| match &r.reply {
+                Reply::Quarantined(q) => Some((r.node.clone(), *q)),
                 _ => None,
             })
-            .fold(None, |seen: Option<Self>, left| {
-                let (nodes, longest) = seen.map_or((0, left), |q| (q.nodes, q.longest.max(left)));
-                Some(Self {
-                    nodes: nodes + 1,
-                    longest,
-                })
-            })
+            .collect();
+        (!nodes.is_empty()).then_some(Self { nodes })
     }
+
 }
 
+/// `1 node is quarantined (a:1: first seen without a marker, started 3 s ago, 57 s left)`.
 impl fmt::Display for Quarantine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (nodes, verb) = match self.nodes {
-            1 => ("1 node".to_owned(), "is"),
-            n => (format!("{n} nodes"), "are"),
-        };
-        write!(
-            f,
-            "{nodes} restarted recently and {verb} quarantined for up to {}",
-            duration::format(self.longest)
-        )
+        match self.nodes.len() {
+            1 => f.write_str("1 node is quarantined (")?,
+            n => write!(f, "{n} nodes are quarantined (")?,
+        }
+        for (i, (node, quarantine)) in self.nodes.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{node}: {quarantine}")?;
+        }
+        f.write_str(")")
     }
 }
 
@@ -178,7 +165,7 @@ pub fn not_acquired(error: Error) -> Failure {
                 }
                 Cause::Busy => format!("{resource:?} is busy, held by someone else"),
                 Cause::Unavailable => "servers unreachable".to_owned(),
-                cause => match Quarantine::blamed(&cause) {
+                cause => match Quarantine::blamed(&cause, &failure.replies) {
                     Some(q) => format!("{q}, so too few nodes could vote"),
                     // E.g. validity used up by slow replies; the details say which.
                     None => "no quorum".to_owned(),
@@ -245,30 +232,30 @@ mod tests {
     }
 
     #[test]
-    fn quarantines_are_counted_with_the_longest_time_left() {
-        let ms = Duration::from_millis;
-        assert_eq!(Quarantine::of(&[Reply::Granted]), None);
+    fn quarantines_name_each_node_with_its_reason_and_time_left() {
+        use redquorum::QuarantineReason;
+        let s = std::time::Duration::from_secs;
+        let reply = |node: &str, reply| NodeReply::new(node, reply);
+        assert_eq!(Quarantine::of(&[reply("a:1", Reply::Granted)]), None);
         let q = Quarantine::of(&[
-            Reply::Quarantined(ms(1200)),
-            Reply::Refused,
-            Reply::Quarantined(ms(29_800)),
+            reply(
+                "a:1",
+                Reply::Quarantined(redquorum::Quarantine::new(s(2), QuarantineReason::Restarted)),
+            ),
+            reply("b:2", Reply::Refused),
+            reply(
+                "c:3",
+                Reply::Quarantined(redquorum::Quarantine::new(
+                    s(30),
+                    QuarantineReason::LostMarker,
+                )),
+            ),
         ])
         .unwrap();
         assert_eq!(
-            q,
-            Quarantine {
-                nodes: 2,
-                longest: ms(29_800)
-            }
-        );
-        assert_eq!(
             q.to_string(),
-            "2 nodes restarted recently and are quarantined for up to 29.8s"
-        );
-        let one = Quarantine::of(&[Reply::Quarantined(ms(500))]).unwrap();
-        assert_eq!(
-            one.to_string(),
-            "1 node restarted recently and is quarantined for up to 500ms"
+            "2 nodes are quarantined (a:1: restarted (its run_id changed), 2 s left; c:3: lost \
+             its marker (data loss without a restart), 30 s left)"
         );
     }
 

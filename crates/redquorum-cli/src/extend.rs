@@ -95,7 +95,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
                 _ => NOT_HELD,
             };
             let message = if status == UNAVAILABLE {
-                let why = match exit::Quarantine::blamed(&cause) {
+                let why = match exit::Quarantine::blamed(&cause, &failure.replies) {
                     Some(q) => format!("too few nodes answered that can vote: {q}"),
                     None => "too few nodes answered".to_owned(),
                 };

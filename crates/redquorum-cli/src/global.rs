@@ -201,7 +201,7 @@ impl Global {
             ));
         }
         let voters = replies.iter().filter(|r| r.reply.is_granted()).count();
-        let quarantine = exit::Quarantine::of(exit::replies(&replies));
+        let quarantine = exit::Quarantine::of(&replies);
         if let Some(quarantine) = quarantine.filter(|_| voters < quorum) {
             return Err(Failure::new(
                 exit::UNAVAILABLE,
@@ -223,16 +223,23 @@ impl Global {
     /// still reported as such (the library checks it before sending anything). Servers that go
     /// away later, while waiting for a busy lock, are waited for like the lock itself. So are
     /// quarantined servers: they answer, and their quarantine ends by itself within `--max-ttl`.
-    pub async fn for_acquiring(&self, retry: Retry) -> Result<(Redlock, Retry), Failure> {
+    ///
+    /// The [`Notice`](crate::waiting::Notice) says on stderr why the acquisition waits if
+    /// quarantined nodes hold it up; keep it until the acquisition ends.
+    pub async fn for_acquiring(
+        &self,
+        retry: Retry,
+    ) -> Result<(Redlock, Retry, crate::waiting::Notice), Failure> {
         let (manager, up, replies) = self.connect_all().await?;
+        let notice = crate::waiting::watch(&manager, &self.servers);
         if up < manager.quorum() {
             tracing::debug!(up, "too few servers reachable; one attempt only");
-            return Ok((manager, Retry::once()));
+            return Ok((manager, Retry::once(), notice));
         }
-        if let Some(quarantine) = exit::Quarantine::of(exit::replies(&replies)) {
+        if let Some(quarantine) = exit::Quarantine::of(&replies) {
             tracing::debug!(%quarantine, "acquiring with quarantined nodes");
         }
-        Ok((manager, retry))
+        Ok((manager, retry, notice))
     }
 
     /// The manager, each node's reply to connecting, and how many are ready (quarantined ones

@@ -46,6 +46,8 @@ mod extend;
 mod global;
 mod leader;
 #[cfg(feature = "tools")]
+mod mark;
+#[cfg(feature = "tools")]
 mod nodes;
 mod output;
 #[cfg(feature = "tools")]
@@ -53,6 +55,7 @@ mod progress;
 mod release;
 mod run;
 mod status;
+mod waiting;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -73,7 +76,12 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         // Synchronous: redquorum-nodes manages processes with blocking calls, no runtime needed.
         #[cfg(feature = "tools")]
-        Command::Nodes(args) => nodes::run(&args),
+        Command::Nodes(args) => match args.mark() {
+            Some((urls, force, json)) => {
+                with_runtime(|rt| rt.block_on(mark::run(urls, force, json, global)))
+            }
+            None => nodes::run(&args),
+        },
         // The demo's servers die with the thread that started them (PR_SET_PDEATHSIG), so it
         // starts them on this thread, outside the runtime's workers.
         #[cfg(feature = "tools")]

@@ -53,7 +53,26 @@ Examples:
 Exit status: 0 ok; 64 bad arguments, or nodes already running in DIR; 69 redis-server not
 installed, or (status) a recorded node is not running; 71 a file or process could not be set up.";
 
-/// Start, stop or list local Redis nodes for development.
+const MARK_HELP: &str = "\
+A node that may have lost data less than --max-ttl ago (one just started, or seen for the first
+time without a marker) does not vote until that time has passed: the restart quarantine. If you
+know a server lost nothing (it is brand new, or known good), mark it: it gets a marker that
+vouches for it at once (for its current run: a restart is judged again), and clients trust it
+without waiting; clients already waiting see it within a few seconds. A server whose marker a
+client wrote on first sight is marked the same way.
+
+Refused without --force: a replica (locks go to masters), and a server whose marker records a
+data loss less than --max-ttl ago. Vouching for a server that did lose data can let a lock be
+granted twice. Redis Cluster nodes are not marked (each master carries its own marker).
+
+Examples:
+  redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark
+  redlock nodes mark redis://127.0.0.1:6379
+
+Exit status: 0 every server carries a marker that vouches for it; 1 one was refused (see its
+line); 69 one could not be reached.";
+
+/// Start, stop, list or vouch for Redis nodes.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = AFTER_HELP,
@@ -98,6 +117,20 @@ enum Action {
     Stop {
         #[command(flatten)]
         dir: DirArg,
+    },
+    /// Vouch that servers lost nothing (brand new, or known good): each gets a marker that lets
+    /// clients trust it at once, instead of waiting out the restart quarantine.
+    #[command(after_help = MARK_HELP)]
+    Mark {
+        /// The servers [default: the global --servers].
+        #[arg(value_name = "URL")]
+        urls: Vec<String>,
+        /// Mark a replica, or a server whose marker records a data loss, anyway.
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object per server instead.
+        #[arg(long)]
+        json: bool,
     },
     /// List the nodes recorded in DIR and whether they are running.
     #[command(after_help = AFTER_HELP)]
@@ -191,6 +224,20 @@ pub fn run(args: &Args) -> Outcome {
         }
         Action::Stop { dir } => stop(&absolute(&dir.dir)?),
         Action::Status { dir, json } => status(&absolute(&dir.dir)?, *json),
+        Action::Mark { .. } => Err(Failure::new(
+            USAGE,
+            "nodes mark runs on the async runtime (main dispatches it)",
+        )),
+    }
+}
+
+impl Args {
+    /// `mark`'s servers, force and json flags, when the action is `mark`.
+    pub fn mark(&self) -> Option<(&[String], bool, bool)> {
+        match &self.action {
+            Action::Mark { urls, force, json } => Some((urls, *force, *json)),
+            _ => None,
+        }
     }
 }
 

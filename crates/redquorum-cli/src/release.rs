@@ -88,8 +88,8 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         Some(cause) => {
             // A quarantined node's delete is not a vote either: it cannot confirm the lock was
             // held.
-            let quarantine = exit::Quarantine::blamed(&cause)
-                .or_else(|| exit::Quarantine::of(exit::replies(&released.replies)))
+            let quarantine = exit::Quarantine::blamed(&cause, &released.replies)
+                .or_else(|| exit::Quarantine::of(&released.replies))
                 .map_or_else(String::new, |q| format!("; {q}"));
             return Err(Failure::new(
                 UNAVAILABLE,

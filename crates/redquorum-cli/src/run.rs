@@ -203,7 +203,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         }
     }
     let mut signals = Signals::install()?;
-    let (manager, retry) = global.for_acquiring(retry).await?;
+    let (manager, retry, notice) = global.for_acquiring(retry).await?;
     let acquisition = async {
         match (args.resources.as_slice(), args.permits) {
             ([one], Some(permits)) => {
@@ -227,6 +227,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         Ok(guard) => guard,
         Err(status) => return Ok(status),
     };
+    drop(notice);
     let options = Supervision {
         foreground: args.foreground,
         kill_grace: args.kill_grace,

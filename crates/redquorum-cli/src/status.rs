@@ -72,6 +72,11 @@ struct NodeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     readers: Option<u64>,
     quarantined_ms: Option<u128>,
+    /// Why the node is quarantined, in the library's words.
+    quarantine_reason: Option<String>,
+    /// The node's marker as this client saw it: "vouched for", "written on first sight",
+    /// "present", or null (not read: quarantine off, or unreachable).
+    marker: Option<String>,
     may_evict: bool,
     error: Option<String>,
     shard: Option<ShardJson<'a>>,
@@ -135,7 +140,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         .iter()
         .map(|s| Seen {
             state: &s.state,
-            quarantined: s.is_reachable() && s.quarantined_for.is_some(),
+            quarantined: s.is_reachable() && s.quarantine.is_some(),
         })
         .collect();
     let summary = summarize(&seen, quorum);
@@ -144,7 +149,8 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         let nodes = statuses
             .iter()
             .map(|s| {
-                let mut json = node_json(&s.node, &s.state, s.quarantined_for, s.may_evict);
+                let mut json = node_json(&s.node, &s.state, s.quarantine, s.may_evict);
+                json.marker = s.marker.map(|m| m.to_string());
                 json.shard = s.shard.as_ref().map(|shard| ShardJson {
                     slot: shard.slot,
                     master: &shard.master,
@@ -174,11 +180,12 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         let width = statuses.iter().map(|s| s.node.len()).max().unwrap_or(0);
         for s in &statuses {
             let mut line = format!("{:width$}  {}", s.node, describe(&s.state));
-            if let Some(left) = s.quarantined_for {
+            if let Some(marker) = s.marker {
+                line.push_str(&format!("; marker {marker}"));
+            }
+            if let Some(quarantine) = s.quarantine {
                 line.push_str(&format!(
-                    "; quarantined for another {} (may have lost its data recently: its grants \
-                     are not votes)",
-                    duration::format(left)
+                    "; quarantined: {quarantine} (its grants are not votes)"
                 ));
             }
             if s.may_evict {
@@ -198,17 +205,15 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         let longest = statuses
             .iter()
             .filter(|s| s.is_reachable())
-            .filter_map(|s| s.quarantined_for)
-            .max();
+            .filter_map(|s| s.quarantine.map(|q| (s.node.clone(), q)))
+            .collect::<Vec<_>>();
+        let longest = (!longest.is_empty()).then_some(Quarantine { nodes: longest });
         let message = match longest {
             Some(longest) => format!(
                 "only {} of {n} servers answered and can vote, {quorum} needed to tell who holds \
                  {resource:?}: {}",
                 summary.counted,
-                Quarantine {
-                    nodes: summary.quarantined,
-                    longest
-                }
+                longest
             ),
             None => format!(
                 "only {} of {n} servers answered, {quorum} needed to tell who holds {resource:?}",
@@ -353,7 +358,7 @@ fn describe_shard(shard: &redquorum::Shard) -> String {
 fn node_json<'a>(
     node: &'a str,
     state: &'a NodeState,
-    quarantined_for: Option<Duration>,
+    quarantine: Option<redquorum::Quarantine>,
     may_evict: bool,
 ) -> NodeJson<'a> {
     let mut json = NodeJson {
@@ -364,7 +369,9 @@ fn node_json<'a>(
         kind: None,
         pttl_ms: None,
         readers: None,
-        quarantined_ms: quarantined_for.map(|d| d.as_millis()),
+        quarantined_ms: quarantine.map(|q| q.left.as_millis()),
+        quarantine_reason: quarantine.map(|q| q.reason.to_string()),
+        marker: None,
         may_evict,
         error: None,
         shard: None,
@@ -541,9 +548,13 @@ mod tests {
         assert_eq!(json["value"], "v");
         assert_eq!(json["pttl_ms"], 5000);
         assert!(json["quarantined_ms"].is_null());
-        let quarantined = Some(Duration::from_millis(29_500));
+        let quarantined = Some(redquorum::Quarantine::new(
+            Duration::from_millis(29_500),
+            redquorum::QuarantineReason::FirstSeenWithoutMarker,
+        ));
         let json = serde_json::to_value(node_json("n:1", &state, quarantined, true)).unwrap();
         assert_eq!(json["quarantined_ms"], 29_500);
+        assert_eq!(json["quarantine_reason"], "first seen without a marker");
         assert_eq!(json["may_evict"], true);
         let state = down();
         let json = serde_json::to_value(node_json("n:1", &state, None, false)).unwrap();

@@ -39,14 +39,17 @@ pub enum Cause {
         /// The first node that said so (its address, without credentials).
         node: String,
     },
-    /// Nodes that restarted recently (or may have lost their data) granted, but are
-    /// quarantined and do not vote; with their grants a quorum would have granted. Ends by
-    /// itself within `max_ttl`.
+    /// Nodes that may have lost their data less than `max_ttl` ago (each reply says why:
+    /// [`Reply::Quarantined`]) granted, but are quarantined and do not vote; with their grants a
+    /// quorum would have granted. Ends by itself within `max_ttl`.
     Quarantined {
         /// How many nodes were quarantined.
         nodes: usize,
         /// The longest quarantine left among them.
         longest: Duration,
+        /// How long until enough of them leave their quarantine for the nodes that granted to
+        /// make a quorum (as the replies stood): when waiting can first succeed.
+        ready_in: Duration,
     },
     /// An acquisition: a node refused because somebody else holds the resource.
     Busy,
@@ -66,10 +69,13 @@ impl fmt::Display for Cause {
             Cause::WrongType { node } => {
                 write!(f, "the key has another Redis type on {node}: not a lock")
             }
-            Cause::Quarantined { nodes, longest } => write!(
+            Cause::Quarantined {
+                nodes, ready_in, ..
+            } => write!(
                 f,
-                "{nodes} node(s) quarantined after a restart (for up to {} ms), too few could vote",
-                longest.as_millis()
+                "{nodes} node(s) quarantined (they may have lost data less than max_ttl ago), too \
+                 few could vote; a quorum can vote in {} s",
+                ready_in.as_secs_f64().ceil()
             ),
             Cause::Busy => f.write_str("busy, held by someone else"),
             Cause::NotHeld => f.write_str("not held with this value"),
@@ -95,17 +101,15 @@ impl Cause {
                 node: node.to_owned(),
             };
         }
-        let (mut granted, mut refused, mut quarantined, mut longest) = (0, 0, 0, Duration::ZERO);
+        let (mut granted, mut refused) = (0, 0);
+        let mut lefts = Vec::new();
         let mut total = 0;
         for (_, reply) in replies {
             total += 1;
             match reply {
                 Reply::Granted => granted += 1,
                 Reply::Refused => refused += 1,
-                Reply::Quarantined(left) => {
-                    quarantined += 1;
-                    longest = longest.max(*left);
-                }
+                Reply::Quarantined(quarantine) => lefts.push(quarantine.left),
                 _ => {}
             }
         }
@@ -113,10 +117,14 @@ impl Cause {
             return Cause::TooSlow;
         }
         // Invariant 2.
-        if quarantined > 0 && granted + quarantined >= quorum {
+        if !lefts.is_empty() && granted + lefts.len() >= quorum {
+            lefts.sort_unstable();
+            // The shortest quarantines end first: the one that completes a quorum.
+            let ready_in = lefts[quorum.saturating_sub(granted + 1).min(lefts.len() - 1)];
             return Cause::Quarantined {
-                nodes: quarantined,
-                longest,
+                nodes: lefts.len(),
+                longest: lefts[lefts.len() - 1],
+                ready_in,
             };
         }
         // Invariant 3. Silent: no answer that counts (a quarantined node's included).
@@ -132,6 +140,7 @@ impl Cause {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quarantine::{Quarantine, QuarantineReason};
 
     const NODES: [&str; 5] = ["a:1", "b:2", "c:3", "d:4", "e:5"];
 
@@ -141,7 +150,29 @@ mod tests {
     }
 
     fn q(secs: u64) -> Reply {
-        Reply::Quarantined(Duration::from_secs(secs))
+        Reply::Quarantined(Quarantine::new(
+            Duration::from_secs(secs),
+            QuarantineReason::FirstSeenWithoutMarker,
+        ))
+    }
+
+    #[test]
+    fn a_quarantine_is_ready_when_its_shortest_ones_complete_a_quorum() {
+        use Reply::*;
+        let s = Duration::from_secs;
+        // Quorum 3 of 5, one granted: the second-shortest of the three quarantines decides.
+        let got = cause(Asked::Acquire, &[q(3), q(10), q(7), Refused, Granted]);
+        assert_eq!(
+            got,
+            Cause::Quarantined {
+                nodes: 3,
+                longest: s(10),
+                ready_in: s(7)
+            }
+        );
+        // Two granted: the shortest is enough.
+        let got = cause(Asked::Acquire, &[q(3), q(10), Granted, Refused, Granted]);
+        assert!(matches!(got, Cause::Quarantined { ready_in, .. } if ready_in == s(3)), "{got:?}");
     }
 
     #[test]
@@ -150,6 +181,7 @@ mod tests {
         let quarantined = |nodes| Cause::Quarantined {
             nodes,
             longest: Duration::from_secs(10),
+            ready_in: Duration::from_secs(10),
         };
         for (replies, expected) in [
             (vec![q(10), q(10), q(3)], quarantined(3)),

@@ -49,6 +49,7 @@ use futures_util::future::join_all;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::vouch::FirstSight;
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
 use crate::error::{ConfigError, Error, RoundFailure};
@@ -314,6 +315,21 @@ impl Engine {
                 return Err(ConfigError::DuplicateServer(node.server_identity()));
             }
             nodes.push(node);
+        }
+        let plain: Option<Vec<&Server>> = nodes.iter().map(Node::plain_server).collect();
+        if let (true, Some(servers)) = (settings.trust.enabled, plain) {
+            // `first_sight` invariant 5: only a group of plain servers, with the quarantine on.
+            let group = Arc::new(FirstSight::new(
+                servers
+                    .iter()
+                    .map(|s| (s.label().to_owned(), s.client().clone()))
+                    .collect(),
+                settings.trust.max_ttl,
+                settings.rules.connect_timeout,
+            ));
+            for node in &mut nodes {
+                node.join_first_sight(&group);
+            }
         }
         let watch = if settings.rules.fair {
             Watch::Announcements

@@ -4,7 +4,7 @@
 //! key (written when missing, by a script that gives it its quarantine) and, for a durable node,
 //! `INFO replication`; the [`quarantine`](crate::quarantine) module judges what it read.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::RedisError;
@@ -14,6 +14,7 @@ use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, info_field};
 use crate::reply::NodeError;
 use crate::scripts::MARKER;
 use crate::sync::lock;
+use crate::vouch::FirstSight;
 
 /// Where a server's marker is, and whether it names its owner.
 #[derive(Debug, Clone)]
@@ -44,6 +45,7 @@ pub(crate) async fn check_health(
     trust: &TrustPolicy,
     memory: &Mutex<Memory>,
     marker: &MarkerKey,
+    first_sight: Option<&Arc<FirstSight>>,
 ) -> Result<Health, NodeError> {
     let config = read_config(conn).await;
     let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
@@ -62,6 +64,12 @@ pub(crate) async fn check_health(
             may_evict: config.may_evict,
         });
     }
+    let first_seen = lock(memory).is_first_sight();
+    if let (true, Some(group)) = (first_seen, first_sight) {
+        // The group's evidence may vouch for every node at once (`first_sight`); waited for a
+        // part of the connect timeout at most, after which the node is judged as it stands.
+        let _ = tokio::time::timeout(group.patience(), group.settle()).await;
+    }
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
@@ -74,7 +82,10 @@ pub(crate) async fn check_health(
     } else {
         ""
     };
-    let marker = read_marker(conn, trust.max_ttl, &marker.key, owner).await?;
+    // A marker written on first sight says so (`marker`), outside clusters (`first_sight`
+    // invariant 5).
+    let tag = if first_seen && !marker.owned { "new." } else { "" };
+    let marker = read_marker(conn, trust.max_ttl, &marker.key, owner, tag).await?;
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
     // invariant 4).
@@ -83,12 +94,14 @@ pub(crate) async fn check_health(
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
     let now = Instant::now();
     let verdict = lock(memory).judge(trust, &seen, now);
+    let quarantined_ms = verdict
+        .trusted_from
+        .saturating_duration_since(now)
+        .as_millis();
     if let Some(loss) = verdict.loss {
-        let quarantined_ms = verdict
-            .trusted_from
-            .saturating_duration_since(now)
-            .as_millis();
-        tracing::warn!(run_id = %seen.run_id, quarantined_ms, "{}", loss.describe());
+        tracing::warn!(run_id = %seen.run_id, quarantined_ms, "node quarantined: {loss}");
+    } else if let (true, Some(reason)) = (first_seen, verdict.reason) {
+        tracing::info!(run_id = %seen.run_id, quarantined_ms, "node quarantined: {reason}");
     }
     Ok(Health {
         trusted_from: verdict.trusted_from,
@@ -136,6 +149,7 @@ async fn read_marker(
     max_ttl: Duration,
     marker_key: &str,
     owner: &str,
+    tag: &str,
 ) -> Result<Marker, NodeError> {
     let fresh = format!("{:016x}", rand::random::<u64>());
     let reply: (String, u8, u64) = redis::cmd("EVAL")
@@ -145,11 +159,12 @@ async fn read_marker(
         .arg(fresh)
         .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
         .arg(owner)
+        .arg(tag)
         .query_async(conn)
         .await
         .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{marker_key}")))?;
     let (value, written, node_ms) = reply;
-    Ok(Marker::from_reply(value, written == 1, node_ms))
+    Ok(Marker::from_reply(value, written, node_ms))
 }
 
 /// Whether `INFO replication` shows a replica promoted to master since it last started

@@ -18,6 +18,12 @@
 //! 5. With fencing on, a lock is handed out only once its token is stored on a quorum: by the
 //!    acquisition round itself when every vote proposed the same token, else by a round of its
 //!    own ([`fencing`](crate::fencing) explains why that makes tokens increase).
+//! 6. **A quarantine is waited out, not polled.** When quarantined nodes made the difference
+//!    ([`Cause::Quarantined`]), the next attempt comes when enough of their quarantines end for
+//!    a quorum, or after [`QUARANTINE_POLL`] if that is sooner (the nodes' health is checked
+//!    again meanwhile, so an operator's vouch is seen), never sooner than the retry delay; and
+//!    no release wakes it: our own rollback frees the key, and a waiter woken by that tried
+//!    again at once, over a thousand attempts a second for the whole quarantine.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -133,6 +139,25 @@ impl std::fmt::Display for Wanted {
             Wanted::Permit(permits) => permits.fmt(f),
         }
     }
+}
+
+/// The longest wait between two attempts held up by a quarantine (invariant 6): each attempt
+/// costs the nodes a `SET`, a marker read and a rollback, and triggers their health checks,
+/// which see a vouch (`redlock nodes mark`) within two seconds.
+const QUARANTINE_POLL: Duration = Duration::from_secs(2);
+
+/// `a:1 (first seen without a marker, 58 s left); b:2 (…)`: the quarantined nodes of a round.
+fn quarantined_nodes(failure: &RoundFailure) -> String {
+    let mut listed = String::new();
+    for reply in &failure.replies {
+        if let Reply::Quarantined(quarantine) = &reply.reply {
+            if !listed.is_empty() {
+                listed.push_str("; ");
+            }
+            listed.push_str(&format!("{} ({quarantine})", reply.node));
+        }
+    }
+    listed
 }
 
 /// What every attempt of one acquisition shares.
@@ -478,10 +503,9 @@ impl Redlock {
         } else {
             0
         };
-        let mut attempts = 0;
+        let mut told_quarantine = false;
         loop {
-            attempts += 1;
-            seen.span().record("attempts", attempts);
+            let attempts = seen.attempt();
             tracing::trace!(n = attempts, "attempt");
             let tries = Tries {
                 ttl,
@@ -531,10 +555,28 @@ impl Redlock {
             };
             let waiters = engine.rules.notify.then_some(&engine.waiters);
             let waiting = Waiting::start();
-            turn.wait(waiters, wanted.watched(), delay, behind, |wait| {
-                schedule.capped(wait, Instant::now())
-            })
-            .await;
+            match failure.cause() {
+                // Invariant 6: a quarantine is waited out quietly, not polled.
+                Cause::Quarantined { ready_in, .. } => {
+                    if !told_quarantine {
+                        told_quarantine = true;
+                        tracing::info!(
+                            resource = %wanted,
+                            ready_in_s = ready_in.as_secs_f64().ceil(),
+                            "waiting for quarantined nodes: {}",
+                            quarantined_nodes(&failure)
+                        );
+                    }
+                    let wait = ready_in.min(QUARANTINE_POLL).max(delay);
+                    turn.sleep(schedule.capped(wait, Instant::now())).await;
+                }
+                _ => {
+                    turn.wait(waiters, wanted.watched(), delay, behind, |wait| {
+                        schedule.capped(wait, Instant::now())
+                    })
+                    .await;
+                }
+            }
             drop(waiting);
             if schedule.expired(Instant::now()) {
                 // Nothing woke us before the deadline: give up without another attempt. The

@@ -18,14 +18,15 @@
 //!    invariant 5): a release queued after a won round's stragglers runs after them.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::join_all;
 use redis::Value;
 
 use crate::cause::Asked;
 use crate::fencing::{Advance, ESTIMATE_REFRESH, Proposal};
-use crate::quarantine::MARKER_KEY;
+use crate::marker::MarkerState;
+use crate::quarantine::{MARKER_KEY, Quarantine};
 use crate::reply::{NodeError, Reply};
 use crate::resources::{Access, Resources};
 use crate::scripts::{
@@ -39,6 +40,7 @@ use crate::shards::Shards;
 use crate::slots::{slot_of, slot_tag};
 use crate::subscriber::{Subscriber, Watch};
 use crate::telemetry::{NodeMetrics, RequestKind};
+use crate::vouch::FirstSight;
 use crate::waiting::{QueuePlace, WaiterId};
 
 /// One request of a round, the same for every node. Each applies to all the resources of a
@@ -148,7 +150,7 @@ pub(crate) struct Answer {
     /// The node did what we asked.
     pub(crate) done: bool,
     /// How much longer the node is quarantined, if it is (its votes do not count).
-    pub(crate) quarantined_for: Option<Duration>,
+    pub(crate) quarantined_for: Option<Quarantine>,
     /// For a fenced acquisition: the node's proposal for the token, its counters' new value
     /// ([`fencing`](crate::fencing) step 1).
     pub(crate) proposal: Option<Proposal>,
@@ -273,12 +275,43 @@ impl Node {
 
     /// How much longer this node is quarantined for `key`, as far as we know now (`None` when
     /// trusted or not connected; for a cluster, the master serving `key`'s slot).
-    pub(crate) fn quarantined_for(&self, key: &str) -> Option<Duration> {
+    pub(crate) fn quarantine(&self, key: &str) -> Option<Quarantine> {
+        self.on_server(key, Server::quarantine)
+    }
+
+    /// The longest quarantine among this node's servers (one, or a cluster's masters).
+    pub(crate) fn longest_quarantine(&self) -> Option<Quarantine> {
         match &self.target {
-            Target::Plain(server) => server.quarantined_for(),
-            Target::Cluster(shards) => shards
-                .owner_now(slot_of(key.as_bytes()))
-                .and_then(|server| server.quarantined_for()),
+            Target::Plain(server) => server.quarantine(),
+            Target::Cluster(shards) => shards.longest_quarantine(),
+        }
+    }
+
+    /// The state of the marker this client last saw on the server that serves `key`.
+    pub(crate) fn marker_state(&self, key: &str) -> Option<MarkerState> {
+        self.on_server(key, Server::marker_state)
+    }
+
+    /// `read` of the server that serves `key`, if it is known.
+    fn on_server<T>(&self, key: &str, read: impl Fn(&Server) -> Option<T>) -> Option<T> {
+        match &self.target {
+            Target::Plain(server) => read(server),
+            Target::Cluster(shards) => read(&*shards.owner_now(slot_of(key.as_bytes()))?),
+        }
+    }
+
+    /// Joins the manager's first-sight protocol (a plain server only).
+    pub(crate) fn join_first_sight(&mut self, group: &Arc<FirstSight>) {
+        if let Target::Plain(server) = &mut self.target {
+            server.set_first_sight(Arc::clone(group));
+        }
+    }
+
+    /// The plain server this node is, if it is one (not a Redis Cluster node).
+    pub(crate) fn plain_server(&self) -> Option<&Server> {
+        match &self.target {
+            Target::Plain(server) => Some(server),
+            Target::Cluster(_) => None,
         }
     }
 

@@ -67,7 +67,10 @@
 //!    changes the `run_id`, so a cluster master is quarantined after every restart, durable or
 //!    not (conservative: its durability cannot tell a restart from a promotion).
 
+use std::fmt;
 use std::time::{Duration, Instant};
+
+use crate::marker::{MarkerValue, Tag};
 
 /// The marker key: present on a node for as long as it kept its data (module docs). Its name is
 /// shared with `redquorum-nodes`, which writes it on brand-new nodes.
@@ -107,33 +110,102 @@ pub(crate) struct TrustPolicy {
     pub(crate) trust_durable: bool,
 }
 
+/// Why a node's votes do not count yet: the evidence that keeps it out longest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuarantineReason {
+    /// The server started less than `max_ttl` ago: it may have restarted without its data
+    /// (invariant 1).
+    Started,
+    /// Seen for the first time without a marker: a new server, or one flushed or replaced in the
+    /// last `max_ttl`; the group's evidence could not vouch for it
+    /// ([`first_sight`](crate::first_sight)).
+    FirstSeenWithoutMarker,
+    /// Its `run_id` changed under us: it restarted, or another server answers at its address.
+    Restarted,
+    /// Its marker went missing or changed while it kept running: a data loss without a restart
+    /// (a flush, an eviction), seen by this client or by another one.
+    LostMarker,
+    /// A Redis Cluster master that held another master's marker: a promoted replica, or a master
+    /// that took over the marker's slot.
+    Promoted,
+}
+
+impl fmt::Display for QuarantineReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuarantineReason::Started => "started recently",
+            QuarantineReason::FirstSeenWithoutMarker => "first seen without a marker",
+            QuarantineReason::Restarted => "restarted (its run_id changed)",
+            QuarantineReason::LostMarker => "lost its marker (data loss without a restart)",
+            QuarantineReason::Promoted => "promoted replica (it holds another master's marker)",
+        })
+    }
+}
+
+/// A node's quarantine as it stands: how long, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Quarantine {
+    /// How much longer the node's votes do not count.
+    pub left: Duration,
+    /// What keeps it out longest.
+    pub reason: QuarantineReason,
+    /// How long the server has been up, when that alone would keep it out too.
+    pub up: Option<Duration>,
+}
+
+impl Quarantine {
+    /// A quarantine of `left` more, for `reason` (for tests of code that reports one).
+    pub fn new(left: Duration, reason: QuarantineReason) -> Self {
+        Self {
+            left,
+            reason,
+            up: None,
+        }
+    }
+}
+
+/// `first seen without a marker, started 3 s ago, 57 s left`.
+impl fmt::Display for Quarantine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.reason, self.up) {
+            (QuarantineReason::Started, Some(up)) => write!(f, "started {} s ago", up.as_secs())?,
+            (reason, Some(up)) => write!(f, "{reason}, started {} s ago", up.as_secs())?,
+            (reason, None) => write!(f, "{reason}")?,
+        }
+        write!(f, ", {} s left", self.left.as_secs_f64().ceil())
+    }
+}
+
 /// The marker as a health check found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Marker {
     /// It was there, holding `value`, which vouches for the node only after `pending` more
     /// (invariant 3; zero when it already does).
     Found { value: String, pending: Duration },
-    /// It was missing, and the check wrote `value`, which vouches after `max_ttl`.
-    Written { value: String },
+    /// The check wrote `value`, which vouches after `max_ttl`: there was none, or (a cluster
+    /// master's) one that named another owner (`replaced_other`).
+    Written { value: String, replaced_other: bool },
 }
 
 impl Marker {
     pub(crate) fn value(&self) -> &str {
         match self {
-            Marker::Found { value, .. } | Marker::Written { value } => value,
+            Marker::Found { value, .. } | Marker::Written { value, .. } => value,
         }
     }
 
-    /// Reads the marker script's reply: the value, whether it wrote it, and the node's time.
-    pub(crate) fn from_reply(value: String, written: bool, node_ms: u64) -> Self {
-        if written {
-            return Marker::Written { value };
+    /// Reads the marker script's reply: the value, whether it wrote it (1: where there was
+    /// none, 2: over another owner's), and the node's time.
+    pub(crate) fn from_reply(value: String, written: u8, node_ms: u64) -> Self {
+        if written != 0 {
+            return Marker::Written {
+                value,
+                replaced_other: written == 2,
+            };
         }
-        let vouches_from = value
-            .rsplit_once(':')
-            .and_then(|(_, ms)| ms.parse::<u64>().ok())
-            .unwrap_or(0);
-        let pending = Duration::from_millis(vouches_from.saturating_sub(node_ms));
+        let pending = MarkerValue::parse(&value).pending_at(node_ms);
         Marker::Found { value, pending }
     }
 }
@@ -166,57 +238,65 @@ pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
         .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
 }
 
+/// An instant and the reason that set it.
+type Until = (Instant, QuarantineReason);
+
 /// What we remember of a node across connections and health checks (invariant 2).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Memory {
     run_id: Option<String>,
-    marker: Option<String>,
-    /// Until when the evidence seen so far keeps the node out.
-    quarantined_until: Option<Instant>,
+    /// The identity of the marker last seen ([`marker`](crate::marker) invariant 1).
+    marker_id: Option<String>,
+    /// Until when the evidence of a loss seen so far keeps the node out (invariant 2).
+    quarantined_until: Option<Until>,
     /// The earliest start of the node's current run (`run_id`) that any of its checks allowed:
     /// each is at or after the real start (invariant 1).
     started_by: Option<Instant>,
+    /// The last verdict, for reports: until when the node is out and why, and until when its
+    /// uptime alone keeps it out.
+    last: Option<(Until, Option<Instant>)>,
     /// Whether the node was already reported as able to evict keys (warned once, not every
     /// health check).
     pub(crate) eviction_reported: bool,
 }
 
-/// Why a node is quarantined, for the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Loss {
-    /// Its `run_id` changed under us.
-    Restarted,
-    /// Its marker was missing: it lost its keys.
-    MarkerMissing,
-    /// Its marker changed: somebody else saw it missing.
-    MarkerChanged,
-}
-
-impl Loss {
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            Loss::Restarted => "node restarted or was replaced (run_id changed)",
-            Loss::MarkerMissing => "node lost its data (marker key missing)",
-            Loss::MarkerChanged => "node lost its data (marker key rewritten by another client)",
-        }
-    }
-}
-
-/// A health check's judgement: from when the node's votes count, and the new evidence of a
-/// loss, if the check found any.
+/// A health check's judgement: from when the node's votes count, why not before, and the new
+/// evidence of a loss, if the check found any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Verdict {
     pub(crate) trusted_from: Instant,
-    pub(crate) loss: Option<Loss>,
+    pub(crate) reason: Option<QuarantineReason>,
+    pub(crate) loss: Option<QuarantineReason>,
 }
 
 impl Memory {
     /// Evidence of a loss seen at `now` outside a health check (a vote's marker read back
     /// wrong): quarantined for `max_ttl` from now (invariant 2). Returns the new end.
     pub(crate) fn lost_data(&mut self, policy: &TrustPolicy, now: Instant) -> Instant {
-        let until = later(self.quarantined_until, after(now, policy.max_ttl));
+        let until = latest(
+            self.quarantined_until,
+            (after(now, policy.max_ttl), QuarantineReason::LostMarker),
+        );
         self.quarantined_until = Some(until);
-        until
+        let uptime_until = self.last.and_then(|(_, up)| up);
+        self.last = Some((latest(self.last.map(|(u, _)| u), until), uptime_until));
+        until.0
+    }
+
+    /// Whether no health check of this node has read a marker yet.
+    pub(crate) fn is_first_sight(&self) -> bool {
+        self.marker_id.is_none()
+    }
+
+    /// The node's quarantine at `now`, as far as the last verdict knows.
+    pub(crate) fn quarantine(&self, now: Instant) -> Option<Quarantine> {
+        let ((until, reason), uptime_until) = self.last?;
+        let left = until.checked_duration_since(now).filter(|d| !d.is_zero())?;
+        let up = uptime_until
+            .filter(|u| *u > now)
+            .and(self.started_by)
+            .map(|s| now.saturating_duration_since(s));
+        Some(Quarantine { left, reason, up })
     }
 
     /// Judges `seen` at `now` and remembers it.
@@ -229,41 +309,68 @@ impl Memory {
         if !policy.enabled {
             return Verdict {
                 trusted_from: now,
+                reason: None,
                 loss: None,
             }; // invariant 5
         }
+        let first_sight = self.marker_id.is_none();
         let restarted = self.run_id.as_deref().is_some_and(|r| r != seen.run_id);
         if restarted {
             self.started_by = None; // another run: its own start
         }
+        let value = MarkerValue::parse(seen.marker.value());
         let marker_loss = match &seen.marker {
-            Marker::Written { .. } => Some(Loss::MarkerMissing),
-            Marker::Found { value, .. } if self.marker.as_deref().is_some_and(|m| m != value) => {
-                Some(Loss::MarkerChanged)
+            Marker::Written {
+                replaced_other: true,
+                ..
+            } => Some(QuarantineReason::Promoted),
+            Marker::Written { .. } if !first_sight => Some(QuarantineReason::LostMarker),
+            Marker::Found { .. } if self.marker_id.as_deref().is_some_and(|m| m != value.id) => {
+                Some(QuarantineReason::LostMarker)
             }
-            Marker::Found { .. } => None,
+            _ => None,
         };
-        let vouched = policy.trust_durable && seen.durable && marker_loss.is_none();
-        let loss = marker_loss.or((restarted && !vouched).then_some(Loss::Restarted));
-        let mut until = self.quarantined_until.unwrap_or(now);
-        if loss.is_some() {
-            until = later(Some(until), after(now, policy.max_ttl)); // invariant 2
-            self.quarantined_until = Some(until);
+        let durable = policy.trust_durable && seen.durable && marker_loss.is_none();
+        let loss = marker_loss.or((restarted && !durable).then_some(QuarantineReason::Restarted));
+        let mut until = (now, QuarantineReason::Started);
+        if let Some(reason) = loss {
+            let lost = latest(self.quarantined_until, (after(now, policy.max_ttl), reason));
+            self.quarantined_until = Some(lost); // invariant 2
         }
-        if let Marker::Found { pending, .. } = &seen.marker {
-            until = later(Some(until), after(now, *pending)); // invariant 3
+        if let Some(lost) = self.quarantined_until {
+            until = latest(Some(until), lost);
         }
-        if !vouched {
+        // Invariant 3: a marker vouches from its time on; one we wrote, after `max_ttl`.
+        let pending = match &seen.marker {
+            Marker::Found { pending, .. } => *pending,
+            Marker::Written { .. } => policy.max_ttl,
+        };
+        let written = matches!(seen.marker, Marker::Written { .. });
+        let pending_reason = if value.tag == Tag::New || (first_sight && written) {
+            QuarantineReason::FirstSeenWithoutMarker
+        } else {
+            QuarantineReason::LostMarker
+        };
+        until = latest(Some(until), (after(now, pending), pending_reason));
+        // Invariant 1, waived for a durable node that kept its marker (invariant 4) and for a
+        // run an operator or the group vouched for (`marker` invariant 3).
+        let mut uptime_until = None;
+        if !durable && !value.vouches_for_run(&seen.run_id) {
             let up_at_least = seen.uptime.saturating_sub(UPTIME_SLACK);
             let started_by = now.checked_sub(up_at_least).unwrap_or(now);
             let started_by = self.started_by.map_or(started_by, |s| s.min(started_by));
             self.started_by = Some(started_by);
-            until = later(Some(until), after(started_by, policy.max_ttl)); // invariant 1
+            let up_until = after(started_by, policy.max_ttl);
+            uptime_until = Some(up_until);
+            until = latest(Some(until), (up_until, QuarantineReason::Started));
         }
         self.run_id = Some(seen.run_id.clone());
-        self.marker = Some(seen.marker.value().to_owned());
+        self.marker_id = Some(value.id.to_owned());
+        let out = until.0 > now;
+        self.last = out.then_some((until, uptime_until));
         Verdict {
-            trusted_from: until,
+            trusted_from: until.0,
+            reason: out.then_some(until.1),
             loss,
         }
     }
@@ -275,8 +382,12 @@ fn after(now: Instant, d: Duration) -> Instant {
         .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 60 * 60))
 }
 
-fn later(a: Option<Instant>, b: Instant) -> Instant {
-    a.map_or(b, |a| a.max(b))
+/// The later of two ends; on a tie, the one already known.
+fn latest(a: Option<Until>, b: Until) -> Until {
+    match a {
+        Some(a) if a.0 >= b.0 => a,
+        _ => b,
+    }
 }
 
 #[cfg(test)]
@@ -385,7 +496,7 @@ mod tests {
             MAX_TTL,
             "an old server is still new to us"
         );
-        assert_eq!(verdict.loss, Some(Loss::Restarted));
+        assert_eq!(verdict.loss, Some(QuarantineReason::Restarted));
     }
 
     #[test]
@@ -418,11 +529,12 @@ mod tests {
             true,
             Marker::Written {
                 value: "n:1".into(),
+                replaced_other: false,
             },
         );
         let verdict = memory.judge(&policy(), &wiped, now);
         assert_eq!(verdict.trusted_from - now, MAX_TTL);
-        assert_eq!(verdict.loss, Some(Loss::MarkerMissing));
+        assert_eq!(verdict.loss, Some(QuarantineReason::LostMarker));
         // A first sight of a node without a marker is a loss too: nothing vouches for it.
         assert_eq!(judged(&mut Memory::default(), &wiped, now), MAX_TTL);
     }
@@ -433,7 +545,7 @@ mod tests {
         let mut memory = Memory::default();
         judged(&mut memory, &seen("a", 99_999, true, found("m1")), now);
         let verdict = memory.judge(&policy(), &seen("a", 99_999, true, found("m2")), now);
-        assert_eq!(verdict.loss, Some(Loss::MarkerChanged));
+        assert_eq!(verdict.loss, Some(QuarantineReason::LostMarker));
         assert_eq!(verdict.trusted_from - now, MAX_TTL);
     }
 
@@ -456,7 +568,7 @@ mod tests {
 
     #[test]
     fn marker_values_carry_the_node_time_they_vouch_from() {
-        let marker = Marker::from_reply("abc:5000".into(), false, 2_000);
+        let marker = Marker::from_reply("abc:5000".into(), 0, 2_000);
         assert_eq!(
             marker,
             Marker::Found {
@@ -464,15 +576,16 @@ mod tests {
                 pending: Duration::from_secs(3)
             }
         );
-        let past = Marker::from_reply("abc:1000".into(), false, 2_000);
+        let past = Marker::from_reply("abc:1000".into(), 0, 2_000);
         assert!(matches!(past, Marker::Found { pending, .. } if pending.is_zero()));
-        let by_hand = Marker::from_reply("set by the operator".into(), false, 2_000);
+        let by_hand = Marker::from_reply("set by the operator".into(), 0, 2_000);
         assert!(matches!(by_hand, Marker::Found { pending, .. } if pending.is_zero()));
-        let written = Marker::from_reply("abc:9".into(), true, 2_000);
+        let written = Marker::from_reply("abc:9".into(), 1, 2_000);
         assert_eq!(
             written,
             Marker::Written {
-                value: "abc:9".into()
+                value: "abc:9".into(),
+                replaced_other: false,
             }
         );
     }
@@ -511,6 +624,7 @@ mod tests {
             false,
             Marker::Written {
                 value: "n:1".into(),
+                replaced_other: false,
             },
         );
         assert_eq!(memory.judge(&off, &wiped, now).trusted_from, now);

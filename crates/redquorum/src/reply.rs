@@ -2,9 +2,10 @@
 //! caller can tell "held by someone else" from "node unreachable", node by node.
 
 use std::fmt;
-use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use crate::quarantine::Quarantine;
 
 /// What one node answered in one round of requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,9 +27,9 @@ pub enum Reply {
     WrongType(String),
     /// The round was decided before this node answered.
     Pending,
-    /// The node did what we asked, but it restarted recently (or its `run_id` changed) and is
-    /// quarantined for this much longer: its grant is not a vote.
-    Quarantined(Duration),
+    /// The node did what we asked, but it may have lost its data less than `max_ttl` ago and is
+    /// quarantined (for how long, and why): its grant is not a vote.
+    Quarantined(Quarantine),
 }
 
 impl Reply {
@@ -48,11 +49,9 @@ impl fmt::Display for Reply {
             Reply::ServerError(why) => write!(f, "error reply ({why})"),
             Reply::WrongType(why) => write!(f, "another Redis type ({why})"),
             Reply::Pending => f.write_str("not waited for"),
-            Reply::Quarantined(left) => write!(
-                f,
-                "granted, but quarantined after a restart for another {} ms (not a vote)",
-                left.as_millis()
-            ),
+            Reply::Quarantined(quarantine) => {
+                write!(f, "granted, but quarantined: {quarantine} (not a vote)")
+            }
         }
     }
 }
@@ -65,6 +64,16 @@ pub struct NodeReply {
     pub node: String,
     /// What it answered.
     pub reply: Reply,
+}
+
+impl NodeReply {
+    /// `node`'s `reply` (for tests of code that reads replies).
+    pub fn new(node: impl Into<String>, reply: Reply) -> Self {
+        Self {
+            node: node.into(),
+            reply,
+        }
+    }
 }
 
 /// Why a node gave no usable answer to one request (inside the library; callers see a [`Reply`]).

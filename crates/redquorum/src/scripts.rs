@@ -78,6 +78,8 @@ pub(crate) static EXTEND: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), &[]));
 pub(crate) static MARKER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/marker.lua"), &[]));
+/// Sent as `EVAL`, a few times in a process's life (`first_sight`, `redlock nodes mark`).
+pub(crate) const VOUCH: &str = include_str!("scripts/vouch.lua");
 pub(crate) static INSPECT: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
 /// A fenced acquisition's script, the counters' shared advance in front.

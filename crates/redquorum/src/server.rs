@@ -91,13 +91,15 @@ use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 use crate::error::{ConfigError, redact_url, secrets_in};
 use crate::fencing::ClockEstimate;
 use crate::health::{Health, MarkerKey, check_health};
-use crate::quarantine::{MARKER_KEY, Memory, TrustPolicy};
+use crate::marker::{self, MarkerState};
+use crate::quarantine::{MARKER_KEY, Memory, Quarantine, QuarantineReason, TrustPolicy};
 use crate::replica_acks::ReplicaAcks;
 use crate::reply::NodeError;
 use crate::scripts::{FENCE_PREFIX, KeyGroup, LuaScript, WRITER_WAITING_PREFIX};
 use crate::slots;
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
+use crate::vouch::FirstSight;
 
 /// What a server connection needs to know to connect and to judge its own health.
 #[derive(Debug, Clone, Copy)]
@@ -125,6 +127,11 @@ pub(crate) struct InCluster {
 /// lost marker that did not break our connection (a proxy in between, a `FLUSHALL`), and is
 /// cheap (one `INFO server`, one short script, one `CONFIG GET`).
 const HEALTH_RECHECK: Duration = Duration::from_secs(10);
+
+/// How often a quarantined node's health check is repeated: an operator's vouch
+/// (`redlock nodes mark`) or the group's (`first_sight`) is seen within this, by a client
+/// that waits for the quarantine to end.
+const QUARANTINED_RECHECK: Duration = Duration::from_secs(2);
 
 /// How many requests in a row may time out on one connection before it is replaced
 /// (invariant 6).
@@ -233,10 +240,16 @@ impl Live {
         (left != 0).then(|| Duration::from_nanos(left))
     }
 
-    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `tick`.
+    /// Whether the last health check is older than [`HEALTH_RECHECK`] at `tick`
+    /// ([`QUARANTINED_RECHECK`] while the node is quarantined).
     fn health_is_stale(&self, tick: u64) -> bool {
         let age = tick.saturating_sub(self.checked_at.load(Ordering::Acquire));
-        u128::from(age) >= HEALTH_RECHECK.as_nanos()
+        let every = if self.quarantined_for(tick).is_some() {
+            QUARANTINED_RECHECK
+        } else {
+            HEALTH_RECHECK
+        };
+        u128::from(age) >= every.as_nanos()
     }
 }
 
@@ -258,6 +271,9 @@ pub(crate) struct Server {
     generations: AtomicU64,
     /// Set for a master of a Redis Cluster node.
     cluster: Option<InCluster>,
+    /// The manager's first-sight protocol, for a plain server of a manager whose nodes are all
+    /// plain servers (`first_sight` invariant 5).
+    first_sight: Option<Arc<FirstSight>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -316,7 +332,18 @@ impl Server {
             memory: Arc::new(Mutex::new(Memory::default())),
             generations: AtomicU64::new(0),
             cluster: None,
+            first_sight: None,
         })
+    }
+
+    /// Joins the manager's first-sight protocol.
+    pub(crate) fn set_first_sight(&mut self, group: Arc<FirstSight>) {
+        self.first_sight = Some(group);
+    }
+
+    /// The client this server connects with (credentials and TLS included).
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
     }
 
     /// A server that is one master of a Redis Cluster node.
@@ -422,6 +449,7 @@ impl Server {
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let epoch = self.epoch;
         let marker = self.marker();
+        let first_sight = self.first_sight.clone();
         async move {
             let attempt = async {
                 let config = AsyncConnectionConfig::new()
@@ -439,7 +467,14 @@ impl Server {
                     pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
                 }
                 let _ = pipe.ignore_errors().query_async::<Value>(&mut conn).await;
-                let health = check_health(&mut conn, &settings.trust, &memory, &marker).await?;
+                let health = check_health(
+                    &mut conn,
+                    &settings.trust,
+                    &memory,
+                    &marker,
+                    first_sight.as_ref(),
+                )
+                .await?;
                 Ok(Arc::new(Live::new(conn, generation, epoch, &health)))
             };
             tokio::time::timeout(settings.connect_timeout, attempt)
@@ -466,9 +501,10 @@ impl Server {
         );
         let timeout = self.settings.connect_timeout;
         let marker = self.marker();
+        let first_sight = self.first_sight.clone();
         tokio::spawn(async move {
             let mut conn = live.conn.clone();
-            let check = check_health(&mut conn, &trust, &memory, &marker);
+            let check = check_health(&mut conn, &trust, &memory, &marker, first_sight.as_ref());
             match tokio::time::timeout(timeout, check).await {
                 Ok(Ok(health)) => live.set_health(&health),
                 // A server that cannot be checked is not trusted on this connection any more:
@@ -516,13 +552,29 @@ impl Server {
             .is_some_and(|live| live.may_evict.load(Ordering::Acquire))
     }
 
-    /// How much longer this node is quarantined, as far as we know now (`None` when trusted or
-    /// not connected).
-    pub(crate) fn quarantined_for(&self) -> Option<Duration> {
-        self.live
-            .load()
-            .as_ref()
-            .and_then(|live| live.quarantined_for(live.tick(Instant::now())))
+    /// This node's quarantine, as far as we know now (`None` when trusted or not connected).
+    pub(crate) fn quarantine(&self) -> Option<Quarantine> {
+        let live = self.live.load_full()?;
+        let now = Instant::now();
+        let left = live.quarantined_for(live.tick(now))?;
+        Some(self.explained(left, now))
+    }
+
+    /// The state of the marker this client's last health check saw (`None` with the quarantine
+    /// off, or before the first check).
+    pub(crate) fn marker_state(&self) -> Option<MarkerState> {
+        let live = self.live.load_full()?;
+        let value = live.marker.load_full()?;
+        Some(MarkerState::of(&value))
+    }
+
+    /// A quarantine of `left` at `now`, with the reason the last verdict gave.
+    fn explained(&self, left: Duration, now: Instant) -> Quarantine {
+        let known = lock(&self.memory).quarantine(now);
+        Quarantine {
+            left,
+            ..known.unwrap_or(Quarantine::new(left, QuarantineReason::LostMarker))
+        }
     }
 
     /// The live connection, made (with its health check) if there is none, for one request:
@@ -597,13 +649,14 @@ impl Connection<'_> {
     /// is) and the recheck decision. A server trusted "from now" by the health check of the
     /// connection just made is not reported as quarantined. A reply came, so the connection's
     /// run of timeouts ends (invariant 6).
-    pub(crate) fn finish(self, now: Instant) -> Option<Duration> {
+    pub(crate) fn finish(self, now: Instant) -> Option<Quarantine> {
         let tick = self.live.tick(now);
         if self.live.timeouts.load(Ordering::Relaxed) != 0 {
             self.live.timeouts.store(0, Ordering::Relaxed);
         }
         self.server.maybe_recheck(&self.live, tick);
-        self.live.quarantined_for(tick)
+        let left = self.live.quarantined_for(tick)?;
+        Some(self.server.explained(left, now))
     }
 
     /// Sends `cmd`; when `checked`, followed on the same connection by a read of the marker,
@@ -725,8 +778,11 @@ impl Connection<'_> {
     /// evidence of a data loss, and the vote does not count (invariant 7).
     pub(crate) fn check_marker(&self, read: Option<&Value>) {
         let expected = self.live.marker.load();
+        // The same marker is the same id, whatever a vouch rewrote around it (`marker`
+        // invariant 1).
         let same = match (read, expected.as_deref()) {
-            (Some(Value::BulkString(read)), Some(expected)) => read == expected.as_bytes(),
+            (Some(Value::BulkString(read)), Some(expected)) => std::str::from_utf8(read)
+                .is_ok_and(|read| marker::id_of(read) == marker::id_of(expected)),
             // No marker known: the quarantine is off (nothing is checked then).
             (_, None) => true,
             _ => false,

@@ -61,7 +61,7 @@ use futures_util::{FutureExt, StreamExt};
 use redis::AsyncConnectionConfig;
 
 use crate::error::{ConfigError, redact_url};
-use crate::quarantine::cluster_marker_key;
+use crate::quarantine::{Quarantine, cluster_marker_key};
 use crate::reply::NodeError;
 use crate::resources::Resources;
 use crate::server::{InCluster, Server, ServerSettings, scrub};
@@ -338,12 +338,12 @@ impl Shards {
         Ok(())
     }
 
-    /// How much longer the longest-quarantined master is quarantined, if any is.
-    pub(crate) fn longest_quarantine(&self) -> Option<Duration> {
+    /// The longest quarantine among the masters, if any is quarantined.
+    pub(crate) fn longest_quarantine(&self) -> Option<Quarantine> {
         self.servers()
             .iter()
-            .filter_map(|server| server.quarantined_for())
-            .max()
+            .filter_map(|server| server.quarantine())
+            .max_by_key(|q| q.left)
     }
 
     /// The slot all of `resources`' keys hash to (invariant 1).

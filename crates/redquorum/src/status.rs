@@ -14,6 +14,8 @@ use futures_util::future::join_all;
 use redis::Value;
 
 use crate::Shard;
+use crate::marker::MarkerState;
+use crate::quarantine::Quarantine;
 use crate::manager::Redlock;
 use crate::reply::{NodeError, Reply};
 use crate::scripts::INSPECT;
@@ -62,9 +64,11 @@ pub struct NodeStatus {
     pub node: String,
     /// What it holds for the resource, or why it could not be asked.
     pub state: NodeState,
-    /// How much longer the node is quarantined after a restart (its grants are not votes), if it
-    /// is; see [`Builder::quarantine`](crate::Builder::quarantine).
-    pub quarantined_for: Option<Duration>,
+    /// The node's quarantine (its grants are not votes), if it is quarantined: how much longer,
+    /// and why; see [`Builder::quarantine`](crate::Builder::quarantine).
+    pub quarantine: Option<Quarantine>,
+    /// The node's marker as this client last saw it (`None` with the quarantine off).
+    pub marker: Option<MarkerState>,
     /// Whether the node's `maxmemory-policy` lets it evict keys under memory pressure (`false`
     /// when unknown, e.g. `CONFIG` not allowed). An evicted lock key is a lock that a second
     /// client can take while its holder relies on it: lock nodes need `noeviction`.
@@ -89,6 +93,17 @@ impl NodeStatus {
 }
 
 impl Redlock {
+    /// The nodes that are quarantined now (their grants are not votes), as far as this manager
+    /// knows: each node's address, how much longer, and why. Reads what the health checks
+    /// found; sends nothing. An application that waits for a lock can show this to say why.
+    pub fn quarantined_nodes(&self) -> Vec<(String, Quarantine)> {
+        self.engine()
+            .nodes
+            .iter()
+            .filter_map(|node| Some((node.label().to_owned(), node.longest_quarantine()?)))
+            .collect()
+    }
+
     /// What every node holds for `resource`, in configuration order.
     ///
     /// All nodes are asked at once, each bounded by the node timeout. The connection to a node is
@@ -109,7 +124,8 @@ impl Redlock {
             NodeStatus {
                 node: node.label().to_owned(),
                 state,
-                quarantined_for: node.quarantined_for(resource),
+                quarantine: node.quarantine(resource),
+                marker: node.marker_state(resource),
                 may_evict: node.may_evict(),
                 shard: tokio::time::timeout_at(deadline.into(), node.shard_of(resource))
                     .await

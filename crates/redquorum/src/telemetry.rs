@@ -18,6 +18,7 @@
 //!    instants ([`Between`]), worked out only when a histogram takes it: without a recorder,
 //!    neither the subtraction nor (for one that ends now) the clock read happens.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use metrics::{IntoF64, Key, Label, Level, Metadata, with_recorder};
@@ -25,6 +26,7 @@ use tracing::Span;
 
 use crate::cause::Cause;
 use crate::error::{Error, LossReason};
+use crate::quarantine::Quarantine;
 use crate::reply::Reply;
 use crate::resources::Resources;
 use crate::validity;
@@ -95,6 +97,10 @@ pub(crate) struct Acquisition {
     started: Instant,
     /// The resource label, when the application opted in (invariant 1).
     resource: Option<String>,
+    /// Attempts so far: recorded on the span once, when the acquisition ends. Recorded at each
+    /// attempt, `tracing-subscriber`'s formatter appends the field again every time, and each
+    /// line of the span grew without bound at `-vv` ("attempts=1 attempts=2 …").
+    attempts: AtomicU32,
 }
 
 impl Acquisition {
@@ -108,10 +114,16 @@ impl Acquisition {
             ),
             started: Instant::now(),
             resource: resource_label.then(|| resources.to_string()),
+            attempts: AtomicU32::new(0),
         }
     }
 
-    /// The acquisition's span, which learns how many attempts it took.
+    /// Counts an attempt; returns its number.
+    pub(crate) fn attempt(&self) -> u32 {
+        self.attempts.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The acquisition's span, which learns how many attempts it took when it ends.
     pub(crate) fn span(&self) -> &Span {
         &self.span
     }
@@ -123,6 +135,10 @@ impl Acquisition {
 
     /// Records the acquisition's outcome (borrowed: a lock is large, and moving it costs).
     pub(crate) fn finish(self, result: Result<(), &Error>) {
+        if !self.span.is_disabled() {
+            self.span
+                .record("attempts", self.attempts.load(Ordering::Relaxed));
+        }
         let waited = Between(self.started, None);
         acquired(result, waited, self.resource.as_deref());
     }
@@ -289,11 +305,11 @@ impl NodeMetrics {
         kind: RequestKind,
         sent: Instant,
         answered: Instant,
-        quarantined_for: Option<Duration>,
+        quarantined: Option<Quarantine>,
     ) {
         // Set on every answer, not only on a change: two answers of one node can race, and a
         // recorder installed later must see it.
-        let quarantined = if quarantined_for.is_some() { 1.0 } else { 0.0 };
+        let quarantined = if quarantined.is_some() { 1.0 } else { 0.0 };
         // One recorder lookup for both: it is most of what a metric costs without a recorder.
         with_recorder(|r| {
             if let Some(key) = self.latency.get(kind as usize) {

@@ -111,8 +111,8 @@ async fn a_replaced_server_stays_quarantined_across_reconnections() {
     let status = other.status("res").await;
     assert!(
         status[0]
-            .quarantined_for
-            .is_some_and(|left| left > Duration::from_secs(3)),
+            .quarantine
+            .is_some_and(|q| q.left > Duration::from_secs(3)),
         "quarantined for max_ttl from the change: {status:?}"
     );
 }
@@ -170,8 +170,8 @@ async fn a_durable_node_that_lost_its_data_does_not_vote() {
     let status = later.status("res").await;
     assert!(
         status[0]
-            .quarantined_for
-            .is_some_and(|left| left > Duration::from_secs(5)),
+            .quarantine
+            .is_some_and(|q| q.left > Duration::from_secs(5)),
         "{status:?}"
     );
     assert!(held.is_valid(), "the first holder is the only one");
@@ -423,7 +423,7 @@ async fn a_promoted_replica_behind_the_same_address_is_not_trusted_for_its_durab
     client.status("res").await; // finds the old connection broken
     let status = client.status("res").await;
     assert!(
-        status[0].quarantined_for.is_some(),
+        status[0].quarantine.is_some(),
         "the promoted replica does not vote at once: {status:?}"
     );
 }

@@ -76,8 +76,8 @@ async fn with_quarantine_the_restarted_node_does_not_vote_until_max_ttl() {
     assert!(a_lock.is_valid(), "A still holds it, alone");
 
     let status = b.status("res").await;
-    assert!(status[1].quarantined_for.is_some(), "{status:?}");
-    assert!(status[0].quarantined_for.is_none() && status[2].quarantined_for.is_none());
+    assert!(status[1].quarantine.is_some(), "{status:?}");
+    assert!(status[0].quarantine.is_none() && status[2].quarantine.is_none());
 
     // Once A's lock has expired and the quarantine has ended, B gets in.
     b.acquire_with("res", MAX_TTL, &patient())
@@ -102,7 +102,7 @@ async fn a_client_that_sees_the_run_id_change_quarantines_the_node() {
     redlock.status("res").await;
     let status = redlock.status("res").await;
     assert!(
-        status[0].quarantined_for.is_some(),
+        status[0].quarantine.is_some(),
         "restart noticed: {status:?}"
     );
 }

@@ -198,7 +198,7 @@ async fn a_promoted_master_is_quarantined_and_the_holder_keeps_its_lock() {
     );
     let status = rival.status("payments").await;
     assert!(
-        status[0].quarantined_for > Some(TTL),
+        status[0].quarantine.map(|q| q.left) > Some(TTL),
         "quarantined for max_ttl: {status:?}"
     );
     lock.extend(TTL).await.expect("extended on the other two");
@@ -392,8 +392,11 @@ async fn concurrent_votes_count_only_once_the_replica_has_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_acl_for_clusters_is_enough() {
     const CLUSTER_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:{*}lock:* ~redlock-node-marker{*} resetchannels -@all +set +get +del +exists +pexpire +pttl +type +time +eval +evalsha +script|load +info +config|get +ping +cluster|nodes";
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("README");
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/cluster.md"
+    ))
+    .expect("README");
     assert!(readme.contains(CLUSTER_ACL), "the cluster ACL is published");
     let mut cluster = redis_cluster(3, 0);
     let line = CLUSTER_ACL.replace("CHANGE-ME", "pw-cluster");

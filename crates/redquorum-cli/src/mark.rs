@@ -1,0 +1,62 @@
+//! `redlock nodes mark [URL...] [--force]`: an operator vouches that servers lost nothing.
+//!
+//! The restart quarantine keeps a node out of the vote for up to `--max-ttl` when it may have
+//! lost data: one just started, or seen for the first time without a marker. An operator who
+//! knows better (the server is brand new, or known good) says so here: each server gets a marker
+//! that vouches at once for its current run, and clients trust it without waiting
+//! ([`Redlock::mark_nodes`] has the rules and the argument). Servers are the URLs given, else
+//! the global `--servers`.
+
+use redquorum::{Mark, Redlock};
+use serde::Serialize;
+
+use crate::exit::{Failure, NOT_HELD, OK, Outcome, UNAVAILABLE};
+use crate::global::Global;
+use crate::output;
+
+/// What `mark` prints for one node with `--json`.
+#[derive(Debug, Serialize)]
+struct Marked<'a> {
+    node: &'a str,
+    marked: bool,
+    result: String,
+}
+
+/// Marks `urls` (or the global servers); exit 0 when every node carries a marker that vouches,
+/// 1 when one was refused (a replica, or a marker that records a loss), 69 when one could not
+/// be reached.
+pub async fn run(urls: &[String], force: bool, json: bool, global: &Global) -> Outcome {
+    let servers = if urls.is_empty() {
+        global.servers.clone()
+    } else {
+        urls.join(",")
+    };
+    let manager = global.configure(Redlock::builder_from_list(&servers))?;
+    let marks = manager.mark_nodes(force).await;
+    for (node, mark) in &marks {
+        let line = if json {
+            output::json(&Marked {
+                node,
+                marked: mark.is_marked(),
+                result: mark.to_string(),
+            })
+        } else {
+            format!("{node}: {mark}")
+        };
+        output::print(&line)?;
+    }
+    let vouched = |mark: &Mark| mark.is_marked() || *mark == Mark::HasMarker { vouches: true };
+    if marks.iter().any(|(_, m)| matches!(m, Mark::Failed(_))) {
+        return Err(Failure::new(
+            UNAVAILABLE,
+            "not every server could be marked: some could not be reached (see above)",
+        ));
+    }
+    if !marks.iter().all(|(_, m)| vouched(m)) {
+        return Err(Failure::new(
+            NOT_HELD,
+            "not every server was marked (see above); --force marks them anyway",
+        ));
+    }
+    Ok(OK)
+}

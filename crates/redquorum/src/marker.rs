@@ -1,0 +1,189 @@
+//! The marker's value: what a node's marker key says, and how every writer spells it.
+//!
+//! The marker ([`MARKER_KEY`](crate::MARKER_KEY)) is the evidence that a node kept its data
+//! ([`quarantine`](crate::quarantine)). Its value says who wrote it and from when it vouches:
+//!
+//! ```text
+//! value = [owner "/"] body ":" time
+//! body  = id                   written after a loss was seen (or by an earlier version)
+//!       | "new." id            written by a client that saw the node for the first time, without one
+//!       | "ok." run_id "." id  vouched for: by an operator (`redlock nodes mark`), or by the
+//!                              group's evidence ([`first_sight`](crate::first_sight))
+//! time  = the node's clock, in ms, from which it vouches (0: at once)
+//! ```
+//!
+//! # Invariants
+//! 1. **The id is the marker's identity.** A loss takes the key with it, and whoever finds it
+//!    missing writes a fresh random id; so a marker whose id changed is evidence of a loss, and
+//!    one whose id stayed the same is the same marker, whatever its tag and time say. Only our
+//!    own vouching ever rewrites a marker in place, and it keeps the id: a client that saw the
+//!    marker pending does not take the vouch for a loss.
+//! 2. **The time is last**, after the last `:`, as every version of this library has read it:
+//!    a client that does not know the tags reads a vouched marker as vouching at once and a
+//!    first-sight marker as pending until its time, which is what they mean; and it reads the
+//!    rest as one opaque value.
+//! 3. **A vouch names the run it vouches for.** An operator vouches that this server lost
+//!    nothing up to now, which says nothing about a later restart: the uptime rule is waived
+//!    only while the server's `run_id` is the one the marker names.
+
+use std::time::Duration;
+
+/// What a marker says of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tag<'a> {
+    /// Written after a loss was seen, by hand, or by an earlier version.
+    Plain,
+    /// Written by a client that saw the node for the first time, without a marker.
+    New,
+    /// Vouched for, for the run with this `run_id` (invariant 3).
+    Vouched { run_id: &'a str },
+}
+
+/// A marker value, read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MarkerValue<'a> {
+    /// The owner's `run_id` (a Redis Cluster master's marker), or "".
+    pub(crate) owner: &'a str,
+    pub(crate) tag: Tag<'a>,
+    /// The identity (invariant 1).
+    pub(crate) id: &'a str,
+    /// The node time in ms from which it vouches (0 when it carries none).
+    pub(crate) vouches_from_ms: u64,
+}
+
+impl<'a> MarkerValue<'a> {
+    /// Reads any value: one that follows no grammar is a plain marker whose id is the whole
+    /// value and that vouches at once (a marker written by hand).
+    pub(crate) fn parse(value: &'a str) -> Self {
+        let (owner, rest) = match value.split_once('/') {
+            Some((owner, rest)) if !owner.is_empty() && owner.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                (owner, rest)
+            }
+            _ => ("", value),
+        };
+        let (body, vouches_from_ms) = match rest.rsplit_once(':') {
+            Some((body, ms)) => match ms.parse::<u64>() {
+                Ok(ms) => (body, ms),
+                Err(_) => (rest, 0),
+            },
+            None => (rest, 0),
+        };
+        let (tag, id) = if let Some(id) = body.strip_prefix("new.") {
+            (Tag::New, id)
+        } else if let Some((run_id, id)) = body
+            .strip_prefix("ok.")
+            .and_then(|vouched| vouched.split_once('.'))
+        {
+            (Tag::Vouched { run_id }, id)
+        } else {
+            (Tag::Plain, body)
+        };
+        Self {
+            owner,
+            tag,
+            id,
+            vouches_from_ms,
+        }
+    }
+
+    /// How long after `node_ms` (the node's clock) it starts to vouch.
+    pub(crate) fn pending_at(&self, node_ms: u64) -> Duration {
+        Duration::from_millis(self.vouches_from_ms.saturating_sub(node_ms))
+    }
+
+    /// Whether it waives the uptime rule for the run `run_id` (invariant 3).
+    pub(crate) fn vouches_for_run(&self, run_id: &str) -> bool {
+        matches!(self.tag, Tag::Vouched { run_id: vouched } if vouched == run_id)
+    }
+}
+
+/// What a node's marker says about how it came to be, as `redlock status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MarkerState {
+    /// Vouched for: by an operator (`redlock nodes mark`), or by the group's evidence on first
+    /// sight.
+    Vouched,
+    /// Written by a client that saw the node for the first time without a marker.
+    FirstSight,
+    /// Written after a data loss was seen, by an earlier version, or by hand.
+    Plain,
+}
+
+impl MarkerState {
+    pub(crate) fn of(value: &str) -> Self {
+        match MarkerValue::parse(value).tag {
+            Tag::Vouched { .. } => MarkerState::Vouched,
+            Tag::New => MarkerState::FirstSight,
+            Tag::Plain => MarkerState::Plain,
+        }
+    }
+}
+
+impl std::fmt::Display for MarkerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MarkerState::Vouched => "vouched for",
+            MarkerState::FirstSight => "written on first sight",
+            MarkerState::Plain => "present",
+        })
+    }
+}
+
+/// The identity of a marker value (invariant 1).
+pub(crate) fn id_of(value: &str) -> &str {
+    MarkerValue::parse(value).id
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_writer_s_spelling_is_read() {
+        let plain = MarkerValue::parse("9f0c:1700");
+        assert_eq!(
+            plain,
+            MarkerValue {
+                owner: "",
+                tag: Tag::Plain,
+                id: "9f0c",
+                vouches_from_ms: 1700
+            }
+        );
+        let new = MarkerValue::parse("new.9f0c:1700");
+        assert_eq!((new.tag, new.id, new.vouches_from_ms), (Tag::New, "9f0c", 1700));
+        let ok = MarkerValue::parse("ok.abc123.9f0c:0");
+        assert_eq!(ok.tag, Tag::Vouched { run_id: "abc123" });
+        assert_eq!((ok.id, ok.vouches_from_ms), ("9f0c", 0));
+        let owned = MarkerValue::parse("abc123/new.9f0c:5");
+        assert_eq!((owned.owner, owned.tag, owned.id), ("abc123", Tag::New, "9f0c"));
+        let by_hand = MarkerValue::parse("set by the operator");
+        assert_eq!((by_hand.tag, by_hand.id, by_hand.vouches_from_ms), (Tag::Plain, "set by the operator", 0));
+        let fresh = MarkerValue::parse("fresh:0");
+        assert_eq!((fresh.id, fresh.vouches_from_ms), ("fresh", 0));
+    }
+
+    #[test]
+    fn a_vouch_keeps_the_identity_and_vouches_at_once_for_its_run_only() {
+        let pending = "new.9f0c:99999";
+        // As `scripts/vouch.lua` writes it.
+        let vouch = format!("ok.run1.{}:0", id_of(pending));
+        assert_eq!(id_of(&vouch), id_of(pending));
+        let read = MarkerValue::parse(&vouch);
+        assert!(read.pending_at(5).is_zero());
+        assert!(read.vouches_for_run("run1"));
+        assert!(!read.vouches_for_run("run2"), "a restart is not vouched for");
+        assert_eq!(MarkerValue::parse(pending).pending_at(99_000), Duration::from_secs(0) + Duration::from_millis(999));
+    }
+
+    #[test]
+    fn an_earlier_version_reads_the_time_where_it_always_did() {
+        // Earlier versions: `value.rsplit_once(':')` and a u64 after it.
+        for value in ["ok.r.9f0c:0", "new.9f0c:1700", "abc/new.9f0c:1700"] {
+            let (_, ms) = value.rsplit_once(':').unwrap();
+            assert_eq!(ms.parse::<u64>().unwrap(), MarkerValue::parse(value).vouches_from_ms);
+        }
+    }
+}

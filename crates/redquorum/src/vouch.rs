@@ -1,0 +1,363 @@
+//! Vouching for nodes: the only places that rewrite a marker in place (keeping its id,
+//! [`marker`](crate::marker) invariant 1). Two callers:
+//! - the group's first-sight protocol ([`first_sight`](crate::first_sight) has the rule and its
+//!   argument; this is its I/O), run at most once at a time per manager, on connections of its
+//!   own to every node (one each, a few times in a process's life: the health checks it serves
+//!   are in the middle of their own connection's set-up);
+//! - an operator's `redlock nodes mark` ([`Redlock::mark_nodes`](crate::Redlock::mark_nodes)),
+//!   who vouches that servers lost nothing (brand-new, or known good).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared, join_all};
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+
+use crate::Redlock;
+use crate::first_sight::{Outcome, Sighting, decide, unclean};
+use crate::marker::{MarkerValue, Tag};
+use crate::quarantine::{MARKER_KEY, info_field};
+use crate::reply::NodeError;
+use crate::scripts::{MARKER, VOUCH};
+use crate::sync::lock;
+
+/// How long an undecided first look (a node could not be read) is kept before the next health
+/// check may try again.
+const LOOK_AGAIN_AFTER: Duration = Duration::from_secs(2);
+
+/// One manager's first-sight protocol over all of its nodes (plain servers only:
+/// [`first_sight`](crate::first_sight) invariant 5).
+pub(crate) struct FirstSight {
+    nodes: Vec<(String, redis::Client)>,
+    max_ttl: Duration,
+    connect_timeout: Duration,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for FirstSight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FirstSight")
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    decided: Option<(Outcome, Instant)>,
+    running: Option<Shared<BoxFuture<'static, Outcome>>>,
+}
+
+impl FirstSight {
+    /// The protocol for the servers `nodes` (label, client), in the manager's order.
+    pub(crate) fn new(
+        nodes: Vec<(String, redis::Client)>,
+        max_ttl: Duration,
+        connect_timeout: Duration,
+    ) -> Self {
+        Self {
+            nodes,
+            max_ttl,
+            connect_timeout,
+            state: Mutex::default(),
+        }
+    }
+
+    /// How long a health check waits for [`settle`](Self::settle): half the connect timeout,
+    /// within which a connection attempt must also finish.
+    pub(crate) fn patience(&self) -> Duration {
+        self.connect_timeout / 2
+    }
+
+    /// The group's decision: made once (a look that could not read every node is made again
+    /// after [`LOOK_AGAIN_AFTER`]); concurrent callers share one run.
+    pub(crate) async fn settle(self: &Arc<Self>) -> Outcome {
+        let run = {
+            let mut state = lock(&self.state);
+            match &state.decided {
+                Some((Outcome::Undecided, at)) if at.elapsed() < LOOK_AGAIN_AFTER => {
+                    return Outcome::Undecided;
+                }
+                Some((Outcome::Undecided, _)) | None => {}
+                Some((decided, _)) => return decided.clone(),
+            }
+            let me = Arc::clone(self);
+            state
+                .running
+                .get_or_insert_with(|| {
+                    let run = me.run().boxed().shared();
+                    // Driven to the end even if every health check waiting for it gives up
+                    // first (each waits only part of its connect timeout).
+                    tokio::spawn(run.clone());
+                    run
+                })
+                .clone()
+        };
+        run.await
+    }
+
+    /// Records the run's outcome, for the next health checks.
+    fn decided(&self, outcome: Outcome) -> Outcome {
+        let mut state = lock(&self.state);
+        state.running = None;
+        state.decided = Some((outcome.clone(), Instant::now()));
+        outcome
+    }
+
+    /// Look, decide, extend every marker, then vouch for each (`first_sight`'s rule).
+    async fn run(self: Arc<Self>) -> Outcome {
+        let outcome = self.look_and_vouch().await;
+        self.decided(outcome)
+    }
+
+    async fn look_and_vouch(&self) -> Outcome {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.connect_timeout));
+        let looks = join_all(self.nodes.iter().map(|(_, client)| async {
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .ok()?;
+            let look = look(&mut conn, self.max_ttl).await.ok()?;
+            Some((conn, look))
+        }))
+        .await;
+        let sightings: Vec<(String, Sighting)> = self
+            .nodes
+            .iter()
+            .zip(&looks)
+            .map(|((label, _), look)| {
+                let sighting = look.as_ref().map_or(Sighting::Unread, |(_, l)| l.sighting.clone());
+                (label.clone(), sighting)
+            })
+            .collect();
+        let outcome = decide(&sightings);
+        if outcome != Outcome::Vouched {
+            if let Outcome::Wait(why) = &outcome {
+                tracing::info!("nodes seen without a marker wait out their quarantine: {why}");
+            }
+            return outcome;
+        }
+        let mut looked: Vec<(MultiplexedConnection, Look)> = looks.into_iter().flatten().collect();
+        // Invariant 1 of `first_sight`: every extension before any vouch.
+        for ((label, _), (conn, look)) in self.nodes.iter().zip(&mut looked) {
+            let max_ttl_ms = u64::try_from(self.max_ttl.as_millis()).unwrap_or(u64::MAX);
+            let step = rewrite(conn, "extend", &look.id, &max_ttl_ms.to_string(), false).await;
+            if matches!(&step, Ok((false, found)) if found == "vouched") {
+                // Another client's protocol got there first; the health checks read its vouch.
+                return Outcome::Undecided;
+            }
+            if !matches!(step, Ok((true, _))) {
+                let why = format!("{label}: its marker changed while the group was read");
+                tracing::info!("nodes seen without a marker wait out their quarantine: {why}");
+                return Outcome::Wait(why);
+            }
+        }
+        for ((label, _), (conn, look)) in self.nodes.iter().zip(&mut looked) {
+            // Invariant 4 of `first_sight`: a vouch that fails leaves that marker pending.
+            let step = rewrite(conn, "vouch", &look.id, &look.run_id, false).await;
+            if !matches!(step, Ok((true, _))) {
+                let why = format!("{label}: its marker changed while the group was vouched for");
+                return Outcome::Wait(why);
+            }
+        }
+        tracing::info!(
+            nodes = self.nodes.len(),
+            "nodes seen for the first time, without markers, long running and clean: trusted at once"
+        );
+        Outcome::Vouched
+    }
+}
+
+/// What the first look at one node found.
+struct Look {
+    sighting: Sighting,
+    /// The id of its first-sight marker.
+    id: String,
+    run_id: String,
+}
+
+/// Reads (or writes, where there is none) a node's marker as a first-sight one, then its `INFO`:
+/// read after the marker, so a loss before the read shows in the counters (`first_sight`).
+async fn look(conn: &mut MultiplexedConnection, max_ttl: Duration) -> Result<Look, NodeError> {
+    let fresh = format!("{:016x}", rand::random::<u64>());
+    let (value, _, node_ms): (String, u8, u64) = redis::cmd("EVAL")
+        .arg(MARKER.source)
+        .arg(1)
+        .arg(MARKER_KEY)
+        .arg(fresh)
+        .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
+        .arg("")
+        .arg("new.")
+        .query_async(conn)
+        .await
+        .map_err(|e| NodeError::from_redis(&e))?;
+    let info: String = redis::cmd("INFO")
+        .arg("all")
+        .query_async(conn)
+        .await
+        .map_err(|e| NodeError::from_redis(&e))?;
+    let marker = MarkerValue::parse(&value);
+    let run_id = info_field(&info, "run_id").unwrap_or_default().to_owned();
+    let sighting = if marker.tag != Tag::New || marker.pending_at(node_ms).is_zero() {
+        Sighting::Excluded("it shows a marker".to_owned())
+    } else if info_field(&info, "cluster_enabled") == Some("1") {
+        Sighting::Excluded("a Redis Cluster node".to_owned())
+    } else {
+        unclean(&info, max_ttl).map_or(Sighting::Unmarked { id: marker.id.to_owned() }, Sighting::Excluded)
+    };
+    Ok(Look {
+        sighting,
+        id: marker.id.to_owned(),
+        run_id,
+    })
+}
+
+/// One step of `scripts/vouch.lua` on the node's marker: whether it was done, and what was found
+/// there (`none`, `new`, `vouched` or `other`).
+async fn rewrite(
+    conn: &mut MultiplexedConnection,
+    step: &str,
+    id: &str,
+    arg: &str,
+    force: bool,
+) -> Result<(bool, String), NodeError> {
+    let (done, _, found): (u8, Option<String>, String) = redis::cmd("EVAL")
+        .arg(VOUCH)
+        .arg(1)
+        .arg(MARKER_KEY)
+        .arg(step)
+        .arg(id)
+        .arg(arg)
+        .arg(if force { "1" } else { "0" })
+        .query_async(conn)
+        .await
+        .map_err(|e| NodeError::from_redis(&e))?;
+    Ok((done == 1, found))
+}
+
+/// What [`Redlock::mark_nodes`](crate::Redlock::mark_nodes) did on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mark {
+    /// Marked: the node had no marker; it now has one that vouches at once.
+    Written,
+    /// Marked: its marker was a first-sight one still pending (a client saw the node for the
+    /// first time without a marker); it now vouches at once, under the same id, so clients
+    /// already waiting take it at their next health check.
+    Vouched,
+    /// Marked with `force`, over a marker that already vouched or that records a loss.
+    Overwritten,
+    /// Not marked: it already has a marker, which vouches already (`vouches`), or which records
+    /// a data loss less than `max_ttl` ago (or was written by hand). `force` overwrites it.
+    HasMarker {
+        /// Whether that marker already vouches for the node.
+        vouches: bool,
+    },
+    /// Not marked: the server is a replica, not a master (`force` marks it anyway).
+    Replica,
+    /// Not marked: a Redis Cluster node, whose masters each carry their own marker.
+    Cluster,
+    /// Not marked: the node could not be reached, or refused (its error, without credentials).
+    Failed(String),
+}
+
+impl Mark {
+    /// Whether the node now carries a marker that vouches for it.
+    pub fn is_marked(&self) -> bool {
+        matches!(self, Mark::Written | Mark::Vouched | Mark::Overwritten)
+    }
+}
+
+impl std::fmt::Display for Mark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mark::Written => "marked: it had no marker; trusted at once from now on",
+            Mark::Vouched => {
+                "marked: its first-sight marker now vouches; waiting clients trust it within seconds"
+            }
+            Mark::Overwritten => "marked (forced over the marker it had)",
+            Mark::HasMarker { vouches: true } => {
+                "not marked: its marker already vouches for it (nothing to do)"
+            }
+            Mark::HasMarker { vouches: false } => {
+                "not marked: its marker records a data loss less than max_ttl ago; \
+                 --force if you know it lost nothing"
+            }
+            Mark::Replica => "not marked: it is a replica; locks go to masters (--force to mark it anyway)",
+            Mark::Cluster => "not marked: a Redis Cluster node (each master carries its own marker)",
+            Mark::Failed(why) => return write!(f, "not marked: {why}"),
+        })
+    }
+}
+
+impl Redlock {
+    /// Vouches, as an operator, that every node of this manager lost nothing (brand-new, or
+    /// known good): each gets a marker that vouches at once for its current run, so clients
+    /// trust it without waiting out the restart quarantine (`redlock nodes mark`). A node that
+    /// is a replica, or whose marker already vouches or records a loss, is left alone unless
+    /// `force`. A first-sight marker still pending (a client saw the node without one) is
+    /// vouched for under the same id, so clients already waiting trust it at their next health
+    /// check (within 2 s).
+    ///
+    /// Vouching for a server that did lose data less than `max_ttl` ago (flushed, restarted
+    /// without persistence) lets a lock be granted twice: this is the operator's word against the
+    /// evidence.
+    ///
+    /// Returns each node's address (without credentials) and what was done there.
+    ///
+    /// # Cancel safety
+    /// Each node's marker is written by one script call: dropping the future leaves every node
+    /// either marked or as it was.
+    pub async fn mark_nodes(&self, force: bool) -> Vec<(String, Mark)> {
+        let timeout = self.engine().rules.connect_timeout;
+        join_all(self.engine().nodes.iter().map(|node| async move {
+            let mark = match node.plain_server() {
+                Some(server) => self::mark(server.client(), force, timeout).await,
+                None => Mark::Cluster,
+            };
+            (node.label().to_owned(), mark)
+        }))
+        .await
+    }
+}
+
+/// Vouches for one server as an operator: a marker that vouches at once for its current run
+/// (`marker` invariant 3), unless it is a replica or already has a marker (other than a pending
+/// first-sight one), where only `force` writes.
+pub(crate) async fn mark(client: &redis::Client, force: bool, timeout: Duration) -> Mark {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    let failed = |e: &redis::RedisError| Mark::Failed(NodeError::from_redis(e).reply().to_string());
+    let mut conn = match client.get_multiplexed_async_connection_with_config(&config).await {
+        Ok(conn) => conn,
+        Err(e) => return failed(&e),
+    };
+    let info: String = match redis::cmd("INFO").arg("all").query_async(&mut conn).await {
+        Ok(info) => info,
+        Err(e) => return failed(&e),
+    };
+    if info_field(&info, "cluster_enabled") == Some("1") {
+        return Mark::Cluster;
+    }
+    if info_field(&info, "role") != Some("master") && !force {
+        return Mark::Replica;
+    }
+    let run_id = info_field(&info, "run_id").unwrap_or_default();
+    let fresh = format!("{:016x}", rand::random::<u64>());
+    match rewrite(&mut conn, "mark", &fresh, run_id, force).await {
+        Ok((true, found)) => match found.as_str() {
+            "none" => Mark::Written,
+            "new" => Mark::Vouched,
+            _ => Mark::Overwritten,
+        },
+        Ok((false, found)) => Mark::HasMarker {
+            vouches: found == "vouched",
+        },
+        Err(e) => Mark::Failed(e.reply().to_string()),
+    }
+}
