@@ -283,6 +283,11 @@ impl Memory {
         until.0
     }
 
+    /// Until when the losses seen so far keep the node out (invariant 2), if any do.
+    pub(crate) fn loss_until(&self) -> Option<Instant> {
+        self.quarantined_until.map(|(until, _)| until)
+    }
+
     /// Whether no health check of this node has read a marker yet.
     pub(crate) fn is_first_sight(&self) -> bool {
         self.marker_id.is_none()

@@ -180,7 +180,13 @@ struct Live {
 }
 
 impl Live {
-    fn new(conn: MultiplexedConnection, generation: u64, epoch: Instant, health: &Health) -> Self {
+    fn new(
+        conn: MultiplexedConnection,
+        generation: u64,
+        epoch: Instant,
+        health: &Health,
+        memory: &Mutex<Memory>,
+    ) -> Self {
         let live = Self {
             conn,
             generation,
@@ -195,20 +201,25 @@ impl Live {
             acks: ReplicaAcks::default(),
             clock: ClockEstimate::default(),
         };
-        live.set_health(health);
+        live.set_health(health, memory);
         live
     }
 
-    /// Records a health check's verdict. The two values need not change together: each is only
-    /// compared with the clock on its own.
-    fn set_health(&self, health: &Health) {
-        // Never earlier than before: a recheck that judged the node before a vote showed a loss
-        // ([`Live::lost_data`]) must not undo that vote's quarantine when it lands after it.
-        // (Judged verdicts only move later anyway: quarantine invariant 2.)
-        self.trusted_from.fetch_max(
-            nanos_since(self.epoch, health.trusted_from),
-            Ordering::AcqRel,
-        );
+    /// Records a health check's verdict, never earlier than the losses `memory` remembers. The
+    /// values need not change together: each is only compared with the clock on its own.
+    fn set_health(&self, health: &Health, memory: &Mutex<Memory>) {
+        // A recheck that judged the node before a vote showed a loss must not undo that vote's
+        // quarantine when it lands after it: the vote records the loss in the memory first, then
+        // here ([`Live::lost_data`]); read under the memory's lock, the floor includes it, or
+        // the vote's own raise comes after this store. Otherwise the verdict may move earlier:
+        // a vouch ended a first-sight marker's pending time (`vouch`).
+        let memory = lock(memory);
+        let trusted_from = memory
+            .loss_until()
+            .map_or(health.trusted_from, |loss| loss.max(health.trusted_from));
+        self.trusted_from
+            .store(nanos_since(self.epoch, trusted_from), Ordering::Release);
+        drop(memory);
         self.checked_at.store(
             nanos_since(self.epoch, health.checked_at),
             Ordering::Release,
@@ -475,7 +486,7 @@ impl Server {
                     first_sight.as_ref(),
                 )
                 .await?;
-                Ok(Arc::new(Live::new(conn, generation, epoch, &health)))
+                Ok(Arc::new(Live::new(conn, generation, epoch, &health, &memory)))
             };
             tokio::time::timeout(settings.connect_timeout, attempt)
                 .await
@@ -506,7 +517,7 @@ impl Server {
             let mut conn = live.conn.clone();
             let check = check_health(&mut conn, &trust, &memory, &marker, first_sight.as_ref());
             match tokio::time::timeout(timeout, check).await {
-                Ok(Ok(health)) => live.set_health(&health),
+                Ok(Ok(health)) => live.set_health(&health, &memory),
                 // A server that cannot be checked is not trusted on this connection any more:
                 // the next request makes a new one, health check first (invariant 6).
                 _ => live.condemned.store(true, Ordering::Release),
