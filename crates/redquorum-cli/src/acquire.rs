@@ -91,7 +91,8 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         None => Retry::once(),
         Some(wait) => Retry::forever().max_wait(wait),
     };
-    let (manager, retry, notice) = global.for_acquiring(retry).await?;
+    let waits = args.wait.is_some_and(|wait| !wait.is_zero());
+    let (manager, retry, notice) = global.for_acquiring(retry, waits).await?;
     let lock = match args.permits {
         Some(permits) => {
             manager

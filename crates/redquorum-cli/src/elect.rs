@@ -71,7 +71,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     global.check_ttl(args.ttl)?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let mut signals = Signals::install()?;
-    let (manager, retry, notice) = global.for_acquiring(Retry::forever()).await?;
+    let (manager, retry, notice) = global.for_acquiring(Retry::forever(), true).await?;
     let campaign = manager.campaign_with(&args.election, &identity, args.ttl, &retry);
     let guard = match run::until_signalled(campaign, &mut signals, global).await? {
         Ok(guard) => guard,

@@ -13,9 +13,7 @@
 use std::fmt;
 use std::process::ExitCode;
 
-
 use redquorum::{Cause, Error, NodeReply, Reply};
-
 
 /// Success.
 pub const OK: u8 = 0;
@@ -121,7 +119,6 @@ impl Quarantine {
             .collect();
         (!nodes.is_empty()).then_some(Self { nodes })
     }
-
 }
 
 /// `1 node is quarantined (a:1: first seen without a marker, started 3 s ago, 57 s left)`.
@@ -240,7 +237,10 @@ mod tests {
         let q = Quarantine::of(&[
             reply(
                 "a:1",
-                Reply::Quarantined(redquorum::Quarantine::new(s(2), QuarantineReason::Restarted)),
+                Reply::Quarantined(redquorum::Quarantine::new(
+                    s(2),
+                    QuarantineReason::Restarted,
+                )),
             ),
             reply("b:2", Reply::Refused),
             reply(

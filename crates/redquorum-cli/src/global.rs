@@ -224,14 +224,16 @@ impl Global {
     /// away later, while waiting for a busy lock, are waited for like the lock itself. So are
     /// quarantined servers: they answer, and their quarantine ends by itself within `--max-ttl`.
     ///
-    /// The [`Notice`](crate::waiting::Notice) says on stderr why the acquisition waits if
-    /// quarantined nodes hold it up; keep it until the acquisition ends.
+    /// For an acquisition that `waits` (more than one attempt), the
+    /// [`Notice`](crate::waiting::Notice) says on stderr why it waits if quarantined nodes hold
+    /// it up; keep it until the acquisition ends. A single attempt says why in its error.
     pub async fn for_acquiring(
         &self,
         retry: Retry,
-    ) -> Result<(Redlock, Retry, crate::waiting::Notice), Failure> {
+        waits: bool,
+    ) -> Result<(Redlock, Retry, Option<crate::waiting::Notice>), Failure> {
         let (manager, up, replies) = self.connect_all().await?;
-        let notice = crate::waiting::watch(&manager, &self.servers);
+        let notice = waits.then(|| crate::waiting::watch(&manager, &self.servers));
         if up < manager.quorum() {
             tracing::debug!(up, "too few servers reachable; one attempt only");
             return Ok((manager, Retry::once(), notice));

@@ -203,7 +203,8 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         }
     }
     let mut signals = Signals::install()?;
-    let (manager, retry, notice) = global.for_acquiring(retry).await?;
+    let waits = !args.no_wait && args.wait.is_none_or(|wait| !wait.is_zero());
+    let (manager, retry, notice) = global.for_acquiring(retry, waits).await?;
     let acquisition = async {
         match (args.resources.as_slice(), args.permits) {
             ([one], Some(permits)) => {

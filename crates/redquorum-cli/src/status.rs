@@ -212,8 +212,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             Some(longest) => format!(
                 "only {} of {n} servers answered and can vote, {quorum} needed to tell who holds \
                  {resource:?}: {}",
-                summary.counted,
-                longest
+                summary.counted, longest
             ),
             None => format!(
                 "only {} of {n} servers answered, {quorum} needed to tell who holds {resource:?}",

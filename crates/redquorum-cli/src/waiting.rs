@@ -57,7 +57,10 @@ pub fn watch(manager: &Redlock, servers: &str) -> Notice {
                     .unwrap_or_default();
                 if !told {
                     told = true;
-                    eprintln!("redlock: waiting for {}", describe(&quarantined, manager.quorum()));
+                    eprintln!(
+                        "redlock: waiting for {}",
+                        describe(&quarantined, manager.quorum())
+                    );
                     eprintln!("redlock: {hint}");
                     bar = Bar::new();
                 }
@@ -145,7 +148,10 @@ mod tests {
 
     #[test]
     fn the_line_names_each_node_its_reason_and_time_left() {
-        let q = Quarantine::new(Duration::from_secs(58), QuarantineReason::FirstSeenWithoutMarker);
+        let q = Quarantine::new(
+            Duration::from_secs(58),
+            QuarantineReason::FirstSeenWithoutMarker,
+        );
         let line = describe(&[("127.0.0.1:7001".to_owned(), q)], 1);
         assert!(
             line.starts_with(
@@ -163,7 +169,9 @@ mod tests {
         assert!(hint.contains("redlock nodes mark"), "{hint}");
         let plain = mark_hint("redis://10.0.0.1:6379,redis://10.0.0.2:6379");
         assert!(
-            plain.ends_with("redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark"),
+            plain.ends_with(
+                "redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark"
+            ),
             "{plain}"
         );
     }

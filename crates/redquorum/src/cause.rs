@@ -172,7 +172,10 @@ mod tests {
         );
         // Two granted: the shortest is enough.
         let got = cause(Asked::Acquire, &[q(3), q(10), Granted, Refused, Granted]);
-        assert!(matches!(got, Cause::Quarantined { ready_in, .. } if ready_in == s(3)), "{got:?}");
+        assert!(
+            matches!(got, Cause::Quarantined { ready_in, .. } if ready_in == s(3)),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -49,7 +49,6 @@ use futures_util::future::join_all;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::vouch::FirstSight;
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
 use crate::error::{ConfigError, Error, RoundFailure};
@@ -67,6 +66,7 @@ use crate::subscriber::Watch;
 use crate::sync::lock;
 use crate::telemetry;
 use crate::validity;
+use crate::vouch::FirstSight;
 use crate::waiting::{WaiterId, Waiters};
 
 /// What a release did, node by node.

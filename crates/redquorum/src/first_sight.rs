@@ -183,7 +183,8 @@ mod tests {
             let ran = format!("cmdstat_{command}:calls=1,usec=5\r\n");
             let why = unclean(&info(3600, &ran), MAX_TTL);
             assert!(
-                why.as_deref().is_some_and(|w| w.contains(&command.to_uppercase())),
+                why.as_deref()
+                    .is_some_and(|w| w.contains(&command.to_uppercase())),
                 "{command}: {why:?}"
             );
         }
@@ -191,7 +192,10 @@ mod tests {
 
     #[test]
     fn young_promoted_evicting_or_replica_nodes_are_unclean() {
-        assert_eq!(unclean(&info(60, ""), MAX_TTL).as_deref(), Some("started 60 s ago"));
+        assert_eq!(
+            unclean(&info(60, ""), MAX_TTL).as_deref(),
+            Some("started 60 s ago")
+        );
         let promoted = info(3600, "").replace("second_repl_offset:-1", "second_repl_offset:42");
         assert!(unclean(&promoted, MAX_TTL).is_some_and(|w| w.contains("promoted")));
         let replica = info(3600, "").replace("role:master", "role:slave");

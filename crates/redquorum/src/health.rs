@@ -84,7 +84,11 @@ pub(crate) async fn check_health(
     };
     // A marker written on first sight says so (`marker`), outside clusters (`first_sight`
     // invariant 5).
-    let tag = if first_seen && !marker.owned { "new." } else { "" };
+    let tag = if first_seen && !marker.owned {
+        "new."
+    } else {
+        ""
+    };
     let marker = read_marker(conn, trust.max_ttl, &marker.key, owner, tag).await?;
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine

@@ -175,11 +175,11 @@ pub use lock::{Lock, LockInfo};
 pub use manager::Redlock;
 pub use marker::MarkerState;
 pub use quarantine::{MARKER_KEY, Quarantine, QuarantineReason, cluster_marker};
-pub use vouch::Mark;
 pub use reply::{NodeReply, Reply};
 pub use retry::Retry;
 pub use shards::Shard;
 pub use status::{NodeState, NodeStatus};
+pub use vouch::Mark;
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

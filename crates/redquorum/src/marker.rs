@@ -56,7 +56,9 @@ impl<'a> MarkerValue<'a> {
     /// value and that vouches at once (a marker written by hand).
     pub(crate) fn parse(value: &'a str) -> Self {
         let (owner, rest) = match value.split_once('/') {
-            Some((owner, rest)) if !owner.is_empty() && owner.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some((owner, rest))
+                if !owner.is_empty() && owner.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
                 (owner, rest)
             }
             _ => ("", value),
@@ -135,7 +137,6 @@ pub(crate) fn id_of(value: &str) -> &str {
     MarkerValue::parse(value).id
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,14 +154,23 @@ mod tests {
             }
         );
         let new = MarkerValue::parse("new.9f0c:1700");
-        assert_eq!((new.tag, new.id, new.vouches_from_ms), (Tag::New, "9f0c", 1700));
+        assert_eq!(
+            (new.tag, new.id, new.vouches_from_ms),
+            (Tag::New, "9f0c", 1700)
+        );
         let ok = MarkerValue::parse("ok.abc123.9f0c:0");
         assert_eq!(ok.tag, Tag::Vouched { run_id: "abc123" });
         assert_eq!((ok.id, ok.vouches_from_ms), ("9f0c", 0));
         let owned = MarkerValue::parse("abc123/new.9f0c:5");
-        assert_eq!((owned.owner, owned.tag, owned.id), ("abc123", Tag::New, "9f0c"));
+        assert_eq!(
+            (owned.owner, owned.tag, owned.id),
+            ("abc123", Tag::New, "9f0c")
+        );
         let by_hand = MarkerValue::parse("set by the operator");
-        assert_eq!((by_hand.tag, by_hand.id, by_hand.vouches_from_ms), (Tag::Plain, "set by the operator", 0));
+        assert_eq!(
+            (by_hand.tag, by_hand.id, by_hand.vouches_from_ms),
+            (Tag::Plain, "set by the operator", 0)
+        );
         let fresh = MarkerValue::parse("fresh:0");
         assert_eq!((fresh.id, fresh.vouches_from_ms), ("fresh", 0));
     }
@@ -174,8 +184,14 @@ mod tests {
         let read = MarkerValue::parse(&vouch);
         assert!(read.pending_at(5).is_zero());
         assert!(read.vouches_for_run("run1"));
-        assert!(!read.vouches_for_run("run2"), "a restart is not vouched for");
-        assert_eq!(MarkerValue::parse(pending).pending_at(99_000), Duration::from_secs(0) + Duration::from_millis(999));
+        assert!(
+            !read.vouches_for_run("run2"),
+            "a restart is not vouched for"
+        );
+        assert_eq!(
+            MarkerValue::parse(pending).pending_at(99_000),
+            Duration::from_secs(0) + Duration::from_millis(999)
+        );
     }
 
     #[test]
@@ -183,7 +199,10 @@ mod tests {
         // Earlier versions: `value.rsplit_once(':')` and a u64 after it.
         for value in ["ok.r.9f0c:0", "new.9f0c:1700", "abc/new.9f0c:1700"] {
             let (_, ms) = value.rsplit_once(':').unwrap();
-            assert_eq!(ms.parse::<u64>().unwrap(), MarkerValue::parse(value).vouches_from_ms);
+            assert_eq!(
+                ms.parse::<u64>().unwrap(),
+                MarkerValue::parse(value).vouches_from_ms
+            );
         }
     }
 }

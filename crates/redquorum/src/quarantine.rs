@@ -70,6 +70,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+#[cfg(doc)]
+use crate::Redlock;
 use crate::marker::{MarkerValue, Tag};
 
 /// The marker key: present on a node for as long as it kept its data (module docs). Its name is
@@ -118,8 +120,8 @@ pub enum QuarantineReason {
     /// (invariant 1).
     Started,
     /// Seen for the first time without a marker: a new server, or one flushed or replaced in the
-    /// last `max_ttl`; the group's evidence could not vouch for it
-    /// ([`first_sight`](crate::first_sight)).
+    /// last `max_ttl`; the group's evidence could not vouch for it (see the guide's *First use
+    /// and the restart quarantine*), and no operator did ([`Redlock::mark_nodes`]).
     FirstSeenWithoutMarker,
     /// Its `run_id` changed under us: it restarted, or another server answers at its address.
     Restarted,

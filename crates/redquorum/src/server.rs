@@ -486,7 +486,9 @@ impl Server {
                     first_sight.as_ref(),
                 )
                 .await?;
-                Ok(Arc::new(Live::new(conn, generation, epoch, &health, &memory)))
+                Ok(Arc::new(Live::new(
+                    conn, generation, epoch, &health, &memory,
+                )))
             };
             tokio::time::timeout(settings.connect_timeout, attempt)
                 .await

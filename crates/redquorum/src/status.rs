@@ -14,9 +14,9 @@ use futures_util::future::join_all;
 use redis::Value;
 
 use crate::Shard;
+use crate::manager::Redlock;
 use crate::marker::MarkerState;
 use crate::quarantine::Quarantine;
-use crate::manager::Redlock;
 use crate::reply::{NodeError, Reply};
 use crate::scripts::INSPECT;
 

@@ -130,7 +130,9 @@ impl FirstSight {
             .iter()
             .zip(&looks)
             .map(|((label, _), look)| {
-                let sighting = look.as_ref().map_or(Sighting::Unread, |(_, l)| l.sighting.clone());
+                let sighting = look
+                    .as_ref()
+                    .map_or(Sighting::Unread, |(_, l)| l.sighting.clone());
                 (label.clone(), sighting)
             })
             .collect();
@@ -207,7 +209,12 @@ async fn look(conn: &mut MultiplexedConnection, max_ttl: Duration) -> Result<Loo
     } else if info_field(&info, "cluster_enabled") == Some("1") {
         Sighting::Excluded("a Redis Cluster node".to_owned())
     } else {
-        unclean(&info, max_ttl).map_or(Sighting::Unmarked { id: marker.id.to_owned() }, Sighting::Excluded)
+        unclean(&info, max_ttl).map_or(
+            Sighting::Unmarked {
+                id: marker.id.to_owned(),
+            },
+            Sighting::Excluded,
+        )
     };
     Ok(Look {
         sighting,
@@ -333,7 +340,10 @@ pub(crate) async fn mark(client: &redis::Client, force: bool, timeout: Duration)
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout));
     let failed = |e: &redis::RedisError| Mark::Failed(NodeError::from_redis(e).reply().to_string());
-    let mut conn = match client.get_multiplexed_async_connection_with_config(&config).await {
+    let mut conn = match client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+    {
         Ok(conn) => conn,
         Err(e) => return failed(&e),
     };

@@ -19,7 +19,7 @@ const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redl
 
 #[test]
 fn the_readme_publishes_these_acls_verbatim() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/acl.md"))
         .expect("README");
     assert!(readme.contains(PLAIN_ACL), "the plain ACL is published");
     assert!(readme.contains(FULL_ACL), "the full ACL is published");

@@ -58,7 +58,11 @@ async fn a_long_running_group_that_no_client_marked_is_trusted_at_once() {
         .await
         .expect("a clean, long-running group without markers votes at once");
     for node in cluster.iter() {
-        assert!(marker_on(node).starts_with("ok."), "vouched: {}", marker_on(node));
+        assert!(
+            marker_on(node).starts_with("ok."),
+            "vouched: {}",
+            marker_on(node)
+        );
     }
     // Another client, later, finds vouched markers and trusts them as it would any marked node.
     let b = client(cluster.urls());
@@ -78,11 +82,17 @@ async fn a_long_running_group_that_no_client_marked_is_trusted_at_once() {
 async fn a_server_just_started_is_quarantined_and_the_reason_says_so() {
     let cluster = Cluster::start(1, unmarked()).unwrap();
     let a = client(cluster.urls());
-    let err = a.try_acquire("res", MAX_TTL).await.expect_err("quarantined");
+    let err = a
+        .try_acquire("res", MAX_TTL)
+        .await
+        .expect_err("quarantined");
     let Some(Cause::Quarantined { ready_in, .. }) = err.cause() else {
         panic!("{err}");
     };
-    assert!(ready_in > Duration::from_secs(1) && ready_in <= MAX_TTL, "{err}");
+    assert!(
+        ready_in > Duration::from_secs(1) && ready_in <= MAX_TTL,
+        "{err}"
+    );
     let reasons = quarantined(&err);
     assert_eq!(reasons.len(), 1, "{err}");
     assert!(
@@ -114,10 +124,17 @@ async fn a_server_without_a_marker_in_a_marked_group_is_new_to_it_and_waits() {
         .node(2)
         .cli(&["SET", "res", "somebody-else", "PX", "300"])
         .unwrap();
-    let a_lock = a.try_acquire("res", MAX_TTL).await.expect("A holds 0 and 1");
+    let a_lock = a
+        .try_acquire("res", MAX_TTL)
+        .await
+        .expect("A holds 0 and 1");
     tokio::time::sleep(Duration::from_millis(400)).await; // node 2's other key expires
 
-    let urls = vec![cluster.node(0).url(), replacement.url(), cluster.node(2).url()];
+    let urls = vec![
+        cluster.node(0).url(),
+        replacement.url(),
+        cluster.node(2).url(),
+    ];
     let late = client(urls);
     let err = late
         .try_acquire("res", MAX_TTL)
@@ -162,13 +179,22 @@ async fn every_data_dropping_command_keeps_a_long_running_server_quarantined_for
         ),
         (
             "slaveof",
-            vec![vec!["SLAVEOF", "127.0.0.1", &port], vec!["SLAVEOF", "NO", "ONE"]],
+            vec![
+                vec!["SLAVEOF", "127.0.0.1", &port],
+                vec!["SLAVEOF", "NO", "ONE"],
+            ],
         ),
         ("failover", vec![vec!["FAILOVER"]]),
         ("debug", vec![vec!["DEBUG", "SET-ACTIVE-EXPIRE", "1"]]),
         ("restore", vec![vec!["RESTORE", "k", "0", "not-a-dump"]]),
-        ("restore-asking", vec![vec!["RESTORE-ASKING", "k", "0", "not-a-dump"]]),
-        ("module|load", vec![vec!["MODULE", "LOAD", "/nonexistent/module.so"]]),
+        (
+            "restore-asking",
+            vec![vec!["RESTORE-ASKING", "k", "0", "not-a-dump"]],
+        ),
+        (
+            "module|load",
+            vec![vec!["MODULE", "LOAD", "/nonexistent/module.so"]],
+        ),
         (
             "module|loadex",
             vec![vec!["MODULE", "LOADEX", "/nonexistent/module.so"]],
@@ -199,10 +225,7 @@ async fn every_data_dropping_command_keeps_a_long_running_server_quarantined_for
         .expect("the control server is trusted at once");
     for (node, (name, _)) in nodes.iter().zip(&runs) {
         let newcomer = client(vec![node.url()]);
-        let err = newcomer
-            .try_acquire("res", MAX_TTL)
-            .await
-            .expect_err(name);
+        let err = newcomer.try_acquire("res", MAX_TTL).await.expect_err(name);
         assert_eq!(
             quarantined(&err),
             [QuarantineReason::FirstSeenWithoutMarker],
@@ -225,29 +248,55 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
         async move {
             let started = Instant::now();
             let lock = long
-                .acquire_with("res", Duration::from_secs(5), &Retry::forever().max_wait(Duration::from_secs(30)))
+                .acquire_with(
+                    "res",
+                    Duration::from_secs(5),
+                    &Retry::forever().max_wait(Duration::from_secs(30)),
+                )
                 .await;
-            (lock.map(|l| l.resource().to_owned()).map_err(|e| e.to_string()), started.elapsed())
+            (
+                lock.map(|l| l.resource().to_owned())
+                    .map_err(|e| e.to_string()),
+                started.elapsed(),
+            )
         }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let marks = waiter.mark_nodes(false).await;
     assert!(
-        marks.iter().all(|(_, m)| *m == Mark::Vouched || *m == Mark::Written),
+        marks
+            .iter()
+            .all(|(_, m)| *m == Mark::Vouched || *m == Mark::Written),
         "{marks:?}"
     );
     let (lock, waited) = waiting.await.unwrap();
-    assert_eq!(lock, Ok("res".to_owned()), "the waiting client gets the lock");
+    assert_eq!(
+        lock,
+        Ok("res".to_owned()),
+        "the waiting client gets the lock"
+    );
     assert!(
         waited < Duration::from_secs(30),
         "within its health rechecks, not the 60 s quarantine: {waited:?}"
     );
     // Marked again: nothing to do; a marker that records a loss is refused without force.
     let again = waiter.mark_nodes(false).await;
-    assert!(again.iter().all(|(_, m)| *m == Mark::HasMarker { vouches: true }), "{again:?}");
-    cluster.node(0).cli(&["SET", "redlock-node-marker", "lost:99999999999999"]).unwrap();
+    assert!(
+        again
+            .iter()
+            .all(|(_, m)| *m == Mark::HasMarker { vouches: true }),
+        "{again:?}"
+    );
+    cluster
+        .node(0)
+        .cli(&["SET", "redlock-node-marker", "lost:99999999999999"])
+        .unwrap();
     let refused = waiter.mark_nodes(false).await;
-    assert_eq!(refused[0].1, Mark::HasMarker { vouches: false }, "{refused:?}");
+    assert_eq!(
+        refused[0].1,
+        Mark::HasMarker { vouches: false },
+        "{refused:?}"
+    );
     let forced = waiter.mark_nodes(true).await;
     assert_eq!(forced[0].1, Mark::Overwritten, "{forced:?}");
 }
@@ -274,14 +323,27 @@ async fn a_client_waiting_out_a_quarantine_sends_a_handful_of_commands_a_second(
         let stats = node.cli(&["INFO", "commandstats"]).unwrap();
         stats
             .lines()
-            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
             .sum()
     };
     let manager = Redlock::builder([node.url()])
         .max_ttl(Duration::from_secs(6))
         .build()
         .unwrap();
-    assert!(manager.connect().await.iter().all(|r| matches!(r.reply, Reply::Quarantined(_))));
+    assert!(
+        manager
+            .connect()
+            .await
+            .iter()
+            .all(|r| matches!(r.reply, Reply::Quarantined(_)))
+    );
     let before = calls();
     let window = Duration::from_secs(3);
     let started = Instant::now();

@@ -1,0 +1,145 @@
+//! A new user's first lock: against a Redis started a moment ago, `redlock run` says why it
+//! waits at once and does not hammer the server while it waits; `nodes mark` ends the wait; and
+//! a long-running Redis that no client ever marked serves the first lock at once.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{redlock, run};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use redquorum_nodes::{NodeSpec, RedisNode};
+
+/// What a user's own Redis looks like: no persistence, and no marker written by a harness.
+fn users_redis() -> RedisNode {
+    RedisNode::start(NodeSpec::new().marked(false)).expect("start redis-server")
+}
+
+/// Every command the server ran so far, by its `INFO commandstats`.
+fn calls(node: &RedisNode) -> u64 {
+    let stats = node.cli(&["INFO", "commandstats"]).expect("INFO");
+    stats
+        .lines()
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[test]
+fn a_fresh_redis_says_why_at_once_waits_quietly_and_nodes_mark_ends_the_wait() {
+    let node = users_redis();
+    let servers = node.url();
+    let started = Instant::now();
+    let mut child = redlock(&servers)
+        .args(["run", "first-job", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn redlock");
+    let (lines, heard) = mpsc::channel();
+    let stderr = child.stderr.take().expect("piped stderr");
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send((started.elapsed(), line));
+        }
+    });
+    let (first_at, first) = heard
+        .recv_timeout(Duration::from_secs(20))
+        .expect("a line on stderr while waiting, not silence");
+    // The target is under a second; the bound is loose for 2 noisy cores, but far below the
+    // minute of quarantine that was once waited in silence.
+    assert!(
+        first_at < Duration::from_secs(5),
+        "first message after {first_at:?}"
+    );
+    let address = servers.trim_start_matches("redis://");
+    for word in [address, "restart quarantine", "started", "s left"] {
+        assert!(first.contains(word), "{word:?} in {first:?}");
+    }
+    let (_, hint) = heard
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the hint");
+    assert!(hint.contains("nodes mark"), "{hint}");
+    eprintln!("first message after {first_at:?}: {first}");
+
+    // While it waits, it sends a handful of commands a second (it once sent over a thousand).
+    let before = calls(&node);
+    let window = Instant::now();
+    thread::sleep(Duration::from_secs(3));
+    let sent = calls(&node) - before - 1; // the INFO of `calls` itself
+    let per_second = sent as f64 / window.elapsed().as_secs_f64();
+    eprintln!("{sent} commands in {:?} while waiting", window.elapsed());
+    assert!(
+        per_second < 20.0,
+        "{sent} commands in 3 s ({per_second:.0}/s)"
+    );
+    assert!(child.try_wait().expect("wait").is_none(), "still waiting");
+
+    // The user stops it, vouches for the new server, and runs again: at once.
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let status = child.wait().expect("wait");
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "SIGTERM ends the wait: {status:?}"
+    );
+    let out = run(redlock(&servers).args(["nodes", "mark"]));
+    out.expect_code(0);
+    assert!(out.stdout.contains("marked"), "{out:#?}");
+    let out = run(redlock(&servers).args(["run", "first-job", "--", "true"]));
+    out.expect_code(0);
+    assert!(out.stderr.is_empty(), "no wait, nothing to say: {out:#?}");
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "at once after the mark, not after the quarantine: {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn a_long_running_redis_that_nobody_marked_serves_the_first_lock_at_once() {
+    let node = users_redis();
+    // Up for longer than --max-ttl (3 s here; a minute by default), and by its reported uptime,
+    // which counts for a second less.
+    thread::sleep(Duration::from_millis(4_500));
+    let out = run(redlock(&node.url()).args([
+        "--max-ttl",
+        "3s",
+        "run",
+        "--ttl",
+        "2s",
+        "x",
+        "--",
+        "true",
+    ]));
+    out.expect_code(0);
+    assert!(out.stderr.is_empty(), "{out:#?}");
+    assert!(
+        out.elapsed < Duration::from_secs(3),
+        "less than the quarantine it would have waited: {:?}",
+        out.elapsed
+    );
+    let marker = node.cli(&["GET", "redlock-node-marker"]).expect("GET");
+    assert!(
+        marker.starts_with("ok."),
+        "vouched by the group's evidence: {marker}"
+    );
+    // The same server after a FLUSHALL: a newcomer sees no marker and the counters show the
+    // flush, so it waits, and says why.
+    node.cli(&["FLUSHALL"]).expect("FLUSHALL");
+    let out = run(redlock(&node.url()).args(["--max-ttl", "3s", "acquire", "x", "--ttl", "2s"]));
+    out.expect_code(75);
+    out.one_line_error("first seen without a marker");
+}
