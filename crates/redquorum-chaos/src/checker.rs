@@ -605,6 +605,7 @@ mod tests {
                 .collect(),
             permits: None,
             lock_delay_us: 0,
+            late_joins: 0,
         }
     }
 

@@ -218,6 +218,10 @@ pub struct History {
     /// [`checker::check_with`]: crate::checker::check_with
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lock_delay_us: u64,
+    /// How many times a client started over as a new process after a fault, knowing nothing
+    /// of the nodes (a late joiner: the library's clients only).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_joins: u64,
 }
 
 impl History {
@@ -287,6 +291,7 @@ mod tests {
             }],
             permits: None,
             lock_delay_us: 0,
+            late_joins: 0,
         };
         let json = history.to_json();
         assert!(json.contains(r#""write": "rejected_stale""#), "{json}");
@@ -330,6 +335,7 @@ mod tests {
             node_up: Vec::new(),
             permits: Some(2),
             lock_delay_us: 1_000,
+            late_joins: 0,
         };
         let json = history.to_json();
         assert!(json.contains(r#""permits": 2"#), "{json}");

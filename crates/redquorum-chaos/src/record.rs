@@ -49,6 +49,10 @@ pub(crate) struct Recorder {
     /// Per node: closed up-intervals and, while up, when the current one started.
     up: Mutex<Vec<(Vec<NodeUp>, Option<u64>)>>,
     clients: Vec<ClientState>,
+    /// Clients that started over as new processes after a fault (late joiners).
+    late_joins: AtomicU64,
+    /// Woken at every fault, so that clients waiting for a lock start over as late joiners.
+    fault_applied: tokio::sync::Notify,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -64,6 +68,8 @@ impl Recorder {
             sections: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             up: Mutex::new((0..nodes).map(|_| (Vec::new(), Some(0))).collect()),
+            late_joins: AtomicU64::new(0),
+            fault_applied: tokio::sync::Notify::new(),
             clients: (0..clients)
                 .map(|_| ClientState {
                     entered_us: AtomicU64::new(OUTSIDE),
@@ -92,6 +98,11 @@ impl Recorder {
         self.us(Instant::now())
     }
 
+    /// A client started over as a new process (a late joiner).
+    pub(crate) fn joined_late(&self) {
+        self.late_joins.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn section(&self, section: Section) {
         lock(&self.sections).push(section);
     }
@@ -99,6 +110,12 @@ impl Recorder {
     pub(crate) fn fault(&self, event: FaultEvent) {
         tracing::debug!(?event, "fault");
         lock(&self.faults).push(event);
+        self.fault_applied.notify_waiters();
+    }
+
+    /// Completes at the next fault recorded after it was made.
+    pub(crate) fn next_fault(&self) -> tokio::sync::futures::Notified<'_> {
+        self.fault_applied.notified()
     }
 
     pub(crate) fn sections_so_far(&self) -> usize {
@@ -258,6 +275,7 @@ impl Recorder {
             node_up,
             permits: None,
             lock_delay_us: 0,
+            late_joins: self.late_joins.load(Ordering::Relaxed),
         }
     }
 }

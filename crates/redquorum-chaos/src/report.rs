@@ -549,6 +549,7 @@ mod tests {
             ],
             permits: None,
             lock_delay_us: 0,
+            late_joins: 0,
         }
     }
 

@@ -576,8 +576,10 @@ impl Clients {
             let urls = urls.of(id);
             match config.strategy.design(&urls, config.lock_delay) {
                 Design::Library(builder) => {
-                    let client = LibraryClient::new(builder.build()?, seed(id), config.permits)
-                        .taking(config.primitive, id);
+                    let client =
+                        LibraryClient::new(builder.clone().build()?, seed(id), config.permits)
+                            .taking(config.primitive, id)
+                            .rejoining(builder);
                     client.connect().await;
                     library.push(client);
                 }
@@ -663,11 +665,28 @@ struct Workload {
 /// retry, node timeouts), and letting them finish leaves no lock half taken or half released
 /// behind. Only the critical section's sleeps end early.
 async fn client_loop<C: LockClient>(id: u32, mut client: C, mut rng: StdRng, w: Workload) {
+    let mut faults_seen = w.record.faults_so_far();
     while !w.stop.is_cancelled() {
+        // A late joiner: after a fault, the client starts over as a new process would, so the
+        // run checks clients that never saw the nodes before the fault (a data loss one of
+        // them could not see must still keep the node out of its vote).
+        let faults = w.record.faults_so_far();
+        if faults > faults_seen {
+            faults_seen = faults;
+            if client.rejoin() {
+                w.record.joined_late();
+            }
+        }
         let resource = &w.resources[rng.random_range(0..w.resources.len())];
         let work = Duration::from_millis(rng.random_range(WORK_MS));
         w.record.wants(id, Some(resource));
-        let acquired = client.acquire(resource).await;
+        // A fault while waiting ends the wait (the acquisition's future is dropped, which rolls
+        // its round back), so that the client starts over as a late joiner at once, while the
+        // lock it waited for may still be held from before the fault.
+        let acquired = tokio::select! {
+            acquired = client.acquire(resource) => acquired,
+            () = w.record.next_fault() => None,
+        };
         w.record.wants(id, None);
         let Some(acquired) = acquired else {
             // Every design retries within `acquire`; this only keeps a design that fails at
@@ -795,7 +814,7 @@ struct Largest {
 
 impl ProtectedStore {
     /// Uses `resource` as the holder of `permit` (if any) with `fence`, reading when `shared`
-    /// (a read-write lock's reader), else writing. The rule of the README's read-write locks: a
+    /// (a read-write lock's reader), else writing. The rule of `docs/primitives.md`'s read-write locks: a
     /// read is accepted with a token at least every write token seen; a write with a token at
     /// least every write token and larger than every read token. (Without readers, that is "at
     /// least the largest seen".) Refused as stale otherwise; without a token, accepted blindly.

@@ -58,7 +58,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
-use redquorum::{Guard, Lock, Redlock, Retry};
+use redquorum::{Builder, Guard, Lock, Redlock, Retry};
 
 use crate::faults::Fault;
 use crate::named::named;
@@ -348,6 +348,13 @@ pub trait LockClient: Send + 'static {
     /// Walks away from the lock without releasing it, as a crashed process would: nothing is
     /// sent, and the lock lives until it expires.
     fn abandon(&mut self, held: Self::Held);
+
+    /// Starts over as a new process would, knowing nothing of the nodes (a *late joiner*):
+    /// whether it did. Only the library's clients remember anything (each node's restart
+    /// quarantine memory); the others have nothing to forget.
+    fn rejoin(&mut self) -> bool {
+        false
+    }
 }
 
 /// What a client of the library takes each time.
@@ -366,6 +373,8 @@ pub enum Primitive {
 #[derive(Debug)]
 pub struct LibraryClient {
     manager: Redlock,
+    /// How to make the manager again, for a late joiner ([`LockClient::rejoin`]).
+    builder: Option<Builder>,
     retry: Retry,
     permits: Option<u32>,
     primitive: Primitive,
@@ -390,6 +399,7 @@ impl LibraryClient {
     pub fn new(manager: Redlock, seed: u64, permits: Option<u32>) -> Self {
         Self {
             manager,
+            builder: None,
             retry: Retry::forever()
                 .delay(RETRY_DELAY)
                 .max_wait(ACQUIRE_FOR)
@@ -407,6 +417,13 @@ impl LibraryClient {
     pub fn taking(mut self, primitive: Primitive, id: u32) -> Self {
         self.primitive = primitive;
         self.id = id;
+        self
+    }
+
+    /// The same client, able to start over with a new manager from `builder`.
+    #[must_use]
+    pub fn rejoining(mut self, builder: Builder) -> Self {
+        self.builder = Some(builder);
         self
     }
 
@@ -490,6 +507,14 @@ impl LockClient for LibraryClient {
                 tokio::spawn(async move { drop(leading.detach().await) });
             }
         }
+    }
+
+    fn rejoin(&mut self) -> bool {
+        let Some(manager) = self.builder.as_ref().and_then(|b| b.clone().build().ok()) else {
+            return false;
+        };
+        self.manager = manager;
+        true
     }
 }
 

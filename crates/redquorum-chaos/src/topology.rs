@@ -27,8 +27,12 @@
 //! without persistence and without the library's marker key, that the `replace` fault puts
 //! behind the slot's proxy. By the time clients start it has been up for longer than a lock's
 //! TTL, so its uptime says nothing: it stands for a different, long-running server moved behind
-//! the same address (a new VM, a moved VIP, a switched proxy). It is emptied (`FLUSHALL`) before
-//! each use, since clients write their keys and a new marker on it.
+//! the same address (a new VM, a moved VIP, a switched proxy). It is emptied before each use,
+//! since clients write their keys and a new marker on it, key by key (`KEYS`, `DEL`): a
+//! `FLUSHALL` would show in its `INFO commandstats`, and a spare must look like what it stands
+//! for, a server that never saw a client of ours, so that a client starting after the switch
+//! (a late joiner) can tell it apart only by the markers of the rest of the group (the
+//! library's `first_sight`).
 //!
 //! # Redis Clusters
 //! The cluster layout has no proxy: slot `i` is Redis Cluster `i`, one master and one replica
@@ -57,6 +61,12 @@ use redquorum_nodes::{LaunchError, NodeSpec, Persistence, RedisCluster, RedisNod
 use crate::ChaosError;
 use crate::proxy::Proxy;
 use crate::strategies::{Layout, TTL};
+
+/// Deletes every key of the database by name, a thousand at a time (see *Spares*).
+const EMPTY_KEY_BY_KEY: &str = "local keys = redis.call('KEYS', '*') \
+    for i = 1, #keys, 1000 do \
+    redis.call('DEL', unpack(keys, i, math.min(i + 999, #keys))) end \
+    return #keys";
 
 /// The replication link's delay in each direction, in a failover pair: longer than a lock's TTL
 /// (see the module docs).
@@ -336,7 +346,7 @@ impl Topology {
         let Some(spare) = self.spares.get(slot) else {
             return Ok(None);
         };
-        spare.cli(&["FLUSHALL"])?;
+        spare.cli(&["EVAL", EMPTY_KEY_BY_KEY, "0"])?;
         self.proxies[slot].set_upstream(spare.port());
         Ok(Some(self.node_of(slot)))
     }

@@ -240,6 +240,8 @@ struct Summary<'a> {
     checked_delay_ms: u64,
     unreleased: usize,
     delay_violations: usize,
+    /// Times a client started over as a new process after a fault (late joiners).
+    late_joins: u64,
 }
 
 pub async fn run(args: &Args) -> Outcome {
@@ -337,6 +339,12 @@ pub async fn run(args: &Args) -> Outcome {
     } else {
         let table = redquorum_chaos::report::summary_table(&verdict, &history);
         output::print(table.trim_end())?;
+        if history.late_joins > 0 {
+            output::print(&format!(
+                "late joiners: clients started over as new processes {} times after faults",
+                history.late_joins
+            ))?;
+        }
         if let Some(path) = &args.report {
             output::print(&format!("report written to {}", path.display()))?;
         }
@@ -411,6 +419,7 @@ fn summary<'a>(history: &'a redquorum_chaos::History, verdict: &Verdict) -> Summ
         checked_delay_ms: verdict.lock_delay_us / 1000,
         unreleased: sum(|r| r.unreleased),
         delay_violations: sum(|r| r.delay_violations.len()),
+        late_joins: history.late_joins,
     }
 }
 

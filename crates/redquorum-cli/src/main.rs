@@ -22,10 +22,12 @@
 //! - `exit`: exit statuses and the one-line [`exit::Failure`].
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.
+//! - `waiting`: says on stderr why an acquisition waits when quarantined nodes hold it up.
 //! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `elect` (which
-//!   runs its command through `run`'s supervision), `leader`, `nodes`, `demo`,
-//!   `bench`, `chaos`; each holds its arguments, help text and examples. The long-running tools
-//!   (`nodes`, `demo`, `bench`, `chaos`, and `progress`) sit behind the default-on `tools`
+//!   runs its command through `run`'s supervision), `leader`, `nodes` (and `mark`, its
+//!   `nodes mark`), `demo`, `bench`, `chaos`; each holds its arguments, help text and
+//!   examples. The long-running tools (`nodes`, `mark`, `demo`, `bench`, `chaos`, and
+//!   `progress`) sit behind the default-on `tools`
 //!   feature: a production build leaves them out with `--no-default-features`.
 
 #![warn(clippy::unwrap_used)]

@@ -140,9 +140,9 @@ impl Builder {
     /// paused keeps everybody else out until `lock_delay` after its deadline, while a clean
     /// release frees the lock immediately. For a resource that cannot check fencing tokens, this
     /// is what keeps a holder's last writes, still in flight when its validity ended, from
-    /// meeting the next holder's, as long as they land within `lock_delay` of the deadline (the
-    /// README's *Lock-delay*). The TTL plus `lock_delay` may not exceed `max_ttl` (the
-    /// quarantine must outlast every key). Other clients' locks are not delayed.
+    /// meeting the next holder's, as long as they land within `lock_delay` of the deadline
+    /// (`docs/primitives.md`'s *Lock-delay*). The TTL plus `lock_delay` may not exceed
+    /// `max_ttl` (the quarantine must outlast every key). Other clients' locks are not delayed.
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.lock_delay = delay;
         self
@@ -158,10 +158,11 @@ impl Builder {
 
     /// How long a resource's fencing counter is kept after its last use (default
     /// [`FENCE_RETENTION`], one day). Tokens stay increasing across an expired counter as long
-    /// as the nodes' clocks differ by less than half of it minus the clock grain (see the
-    /// README). Must be at least twice `max_ttl`; anything beyond [`LONGEST_FENCE_RETENTION`]
-    /// (100 years, e.g. `Duration::MAX` for "forever") is taken as that, and anything under
-    /// [`SHORTEST_FENCE_RETENTION`] (2 s) as that.
+    /// as the nodes' clocks differ by less than half of it minus the clock grain (see
+    /// `docs/guarantees.md`'s *Fencing tokens increase*). Must be at least twice `max_ttl`;
+    /// anything beyond [`LONGEST_FENCE_RETENTION`] (100 years, e.g. `Duration::MAX` for
+    /// "forever") is taken as that, and anything under [`SHORTEST_FENCE_RETENTION`] (2 s) as
+    /// that.
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.fence_retention = retention;
         self
@@ -186,7 +187,7 @@ impl Builder {
     /// `SET` per acquisition; clients that do not use the queue (other libraries, or ours with
     /// this off) are not held back by it. A fair client's release announces itself naming the
     /// head of the queue, and fair waiters are woken by those announcements only (so that the
-    /// others do not try in vain). See the README's "Waiting for a busy lock".
+    /// others do not try in vain). See `docs/library.md`'s *Waiting for a busy lock*.
     pub fn fair(mut self, on: bool) -> Self {
         self.fair = on;
         self
@@ -197,16 +198,17 @@ impl Builder {
     /// replica may lack the last keys of its old master; the quarantine keeps a newly promoted
     /// master out of the vote for `max_ttl` (its marker names another server), which covers it
     /// whatever the replicas had; without the quarantine, `WAIT` for every replica is what does.
-    /// See the README's "Redis Cluster nodes".
+    /// See `docs/cluster.md`, *Redis Cluster nodes*.
     pub fn wait_for_replicas(mut self, on: bool) -> Self {
         self.wait_for_replicas = Some(on);
         self
     }
 
     /// Whether the acquisition metrics carry a `resource` label with the resource's name
-    /// (default `false`). Off, every label has a small fixed set of values (the README's
-    /// *Metrics and tracing*); on, each resource is a time series of its own in the
-    /// application's metrics backend, so turn it on only for a bounded set of resource names.
+    /// (default `false`). Off, every label has a small fixed set of values
+    /// (`docs/library.md`'s *Metrics and tracing*); on, each resource is a time series of its
+    /// own in the application's metrics backend, so turn it on only for a bounded set of
+    /// resource names.
     pub fn metrics_resource_label(mut self, on: bool) -> Self {
         self.metrics_resource_label = on;
         self

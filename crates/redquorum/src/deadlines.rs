@@ -3,8 +3,8 @@
 //! Every round is bounded by the node timeout ([`engine`](crate::engine) invariant 1), but
 //! almost no round ever reaches it: the replies come first. A Tokio timer for each round was
 //! still paid in full (its timer-wheel entry, and a kernel timer armed whenever a worker went to
-//! sleep waiting for replies): about 3 µs per lock + release, measured in the README's
-//! *Performance* section.
+//! sleep waiting for replies): about 3 µs per lock + release, measured in
+//! `docs/performance.md`'s *Hand-made parts*.
 //!
 //! Here a round's [`Alarm`] puts its deadline and waker in a slot of one process-wide table
 //! (a lock, a push, and a pop when the round ends), and a single thread sleeps until the nearest

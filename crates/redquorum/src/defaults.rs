@@ -29,9 +29,9 @@ pub const FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 pub const LONGEST_CONNECT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// The shortest time a fencing counter is kept after its last use: two seconds, twice the
-/// coarsest clock grain any client rounds its fencing proposals to (see the README's *Fencing
-/// tokens increase*), so that a counter one client let expire cannot take another client's token
-/// back. A shorter `fence_retention` is taken as this.
+/// coarsest clock grain any client rounds its fencing proposals to (see `docs/guarantees.md`'s
+/// *Fencing tokens increase*), so that a counter one client let expire cannot take another
+/// client's token back. A shorter `fence_retention` is taken as this.
 pub const SHORTEST_FENCE_RETENTION: Duration = Duration::from_secs(2);
 /// The longest fencing counter retention: 100 years, which is forever in practice. A longer
 /// `fence_retention` (`Duration::MAX` included) is taken as this, since Redis needs a finite

@@ -146,8 +146,8 @@ impl Redlock {
     ///   (plus the [`lock_delay`](crate::Builder::lock_delay), if any).
     ///
     /// To wait for as long as it takes (a hot standby), use [`campaign_with`](Self::campaign_with)
-    /// and [`Retry::forever`]. See the module docs of `election` (README: *Leader election*) for
-    /// the argument.
+    /// and [`Retry::forever`]. See the module docs of `election` (`docs/primitives.md`: *Leader
+    /// election*) for the argument.
     ///
     /// # Errors
     /// [`Error::NotAcquired`] when the retry policy gave up; [`Error::Config`] when fencing is

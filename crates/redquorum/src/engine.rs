@@ -368,7 +368,7 @@ impl Engine {
         });
         // `join_all`: one allocation for a handful of nodes, and each poll counts every reply
         // that is in. Not `FuturesUnordered`, which yields after polling all its futures at once
-        // (futures-rs#2333): 30 µs more per cycle (the README's *Performance*).
+        // (futures-rs#2333): 30 µs more per cycle (`docs/performance.md`'s *Hand-made parts*).
         let mut requests =
             join_all((0..self.nodes.len()).map(|i| Fanout::send(Arc::clone(&fanout), i)));
         // One deadline for the round, not one per request: they would all share it; watched by

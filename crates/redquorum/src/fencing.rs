@@ -23,8 +23,9 @@
 //!      from), or from a clock long past (a request that arrived late, a counter started
 //!      while its node was quarantined), or simply not used for a while: such a node proposes
 //!      its clock rounded down to the grain instead, not stored (invariant 4 says why that is
-//!      enough). Plain commands cost the server about half of what a script does (the README's
-//!      *Performance*), which is why this path is not a script.
+//!      enough). Plain commands cost the server about half of what a script does
+//!      (`docs/performance.md`'s *Performance*, on fencing), which is why this path is not a
+//!      script.
 //!    - **By a script** (sets, fair waiting, read-write locks, campaigns, cluster masters;
 //!      `scripts/fence_advance.lua`): to `max(counter + 1, the node's clock in µs rounded down to
 //!      the grain)`, only when the `SET` succeeded.

@@ -39,7 +39,7 @@
 //!    quorum of nodes *every one* of which was replaced since. That is the one schedule the rule
 //!    gets wrong: every node that any client of ours had marked replaced at once (within
 //!    `max_ttl`, while a lock was held) by long-running servers that never had a marker; with
-//!    N = 1, the one node. The README's limits say so.
+//!    N = 1, the one node. The README's limits and `docs/guarantees.md` say so.
 //! 4. **A partial vouch is still true.** Vouching begins only after every extension succeeded
 //!    (invariant 1), so a process that dies half-way leaves some markers vouched, which the
 //!    whole group had earned, and the rest pending for `max_ttl`.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
+use crate::marker::{MarkerValue, Tag};
 use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, info_field};
 use crate::reply::NodeError;
 use crate::scripts::MARKER;
@@ -65,11 +66,6 @@ pub(crate) async fn check_health(
         });
     }
     let first_seen = lock(memory).is_first_sight();
-    if let (true, Some(group)) = (first_seen, first_sight) {
-        // The group's evidence may vouch for every node at once (`first_sight`); waited for a
-        // part of the connect timeout at most, after which the node is judged as it stands.
-        let _ = tokio::time::timeout(group.patience(), group.settle()).await;
-    }
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
@@ -89,7 +85,15 @@ pub(crate) async fn check_health(
     } else {
         ""
     };
-    let marker = read_marker(conn, trust.max_ttl, &marker.key, owner, tag).await?;
+    let (key, max_ttl) = (&marker.key, trust.max_ttl);
+    let mut marker = read_marker(conn, max_ttl, key, owner, tag).await?;
+    if let (true, Some(group)) = (first_seen && unmarked(&marker), first_sight) {
+        // The group's evidence may vouch for every node at once (`first_sight`): waited for a
+        // part of the connect timeout at most, then the marker is read again, vouched or not.
+        // Only for a node without a marker of its own: one that shows one is judged at once.
+        let _ = tokio::time::timeout(group.patience(), group.settle()).await;
+        marker = read_marker(conn, max_ttl, key, owner, tag).await?;
+    }
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
     // invariant 4).
@@ -113,6 +117,13 @@ pub(crate) async fn check_health(
         marker: Some(seen.marker.value().to_owned()),
         may_evict: config.may_evict,
     })
+}
+
+/// Whether the marker is a first-sight one still pending: the node showed none to us or to
+/// another client that saw it first (`marker`).
+fn unmarked(marker: &Marker) -> bool {
+    let value = MarkerValue::parse(marker.value());
+    value.tag == Tag::New && !matches!(marker, Marker::Found { pending, .. } if pending.is_zero())
 }
 
 /// The oldest Redis whose scripts may write after reading `TIME` (effects replication by
@@ -141,7 +152,7 @@ fn needs(e: &RedisError, what: &str, rule: &str) -> NodeError {
     if e.code() == Some("NOPERM") {
         return NodeError::Server(format!(
             "NOPERM this user may not run {what}, which the restart quarantine needs: allow \
-             `{rule}` (see the README's ACL section) or turn the quarantine off"
+             `{rule}` (see docs/acl.md) or turn the quarantine off"
         ));
     }
     NodeError::from_redis(e)

@@ -79,6 +79,7 @@
 //! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
 //! - `health`: the health check a connection passes before its replies count (`INFO`, the
 //!   marker key, `CONFIG GET`), judged by `quarantine`.
+//! - `vouch`: the only rewrites of a marker in place: first sight's I/O, [`Redlock::mark_nodes`].
 //! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
 //!   tracking) and fair releases announced, and reports them to a `Listener`; only ever a hint.
 //!
@@ -98,6 +99,8 @@
 //!   a key of another type, too slow).
 //! - `quarantine`: when a node that may have lost its data votes again, and the marker key that
 //!   is the evidence.
+//! - `first_sight`: when a group of nodes first seen without markers is trusted at once.
+//! - `marker`: the marker's value grammar: who wrote it, and from when it vouches.
 //! - `validity`: deadline arithmetic (`start + ttl − drift`).
 //! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
 //! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.

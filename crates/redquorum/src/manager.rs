@@ -48,9 +48,9 @@ use crate::waiting::Turn;
 /// One acquisition as the application sees it: in its span (wrapped only when a subscriber
 /// wants it), its outcome and wait recorded. A macro rather than an async fn: one more async fn
 /// around the acquisition loop nests its whole future once more, and moving that cost about
-/// 650 instructions per lock (callgrind; the README's *What metrics and tracing cost*). For the
-/// same reason the loop's future is built where it is awaited, not bound first (a move of about
-/// 2 KB), and the result is borrowed to be recorded, not moved through.
+/// 650 instructions per lock (callgrind; `docs/performance.md`'s *What metrics and tracing
+/// cost*). For the same reason the loop's future is built where it is awaited, not bound first
+/// (a move of about 2 KB), and the result is borrowed to be recorded, not moved through.
 macro_rules! acquire_seen {
     ($manager:expr, $wanted:expr, $ttl:expr, $retry:expr) => {{
         let wanted = $wanted;
@@ -337,8 +337,8 @@ impl Redlock {
     /// [`LockInfo::is_read`](crate::LockInfo::is_read) says it is a reader's. Its fencing token
     /// is at least every earlier writer's, and every later writer's is larger: the protected
     /// resource accepts a read whose token is at least every write token it has seen, and a
-    /// write whose token is larger than every read token and at least every write token (the
-    /// README's *Read-write locks*).
+    /// write whose token is larger than every read token and at least every write token
+    /// (`docs/primitives.md`'s *Read-write locks*).
     ///
     /// # Errors
     /// As for [`acquire`](Self::acquire).
@@ -418,7 +418,7 @@ impl Redlock {
     /// [`keep_alive`](Lock::keep_alive), release and fencing are a lock's, and the fencing
     /// token grows per permit. An attempt tries the permits one round each, from a random one,
     /// and keeps the first it wins; waiters are woken when any permit is freed. Fair queueing
-    /// does not apply. The README's *Semaphores* has the argument.
+    /// does not apply. `docs/primitives.md`'s *Semaphores* has the argument.
     ///
     /// # Errors
     /// [`Error::NotAcquired`] when every permit was busy (or the nodes unreachable) on the last

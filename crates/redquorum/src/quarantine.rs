@@ -63,7 +63,7 @@
 //!    old master stopped granting before the promotion: true of Redis Cluster's own failovers
 //!    (a master cut off from the majority stops taking writes after `cluster-node-timeout`, and
 //!    its replica is elected only after that timeout), not of an operator's `TAKEOVER` while the
-//!    old master still serves clients (the README's *Redis Cluster nodes*). A restart also
+//!    old master still serves clients (`docs/cluster.md`). A restart also
 //!    changes the `run_id`, so a cluster master is quarantined after every restart, durable or
 //!    not (conservative: its durability cannot tell a restart from a promotion).
 

@@ -6,8 +6,8 @@
 //! the replicas answered, so one `WAIT` per vote serializes every task sharing the connection
 //! behind one replication round trip each. Measured with `examples/bench.rs --cluster-replicas
 //! 1` (N = 3, 32 tasks, one shard per cluster): 0.27× the cycles/s of the same settings over
-//! plain nodes with a `WAIT` per vote; see the README's *Performance* for the figure with this
-//! module.
+//! plain nodes with a `WAIT` per vote; see `docs/performance.md`'s *Over Redis Cluster nodes*
+//! for the figure with this module.
 //!
 //! # Invariants
 //! 1. **A vote's write is covered by the `WAIT` it is given.** `WAIT` counts its connection's

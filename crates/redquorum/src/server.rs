@@ -64,14 +64,14 @@
 //!
 //! The common path takes no lock: the published connection sits in an [`ArcSwapOption`] and is
 //! read with one atomic load, and the health verdict is two atomics, because the mutexes they
-//! replaced showed up as contention in profiles (the README's *Performance*, "hand-made parts").
+//! replaced showed up as contention in profiles (`docs/performance.md`'s *Hand-made parts*).
 //! Each request reads the clock once, after its reply, for both the quarantine verdict and the
 //! re-check decision.
 //!
 //! Every request is bounded in time, never by this layer alone: all requests of a round share one
 //! deadline, which the [`engine`](crate::engine) enforces with one alarm per round, not a timer
-//! per request (measured: the README's *Performance*). A node that does not answer in time
-//! (stopped, overloaded, partitioned) is a `Timeout`, never a vote.
+//! per request (measured: `docs/performance.md`'s *Hand-made parts*). A node that does not
+//! answer in time (stopped, overloaded, partitioned) is a `Timeout`, never a vote.
 //!
 //! Scripts are sent as `EVALSHA`; on `NOSCRIPT` (a node restarted, or its script cache was flushed)
 //! the same call is repeated once as `EVAL` with the script body, which also caches it again. They
@@ -877,7 +877,7 @@ pub(crate) fn naming_keys<'k>(error: NodeError, keys: impl Iterator<Item = &'k s
         NodeError::Server(why) if why.starts_with("NOPERM") => {
             let keys: Vec<&str> = keys.take(6).collect();
             NodeError::Server(format!(
-                "{why}: the request uses the keys {} (see the README's ACL section)",
+                "{why}: the request uses the keys {} (see docs/acl.md)",
                 keys.join(", ")
             ))
         }

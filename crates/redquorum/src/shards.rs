@@ -30,7 +30,7 @@
 //!    before (a new master does not list its demoted master at once); fewer acknowledgements
 //!    within half the node timeout and it is not a vote ([`server`](crate::server) invariant
 //!    8): a failover promotes one of those replicas, which has the key. The argument, and what
-//!    each mechanism does not cover, is in the README's *Redis Cluster nodes*.
+//!    each mechanism does not cover, is in `docs/cluster.md`, *Redis Cluster nodes*.
 //! 3. **A stale map costs a round, never safety.** A request sent to a server that no longer
 //!    serves the slot is answered `MOVED` (or fails), which is an error, not a vote; the map is
 //!    read again and the request sent once more to the new owner, within the same deadline. A

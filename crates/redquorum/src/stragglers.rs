@@ -6,7 +6,7 @@
 //! connection, which runs it before anything queued later ([`server`](crate::server) invariant 5).
 //! The lock just keeps those requests, unpolled ([`LeftBehind::Queued`]), until its release is
 //! queued behind them; no task drives them and the release does not wait (driving them all
-//! cost 4–12 µs of client CPU per cycle at N = 5: the README's *Performance*).
+//! cost 4–12 µs of client CPU per cycle at N = 5: `docs/performance.md`'s *Hand-made parts*).
 //!
 //! Requests that were still waiting for a connection (a node's first request, or one after a
 //! reconnection) are not queued anywhere yet, and a release must not overtake them

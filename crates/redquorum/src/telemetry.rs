@@ -1,7 +1,7 @@
 //! What the library tells the application about itself: metrics through the [`metrics`] facade
 //! (the application installs a recorder: Prometheus, StatsD, OpenTelemetry, ...) and [`tracing`]
-//! spans and events. Every metric name and label value is written here and nowhere else; the
-//! README's *Metrics and tracing* lists them in one table.
+//! spans and events. Every metric name and label value is written here and nowhere else;
+//! `docs/library.md`'s *Metrics and tracing* lists them in one table.
 //!
 //! Spans (one per acquisition, extension and release), round events and attempt events are at
 //! `debug` and `trace`, so a default subscriber at `info` stays quiet; a lost

@@ -1,4 +1,4 @@
-//! Running as an ACL user allowed exactly what the library needs: the two ACLs the README
+//! Running as an ACL user allowed exactly what the library needs: the two ACLs `docs/acl.md`
 //! publishes (plain locks; every feature) are enough, each tested here verbatim, and a user
 //! missing a permission gets an error that names what is missing.
 
@@ -9,11 +9,11 @@ use std::time::Duration;
 use common::{apply_acl, as_acl_user, cluster, eventually};
 use redquorum::Retry;
 
-/// What the README publishes for plain locks on resources `lock:*` (fencing, notification and
+/// What `docs/acl.md` publishes for plain locks on resources `lock:*` (fencing, notification and
 /// fair waiting off; the quarantine on, as by default).
 const PLAIN_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-node-marker resetchannels -@all +set +get +del +exists +pexpire +pttl +type +time +eval +evalsha +script|load +info +config|get +ping";
 
-/// What the README publishes for every feature on resources `lock:*`: fencing tokens,
+/// What `docs/acl.md` publishes for every feature on resources `lock:*`: fencing tokens,
 /// notification of releases, fair waiting.
 const FULL_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:lock:* ~redlock-queue:lock:* ~redlock-queue-lease:lock:* ~redlock-writer-waiting:lock:* ~redlock-node-marker resetchannels &redlock-released:lock:* -@all +set +get +del +exists +pexpire +pttl +type +time +incr +zadd +zrange +zrangebyscore +zremrangebyscore +zrem +zscore +zcard +publish +subscribe +unsubscribe +eval +evalsha +script|load +info +config|get +ping +client|tracking +hello";
 

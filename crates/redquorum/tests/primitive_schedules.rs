@@ -32,8 +32,9 @@ fn attempts(err: &Error) -> Option<u32> {
 // Read-write locks: the writer-waiting hold-off outlives a writer that gave up.
 // ---------------------------------------------------------------------------------------------
 
-/// README: "a writer refused because readers hold a node sets `redlock-writer-waiting:r` there
-/// for four of its retry delays ... renewed by each attempt". A writer that *gave up* (its
+/// The README before this fix (now `docs/primitives.md`'s *Read-write locks*): "a writer
+/// refused because readers hold a node sets `redlock-writer-waiting:r` there for four of its
+/// retry delays ... renewed by each attempt". A writer that *gave up* (its
 /// `max_wait` passed, a `try_`, a dropped future) is not waiting any more, but its hold-off stays:
 /// here a writer that waited 300 ms keeps every new reader out for 40 minutes (4 × its 10 min
 /// delay), although nobody holds or wants the lock.
@@ -68,12 +69,12 @@ async fn a_writer_that_gave_up_does_not_keep_readers_out_for_its_whole_hold_off(
     );
 }
 
-/// README (Configuration): a retry `delay` of `Duration::MAX` "never polls (only a release or
-/// `max_wait` ends the wait)"; rwlock invariant 4: waiters are woken by the key's removal. A
-/// reader refused because of a writer's hold-off is woken by the last reader's release, is
-/// refused again (the hold-off of a writer that has since given up is still there), and then
-/// nothing ever wakes it: the hold-off's expiry is not watched. The lock is free; the reader
-/// waits until its `max_wait`.
+/// `docs/library.md`'s *Configuration*: a retry `delay` of `Duration::MAX` "never polls (only
+/// a release or `max_wait` ends the wait)"; rwlock invariant 4: waiters are woken by the key's
+/// removal. A reader refused because of a writer's hold-off is woken by the last reader's release,
+/// is refused again (the hold-off of a writer that has since given up is still there), and then
+/// nothing ever wakes it: the hold-off's expiry is not watched. The lock is free; the reader waits
+/// until its `max_wait`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_held_off_by_a_writer_that_gave_up_gets_in_once_the_hold_off_ends() {
     let cluster = cluster(3);
@@ -108,10 +109,11 @@ async fn a_reader_held_off_by_a_writer_that_gave_up_gets_in_once_the_hold_off_en
     lock.release().await;
 }
 
-/// rwlock invariant 4 / README: waiters are "woken by the key's removal (the writer's release,
-/// the last reader's), as for a lock". In a `fair(true)` manager the subscribers listen only for
-/// release *announcements*, which the read-write release script never publishes: a read-write
-/// waiter of a fair manager is never woken, and waits out its whole delay (here: its max_wait).
+/// rwlock invariant 4 / `docs/primitives.md`'s *Read-write locks*: waiters are "woken by the
+/// key's removal (the writer's release, the last reader's), as for a lock". In a `fair(true)`
+/// manager the subscribers listen only for release *announcements*, which the read-write release
+/// script never publishes: a read-write waiter of a fair manager is never woken, and waits out its
+/// whole delay (here: its max_wait).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_managers_reader_is_woken_by_the_writers_release() {
     let cluster = cluster(3);
@@ -139,12 +141,12 @@ async fn a_fair_managers_reader_is_woken_by_the_writers_release() {
 }
 
 /// rw_common.lua: "The set itself expires with its last reader (PEXPIRE to the longest), so
-/// readers that die leave nothing behind for longer than their TTL"; README: "the set expiring
-/// with its longest-lived reader". The set's PEXPIRE only ever grows: a long-TTL reader that
-/// *released* (cleanly, at once) leaves its TTL on the set, and a short-TTL reader that then
-/// dies leaves the key behind for the long reader's TTL, not its own. Our writers sweep it, but a
-/// plain lock of the same name (and every other Redlock client's `SET NX`) is refused, and
-/// waiters are not woken (the key does not change), for all that time.
+/// readers that die leave nothing behind for longer than their TTL"; `docs/primitives.md`'s
+/// *Read-write locks*: "the set expiring with its longest-lived reader". The set's PEXPIRE only
+/// ever grows: a long-TTL reader that *released* (cleanly, at once) leaves its TTL on the set, and
+/// a short-TTL reader that then dies leaves the key behind for the long reader's TTL, not its own.
+/// Our writers sweep it, but a plain lock of the same name (and every other Redlock client's
+/// `SET NX`) is refused, and waiters are not woken (the key does not change), for all that time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_reader_leaves_nothing_behind_for_longer_than_its_ttl() {
     let cluster = cluster(3);
@@ -172,10 +174,11 @@ async fn a_dead_reader_leaves_nothing_behind_for_longer_than_its_ttl() {
     );
 }
 
-/// README (Semaphores): "waiters are woken by the release or expiry of any permit". In a
-/// `fair(true)` manager waiters hear only release announcements, and a release announces only
-/// when the key's fair queue exists (`release.lua`), which a permit's never does (permits do not
-/// queue): a permit waiter of a fair manager is never woken and waits out its whole delay.
+/// `docs/primitives.md`'s *Semaphores*: "waiters are woken by the release or expiry of any
+/// permit". In a `fair(true)` manager waiters hear only release announcements, and a release
+/// announces only when the key's fair queue exists (`release.lua`), which a permit's never does
+/// (permits do not queue): a permit waiter of a fair manager is never woken and waits out its whole
+/// delay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_managers_permit_waiter_is_woken_by_a_release() {
     let cluster = cluster(3);
@@ -203,13 +206,13 @@ async fn a_fair_managers_permit_waiter_is_woken_by_a_release() {
 // Elections
 // ---------------------------------------------------------------------------------------------
 
-/// README: "`guard.release()` resigns, and a standby waiting in its own campaign takes over at
-/// once (woken by the release)". A key's release wakes one waiter per process (`Registry::freed`
-/// picks the first non-fair one), and a `LeaderWatch` registers as such a waiter and stays
-/// registered for its whole life. A standby in the same process as an observer (the natural
-/// setup: observe, and campaign as a hot standby) is therefore never woken: the observer takes
-/// every wake-up. With a long retry delay the standby waits its whole delay (with
-/// `Duration::MAX`, forever) while nobody leads.
+/// `docs/primitives.md`'s *Leader election*: "`guard.release()` resigns, and a standby waiting
+/// in its own campaign takes over at once (woken by the release)". A key's release wakes one waiter
+/// per process (`Registry::freed` picks the first non-fair one), and a `LeaderWatch` registers as
+/// such a waiter and stays registered for its whole life. A standby in the same process as an
+/// observer (the natural setup: observe, and campaign as a hot standby) is therefore never woken:
+/// the observer takes every wake-up. With a long retry delay the standby waits its whole delay
+/// (with `Duration::MAX`, forever) while nobody leads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_observer_does_not_take_the_standbys_wake_up() {
     let cluster = cluster(3);
@@ -280,11 +283,11 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F
     .await
 }
 
-/// README: `leader(name)` reads the leader "with the term when the counters of those nodes agree
-/// (they do: no `SET` can succeed on a node that holds the leader's key)". Extensions never touch
-/// the counter, so it expires `fence_retention` after the leader's acquisition (a day by default,
-/// 2 s here) while the leader still leads: from then on `leader()` reports `term: None` for a
-/// perfectly healthy leader.
+/// The README before this fix (now `docs/primitives.md`'s *Leader election*): `leader(name)`
+/// reads the leader "with the term when the counters of those nodes agree (they do: no `SET`
+/// can succeed on a node that holds the leader's key)". Extensions never touch the counter, so it
+/// expires `fence_retention` after the leader's acquisition (a day by default, 2 s here) while the
+/// leader still leads: from then on `leader()` reports `term: None` for a perfectly healthy leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_lived_leaders_term_stays_readable() {
     let cluster = cluster(3);

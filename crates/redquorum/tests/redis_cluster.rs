@@ -387,8 +387,8 @@ async fn concurrent_votes_count_only_once_the_replica_has_them() {
     );
 }
 
-/// The README's ACL for a cluster (its patterns with our slot tags, and `CLUSTER NODES`) is
-/// enough for fenced locks with the defaults; it must be set on every server of the cluster.
+/// `docs/cluster.md`'s ACL for a cluster (its patterns with our slot tags, and `CLUSTER NODES`)
+/// is enough for fenced locks with the defaults; it must be set on every server of the cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_acl_for_clusters_is_enough() {
     const CLUSTER_ACL: &str = "ACL SETUSER locker on >CHANGE-ME resetkeys ~lock:* ~redlock-fence:{*}lock:* ~redlock-node-marker{*} resetchannels -@all +set +get +del +exists +pexpire +pttl +type +time +eval +evalsha +script|load +info +config|get +ping +cluster|nodes";

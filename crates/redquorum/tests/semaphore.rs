@@ -70,7 +70,8 @@ async fn never_more_holders_than_permits_however_many_ask() {
 
 /// N = 5, k = 2, and three clients that each reach three nodes: `{1,2,3}`, `{3,4,5}`,
 /// `{1,2,4}`. A semaphore that keeps a count per node and counts any node with room as a vote
-/// gives all three a majority (the README's *Semaphores*); permits as lock keys give two.
+/// gives all three a majority (`docs/primitives.md`'s *Semaphores*); permits as lock keys give
+/// two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_count_per_node_gives_three_holders_of_two_permits_and_permit_keys_do_not() {
     let mut cluster = cluster(5);
