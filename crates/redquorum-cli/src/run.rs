@@ -88,7 +88,7 @@ Examples:
   redlock run ledger -- sh -c 'psql -c \"... WHERE fence < $REDLOCK_FENCE\"'  # refuse stale writers
 
 Exit status: COMMAND's own (128+N if it died from signal N); 75 not acquired in time (busy,
-servers unreachable, or nodes quarantined after a restart); 76 the lock was lost while COMMAND
+servers unreachable, or nodes quarantined: they may have lost data recently); 76 the lock was lost while COMMAND
 ran; 126/127 COMMAND could not be executed / was not found; 65 the resource has another Redis
 type; 64 bad arguments (e.g. no COMMAND after --, a TTL above --max-ttl); 128+N when signal N
 ended the wait for the lock.";
