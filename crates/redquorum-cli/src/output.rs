@@ -61,6 +61,7 @@ pub fn resource(text: &str) -> Result<String, String> {
     if text.is_empty() {
         return Err("the resource name must not be empty".to_owned());
     }
+    redquorum::check_resource(text).map_err(|e| e.to_string())?;
     Ok(text.to_owned())
 }
 

@@ -40,6 +40,17 @@ fn unparsable_arguments_are_usage_errors() {
         ),
         (&["run", "--", "true"], "<RESOURCE>"),
         (&["run", "a", "", "--", "true"], "must not be empty"),
+        // The library's own keys are not resources.
+        (
+            &["acquire", "redlock-fence:x", "--ttl", "1s"],
+            "\"redlock-fence:x\" is reserved",
+        ),
+        (
+            &["run", "a", "redlock-node-marker", "--", "true"],
+            "is reserved",
+        ),
+        (&["elect", "redlock-queue:e", "--", "true"], "is reserved"),
+        (&["release", "redlock-writer-waiting:w", "v"], "is reserved"),
         (
             &["run", "r", "--wait", "1s", "--no-wait", "--", "true"],
             "cannot be used with",

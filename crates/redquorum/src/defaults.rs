@@ -48,3 +48,7 @@ pub const MAX_PERMITS: u32 = 1024;
 /// ([`Redlock::campaign`](crate::Redlock::campaign)), in bytes: it travels in the lock value,
 /// with every request.
 pub const MAX_IDENTITY: usize = 256;
+
+/// What the library's own keys start with: resource names that acquisitions refuse
+/// ([`check_resource`](crate::check_resource)).
+pub use crate::resources::RESERVED_PREFIXES;

@@ -235,6 +235,19 @@ pub enum ConfigError {
     /// A lock on several resources was asked for with an empty list.
     #[error("no resources given: a lock needs at least one resource")]
     NoResources,
+    /// A resource name that the library's own keys use
+    /// ([`RESERVED_PREFIXES`](crate::defaults::RESERVED_PREFIXES)): its lock would share a key
+    /// with a fencing counter, a waiting queue or a node's marker.
+    #[error(
+        "the resource name {name:?} is reserved: names starting with {prefix:?} are the \
+         library's own keys"
+    )]
+    ReservedName {
+        /// The name asked for.
+        name: String,
+        /// The reserved prefix it starts with.
+        prefix: &'static str,
+    },
     /// Another setting is out of range.
     #[error("invalid {setting}: {reason}")]
     InvalidSetting {

@@ -179,6 +179,7 @@ pub use manager::Redlock;
 pub use marker::MarkerState;
 pub use quarantine::{MARKER_KEY, Quarantine, QuarantineReason, cluster_marker};
 pub use reply::{NodeReply, Reply};
+pub use resources::check_resource;
 pub use retry::Retry;
 pub use shards::Shard;
 pub use status::{NodeState, NodeStatus};

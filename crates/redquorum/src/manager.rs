@@ -475,6 +475,7 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         let engine = &self.engine;
         let ttl_ms = engine.check_ttl(ttl)?;
+        wanted.named().check_names()?;
         let mut schedule = retry.schedule(seen.started());
         // Fair waiters queue from their first attempt, in one place for the whole acquisition
         // (`waiting` invariant 3).
