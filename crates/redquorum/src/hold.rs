@@ -34,9 +34,14 @@
 //!    cancels on release and on drop. The loss token is a child of the stop token, so releasing
 //!    or dropping the guard also fires every loss token handed out: from then on the lock may not
 //!    be relied on either.
-//! 5. **Stopping is not losing.** A stop that races a loss wins, and records nothing; the lock
-//!    goes back to the guard to be released, or, if the guard is gone, is dropped, which releases
-//!    it in the background (lock invariant 2).
+//! 5. **Stopping is not losing**, while the lock is not lost by time. A stop that races a loss
+//!    wins, and records nothing; the lock goes back to the guard to be released, or, if the guard
+//!    is gone, is dropped, which releases it in the background (lock invariant 2). But a stop
+//!    that comes after the margin (the task could not run: a `current_thread` runtime blocked
+//!    past it) is a loss by time (invariant 7), recorded as
+//!    [`LossReason::ValidityRanOut`]: the handle's `is_lost()` already said so, so
+//!    [`Guard::release`] reports the lock lost rather than released, and its release is a lost
+//!    lock's (with a lock-delay, the keys stay for the delay: engine invariant 5).
 //! 6. **Settings that cannot work are reported at once.** A TTL that leaves no validity, or an
 //!    interval that is zero or not shorter than the validity, is a loss before any extension is
 //!    sent, not a surprise one interval later.
@@ -361,6 +366,11 @@ async fn keep(
         biased; // invariant 5
         () = stop.cancelled() => None,
         reason = extend_until_lost(&mut lock, plan, &status_of) => Some(reason),
+    };
+    let loss = match loss {
+        // Invariant 5: stopped after the margin, the lock was already lost by time.
+        None if Instant::now() >= status(&status_of).lost_at() => Some(LossReason::ValidityRanOut),
+        other => other,
     };
     if let Some(reason) = loss {
         // Given up at the margin, it is lost although its deadline has not passed: its release

@@ -410,6 +410,59 @@ fn time_alone_makes_a_lock_lost_when_the_keeper_cannot_run() {
     });
 }
 
+/// A guard released after its margin, on a runtime that could not run its keeper, agrees with
+/// its own `is_lost()`: the release reports the lock lost (`ValidityRanOut`), and it is a lost
+/// lock's release, so with a lock-delay the keys stay for the delay instead of being deleted as
+/// if the lock had been held to the end (issue: `Guard::release` after the loss margin).
+#[test]
+fn a_guard_released_after_its_margin_is_reported_lost_and_keeps_its_lock_delay() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let cluster = cluster(3);
+    runtime.block_on(async {
+        let redlock = Redlock::builder(cluster.urls())
+            .max_ttl(Duration::from_secs(10))
+            .lock_delay(Duration::from_secs(3))
+            .build()
+            .expect("valid");
+        let ttl = Duration::from_secs(3);
+        let options = HoldOptions::new().margin(Duration::from_millis(1200));
+        let guard = redlock
+            .try_acquire("res", ttl)
+            .await
+            .expect("free")
+            .keep_alive_with(ttl, options);
+        // Block the only thread until past the margin, still before the deadline.
+        let until = guard.deadline() - Duration::from_millis(500);
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        assert!(guard.is_lost(), "lost by the clock: past the margin");
+        let released = guard.release().await;
+        assert!(
+            matches!(
+                released,
+                Err(Error::HoldLost {
+                    reason: LossReason::ValidityRanOut,
+                    ..
+                })
+            ),
+            "the release agrees with is_lost(): {released:?}"
+        );
+        // Its lock-delay holds: nobody gets the lock at once.
+        let other = Redlock::builder(cluster.urls())
+            .max_ttl(Duration::from_secs(10))
+            .lock_delay(Duration::from_secs(3))
+            .build()
+            .expect("valid");
+        let err = other
+            .try_acquire("res", ttl)
+            .await
+            .expect_err("a lost lock's release leaves it to its lock-delay");
+        assert!(err.is_busy(), "{err}");
+    });
+}
+
 /// The loss signal fires a safety margin *before* the deadline, not at or after it: with the
 /// extension stuck on stalled nodes, whoever waits on the token still has time to stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
