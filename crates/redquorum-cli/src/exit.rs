@@ -19,6 +19,8 @@ use redquorum::{Cause, Error, NodeReply, Reply};
 pub const OK: u8 = 0;
 /// The lock is not held with that value; or the demo's verdict failed.
 pub const NOT_HELD: u8 = 1;
+/// release: the lock had expired before the release, and is left to its lock-delay.
+pub const LEFT_TO_DELAY: u8 = 2;
 /// `EX_USAGE`: bad input.
 pub const USAGE: u8 = 64;
 /// `EX_DATAERR`: the resource key has another Redis type.
@@ -42,13 +44,15 @@ Exit status:
   0        success
   1        release/extend: the lock is not held with that value; leader: nobody leads; demo,
            chaos: a violation was found
+  2        release (with --lock-delay): the lock had expired before the release; it is left to
+           its lock-delay, unavailable until then
   64       usage error: bad arguments, server URL, duration or TTL (or a TTL above --max-ttl);
            no COMMAND after --
   65       the resource exists with another Redis type (WRONGTYPE): it is not a lock
   69       servers unavailable: too few answered (out of quarantine) to give a definite answer
   71       operating-system error (files, processes)
-  75       not acquired in time (busy, servers unreachable, or nodes quarantined after a
-           restart; the message says which)
+  75       not acquired in time (busy, servers unreachable, or nodes quarantined: they may have
+           lost data recently; the message says which)
   76       run, elect: the lock (leadership) was lost while COMMAND ran (COMMAND was terminated)
   126/127  run, elect: COMMAND could not be executed / was not found
   other    run, elect: COMMAND's own status, 128+N if it died from signal N";

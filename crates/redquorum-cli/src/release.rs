@@ -8,13 +8,17 @@
 //!   work it protected may have overrun its TTL), was released before, or VALUE is wrong
 //!   (exit 1);
 //! - some nodes did not answer and, had they held VALUE, a quorum would have: we cannot tell
-//!   (exit 69). Whatever they hold expires with its TTL.
+//!   (exit 69). Whatever they hold expires with its TTL;
+//! - with `--lock-delay`, the release came after the lock's validity: the nodes keep VALUE until
+//!   validity plus delay, and the lock stays unavailable until then, as if nobody had released
+//!   it (the library's engine invariant 6). Not a release (exit 2): whatever the protected work
+//!   did after the deadline may still be landing.
 
 use redquorum::Cause;
 use serde::Serialize;
 
 use crate::exit::Outcome;
-use crate::exit::{self, Failure, NOT_HELD, OK, UNAVAILABLE};
+use crate::exit::{self, Failure, LEFT_TO_DELAY, NOT_HELD, OK, UNAVAILABLE};
 use crate::global::Global;
 use crate::output::{self, HeldLock};
 
@@ -27,9 +31,13 @@ Examples:
   ./charge-invoice 42
   redlock release invoice:42 \"$value\"
 
+Success means a quorum of nodes held VALUE and deleted it, so the lock is free at once. With
+--lock-delay, a release after the lock's validity deletes nothing: the lock stays unavailable until
+its validity plus the delay, as if nobody had released it, and the exit status is 2.
+
 Exit status: 0 released on a quorum; 1 not held with VALUE (expired, already released, or another
-value); 69 too few nodes answered to tell (the rest expires with its TTL); 65 the resource has
-another Redis type; 64 bad arguments.";
+value); 2 expired before the release and left to its lock-delay; 69 too few nodes answered to
+tell (the rest expires with its TTL); 65 the resource has another Redis type; 64 bad arguments.";
 
 /// Release a lock by its value, as printed by `acquire`.
 #[derive(Debug, clap::Args)]
@@ -85,6 +93,15 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             return Err(exit::wrong_type_failure(resource, &node, &released.replies));
         }
         Some(Cause::NotHeld) | None => {}
+        Some(Cause::LeftToDelay) => {
+            return Err(Failure::new(
+                LEFT_TO_DELAY,
+                format!(
+                    "{resource:?} had expired before the release; left to its lock-delay \
+                     (released on {confirmed} of {nodes} nodes, {quorum} needed: {others})"
+                ),
+            ));
+        }
         Some(cause) => {
             // A quarantined node's delete is not a vote either: it cannot confirm the lock was
             // held.

@@ -299,3 +299,30 @@ fn verbose_shows_the_library_spans_and_every_nodes_reply_on_stderr_only() {
     out.expect_code(0);
     assert!(out.stderr.contains("attempt n=1"), "{out:#?}");
 }
+
+/// With a lock-delay, a release that comes after the lock's validity is not one: exit 2 with one
+/// line that says so, and the lock stays unavailable (another process's `acquire --wait 0s` is
+/// refused). Before the fix, it printed "released on 3 of 3 nodes", exited 0, and the lock was
+/// free 19 s early.
+#[test]
+fn a_release_after_the_validity_under_a_lock_delay_is_left_to_the_delay_and_says_so() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let delayed = |args: &[&str]| {
+        let mut cmd = redlock(&servers);
+        cmd.args(["--lock-delay", "20s"]).args(args);
+        cmd
+    };
+    let out = run(&mut delayed(&["acquire", "late", "--ttl", "1s"]));
+    out.expect_code(0);
+    let value = out.stdout.trim().to_owned();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let out = run(&mut delayed(&["release", "late", &value]));
+    out.expect_code(2);
+    out.one_line_error("had expired before the release; left to its lock-delay");
+    let out = run(&mut delayed(&[
+        "acquire", "late", "--ttl", "1s", "--wait", "0s",
+    ]));
+    out.expect_code(75);
+    out.one_line_error("busy");
+}

@@ -14,6 +14,10 @@
 //!    ones that did what we asked; otherwise the answer is unavailable, since the lock may still
 //!    be held where nobody could look. An acquisition is busy as soon as one node refused: that
 //!    node holds somebody else's value.
+//! 4. **A release left to its lock-delay says so.** A release that did not reach a quorum, and
+//!    that a node answered by keeping our key for the lock-delay (it came after the lock's
+//!    validity, [`engine`](crate::engine) invariant 6), is [`Cause::LeftToDelay`]: not "not
+//!    held" (the value is still there, and the lock still unavailable), not "unavailable".
 
 use std::fmt;
 use std::time::Duration;
@@ -61,6 +65,10 @@ pub enum Cause {
     Unavailable,
     /// A quorum granted, but too late: no validity was left once it did.
     TooSlow,
+    /// A release under a lock-delay that came after the lock's validity: the nodes that still
+    /// held our value left it to expire ([`Reply::LeftToDelay`]), so the lock stays unavailable
+    /// until its validity plus the delay. Not a release.
+    LeftToDelay,
 }
 
 impl fmt::Display for Cause {
@@ -81,6 +89,9 @@ impl fmt::Display for Cause {
             Cause::NotHeld => f.write_str("not held with this value"),
             Cause::Unavailable => f.write_str("too few nodes answered"),
             Cause::TooSlow => f.write_str("granted, but no validity was left"),
+            Cause::LeftToDelay => {
+                f.write_str("the lock had expired before the release; left to its lock-delay")
+            }
         }
     }
 }
@@ -101,7 +112,7 @@ impl Cause {
                 node: node.to_owned(),
             };
         }
-        let (mut granted, mut refused) = (0, 0);
+        let (mut granted, mut refused, mut late) = (0, 0, 0);
         let mut lefts = Vec::new();
         let mut total = 0;
         for (_, reply) in replies {
@@ -110,6 +121,7 @@ impl Cause {
                 Reply::Granted => granted += 1,
                 Reply::Refused => refused += 1,
                 Reply::Quarantined(quarantine) => lefts.push(quarantine.left),
+                Reply::LeftToDelay => late += 1,
                 _ => {}
             }
         }
@@ -127,8 +139,12 @@ impl Cause {
                 ready_in,
             };
         }
+        // Invariant 4.
+        if asked == Asked::Keep && late > 0 {
+            return Cause::LeftToDelay;
+        }
         // Invariant 3. Silent: no answer that counts (a quarantined node's included).
-        let silent = total - granted - refused;
+        let silent = total - granted - refused - late;
         match asked {
             Asked::Acquire if refused > 0 => Cause::Busy,
             Asked::Keep if silent == 0 || granted + silent < quorum => Cause::NotHeld,
@@ -206,6 +222,27 @@ mod tests {
     }
 
     #[test]
+    fn a_release_left_to_its_lock_delay_says_so_unless_a_quorum_deleted() {
+        use Reply::*;
+        for replies in [
+            vec![LeftToDelay, LeftToDelay, LeftToDelay],
+            vec![LeftToDelay, Refused, Timeout],
+            vec![Granted, LeftToDelay, Refused],
+        ] {
+            assert_eq!(
+                cause(Asked::Keep, &replies),
+                Cause::LeftToDelay,
+                "{replies:?}"
+            );
+        }
+        assert_eq!(
+            cause(Asked::Keep, &[Granted, Granted, LeftToDelay]),
+            Cause::TooSlow,
+            "a quorum deleted: no cause is asked for then (`Released::cause` is None)"
+        );
+    }
+
+    #[test]
     fn not_held_only_when_the_silent_nodes_could_not_make_a_quorum() {
         use Reply::*;
         let unreachable = || Unreachable("refused".into());
@@ -279,7 +316,9 @@ mod tests {
                                     assert_eq!(refused, 0, "{case}");
                                 }
                             }
-                            Cause::WrongType { .. } => unreachable!(),
+                            Cause::WrongType { .. } | Cause::LeftToDelay => {
+                                panic!("no such reply in the mix: {case}")
+                            }
                         }
                     }
                 }

@@ -35,6 +35,18 @@
 //!    failed, its guard gave it up) does not delete: its keys are kept for the delay from then
 //!    (`scripts/linger.lua`), as if it had not released, since its last writes may still be in
 //!    flight.
+//! 6. **A late release is no release, whoever sends it.** Under a lock-delay, a release that
+//!    reaches a node after the holder's validity (the key has no more than the delay left)
+//!    leaves the key to expire, and the node says so (`Reply::LeftToDelay`): the lock stays
+//!    unavailable until validity plus delay, whether the release comes from the holder, from
+//!    another process by value ([`Redlock::release_value`](crate::Redlock::release_value), the
+//!    CLI's `release`), or from a holder that does not know it is late. The node judges from
+//!    the key's own remaining time: at the holder's deadline the key has the delay plus the drift
+//!    allowance left, so a sender that knows the deadline (the holder, whose own late release
+//!    lingers anyway) tests against the delay, and one that does not against the delay plus the
+//!    drift allowance of `max_ttl`, the longest any lock may have (a release very near the
+//!    deadline may then be judged late: the safe side). Such a release is not a success:
+//!    [`Released::cause`] is [`Cause::LeftToDelay`](crate::Cause::LeftToDelay).
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};
@@ -92,6 +104,15 @@ impl Released {
             crate::Cause::of(Asked::Keep, replies, self.quorum)
         })
     }
+}
+
+/// Whether a release's sender knows the lock's deadline (invariant 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// The holder: it lingers on its own once its validity ran out.
+    Known,
+    /// A release by value, from a process that may not know when the lock was taken.
+    Unknown,
 }
 
 /// Every setting of a manager, validated by the [`Builder`](crate::Builder): what the engine
@@ -443,18 +464,30 @@ impl Engine {
     }
 
     /// Runs the compare-and-delete script on every node and waits for all of them; `leave`
-    /// gives up that waiter's place in the fair queue.
+    /// gives up that waiter's place in the fair queue. `deadline` says whether the sender knows
+    /// the lock's deadline (its holder) or not (a release by value): see invariant 6.
     pub(crate) async fn release(
         self: &Arc<Self>,
         resources: &Resources,
         value: &Arc<str>,
         leave: Option<WaiterId>,
+        deadline: Deadline,
     ) -> Released {
         let span = tracing::debug_span!("release", resource = %resources);
+        let delay = self.rules.lock_delay_ms;
+        let late_ms = match deadline {
+            _ if delay == 0 => 0,
+            Deadline::Known => delay,
+            Deadline::Unknown => {
+                let drift = validity::drift(self.rules.max_ttl, self.rules.drift_factor);
+                delay.saturating_add(validity::ttl_millis(drift))
+            }
+        };
         let release = Request::Release {
             leave,
             // Invariant 4: only fair waiters need announcements.
             announce: self.rules.fair,
+            late_ms,
         };
         self.release_round(release, resources, value, span).await
     }

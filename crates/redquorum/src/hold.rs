@@ -54,7 +54,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::engine::Engine;
-use crate::engine::Released;
+use crate::engine::{Deadline, Released};
 use crate::error::{ConfigError, Error, Limit, LossReason};
 use crate::lock::{KeptAlive, Lock, LockInfo};
 use crate::manager::Redlock;
@@ -552,7 +552,7 @@ impl Guard {
                 tracing::error!(resource = %resources, error = %e, "keep-alive task failed");
                 // Its queue place, if any, runs out with its lease.
                 shared
-                    .release(resources, &Arc::from(info.value()), None)
+                    .release(resources, &Arc::from(info.value()), None, Deadline::Known)
                     .await
             }
         };

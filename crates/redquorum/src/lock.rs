@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Engine, Released};
+use crate::engine::{Deadline, Engine, Released};
 use crate::error::Error;
 use crate::resources::Resources;
 use crate::stragglers::LeftBehind;
@@ -182,7 +182,9 @@ async fn release_after(
         Some(stragglers) => stragglers.before_release().await,
         None => None,
     };
-    let released = shared.release(resources, value, leave).await;
+    let released = shared
+        .release(resources, value, leave, Deadline::Known)
+        .await;
     drop(ahead);
     released
 }

@@ -32,7 +32,7 @@ use futures_util::future::join_all;
 use tracing::Instrument;
 
 use crate::cause::Cause;
-use crate::engine::{Engine, Released, Until};
+use crate::engine::{Deadline, Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
 use crate::lock::{Held, Lock};
 use crate::node::Request;
@@ -759,11 +759,23 @@ impl Redlock {
     /// Releases a lock known only by its resource and value on every node. Deletes nothing that
     /// does not hold `value`.
     ///
+    /// Success ([`Released::cause`] is `None`) means a quorum held `value` and deleted it: the
+    /// lock is free. With a [`lock_delay`](crate::Builder::lock_delay), a release that reaches
+    /// the nodes after the lock's validity deletes nothing: each node keeps the key until
+    /// validity plus delay (it judges from the key's remaining time, allowing for clock drift
+    /// up to `max_ttl`'s), so the lock stays unavailable as if nobody had released it, and the
+    /// cause is [`Cause::LeftToDelay`](crate::Cause::LeftToDelay).
+    ///
     /// # Cancel safety
     /// Dropping the future may leave the key on some nodes until it expires.
     pub async fn release_value(&self, resource: &str, value: &str) -> Released {
         self.engine
-            .release(&Resources::one(resource), &Arc::from(value), None)
+            .release(
+                &Resources::one(resource),
+                &Arc::from(value),
+                None,
+                Deadline::Unknown,
+            )
             .await
     }
 }

@@ -32,8 +32,8 @@ use crate::resources::{Access, Resources};
 use crate::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
     ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_FENCED, EXTEND_MANY, EXTEND_MANY_FENCED, FENCE,
-    FENCE_MANY, KeyGroup, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD, RW_ACQUIRE,
-    RW_EXTEND, RW_FENCE, RW_LINGER, RW_RELEASE, one_or_many,
+    FENCE_MANY, KeyGroup, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD,
+    RELEASE_TIMELY, RW_ACQUIRE, RW_EXTEND, RW_FENCE, RW_LINGER, RW_RELEASE, one_or_many,
 };
 use crate::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::shards::Shards;
@@ -91,6 +91,10 @@ pub(crate) enum Request {
     Release {
         leave: Option<WaiterId>,
         announce: bool,
+        /// Under a lock-delay, the remaining time (ms) at or below which a key of ours outlived
+        /// its holder's validity and is left to expire ([`engine`](crate::engine) invariant 6);
+        /// 0 without one (then a single resource gets the standard script).
+        late_ms: u64,
     },
     /// Instead of a release, for a lock that was lost while a lock-delay is set: keep our keys
     /// for at least `ttl_ms` (the delay) from now ([`engine`](crate::engine) invariant 5).
@@ -629,24 +633,38 @@ async fn perform(
         }
         // Done when at least one key still held our value: the keys of a set are set and
         // extended together, so they expire together, and all or none were still ours.
-        Request::Release { leave, announce } => {
-            let reply = match (leave, announce) {
-                (None, false) if !many => {
+        Request::Release {
+            leave,
+            announce,
+            late_ms,
+        } => {
+            let reply = match (leave, announce, late_ms) {
+                (None, false, 0) if !many => {
                     let none: &[u64] = &[];
                     connection
                         .eval(checked, &RELEASE_STANDARD, keys, Some(value), none)
                         .await?
                 }
+                (None, false, _) => {
+                    connection
+                        .eval(checked, &RELEASE_TIMELY, keys, Some(value), &[late_ms])
+                        .await?
+                }
                 _ => {
                     let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
                     let leave = leave.map(|id| id.to_string()).unwrap_or_default();
-                    let tail = (leave, u8::from(announce), queue_tag(connection, resources));
+                    let tail = (
+                        leave,
+                        u8::from(announce),
+                        queue_tag(connection, resources),
+                        late_ms,
+                    );
                     connection
                         .eval(checked, script, keys, Some(value), tail)
                         .await?
                 }
             };
-            (int_reply(&reply)? >= 1, None, false)
+            (released(&reply)?, None, false)
         }
         Request::Linger { ttl_ms } => {
             let reply = connection
@@ -724,13 +742,13 @@ async fn perform_read_write(
                 .await?;
             (int_reply(&reply)? == 1, None, false)
         }
-        Request::Release { leave, .. } => {
+        Request::Release { leave, late_ms, .. } => {
             // A writer giving up leaves the waiting writers under its id.
-            let leave = [leave.map(|id| id.to_string()).unwrap_or_default()];
+            let leave = leave.map(|id| id.to_string()).unwrap_or_default();
             let reply = connection
-                .eval(checked, &RW_RELEASE, keys, Some(value), &leave)
+                .eval(checked, &RW_RELEASE, keys, Some(value), (leave, late_ms))
                 .await?;
-            (int_reply(&reply)? >= 1, None, false)
+            (released(&reply)?, None, false)
         }
         Request::Linger { ttl_ms } => {
             let reply = connection
@@ -749,6 +767,15 @@ async fn perform_read_write(
 
 fn unexpected(what: &str, reply: &Value) -> NodeError {
     NodeError::Server(format!("unexpected reply to {what}: {reply:?}"))
+}
+
+/// Reads a release script's reply: deleted (positive), not ours (0), or left to the lock-delay
+/// (negative: our key outlived its holder's validity, [`engine`](crate::engine) invariant 6).
+fn released(reply: &Value) -> Result<bool, NodeError> {
+    match int_reply(reply)? {
+        n if n < 0 => Err(NodeError::LeftToDelay),
+        n => Ok(n >= 1),
+    }
 }
 
 fn int_reply(reply: &Value) -> Result<i64, NodeError> {

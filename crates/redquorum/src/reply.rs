@@ -30,6 +30,10 @@ pub enum Reply {
     /// The node did what we asked, but it may have lost its data less than `max_ttl` ago and is
     /// quarantined (for how long, and why): its grant is not a vote.
     Quarantined(Quarantine),
+    /// A release under a lock-delay: the node holds our value, but the lock's validity had run
+    /// out (the key has no more than the delay left), so the key is left to expire: the lock
+    /// stays unavailable for its delay, as if nobody had released it.
+    LeftToDelay,
 }
 
 impl Reply {
@@ -49,6 +53,9 @@ impl fmt::Display for Reply {
             Reply::ServerError(why) => write!(f, "error reply ({why})"),
             Reply::WrongType(why) => write!(f, "another Redis type ({why})"),
             Reply::Pending => f.write_str("not waited for"),
+            Reply::LeftToDelay => {
+                f.write_str("the lock had expired before the release: left to its lock-delay")
+            }
             Reply::Quarantined(quarantine) => {
                 write!(f, "granted, but quarantined: {quarantine} (not a vote)")
             }
@@ -83,6 +90,8 @@ pub(crate) enum NodeError {
     Unreachable(String),
     Server(String),
     WrongType(String),
+    /// A release's key outlived its holder's validity and was left to the lock-delay.
+    LeftToDelay,
 }
 
 impl NodeError {
@@ -93,6 +102,7 @@ impl NodeError {
             NodeError::Unreachable(why) => Reply::Unreachable(why.clone()),
             NodeError::Server(why) => Reply::ServerError(why.clone()),
             NodeError::WrongType(why) => Reply::WrongType(why.clone()),
+            NodeError::LeftToDelay => Reply::LeftToDelay,
         }
     }
 

@@ -72,6 +72,8 @@ macro_rules! queue_script {
 
 pub(crate) static RELEASE_STANDARD: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/release_standard.lua"), &[]));
+pub(crate) static RELEASE_TIMELY: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/release_timely.lua"), &[]));
 pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
 pub(crate) static EXTEND: LazyLock<LuaScript> =
@@ -160,10 +162,11 @@ pub(crate) static RW_LINGER: LazyLock<LuaScript> =
 pub(crate) static LEADER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/leader.lua"), FENCED));
 
-pub(crate) fn all() -> [&'static LuaScript; 23] {
+pub(crate) fn all() -> [&'static LuaScript; 24] {
     [
         &MARKER,
         &RELEASE_STANDARD,
+        &RELEASE_TIMELY,
         &RELEASE,
         &EXTEND,
         &INSPECT,

@@ -454,7 +454,7 @@ impl Shards {
                 .iter()
                 .any(|code| why.starts_with(code)),
             NodeError::Unreachable(_) => true,
-            NodeError::Timeout | NodeError::WrongType(_) => false,
+            NodeError::Timeout | NodeError::WrongType(_) | NodeError::LeftToDelay => false,
         };
         if outdated {
             self.inner.stale.store(true, Ordering::Release);

@@ -170,7 +170,10 @@ fn outcome(result: Result<(), &Error>) -> (&'static str, &'static Key) {
             ("wrong_type", key!(ACQUISITIONS, "outcome" => "wrong_type"))
         }
         // Refused before anything was sent (a TTL that leaves no validity).
-        Some(Cause::NotHeld) | None => ("invalid", key!(ACQUISITIONS, "outcome" => "invalid")),
+        // (Release causes never end an acquisition.)
+        Some(Cause::NotHeld | Cause::LeftToDelay) | None => {
+            ("invalid", key!(ACQUISITIONS, "outcome" => "invalid"))
+        }
     }
 }
 
@@ -324,6 +327,8 @@ impl NodeMetrics {
     /// Records a request the node did not answer usefully.
     pub(crate) fn failed(&self, reply: &Reply) {
         let i = match reply {
+            // An answer, not a failure: the node kept a late release's key for the lock-delay.
+            Reply::LeftToDelay => return,
             Reply::Timeout => 0,
             Reply::Unreachable(_) => 1,
             _ => 2,
@@ -345,5 +350,6 @@ pub(crate) fn reply_word(reply: &Reply) -> &'static str {
         Reply::WrongType(_) => "wrong_type",
         Reply::Pending => "pending",
         Reply::Quarantined(_) => "quarantined",
+        Reply::LeftToDelay => "left_to_delay",
     }
 }

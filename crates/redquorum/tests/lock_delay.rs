@@ -161,3 +161,65 @@ async fn releasing_a_lost_lock_keeps_it_out_of_reach_for_the_delay() {
     );
     next.release().await;
 }
+
+/// A hand-off's release by value (`Lock::detach`, then `release_value` from another process)
+/// that comes after the lock's validity does not free it early: the nodes keep the key for the
+/// delay, the release says it is not one (`Cause::LeftToDelay`), and nobody gets the lock
+/// until validity plus delay. In time, the same release frees it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_by_value_after_the_validity_leaves_the_lock_to_its_delay() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let ttl = Duration::from_millis(500);
+    let info = holder.try_acquire("handed", ttl).await.unwrap().detach();
+    holder.settle().await;
+    let ends = info.deadline() + DELAY;
+
+    // Another process, which knows the value but not the deadline, releases late.
+    let releaser = delayed(&cluster).await;
+    tokio::time::sleep_until((info.deadline() + Duration::from_millis(100)).into()).await;
+    let released = releaser.release_value("handed", info.value()).await;
+    assert_eq!(
+        released.cause(),
+        Some(redquorum::Cause::LeftToDelay),
+        "a late release is not a release: {released:?}"
+    );
+    assert!(
+        released
+            .replies
+            .iter()
+            .all(|r| r.reply == redquorum::Reply::LeftToDelay),
+        "{released:?}"
+    );
+    let other = connected(&cluster).await;
+    let every_20ms = Retry::forever()
+        .delay(Duration::from_millis(20))
+        .max_wait(Duration::from_secs(20));
+    let lock = other
+        .acquire_with("handed", Duration::from_secs(5), &every_20ms)
+        .await
+        .expect("free once the delay is over");
+    let got = Instant::now();
+    assert!(
+        got >= ends,
+        "a new holder {:?} before the delay ended",
+        ends - got
+    );
+    lock.release().await;
+
+    // In time, a release by value frees the lock at once.
+    let info = holder
+        .try_acquire("handed", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .detach();
+    holder.settle().await;
+    let released = releaser.release_value("handed", info.value()).await;
+    assert_eq!(released.cause(), None, "{released:?}");
+    other
+        .try_acquire("handed", Duration::from_secs(5))
+        .await
+        .expect("free at once after a timely release")
+        .release()
+        .await;
+}

@@ -1,10 +1,18 @@
 -- Compare-and-delete: remove the lock only if it still holds our value; then tell the waiters.
 -- KEYS[1] = resource; ARGV[1] = lock value, ARGV[2] = the id of a waiter leaving the queue
--- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the queue's hash tag (`queue.lua`).
--- Returns 1 if deleted, 0 otherwise. The lock key is handled exactly as by the standard script.
-local deleted = 0
+-- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the queue's hash tag (`queue.lua`),
+-- ARGV[5] = under a lock-delay, the remaining time in ms at or below which our key outlived its
+-- holder's validity and is left to expire (`release_timely.lua`), "0" without one.
+-- Returns 1 if deleted, -1 if left to the lock-delay, 0 otherwise. Without a lock-delay, the lock
+-- key is handled exactly as by the standard script.
+local deleted, late = 0, 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
-    deleted = redis.call("del", KEYS[1])
+    local bound = tonumber(ARGV[5] or "0")
+    if bound > 0 and redis.call("pttl", KEYS[1]) <= bound then
+        late = 1
+    else
+        deleted = redis.call("del", KEYS[1])
+    end
 end
 -- Announced only to our waiters, who are in the queue: without one, a release costs one EXISTS
 -- more than the standard script (pcall: an ACL may deny the queue's key).
@@ -20,5 +28,8 @@ if leaving or (deleted == 1 and redis.pcall("exists", "redlock-queue:" .. QUEUE_
             q.announce(KEYS[1], q.live_head(queue, leases, q.node_ms()))
         end
     end)
+end
+if late == 1 then
+    return -1
 end
 return deleted
