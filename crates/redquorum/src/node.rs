@@ -653,11 +653,12 @@ async fn perform(
                 _ => {
                     let script = one_or_many(resources, &RELEASE, &RELEASE_MANY);
                     let leave = leave.map(|id| id.to_string()).unwrap_or_default();
+                    // The queue's tag goes last (`scripts/queue.lua`).
                     let tail = (
                         leave,
                         u8::from(announce),
-                        queue_tag(connection, resources),
                         late_ms,
+                        queue_tag(connection, resources),
                     );
                     connection
                         .eval(checked, script, keys, Some(value), tail)

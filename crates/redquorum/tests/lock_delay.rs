@@ -168,15 +168,32 @@ async fn releasing_a_lost_lock_keeps_it_out_of_reach_for_the_delay() {
 /// until validity plus delay. In time, the same release frees it at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_by_value_after_the_validity_leaves_the_lock_to_its_delay() {
+    late_release_by_value(false).await;
+}
+
+/// The same with fair waiting, whose release script also announces the release to the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_release_by_value_after_the_validity_leaves_the_lock_to_its_delay() {
+    late_release_by_value(true).await;
+}
+
+async fn late_release_by_value(fair: bool) {
     let cluster = cluster(3);
-    let holder = delayed(&cluster).await;
+    let built = |fair: bool| {
+        Redlock::builder(cluster.urls())
+            .lock_delay(DELAY)
+            .fair(fair)
+            .build()
+            .unwrap()
+    };
+    let holder = built(fair);
     let ttl = Duration::from_millis(500);
     let info = holder.try_acquire("handed", ttl).await.unwrap().detach();
     holder.settle().await;
     let ends = info.deadline() + DELAY;
 
     // Another process, which knows the value but not the deadline, releases late.
-    let releaser = delayed(&cluster).await;
+    let releaser = built(fair);
     tokio::time::sleep_until((info.deadline() + Duration::from_millis(100)).into()).await;
     let released = releaser.release_value("handed", info.value()).await;
     assert_eq!(

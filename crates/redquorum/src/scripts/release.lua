@@ -1,13 +1,13 @@
 -- Compare-and-delete: remove the lock only if it still holds our value; then tell the waiters.
 -- KEYS[1] = resource; ARGV[1] = lock value, ARGV[2] = the id of a waiter leaving the queue
--- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the queue's hash tag (`queue.lua`),
--- ARGV[5] = under a lock-delay, the remaining time in ms at or below which our key outlived its
--- holder's validity and is left to expire (`release_timely.lua`), "0" without one.
+-- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = under a lock-delay, the remaining time in
+-- ms at or below which our key outlived its holder's validity and is left to expire
+-- (`release_timely.lua`), "0" without one, ARGV[5] = the queue's hash tag (`queue.lua`: last).
 -- Returns 1 if deleted, -1 if left to the lock-delay, 0 otherwise. Without a lock-delay, the lock
 -- key is handled exactly as by the standard script.
 local deleted, late = 0, 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
-    local bound = tonumber(ARGV[5] or "0")
+    local bound = tonumber(ARGV[4])
     if bound > 0 and redis.call("pttl", KEYS[1]) <= bound then
         late = 1
     else

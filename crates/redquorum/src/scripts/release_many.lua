@@ -1,12 +1,12 @@
 -- Compare-and-delete for a set: remove every key that still holds our value; then, for a fair
 -- client, tell the queued waiters of each key that is now free.
 -- KEYS = the resources; ARGV[1] = lock value, ARGV[2] = the id of a waiter leaving the queues
--- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the queue's hash tag (`queue.lua`),
--- ARGV[5] = the lock-delay's bound, as in `release.lua` ("0" without one).
+-- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the lock-delay's bound, as in
+-- `release.lua` ("0" without one), ARGV[5] = the queue's hash tag (`queue.lua`: last).
 -- Returns how many keys were deleted or, when none was, minus how many were left to the delay.
 -- pcall: a key of another type is simply not ours, and must not stop the others' release.
 local deleted, late = 0, 0
-local bound = tonumber(ARGV[5] or "0")
+local bound = tonumber(ARGV[4])
 for _, key in ipairs(KEYS) do
     local freed = 0
     if redis.pcall("get", key) == ARGV[1] then
