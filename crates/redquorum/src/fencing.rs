@@ -84,8 +84,9 @@
 //!    long as node clocks differ by less than `max_ttl − window − grain / 4 − 200 ms`, that is
 //!    `(max_ttl + grain) / 2 − grain / 4 − 200 ms` ≥ `max_ttl / 2 − 200 ms` when quarantine is on,
 //!    even if a majority lost its data at once. With the quarantine off, nothing keeps the two
-//!    acquisitions that far apart: tokens then increase only for acquisitions further apart than
-//!    the window plus the clock difference.
+//!    acquisitions that far apart, and invariant 6 takes over: no counter is started from an
+//!    estimate and the clock is exact, so tokens increase while node clocks differ by less than
+//!    the time between the two acquisitions.
 //! 5. Counters expire after the fence retention (a day by default, never less than two seconds
 //!    nor less than `2 × max_ttl`, whatever any client of the servers configured) without use;
 //!    the next vote on such a node runs at least the retention after the earlier token was

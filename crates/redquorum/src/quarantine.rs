@@ -65,7 +65,12 @@
 //!    its replica is elected only after that timeout), not of an operator's `TAKEOVER` while the
 //!    old master still serves clients (`docs/cluster.md`). A restart also
 //!    changes the `run_id`, so a cluster master is quarantined after every restart, durable or
-//!    not (conservative: its durability cannot tell a restart from a promotion).
+//!    not (conservative: its durability cannot tell a restart from a promotion). Resharding a
+//!    master's lowest slot moves its marker (a key without a TTL) to the importing master, where
+//!    it stays as a stray key of a few dozen bytes: nobody reads it unless that slot becomes the
+//!    importing master's lowest, and then it names another owner and is rewritten, with its
+//!    quarantine, as above. Harmless, so it is left there rather than deleted by a client that
+//!    cannot tell a stray marker from a live one.
 
 use std::fmt;
 use std::time::{Duration, Instant};
