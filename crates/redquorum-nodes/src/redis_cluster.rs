@@ -313,7 +313,7 @@ impl RedisCluster {
     }
 
     /// Writes a brand-new marker on every running master (`SET … NX`): the key and value
-    /// `marker` gives for the lowest slot the master serves and its `run_id` (the library's
+    /// `marker` gives for the lowest slot the master serves and its `INFO` (the library's
     /// `cluster_marker`), so that clients trust the masters of a new cluster at once, as they
     /// trust a new plain node.
     ///
@@ -335,12 +335,8 @@ impl RedisCluster {
                 .find(|line| line.contains("myself"))
                 .and_then(lowest_slot);
             let Some(lowest) = lowest else { continue };
-            let info = node.cli(&["INFO", "server"])?;
-            let run_id = info
-                .lines()
-                .find_map(|line| line.trim_end().strip_prefix("run_id:"))
-                .unwrap_or_default();
-            let (key, value) = marker(lowest, run_id);
+            let info = node.cli(&["INFO"])?;
+            let (key, value) = marker(lowest, &info);
             node.cli(&["SET", &key, &value, "NX"])?;
         }
         Ok(())

@@ -11,7 +11,7 @@ use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
 use crate::marker::{MarkerValue, Tag};
-use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, info_field};
+use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, marker_owner};
 use crate::reply::NodeError;
 use crate::scripts::MARKER;
 use crate::sync::lock;
@@ -72,12 +72,18 @@ pub(crate) async fn check_health(
         .await
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
-    // An owned marker names this process (quarantine invariant 6).
+    // An owned marker names this process and its replication history (quarantine invariant 6).
     let owner = if marker.owned {
-        info_field(&info, "run_id").unwrap_or_default()
+        let replication: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(conn)
+            .await
+            .map_err(|e| needs(&e, "INFO", "+info"))?;
+        marker_owner(&info, &replication)
     } else {
-        ""
+        String::new()
     };
+    let owner = owner.as_str();
     // A marker written on first sight says so (`marker`), outside clusters (`first_sight`
     // invariant 5).
     let tag = if first_seen && !marker.owned {

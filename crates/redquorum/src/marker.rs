@@ -4,7 +4,7 @@
 //! ([`quarantine`](crate::quarantine)). Its value says who wrote it and from when it vouches:
 //!
 //! ```text
-//! value = [owner "/"] body ":" time
+//! value = [owner "/"] body ":" time     owner = run_id "." master_replid (a cluster master's)
 //! body  = id                   written after a loss was seen (or by an earlier version)
 //!       | "new." id            written by a client that saw the node for the first time, without one
 //!       | "ok." run_id "." id  vouched for: by an operator (`redlock nodes mark`), or by the
@@ -42,7 +42,7 @@ pub(crate) enum Tag<'a> {
 /// A marker value, read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MarkerValue<'a> {
-    /// The owner's `run_id` (a Redis Cluster master's marker), or "".
+    /// The owner, `<run_id>.<master_replid>` (a Redis Cluster master's marker), or "".
     pub(crate) owner: &'a str,
     pub(crate) tag: Tag<'a>,
     /// The identity (invariant 1).
@@ -57,7 +57,8 @@ impl<'a> MarkerValue<'a> {
     pub(crate) fn parse(value: &'a str) -> Self {
         let (owner, rest) = match value.split_once('/') {
             Some((owner, rest))
-                if !owner.is_empty() && owner.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                if !owner.is_empty()
+                    && owner.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.') =>
             {
                 (owner, rest)
             }

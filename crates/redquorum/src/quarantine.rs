@@ -52,9 +52,16 @@
 //!    master's last keys.
 //! 5. With quarantine disabled every node is trusted: plain Redlock. No marker is read or
 //!    written.
-//! 6. **A Redis Cluster master's marker names its owner**, the `run_id` of the process that
-//!    wrote it (`<run_id>/<random>:<node ms>`), and a master that finds a marker naming another
-//!    process treats it as missing: it writes its own, with its quarantine (invariants 2, 3).
+//! 6. **A Redis Cluster master's marker names its owner**: the `run_id` of the process that
+//!    wrote it and that process's `master_replid` (`<run_id>.<replid>/<random>:<node ms>`), and
+//!    a master that finds a marker naming another owner treats it as missing: it writes its own,
+//!    with its quarantine (invariants 2, 3). The replication id is there for the failback: a
+//!    master Y demoted to a replica and fully resynchronised gets its data, its own marker
+//!    included, from the replica X that was promoted in its place, and once it leads again it
+//!    is the same process, with its own marker and a long uptime, but without the locks X never
+//!    had. Every change of role changes the `master_replid` (a promotion draws a new one, a
+//!    replica takes its master's), and nothing else does while the process runs, so the marker
+//!    names Y's history before the failover and Y is quarantined as a promoted replica.
 //!    A replica promoted to master has its old master's marker (replicated) but perhaps not its
 //!    last keys; a master that took over a slot by migration may have a marker moved with it;
 //!    both are quarantined for `max_ttl` from the first health check that sees them, by any
@@ -83,11 +90,21 @@ use crate::marker::{MarkerValue, Tag};
 /// shared with `redquorum-nodes`, which writes it on brand-new nodes.
 pub const MARKER_KEY: &str = "redlock-node-marker";
 
-/// The marker of a brand-new Redis Cluster master whose lowest served slot is `lowest_slot` and
-/// whose `run_id` is `run_id`: its key and a value that vouches for it at once (invariants 3,
-/// 6). For tools that prepare new clusters, as `redquorum-nodes` does; write it with `SET … NX`.
-pub fn cluster_marker(lowest_slot: u16, run_id: &str) -> (String, String) {
-    (cluster_marker_key(lowest_slot), format!("{run_id}/fresh:0"))
+/// The marker of a brand-new Redis Cluster master whose lowest served slot is `lowest_slot`,
+/// given its `INFO` (the `server` and `replication` sections, as a plain `INFO` returns them):
+/// its key and a value that vouches for it at once (invariants 3, 6). For tools that prepare new
+/// clusters, as `redquorum-nodes` does; write it with `SET … NX`.
+pub fn cluster_marker(lowest_slot: u16, info: &str) -> (String, String) {
+    let owner = marker_owner(info, info);
+    (cluster_marker_key(lowest_slot), format!("{owner}/fresh:0"))
+}
+
+/// Who a Redis Cluster master's marker names (invariant 6): the process (`run_id`) and its
+/// replication history (`master_replid`), from its `INFO server` and `INFO replication`.
+pub(crate) fn marker_owner(server: &str, replication: &str) -> String {
+    let run_id = info_field(server, "run_id").unwrap_or_default();
+    let replid = info_field(replication, "master_replid").unwrap_or_default();
+    format!("{run_id}.{replid}")
 }
 
 /// The marker key of a master of a Redis Cluster node whose lowest served slot is

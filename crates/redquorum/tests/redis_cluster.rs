@@ -185,12 +185,12 @@ async fn a_promoted_master_is_quarantined_and_the_holder_keeps_its_lock() {
     let refused = rival.try_acquire("payments", TTL).await.expect_err("held");
     assert_eq!(refused.cause(), Some(Cause::Busy), "{refused}");
     let promoted = clusters[0].node(1);
-    let info = promoted.cli(&["INFO", "server"]).expect("INFO");
+    let info = promoted.cli(&["INFO"]).expect("INFO");
     let run_id = info
         .lines()
         .find_map(|line| line.trim_end().strip_prefix("run_id:"))
         .expect("run_id");
-    let (marker_key, _) = redquorum::cluster_marker(0, run_id);
+    let (marker_key, _) = redquorum::cluster_marker(0, &info);
     let marker = value_on(promoted, &marker_key).expect("a marker");
     assert!(
         marker.starts_with(&format!("{run_id}/")) && !marker.ends_with(":0"),
@@ -553,4 +553,124 @@ async fn locks_follow_a_slot_being_migrated() {
         .expect("acquired again");
     assert!(again.fence() > token, "its counter moved with the slot");
     assert!(again.release().await.cause().is_none());
+}
+
+/// Waits (up to `limit`) until `node` of `cluster` reports `role` in `ROLE`; whether it did.
+fn became(cluster: &mut RedisCluster, node: usize, role: &str, limit: Duration) -> bool {
+    let give_up = std::time::Instant::now() + limit;
+    loop {
+        if cluster
+            .node(node)
+            .cli(&["ROLE"])
+            .is_ok_and(|r| r.starts_with(role))
+        {
+            return true;
+        }
+        if std::time::Instant::now() >= give_up {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (up to 30 s) until `node` of `cluster` reports `role` in `ROLE`.
+fn until_role(cluster: &mut RedisCluster, node: usize, role: &str) {
+    assert!(
+        became(cluster, node, role, Duration::from_secs(30)),
+        "node {node} never became {role}"
+    );
+}
+
+/// Makes replica `node` the master: a coordinated `CLUSTER FAILOVER`, then `FORCE`, then
+/// `TAKEOVER`, each given 10 s (a coordinated one that cannot finish is abandoned by Redis).
+fn fail_over_to(cluster: &mut RedisCluster, node: usize) {
+    for how in [
+        &["CLUSTER", "FAILOVER"][..],
+        &["CLUSTER", "FAILOVER", "FORCE"],
+        &["CLUSTER", "FAILOVER", "TAKEOVER"],
+    ] {
+        if cluster.node(node).cli(how).is_ok()
+            && became(cluster, node, "master", Duration::from_secs(10))
+        {
+            return;
+        }
+    }
+    panic!("node {node} could not be made master");
+}
+
+/// The failback (issue: "a cluster failback hands a lock out twice, with the defaults"): on two
+/// of three clusters, master Y grants A's lock L without replicating it (its replica X is
+/// stopped and cut off), X takes over without L while Y is stopped, Y comes back as X's replica
+/// and resynchronises (getting its *own* marker back from X), then fails back and leads again:
+/// the same process, its own marker, a long uptime, and no L. A new client must not count it:
+/// its marker names Y's replication history before the failover, so it is quarantined as a
+/// promoted replica. With a marker that names the `run_id` alone, B got L while A held it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failback_to_a_master_that_lost_a_lock_does_not_vote() {
+    // Servers up for longer than max_ttl, as in the reproduction: their uptime says nothing.
+    const MAX_TTL: Duration = Duration::from_secs(20);
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
+    let urls: Vec<String> = clusters.iter().map(RedisCluster::url).collect();
+    let client = || {
+        Redlock::builder(urls.clone())
+            .max_ttl(MAX_TTL)
+            .build()
+            .expect("valid configuration")
+    };
+    tokio::time::sleep(MAX_TTL + Duration::from_millis(1500)).await;
+    for cluster in &mut clusters[..2] {
+        cluster.node(1).pause().expect("stop the replica");
+        cluster
+            .node(0)
+            .cli(&["CLIENT", "KILL", "TYPE", "replica"])
+            .expect("cut the replication link");
+    }
+    let a = client();
+    let a_lock = a
+        .acquire("ledger", MAX_TTL)
+        .await
+        .expect("A locks, counted on the two masters that did not replicate it");
+    std::thread::scope(|scope| {
+        for cluster in clusters[..2].iter_mut() {
+            scope.spawn(move || {
+                cluster.node(0).pause().expect("stop the master");
+                cluster.node(1).resume().expect("resume the replica");
+                cluster
+                    .node(1)
+                    .cli(&["CLUSTER", "FAILOVER", "TAKEOVER"])
+                    .expect("the replica takes over");
+                until_role(cluster, 1, "master");
+                cluster.node(0).resume().expect("the old master comes back");
+                until_role(cluster, 0, "slave");
+                cluster
+                    .wait_for_replication(1)
+                    .expect("the old master is in sync");
+                // Failback: the old master leads again.
+                fail_over_to(cluster, 0);
+                cluster.wait_until_ok().expect("the cluster serves again");
+            });
+        }
+    });
+    assert!(a_lock.is_valid(), "A's lock is still valid");
+    let b = client();
+    let err = b
+        .try_acquire("ledger", MAX_TTL)
+        .await
+        .expect_err("the failed-back masters lost A's lock: they do not vote");
+    let Error::NotAcquired { failure, .. } = &err else {
+        panic!("{err}");
+    };
+    let promoted = failure
+        .replies
+        .iter()
+        .filter(|r| {
+            matches!(&r.reply, Reply::Quarantined(q)
+                if q.reason == redquorum::QuarantineReason::Promoted)
+        })
+        .count();
+    assert_eq!(
+        promoted, 2,
+        "both failed-back masters are promoted replicas: {err}"
+    );
+    assert!(a_lock.is_valid(), "A is the only holder");
 }
