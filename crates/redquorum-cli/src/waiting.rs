@@ -19,7 +19,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use redquorum::Redlock;
+use redquorum::{QuarantineReason, Redlock};
 use tokio::task::JoinHandle;
 
 /// How often the watcher looks again.
@@ -61,7 +61,17 @@ pub fn watch(manager: &Redlock, servers: &str) -> Notice {
                         "redlock: waiting for {}",
                         describe(&quarantined, manager.quorum())
                     );
-                    eprintln!("redlock: {hint}");
+                    // Only for nodes that may simply be new: vouching for one that lost data
+                    // (restarted, flushed, promoted) is how a lock is given twice.
+                    let new = quarantined.iter().all(|(_, q)| {
+                        matches!(
+                            q.reason,
+                            QuarantineReason::Started | QuarantineReason::FirstSeenWithoutMarker
+                        )
+                    });
+                    if new {
+                        eprintln!("redlock: {hint}");
+                    }
                     bar = Bar::new();
                 }
                 if let Some(bar) = &bar {

@@ -346,6 +346,10 @@ impl Engine {
                     .map(|s| (s.label().to_owned(), s.client().clone()))
                     .collect(),
                 settings.trust.max_ttl,
+                // `first_sight` invariant 1: a client that trusts a first-sight marker when its
+                // time comes may vote up to a clock drift early.
+                validity::drift(settings.trust.max_ttl, settings.rules.drift_factor)
+                    + Duration::from_millis(100),
                 settings.rules.connect_timeout,
             ));
             for node in &mut nodes {

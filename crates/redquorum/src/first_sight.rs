@@ -15,9 +15,10 @@
 //! group (all N, not a quorum: a node we cannot read may be the one that shows a marker):
 //! - shows no marker, or only a first-sight marker that is still pending (`new.`: a client that
 //!   found none wrote it, and no vote counts on it while it is pending); and
-//! - is *clean*: a master, up for at least `max_ttl` (plus the uptime slack), never a replica
-//!   since it started, no evicted keys, and nothing in `INFO commandstats` since its start that
-//!   drops or replaces data wholesale ([`DROPPING`]).
+//! - is *clean*: Redis 7 or later (earlier versions count `CONFIG RESETSTAT` together with
+//!   every `CONFIG GET`), a master, up for at least `max_ttl` (plus the uptime slack), never a
+//!   replica since it started, no evicted keys, and nothing in `INFO commandstats` since its
+//!   start that drops or replaces data wholesale ([`DROPPING`]).
 //!
 //! Then each node's marker is *extended* (a compare-and-set that keeps it pending for another
 //! `max_ttl`, only if it is still the same first-sight marker and still pending), and only once
@@ -86,6 +87,15 @@ pub(crate) const DROPPING: [&str; 12] = [
 /// Why a node is not clean, or `None` when it is (the module's rule), from its `INFO server`,
 /// `INFO replication`, `INFO stats` and `INFO commandstats` replies, read after its marker.
 pub(crate) fn unclean(info: &str, max_ttl: Duration) -> Option<String> {
+    // Before Redis 7, commandstats count `CONFIG RESETSTAT` and `MODULE LOAD` under `config` and
+    // `module`, with every `CONFIG GET` (the health check's own): the record that erases the
+    // record cannot be told apart, so such a server shows no evidence.
+    let major = info_field(info, "redis_version")
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    if major.is_none_or(|major| major < 7) {
+        return Some("Redis before 7 does not count CONFIG RESETSTAT on its own".to_owned());
+    }
     let uptime = info_field(info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
     let Some(uptime) = uptime.map(Duration::from_secs) else {
         return Some("INFO shows no uptime".to_owned());
@@ -96,6 +106,13 @@ pub(crate) fn unclean(info: &str, max_ttl: Duration) -> Option<String> {
     if info_field(info, "role") != Some("master") {
         return Some("it is a replica".to_owned());
     }
+    dropped_data(info)
+}
+
+/// What in a server's `INFO` shows that it dropped or replaced data since it started: a
+/// promotion, an eviction, a command of [`DROPPING`]; `None` when nothing does. Also what an
+/// operator's unforced `redlock nodes mark` refuses to vouch over.
+pub(crate) fn dropped_data(info: &str) -> Option<String> {
     if info_field(info, "second_repl_offset") != Some("-1") {
         return Some("it was a replica since it started (promoted)".to_owned());
     }
@@ -163,7 +180,7 @@ mod tests {
 
     fn info(uptime: u64, extra: &str) -> String {
         format!(
-            "# Server\r\nrun_id:abc\r\nuptime_in_seconds:{uptime}\r\n# Replication\r\nrole:master\r\n\
+            "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:{uptime}\r\n# Replication\r\nrole:master\r\n\
              second_repl_offset:-1\r\n# Stats\r\nevicted_keys:0\r\n# Commandstats\r\n\
              cmdstat_set:calls=3,usec=1\r\n{extra}"
         )
@@ -203,6 +220,9 @@ mod tests {
         let evicted = info(3600, "").replace("evicted_keys:0", "evicted_keys:7");
         assert!(unclean(&evicted, MAX_TTL).is_some_and(|w| w.contains("evicted")));
         assert!(unclean("# Server\r\n", MAX_TTL).is_some());
+        // Redis 6 counts CONFIG RESETSTAT under CONFIG, with every CONFIG GET.
+        let six = info(3600, "").replace("redis_version:7.0.15", "redis_version:6.2.14");
+        assert!(unclean(&six, MAX_TTL).is_some_and(|w| w.contains("before 7")));
     }
 
     #[test]

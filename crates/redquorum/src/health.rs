@@ -92,13 +92,14 @@ pub(crate) async fn check_health(
         ""
     };
     let (key, max_ttl) = (&marker.key, trust.max_ttl);
-    let mut marker = read_marker(conn, max_ttl, key, owner, tag).await?;
+    let fingerprint = first_sight.map(|g| g.fingerprint());
+    let mut marker = read_marker(conn, max_ttl, key, owner, tag, fingerprint).await?;
     if let (true, Some(group)) = (first_seen && unmarked(&marker), first_sight) {
         // The group's evidence may vouch for every node at once (`first_sight`): waited for a
         // part of the connect timeout at most, then the marker is read again, vouched or not.
         // Only for a node without a marker of its own: one that shows one is judged at once.
         let _ = tokio::time::timeout(group.patience(), group.settle()).await;
-        marker = read_marker(conn, max_ttl, key, owner, tag).await?;
+        marker = read_marker(conn, max_ttl, key, owner, tag, fingerprint).await?;
     }
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
@@ -171,6 +172,7 @@ async fn read_marker(
     marker_key: &str,
     owner: &str,
     tag: &str,
+    group: Option<&str>,
 ) -> Result<Marker, NodeError> {
     let fresh = format!("{:016x}", rand::random::<u64>());
     let reply: (String, u8, u64) = redis::cmd("EVAL")
@@ -185,7 +187,7 @@ async fn read_marker(
         .await
         .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{marker_key}")))?;
     let (value, written, node_ms) = reply;
-    Ok(Marker::from_reply(value, written, node_ms))
+    Ok(Marker::from_reply(value, written, node_ms, group, max_ttl))
 }
 
 /// Whether `INFO replication` shows a replica promoted to master since it last started

@@ -7,8 +7,10 @@
 //! value = [owner "/"] body ":" time     owner = run_id "." master_replid (a cluster master's)
 //! body  = id                   written after a loss was seen (or by an earlier version)
 //!       | "new." id            written by a client that saw the node for the first time, without one
-//!       | "ok." run_id "." id  vouched for: by an operator (`redlock nodes mark`), or by the
-//!                              group's evidence ([`first_sight`](crate::first_sight))
+//!       | "ok." run_id "." id  vouched for by an operator (`redlock nodes mark`)
+//!       | "okg." group "." ms "." run_id "." id
+//!                              vouched for by a group's evidence ([`first_sight`](crate::first_sight)),
+//!                              at node time `ms`, for the group of nodes `group` (a fingerprint)
 //! time  = the node's clock, in ms, from which it vouches (0: at once)
 //! ```
 //!
@@ -25,6 +27,11 @@
 //! 3. **A vouch names the run it vouches for.** An operator vouches that this server lost
 //!    nothing up to now, which says nothing about a later restart: the uptime rule is waived
 //!    only while the server's `run_id` is the one the marker names.
+//! 4. **A group's vouch holds for that group.** The first-sight rule's evidence is the markers
+//!    of every node a manager lists: it says nothing of a larger group the node also belongs to
+//!    (a manager over one node of three, inspecting it alone). So a group's vouch names the group
+//!    (a fingerprint of its nodes' addresses) and when it was made: for a manager of another
+//!    group it vouches only `max_ttl` after that, as a marker written on first sight would.
 
 use std::time::Duration;
 
@@ -35,8 +42,15 @@ pub(crate) enum Tag<'a> {
     Plain,
     /// Written by a client that saw the node for the first time, without a marker.
     New,
-    /// Vouched for, for the run with this `run_id` (invariant 3).
+    /// Vouched for by an operator, for the run with this `run_id` (invariant 3).
     Vouched { run_id: &'a str },
+    /// Vouched for by the group `group`'s evidence at node time `at_ms`, for the run with this
+    /// `run_id` (invariants 3, 4).
+    GroupVouched {
+        group: &'a str,
+        at_ms: u64,
+        run_id: &'a str,
+    },
 }
 
 /// A marker value, read.
@@ -71,7 +85,23 @@ impl<'a> MarkerValue<'a> {
             },
             None => (rest, 0),
         };
-        let (tag, id) = if let Some(id) = body.strip_prefix("new.") {
+        let group_vouched = body.strip_prefix("okg.").and_then(|rest| {
+            let mut parts = rest.splitn(4, '.');
+            let (group, at, run_id, id) =
+                (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+            let at_ms = at.parse().ok()?;
+            Some((
+                Tag::GroupVouched {
+                    group,
+                    at_ms,
+                    run_id,
+                },
+                id,
+            ))
+        });
+        let (tag, id) = if let Some(vouched) = group_vouched {
+            vouched
+        } else if let Some(id) = body.strip_prefix("new.") {
             (Tag::New, id)
         } else if let Some((run_id, id)) = body
             .strip_prefix("ok.")
@@ -96,7 +126,36 @@ impl<'a> MarkerValue<'a> {
 
     /// Whether it waives the uptime rule for the run `run_id` (invariant 3).
     pub(crate) fn vouches_for_run(&self, run_id: &str) -> bool {
-        matches!(self.tag, Tag::Vouched { run_id: vouched } if vouched == run_id)
+        match self.tag {
+            Tag::Vouched { run_id: vouched }
+            | Tag::GroupVouched {
+                run_id: vouched, ..
+            } => vouched == run_id,
+            _ => false,
+        }
+    }
+
+    /// How long after `node_ms` it starts to vouch for a manager of the group `group` (`None`:
+    /// a manager that takes no part in first sight), `max_ttl` being the quarantine: a group's
+    /// vouch holds at once for its own group, `max_ttl` after it was made for any other
+    /// (invariant 4).
+    pub(crate) fn pending_for(
+        &self,
+        node_ms: u64,
+        group: Option<&str>,
+        max_ttl: Duration,
+    ) -> Duration {
+        match self.tag {
+            Tag::GroupVouched {
+                group: vouched,
+                at_ms,
+                ..
+            } if Some(vouched) != group => {
+                let max_ttl_ms = u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX);
+                Duration::from_millis(at_ms.saturating_add(max_ttl_ms).saturating_sub(node_ms))
+            }
+            _ => self.pending_at(node_ms),
+        }
     }
 }
 
@@ -116,7 +175,7 @@ pub enum MarkerState {
 impl MarkerState {
     pub(crate) fn of(value: &str) -> Self {
         match MarkerValue::parse(value).tag {
-            Tag::Vouched { .. } => MarkerState::Vouched,
+            Tag::Vouched { .. } | Tag::GroupVouched { .. } => MarkerState::Vouched,
             Tag::New => MarkerState::FirstSight,
             Tag::Plain => MarkerState::Plain,
         }
@@ -131,6 +190,14 @@ impl std::fmt::Display for MarkerState {
             MarkerState::Plain => "present",
         })
     }
+}
+
+/// How much later `read` vouches than `seen` when both are the same first-sight marker and
+/// `read` was extended (its time moved later): `None` otherwise.
+pub(crate) fn extended(seen: &str, read: &str) -> Option<Duration> {
+    let (seen, read) = (MarkerValue::parse(seen), MarkerValue::parse(read));
+    (read.tag == Tag::New && read.id == seen.id && read.vouches_from_ms > seen.vouches_from_ms)
+        .then(|| Duration::from_millis(read.vouches_from_ms - seen.vouches_from_ms))
 }
 
 /// The identity of a marker value (invariant 1).
@@ -193,6 +260,33 @@ mod tests {
             MarkerValue::parse(pending).pending_at(99_000),
             Duration::from_secs(0) + Duration::from_millis(999)
         );
+    }
+
+    #[test]
+    fn a_group_s_vouch_holds_at_once_for_that_group_only() {
+        let max_ttl = Duration::from_secs(60);
+        let value = MarkerValue::parse("okg.f00d.1000.run1.9f0c:0");
+        assert_eq!(
+            value.tag,
+            Tag::GroupVouched {
+                group: "f00d",
+                at_ms: 1000,
+                run_id: "run1"
+            }
+        );
+        assert_eq!(value.id, "9f0c");
+        assert!(value.vouches_for_run("run1"));
+        assert!(value.pending_for(2000, Some("f00d"), max_ttl).is_zero());
+        assert_eq!(
+            value.pending_for(2000, Some("beef"), max_ttl),
+            Duration::from_millis(59_000),
+            "another group waits max_ttl from the vouch"
+        );
+        assert_eq!(
+            value.pending_for(2000, None, max_ttl),
+            Duration::from_millis(59_000)
+        );
+        assert!(value.pending_for(70_000, Some("beef"), max_ttl).is_zero());
     }
 
     #[test]

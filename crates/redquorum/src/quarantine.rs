@@ -221,15 +221,22 @@ impl Marker {
     }
 
     /// Reads the marker script's reply: the value, whether it wrote it (1: where there was
-    /// none, 2: over another owner's), and the node's time.
-    pub(crate) fn from_reply(value: String, written: u8, node_ms: u64) -> Self {
+    /// none, 2: over another owner's), and the node's time; for a manager of the first-sight
+    /// group `group` (`marker` invariant 4), with the quarantine `max_ttl`.
+    pub(crate) fn from_reply(
+        value: String,
+        written: u8,
+        node_ms: u64,
+        group: Option<&str>,
+        max_ttl: Duration,
+    ) -> Self {
         if written != 0 {
             return Marker::Written {
                 value,
                 replaced_other: written == 2,
             };
         }
-        let pending = MarkerValue::parse(&value).pending_at(node_ms);
+        let pending = MarkerValue::parse(&value).pending_for(node_ms, group, max_ttl);
         Marker::Found { value, pending }
     }
 }
@@ -375,7 +382,8 @@ impl Memory {
             Marker::Written { .. } => policy.max_ttl,
         };
         let written = matches!(seen.marker, Marker::Written { .. });
-        let pending_reason = if value.tag == Tag::New || (first_sight && written) {
+        let by_a_group = matches!(value.tag, Tag::GroupVouched { .. });
+        let pending_reason = if value.tag == Tag::New || by_a_group || (first_sight && written) {
             QuarantineReason::FirstSeenWithoutMarker
         } else {
             QuarantineReason::LostMarker
@@ -597,7 +605,7 @@ mod tests {
 
     #[test]
     fn marker_values_carry_the_node_time_they_vouch_from() {
-        let marker = Marker::from_reply("abc:5000".into(), 0, 2_000);
+        let marker = Marker::from_reply("abc:5000".into(), 0, 2_000, None, MAX_TTL);
         assert_eq!(
             marker,
             Marker::Found {
@@ -605,11 +613,11 @@ mod tests {
                 pending: Duration::from_secs(3)
             }
         );
-        let past = Marker::from_reply("abc:1000".into(), 0, 2_000);
+        let past = Marker::from_reply("abc:1000".into(), 0, 2_000, None, MAX_TTL);
         assert!(matches!(past, Marker::Found { pending, .. } if pending.is_zero()));
-        let by_hand = Marker::from_reply("set by the operator".into(), 0, 2_000);
+        let by_hand = Marker::from_reply("set by the operator".into(), 0, 2_000, None, MAX_TTL);
         assert!(matches!(by_hand, Marker::Found { pending, .. } if pending.is_zero()));
-        let written = Marker::from_reply("abc:9".into(), 1, 2_000);
+        let written = Marker::from_reply("abc:9".into(), 1, 2_000, None, MAX_TTL);
         assert_eq!(
             written,
             Marker::Written {

@@ -48,11 +48,13 @@
 //!    (invariant 2), so a server found behind the old address is judged before it votes.
 //! 7. **A vote carries its own evidence.** With the quarantine on, every acquisition (`SET`, or
 //!    the fenced and queued scripts) is followed on the same connection, in the same pipeline,
-//!    by a `GET` of the marker key, which must return what this connection's health check saw
-//!    (quarantine invariants 2, 3). A node that lost its data since (a `FLUSHALL`, an
-//!    eviction, a restart behind a proxy that kept our TCP connection) shows it in that very
-//!    reply, and its grant is not a vote: it is quarantined for `max_ttl` from then on, and
-//!    checked again. Extensions and fencing need no marker: they succeed only where the key
+//!    by a `GET` of the marker key, which must return the marker this connection's health check
+//!    saw: the same id (`marker` invariant 1; a vouch rewrites the rest). A node that lost its
+//!    data since (a `FLUSHALL`, an eviction, a restart behind a proxy that kept our TCP
+//!    connection) shows it in that very reply, and its grant is not a vote: it is quarantined
+//!    for `max_ttl` from then on, and checked again. A first-sight marker whose time moved later
+//!    was extended by a group's first look (`first_sight` invariant 1): that grant is not a
+//!    vote either, and the node is out until the later time, and checked again. Extensions and fencing need no marker: they succeed only where the key
 //!    still holds our value, which a node that lost it cannot show.
 //! 8. **On a Redis Cluster, a vote waits for the shard's replicas.** On a master of a cluster
 //!    node ([`shards`](crate::shards)), every vote (acquisition, extension, fencing round) is
@@ -793,13 +795,25 @@ impl Connection<'_> {
         let expected = self.live.marker.load();
         // The same marker is the same id, whatever a vouch rewrote around it (`marker`
         // invariant 1).
+        let read = match read {
+            Some(Value::BulkString(read)) => std::str::from_utf8(read).ok(),
+            _ => None,
+        };
         let same = match (read, expected.as_deref()) {
-            (Some(Value::BulkString(read)), Some(expected)) => std::str::from_utf8(read)
-                .is_ok_and(|read| marker::id_of(read) == marker::id_of(expected)),
+            (Some(read), Some(expected)) => marker::id_of(read) == marker::id_of(expected),
             // No marker known: the quarantine is off (nothing is checked then).
             (_, None) => true,
             _ => false,
         };
+        // But a first-sight marker whose time moved later since the health check was extended
+        // by a group's first look (`first_sight` invariant 1): that group counts on no vote
+        // being counted here until then, so this one is not, and the node is checked again.
+        if let (true, Some(read), Some(expected)) = (same, read, expected.as_deref())
+            && let Some(extended) = marker::extended(expected, read)
+        {
+            self.live.lost_data(Instant::now() + extended);
+            return;
+        }
         if !same {
             let server = self.server;
             let now = Instant::now();

@@ -16,7 +16,7 @@ use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
 use crate::Redlock;
-use crate::first_sight::{Outcome, Sighting, decide, unclean};
+use crate::first_sight::{Outcome, Sighting, decide, dropped_data, unclean};
 use crate::marker::{MarkerValue, Tag};
 use crate::quarantine::{MARKER_KEY, info_field};
 use crate::reply::NodeError;
@@ -32,6 +32,11 @@ const LOOK_AGAIN_AFTER: Duration = Duration::from_secs(2);
 pub(crate) struct FirstSight {
     nodes: Vec<(String, redis::Client)>,
     max_ttl: Duration,
+    /// How long a first-sight marker must still be pending to count as pending
+    /// (`first_sight` invariant 1).
+    margin: Duration,
+    /// The group's fingerprint, which its vouches name (`marker` invariant 4).
+    fingerprint: String,
     connect_timeout: Duration,
     state: Mutex<State>,
 }
@@ -55,11 +60,20 @@ impl FirstSight {
     pub(crate) fn new(
         nodes: Vec<(String, redis::Client)>,
         max_ttl: Duration,
+        margin: Duration,
         connect_timeout: Duration,
     ) -> Self {
+        let mut addresses: Vec<&str> = nodes.iter().map(|(label, _)| label.as_str()).collect();
+        addresses.sort_unstable();
+        // Any stable digest of the sorted addresses will do; this one is at hand.
+        let digest = redis::Script::new(&addresses.join(","))
+            .get_hash()
+            .to_owned();
         Self {
+            fingerprint: digest.chars().take(16).collect(),
             nodes,
             max_ttl,
+            margin,
             connect_timeout,
             state: Mutex::default(),
         }
@@ -121,7 +135,7 @@ impl FirstSight {
                 .get_multiplexed_async_connection_with_config(&config)
                 .await
                 .ok()?;
-            let look = look(&mut conn, self.max_ttl).await.ok()?;
+            let look = look(&mut conn, self.max_ttl, self.margin).await.ok()?;
             Some((conn, look))
         }))
         .await;
@@ -145,9 +159,11 @@ impl FirstSight {
         }
         let mut looked: Vec<(MultiplexedConnection, Look)> = looks.into_iter().flatten().collect();
         // Invariant 1 of `first_sight`: every extension before any vouch.
+        let margin = self.margin_ms();
         for ((label, _), (conn, look)) in self.nodes.iter().zip(&mut looked) {
             let max_ttl_ms = u64::try_from(self.max_ttl.as_millis()).unwrap_or(u64::MAX);
-            let step = rewrite(conn, "extend", &look.id, &max_ttl_ms.to_string(), false).await;
+            let max_ttl_ms = max_ttl_ms.to_string();
+            let step = rewrite(conn, "extend", &look.id, &max_ttl_ms, false, margin, "").await;
             if matches!(&step, Ok((false, found)) if found == "vouched") {
                 // Another client's protocol got there first; the health checks read its vouch.
                 return Outcome::Undecided;
@@ -160,7 +176,8 @@ impl FirstSight {
         }
         for ((label, _), (conn, look)) in self.nodes.iter().zip(&mut looked) {
             // Invariant 4 of `first_sight`: a vouch that fails leaves that marker pending.
-            let step = rewrite(conn, "vouch", &look.id, &look.run_id, false).await;
+            let group = &self.fingerprint;
+            let step = rewrite(conn, "vouch", &look.id, &look.run_id, false, margin, group).await;
             if !matches!(step, Ok((true, _))) {
                 let why = format!("{label}: its marker changed while the group was vouched for");
                 return Outcome::Wait(why);
@@ -174,6 +191,17 @@ impl FirstSight {
     }
 }
 
+impl FirstSight {
+    /// The group's fingerprint (`marker` invariant 4).
+    pub(crate) fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn margin_ms(&self) -> u64 {
+        u64::try_from(self.margin.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
 /// What the first look at one node found.
 struct Look {
     sighting: Sighting,
@@ -184,7 +212,11 @@ struct Look {
 
 /// Reads (or writes, where there is none) a node's marker as a first-sight one, then its `INFO`:
 /// read after the marker, so a loss before the read shows in the counters (`first_sight`).
-async fn look(conn: &mut MultiplexedConnection, max_ttl: Duration) -> Result<Look, NodeError> {
+async fn look(
+    conn: &mut MultiplexedConnection,
+    max_ttl: Duration,
+    margin: Duration,
+) -> Result<Look, NodeError> {
     let fresh = format!("{:016x}", rand::random::<u64>());
     let (value, _, node_ms): (String, u8, u64) = redis::cmd("EVAL")
         .arg(MARKER.source)
@@ -204,7 +236,7 @@ async fn look(conn: &mut MultiplexedConnection, max_ttl: Duration) -> Result<Loo
         .map_err(|e| NodeError::from_redis(&e))?;
     let marker = MarkerValue::parse(&value);
     let run_id = info_field(&info, "run_id").unwrap_or_default().to_owned();
-    let sighting = if marker.tag != Tag::New || marker.pending_at(node_ms).is_zero() {
+    let sighting = if marker.tag != Tag::New || marker.pending_at(node_ms) <= margin {
         Sighting::Excluded("it shows a marker".to_owned())
     } else if info_field(&info, "cluster_enabled") == Some("1") {
         Sighting::Excluded("a Redis Cluster node".to_owned())
@@ -231,6 +263,8 @@ async fn rewrite(
     id: &str,
     arg: &str,
     force: bool,
+    margin_ms: u64,
+    group: &str,
 ) -> Result<(bool, String), NodeError> {
     let (done, _, found): (u8, Option<String>, String) = redis::cmd("EVAL")
         .arg(VOUCH)
@@ -240,6 +274,8 @@ async fn rewrite(
         .arg(id)
         .arg(arg)
         .arg(if force { "1" } else { "0" })
+        .arg(margin_ms)
+        .arg(group)
         .query_async(conn)
         .await
         .map_err(|e| NodeError::from_redis(&e))?;
@@ -266,6 +302,13 @@ pub enum Mark {
     },
     /// Not marked: the server is a replica, not a master (`force` marks it anyway).
     Replica,
+    /// Not marked: its own counters show that it dropped or replaced data since it started (a
+    /// `FLUSHALL`, an eviction, a promotion: the reason); `force` marks it anyway.
+    DroppedData(String),
+    /// Not marked: it has no marker while other nodes of the group carry one, so it is new to
+    /// the group (flushed, or a server put in place of one that may have held locks less than
+    /// `max_ttl` ago); `force` marks it anyway.
+    NewToGroup,
     /// Not marked: a Redis Cluster node, whose masters each carry their own marker.
     Cluster,
     /// Not marked: the node could not be reached, or refused (its error, without credentials).
@@ -295,6 +338,17 @@ impl std::fmt::Display for Mark {
                  --force if you know it lost nothing"
             }
             Mark::Replica => "not marked: it is a replica; locks go to masters (--force to mark it anyway)",
+            Mark::DroppedData(why) => {
+                return write!(
+                    f,
+                    "not marked: {why}, so it may have lost locks (--force to mark it anyway)"
+                );
+            }
+            Mark::NewToGroup => {
+                "not marked: it has no marker while the group's other nodes carry one, so it is \
+                 new to the group; if it replaces a node that held locks less than max_ttl ago, \
+                 wait that long (--force to mark it anyway)"
+            }
             Mark::Cluster => "not marked: a Redis Cluster node (each master carries its own marker)",
             Mark::Failed(why) => return write!(f, "not marked: {why}"),
         })
@@ -321,10 +375,25 @@ impl Redlock {
     /// either marked or as it was.
     pub async fn mark_nodes(&self, force: bool) -> Vec<(String, Mark)> {
         let timeout = self.engine().rules.connect_timeout;
-        join_all(self.engine().nodes.iter().map(|node| async move {
+        let nodes = &self.engine().nodes;
+        // A node without a marker in a group whose other nodes carry one is new to the group:
+        // it may replace a node that held locks (a marker of its own is not the question).
+        let found = join_all(nodes.iter().map(|node| async move {
+            match node.plain_server() {
+                Some(server) => peek(server.client(), timeout).await,
+                None => None,
+            }
+        }))
+        .await;
+        let group_marked = found
+            .iter()
+            .any(|f| matches!(f.as_deref(), Some("vouched" | "other")));
+        join_all(nodes.iter().zip(&found).map(|(node, found)| async move {
+            let unmarked = matches!(found.as_deref(), Some("none" | "new"));
             let mark = match node.plain_server() {
-                Some(server) => self::mark(server.client(), force, timeout).await,
                 None => Mark::Cluster,
+                Some(_) if group_marked && unmarked && !force => Mark::NewToGroup,
+                Some(server) => self::mark(server.client(), force, timeout).await,
             };
             (node.label().to_owned(), mark)
         }))
@@ -332,9 +401,26 @@ impl Redlock {
     }
 }
 
+/// What a server's marker is, as `scripts/vouch.lua` classifies it (`none`, `new`, `vouched`,
+/// `other`); `None` when it cannot be read.
+async fn peek(client: &redis::Client, timeout: Duration) -> Option<String> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .ok()?;
+    let (_, found) = rewrite(&mut conn, "peek", "", "", false, 0, "")
+        .await
+        .ok()?;
+    Some(found)
+}
+
 /// Vouches for one server as an operator: a marker that vouches at once for its current run
-/// (`marker` invariant 3), unless it is a replica or already has a marker (other than a pending
-/// first-sight one), where only `force` writes.
+/// (`marker` invariant 3), unless it is a replica, its counters show a data loss since it
+/// started, or it already has a marker (other than a pending first-sight one), where only
+/// `force` writes.
 pub(crate) async fn mark(client: &redis::Client, force: bool, timeout: Duration) -> Mark {
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout))
@@ -357,9 +443,12 @@ pub(crate) async fn mark(client: &redis::Client, force: bool, timeout: Duration)
     if info_field(&info, "role") != Some("master") && !force {
         return Mark::Replica;
     }
+    if let (Some(why), false) = (dropped_data(&info), force) {
+        return Mark::DroppedData(why);
+    }
     let run_id = info_field(&info, "run_id").unwrap_or_default();
     let fresh = format!("{:016x}", rand::random::<u64>());
-    match rewrite(&mut conn, "mark", &fresh, run_id, force).await {
+    match rewrite(&mut conn, "mark", &fresh, run_id, force, 0, "").await {
         Ok((true, found)) => match found.as_str() {
             "none" => Mark::Written,
             "new" => Mark::Vouched,

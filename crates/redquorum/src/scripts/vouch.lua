@@ -5,6 +5,10 @@
 -- used only where there is no marker.
 -- ARGV[3]: extend: max_ttl in milliseconds; vouch, mark: the server's run_id.
 -- ARGV[4]: mark: '1' to rewrite any marker (--force), else only a first-sight one still pending.
+-- ARGV[6]: vouch: the group's fingerprint (`marker` invariant 4).
+-- ARGV[5]: extend, vouch: how long (ms) a first-sight marker must still be pending to count as
+-- pending (`first_sight` invariant 1: a client that trusts it when its time comes may vote a
+-- clock drift early).
 -- Returns {1 if done else 0, the marker's value now (false if none), what was found:
 -- 'none', 'new' (a first-sight marker still pending), 'vouched', or 'other'}.
 local t = redis.call('TIME')
@@ -19,7 +23,8 @@ if value then
   end
   local new_id = string.match(body, '^new%.(.*)$')
   local ok_id = string.match(body, '^ok%.[^.]*%.(.*)$')
-  if new_id and tonumber(ms) > now then
+    or string.match(body, '^okg%.[^.]*%.[^.]*%.[^.]*%.(.*)$')
+  if new_id and tonumber(ms) > now + tonumber(ARGV[5] or '0') then
     found, id = 'new', new_id
   elseif ok_id and tonumber(ms) == 0 then
     found, id = 'vouched', ok_id
@@ -37,12 +42,15 @@ if step == 'extend' then
 end
 if step == 'vouch' then
   if found == 'new' and id == ARGV[2] then
-    value = 'ok.' .. ARGV[3] .. '.' .. id .. ':0'
+    value = 'okg.' .. ARGV[6] .. '.' .. string.format('%d', now) .. '.' .. ARGV[3] .. '.' .. id .. ':0'
     redis.call('SET', KEYS[1], value)
     return {1, value, found}
   end
   -- Another client's first-sight protocol vouched it already, after the same extensions.
   return {(found == 'vouched' and id == ARGV[2]) and 1 or 0, value or false, found}
+end
+if step == 'peek' then
+  return {0, value or false, found}
 end
 -- mark
 if found == 'none' then
