@@ -61,9 +61,12 @@ vouches for it at once (for its current run: a restart is judged again), and cli
 without waiting; clients already waiting see it within a few seconds. A server whose marker a
 client wrote on first sight is marked the same way.
 
-Refused without --force: a replica (locks go to masters), and a server whose marker records a
-data loss less than --max-ttl ago. Vouching for a server that did lose data can let a lock be
-granted twice. Redis Cluster nodes are not marked (each master carries its own marker).
+Refused without --force: a replica (locks go to masters); a server whose marker records a data
+loss less than --max-ttl ago, or whose counters show one since it started (a flush, an eviction,
+a promotion); and a server without a marker among the given servers that carry one (new to the
+group: if it replaces a node that held locks less than --max-ttl ago, wait that long instead).
+Vouching for a server that did lose data can let a lock be granted twice. Redis Cluster nodes are
+not marked (each master carries its own marker).
 
 Examples:
   redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark

@@ -30,7 +30,12 @@
 //! 1. **Every marker of the group was pending throughout.** A first-sight marker is pending when
 //!    read, still pending when extended, and only ever extended while pending; its id never
 //!    comes back once gone. So from each node's read until the last extension, no node showed a
-//!    marker that vouches, and no vote of ours counted anywhere in the group.
+//!    marker that vouches, and no vote of ours counted anywhere in the group. Two things keep
+//!    "pending" true for clients that saw the marker earlier: "pending" here means pending by
+//!    more than a clock drift of `max_ttl` and 100 ms (a client that trusts the marker when its
+//!    time comes, by its own clock, may vote that much early by the node's), and a vote whose
+//!    read-back finds the marker extended since its health check is no vote (`server`
+//!    invariant 7).
 //! 2. **Before its read, no clean node lost a vote it had counted.** A vote needs a vouching
 //!    marker; a node that showed none at our read lost its marker since, and the only ways to
 //!    lose it that a clean node does not show are per-key commands naming our keys (tampering,
@@ -47,6 +52,12 @@
 //! 5. **Not for Redis Cluster nodes.** A cluster master's marker names its owner and a promotion
 //!    is not a command (quarantine invariant 6): a manager with any cluster node never vouches.
 //!    Nor with the quarantine off (no marker is read or written then).
+//! 6. **The group is the manager's node list, and the vouch says so.** The evidence is about the
+//!    nodes this manager lists; a node may belong to a larger group (a manager over one node of
+//!    three, inspecting it alone). So the vouch names the group (a fingerprint of the sorted
+//!    addresses) and when it was made, and for a manager of any other group it vouches only
+//!    `max_ttl` after that, as a first-sight marker would (`marker` invariant 4). Clients that
+//!    list the same servers under other addresses are another group: they wait once.
 
 use std::time::Duration;
 
