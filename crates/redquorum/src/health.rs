@@ -65,6 +65,22 @@ pub(crate) async fn check_health(
             may_evict: config.may_evict,
         });
     }
+    // A Redis Cluster master's quarantine is longer by the cluster's node timeout (quarantine
+    // invariant 6): a master cut off from the others takes writes for up to that long after
+    // its replica was promoted in its place.
+    let cluster_trust;
+    let trust = if marker.owned {
+        let extra = config
+            .cluster_node_timeout
+            .unwrap_or(DEFAULT_CLUSTER_NODE_TIMEOUT);
+        cluster_trust = TrustPolicy {
+            max_ttl: trust.max_ttl.saturating_add(extra),
+            ..*trust
+        };
+        &cluster_trust
+    } else {
+        trust
+    };
     let first_seen = lock(memory).is_first_sight();
     let info: String = redis::cmd("INFO")
         .arg("server")
@@ -213,17 +229,35 @@ struct ServerConfig {
     durable: bool,
     /// A memory limit with a policy that may evict keys with a TTL (lock keys).
     may_evict: bool,
+    /// `cluster-node-timeout`, when it could be read.
+    cluster_node_timeout: Option<Duration>,
 }
+
+/// Redis's default `cluster-node-timeout`, assumed when it cannot be read.
+const DEFAULT_CLUSTER_NODE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Reads [`ServerConfig`]; all `false` when `CONFIG` is not allowed (renamed, or denied by an
 /// ACL): such a node is not known to be durable, nor known to evict.
 async fn read_config(conn: &mut MultiplexedConnection) -> ServerConfig {
     let mut pipe = redis::pipe();
-    for name in ["appendonly", "appendfsync", "maxmemory", "maxmemory-policy"] {
+    let names = [
+        "appendonly",
+        "appendfsync",
+        "maxmemory",
+        "maxmemory-policy",
+        "cluster-node-timeout",
+    ];
+    for name in names {
         pipe.cmd("CONFIG").arg("GET").arg(name);
     }
-    type Pairs = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
-    let Ok((appendonly, appendfsync, maxmemory, policy)): Result<Pairs, _> =
+    type Pairs = (
+        Vec<String>,
+        Vec<String>,
+        Vec<String>,
+        Vec<String>,
+        Vec<String>,
+    );
+    let Ok((appendonly, appendfsync, maxmemory, policy, node_timeout)): Result<Pairs, _> =
         pipe.query_async(conn).await
     else {
         return ServerConfig::default();
@@ -232,6 +266,10 @@ async fn read_config(conn: &mut MultiplexedConnection) -> ServerConfig {
     ServerConfig {
         durable: value(&appendonly) == "yes" && value(&appendfsync) == "always",
         may_evict: value(&maxmemory) != "0" && value(&policy) != "noeviction",
+        cluster_node_timeout: value(&node_timeout)
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_millis),
     }
 }
 

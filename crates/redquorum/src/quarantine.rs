@@ -67,10 +67,15 @@
 //!    both are quarantined for `max_ttl` from the first health check that sees them, by any
 //!    client, and every client after that reads the pending time. Every lock counted on the
 //!    old master was counted before the promotion, so it has expired by then, as long as the
-//!    old master stopped granting before the promotion: true of Redis Cluster's own failovers
-//!    (a master cut off from the majority stops taking writes after `cluster-node-timeout`, and
-//!    its replica is elected only after that timeout), not of an operator's `TAKEOVER` while the
-//!    old master still serves clients (`docs/cluster.md`). A restart also
+//!    old master stopped granting before the promotion. In Redis Cluster's own failovers it may
+//!    not quite have: a master cut off from the majority stops taking writes once it has missed
+//!    the others for `cluster-node-timeout`, and its replica is elected after about the same
+//!    time, measured from other pings, so the old master may take writes for up to about a node
+//!    timeout after the promotion. So a cluster master's quarantine, whatever its evidence, is
+//!    `max_ttl` plus its `cluster-node-timeout` (read with `CONFIG GET`; Redis's default, 15 s,
+//!    when it cannot be read), and so is the pending time of the marker it writes. Not enough
+//!    for an operator's `TAKEOVER` while the old master still serves clients
+//!    (`docs/cluster.md`). A restart also
 //!    changes the `run_id`, so a cluster master is quarantined after every restart, durable or
 //!    not (conservative: its durability cannot tell a restart from a promotion). Resharding a
 //!    master's lowest slot moves its marker (a key without a TTL) to the importing master, where

@@ -193,13 +193,20 @@ async fn a_promoted_master_is_quarantined_and_the_holder_keeps_its_lock() {
     let (marker_key, _) = redquorum::cluster_marker(0, &info);
     let marker = value_on(promoted, &marker_key).expect("a marker");
     assert!(
-        marker.starts_with(&format!("{run_id}/")) && !marker.ends_with(":0"),
+        marker.starts_with(&format!("{run_id}.")) && !marker.ends_with(":0"),
         "the promoted master wrote a marker of its own, with a quarantine: {marker}"
     );
     let status = rival.status("payments").await;
     assert!(
         status[0].quarantine.map(|q| q.left) > Some(TTL),
         "quarantined for max_ttl: {status:?}"
+    );
+    // And longer than max_ttl, by the cluster's node timeout (5 s here): the old master may have
+    // taken writes for that long after the promotion.
+    let max_ttl = redquorum::defaults::MAX_TTL;
+    assert!(
+        status[0].quarantine.map(|q| q.left) > Some(max_ttl),
+        "quarantined for max_ttl plus cluster-node-timeout: {status:?}"
     );
     lock.extend(TTL).await.expect("extended on the other two");
     assert!(lock.release().await.cause().is_none());
