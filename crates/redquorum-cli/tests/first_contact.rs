@@ -22,18 +22,7 @@ fn users_redis() -> RedisNode {
 
 /// Every command the server ran so far, by its `INFO commandstats`.
 fn calls(node: &RedisNode) -> u64 {
-    let stats = node.cli(&["INFO", "commandstats"]).expect("INFO");
-    stats
-        .lines()
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+    node.commands_run().expect("INFO commandstats")
 }
 
 #[test]

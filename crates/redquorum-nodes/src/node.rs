@@ -479,6 +479,27 @@ impl RedisNode {
         }
     }
 
+    /// How many commands the server has run since it started (or its statistics were reset):
+    /// the sum of the `calls` of `INFO commandstats`, this `INFO` included.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`cli`](Self::cli).
+    pub fn commands_run(&self) -> Result<u64, LaunchError> {
+        let stats = self.cli(&["INFO", "commandstats"])?;
+        Ok(stats
+            .lines()
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum())
+    }
+
     fn running_pid(&mut self) -> Result<u32, LaunchError> {
         let pid = if self.is_running() { self.pid() } else { None };
         pid.ok_or(LaunchError::NotRunning { port: self.port })

@@ -5,10 +5,12 @@
 
 mod common;
 
+use common::{marker_on, unmarked};
+
 use std::time::{Duration, Instant};
 
 use redquorum::{Cause, Error, Mark, MarkerState, QuarantineReason, Redlock, Reply, Retry};
-use redquorum_nodes::{Cluster, NodeSpec, RedisNode};
+use redquorum_nodes::{Cluster, RedisNode};
 
 const MAX_TTL: Duration = Duration::from_secs(3);
 
@@ -16,21 +18,12 @@ const MAX_TTL: Duration = Duration::from_secs(3);
 /// for a second less (rounded to whole seconds), with a margin.
 const UNTIL_LONG_RUNNING: Duration = Duration::from_millis(3000 + 1000 + 500);
 
-/// Servers without persistence that nobody marked: what a user's own Redis looks like.
-fn unmarked() -> NodeSpec {
-    NodeSpec::new().marked(false)
-}
-
 fn client(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls)
         .max_ttl(MAX_TTL)
         .fence_retention(MAX_TTL * 2)
         .build()
         .unwrap()
-}
-
-fn marker_on(node: &RedisNode) -> String {
-    node.cli(&["GET", "redlock-node-marker"]).unwrap()
 }
 
 /// The quarantined replies of a failed acquisition, with their reasons.
@@ -120,15 +113,7 @@ async fn a_server_without_a_marker_in_a_marked_group_is_new_to_it_and_waits() {
     tokio::time::sleep(UNTIL_LONG_RUNNING).await;
     let a = client(cluster.urls());
     assert!(a.connect().await.iter().all(|r| r.reply.is_granted()));
-    cluster
-        .node(2)
-        .cli(&["SET", "res", "somebody-else", "PX", "300"])
-        .unwrap();
-    let a_lock = a
-        .try_acquire("res", MAX_TTL)
-        .await
-        .expect("A holds 0 and 1");
-    tokio::time::sleep(Duration::from_millis(400)).await; // node 2's other key expires
+    let a_lock = common::held_on_nodes_0_and_1(&mut cluster, &a, "res", MAX_TTL).await;
 
     let urls = vec![
         cluster.node(0).url(),
@@ -324,20 +309,7 @@ async fn a_replica_is_not_marked_without_force() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_waiting_out_a_quarantine_sends_a_handful_of_commands_a_second() {
     let node = RedisNode::start(unmarked()).unwrap();
-    let calls = || -> u64 {
-        let stats = node.cli(&["INFO", "commandstats"]).unwrap();
-        stats
-            .lines()
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
-    };
+    let calls = || node.commands_run().unwrap();
     let manager = Redlock::builder([node.url()])
         .max_ttl(Duration::from_secs(6))
         .build()

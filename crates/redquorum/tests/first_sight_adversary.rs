@@ -5,10 +5,12 @@
 
 mod common;
 
+use common::{marker_on, unmarked};
+
 use std::time::{Duration, Instant};
 
 use redquorum::{Lock, Redlock, Retry};
-use redquorum_nodes::{Cluster, NodeSpec, RedisNode};
+use redquorum_nodes::{Cluster, RedisNode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -20,20 +22,12 @@ const UNTIL_LONG_RUNNING: Duration = Duration::from_millis(3000 + 1000 + 500);
 
 const MARKER: &str = "redlock-node-marker";
 
-fn unmarked() -> NodeSpec {
-    NodeSpec::new().marked(false)
-}
-
 fn client(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls)
         .max_ttl(MAX_TTL)
         .fence_retention(MAX_TTL * 2)
         .build()
         .unwrap()
-}
-
-fn marker_on(node: &RedisNode) -> String {
-    node.cli(&["GET", MARKER]).unwrap()
 }
 
 /// The node time (ms) a marker value vouches from: what follows its last `:`.
@@ -368,15 +362,7 @@ async fn a_vouch_by_a_manager_over_one_server_does_not_hold_for_a_larger_group()
     tokio::time::sleep(UNTIL_LONG_RUNNING).await;
     let a = client(nodes.urls());
     assert!(a.connect().await.iter().all(|r| r.reply.is_granted()));
-    nodes
-        .node(2)
-        .cli(&["SET", "res", "somebody-else", "PX", "300"])
-        .unwrap();
-    let a_lock = a
-        .try_acquire("res", MAX_TTL)
-        .await
-        .expect("setup: A holds n0 and n1");
-    tokio::time::sleep(Duration::from_millis(400)).await; // n2's foreign key expires
+    let a_lock = common::held_on_nodes_0_and_1(&mut nodes, &a, "res", MAX_TTL).await;
 
     // n1 replaced by R; an operator looks at R alone.
     let inspect = client(vec![replacement.url()]);

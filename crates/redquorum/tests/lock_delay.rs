@@ -20,6 +20,24 @@ async fn delayed(cluster: &Cluster) -> Redlock {
     redlock
 }
 
+/// `other` takes `resource`, trying every 20 ms, and must not get it before `ends`.
+async fn next_holder_not_before(other: &Redlock, resource: &str, ends: Instant) {
+    let every_20ms = Retry::forever()
+        .delay(Duration::from_millis(20))
+        .max_wait(Duration::from_secs(20));
+    let lock = other
+        .acquire_with(resource, Duration::from_secs(5), &every_20ms)
+        .await
+        .expect("free once the delay is over");
+    let got = Instant::now();
+    assert!(
+        got >= ends,
+        "a new holder {:?} before the delay ended",
+        ends - got
+    );
+    lock.release().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_nobody_released_stays_out_of_reach_for_the_delay_after_its_validity() {
     let cluster = cluster(3);
@@ -32,20 +50,7 @@ async fn a_lock_nobody_released_stays_out_of_reach_for_the_delay_after_its_valid
 
     // Another client (no delay of its own) tries every 20 ms.
     let other = connected(&cluster).await;
-    let every_20ms = Retry::forever()
-        .delay(Duration::from_millis(20))
-        .max_wait(Duration::from_secs(20));
-    let lock = other
-        .acquire_with("crashed", Duration::from_secs(5), &every_20ms)
-        .await
-        .expect("free once the delay is over");
-    let got = Instant::now();
-    assert!(
-        got >= ends,
-        "a new holder {:?} before the delay ended",
-        ends - got
-    );
-    lock.release().await;
+    next_holder_not_before(&other, "crashed", ends).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,20 +214,7 @@ async fn late_release_by_value(fair: bool) {
         "{released:?}"
     );
     let other = connected(&cluster).await;
-    let every_20ms = Retry::forever()
-        .delay(Duration::from_millis(20))
-        .max_wait(Duration::from_secs(20));
-    let lock = other
-        .acquire_with("handed", Duration::from_secs(5), &every_20ms)
-        .await
-        .expect("free once the delay is over");
-    let got = Instant::now();
-    assert!(
-        got >= ends,
-        "a new holder {:?} before the delay ended",
-        ends - got
-    );
-    lock.release().await;
+    next_holder_not_before(&other, "handed", ends).await;
 
     // In time, a release by value frees the lock at once.
     let info = holder

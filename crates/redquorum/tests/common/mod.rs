@@ -115,3 +115,36 @@ pub fn as_acl_user(cluster: &Cluster, password: &str) -> redquorum::Builder {
         .collect();
     Redlock::builder(urls)
 }
+
+/// `client` takes `resource` for `ttl` on nodes 0 and 1 of `cluster` only: node 2 holds somebody
+/// else's key while it tries, which then expires. For schedules that make one of the two lose
+/// the lock while a third node could complete another majority.
+pub async fn held_on_nodes_0_and_1(
+    cluster: &mut Cluster,
+    client: &Redlock,
+    resource: &str,
+    ttl: Duration,
+) -> redquorum::Lock {
+    cluster
+        .node(2)
+        .cli(&["SET", resource, "somebody-else", "PX", "300"])
+        .expect("SET on node 2");
+    let lock = client
+        .try_acquire(resource, ttl)
+        .await
+        .expect("held on nodes 0 and 1");
+    tokio::time::sleep(Duration::from_millis(400)).await; // node 2's other key expires
+    lock
+}
+
+/// Servers without persistence that nobody marked: what a user's own Redis looks like (the
+/// first-sight tests).
+pub fn unmarked() -> NodeSpec {
+    NodeSpec::new().marked(false)
+}
+
+/// The marker on `node`, as it stands.
+pub fn marker_on(node: &RedisNode) -> String {
+    node.cli(&["GET", "redlock-node-marker"])
+        .expect("GET the marker")
+}
