@@ -38,8 +38,9 @@
 //!    once is reported too, so a semaphore that never let two in shows as one.
 //! 7. **Lock-delay.** With a delay `d`, a section that ended without a release while its holder
 //!    was valid (it crashed and abandoned the lock, or it sent its release only after its
-//!    deadline, having slept past it) keeps its lock from everybody else until its release or
-//!    `valid_until_us + d`, whichever comes first. Another acquisition of the same lock (the
+//!    deadline, having slept past it) keeps its lock from everybody else until
+//!    `valid_until_us + d`: a release sent after the deadline frees nothing (the library's
+//!    engine invariant 6), whoever sends it. Another acquisition of the same lock (the
 //!    resource, or for a semaphore the same permit) entering in `[believed_until, that end)` is a
 //!    violation ([`DelayViolation`]); entering earlier is invariant 2's (or 6's) business. The
 //!    delay is the history's own unless the caller names another ([`check_with`]): judging a run
@@ -147,8 +148,8 @@ pub struct DelayViolation {
     pub unreleased: Section,
     /// The section of another acquisition that entered too early.
     pub next: Section,
-    /// Until when `unreleased`'s lock was to stay out of reach: its release, or its deadline
-    /// plus the delay, whichever comes first.
+    /// Until when `unreleased`'s lock was to stay out of reach: its deadline plus the delay (a
+    /// release after the deadline frees nothing).
     pub protected_until_us: u64,
 }
 
@@ -335,10 +336,7 @@ fn delay_violations(sections: &[&Section], lock_delay_us: u64) -> Vec<DelayViola
     let mut found = Vec::new();
     for unreleased in sections.iter().filter(|s| s.ended_unreleased()) {
         let from = unreleased.believed_until_us().max(unreleased.enter_us);
-        let protected_until = unreleased
-            .released_at_us()
-            .unwrap_or(u64::MAX)
-            .min(unreleased.valid_until_us.saturating_add(lock_delay_us));
+        let protected_until = unreleased.valid_until_us.saturating_add(lock_delay_us);
         if protected_until <= from {
             continue;
         }
@@ -1302,9 +1300,9 @@ mod tests {
     }
 
     #[test]
-    fn a_late_release_ends_the_delay_and_a_timely_one_leaves_none() {
+    fn a_late_release_does_not_end_the_delay_and_a_timely_one_leaves_none() {
         let at = |enter| sec("r", "b", enter, enter + 10, enter + 10);
-        // Slept past its deadline (100) and released at 400: protected until min(400, 300).
+        // Slept past its deadline (100) and released at 400: protected until 300.
         let slept = Section {
             released_us: Some(400),
             ..sec("r", "a", 0, 400, 100)
@@ -1315,14 +1313,19 @@ mod tests {
                 .len(),
             1
         );
-        // Released at 200, before its deadline plus the delay: free from then on.
-        let released_early = Section {
+        assert!(check(&with_delay(200, vec![slept.clone(), at(300)])).is_safe());
+        // Released at 200, after its deadline: still protected until 300 (a release after the
+        // deadline frees nothing).
+        let released_late = Section {
             released_us: Some(200),
             ..slept
         };
-        assert!(check(&with_delay(200, vec![released_early.clone(), at(250)])).is_safe());
         assert_eq!(
-            check(&with_delay(200, vec![released_early, at(150)])).violations,
+            check(&with_delay(200, vec![released_late.clone(), at(250)])).violations,
+            1
+        );
+        assert_eq!(
+            check(&with_delay(200, vec![released_late, at(150)])).violations,
             1
         );
         // Released while valid: nothing to wait for, whatever the delay.

@@ -493,6 +493,13 @@ impl LockClient for LibraryClient {
 
     async fn release(&mut self, held: LibraryHeld) {
         match held {
+            // A lock whose validity ran out (the client slept past it) is released by value, as
+            // a process it was handed to would, which does not know the deadline: the nodes'
+            // own rule must leave it to its lock-delay (the library's engine invariant 6).
+            LibraryHeld::Lock(lock) if !lock.is_valid() => {
+                let (resource, info) = (lock.resource().to_owned(), lock.detach());
+                drop(self.manager.release_value(&resource, info.value()).await);
+            }
             LibraryHeld::Lock(lock) => drop(lock.release().await),
             LibraryHeld::Leading(leading) => drop(leading.release().await),
         }

@@ -54,8 +54,9 @@ fencing token), resigns; violations: two leaders at once, a term not larger than
 Lock-delay (--lock-delay DUR, the library's strategies, at most 10s): a lock its holder did not
 release stays out of reach for DUR after the holder's validity ended; max-ttl becomes 2 s + DUR.
 Checked from the history: a section that ended without a release while valid (client-crash, or a
-client-pause that released late) keeps its lock until its release or its deadline + the delay,
-whichever is first; another holder entering before then is a violation. --check-delay DUR judges
+client-pause that released late, by value, as a process it was handed to would) keeps its lock
+until its deadline + the delay: a release after the deadline frees nothing; another holder
+entering before then is a violation. --check-delay DUR judges
 the history against another delay than the run's own, e.g. a run without lock-delay against the
 delay it lacks.
 
