@@ -51,4 +51,4 @@ pub const MAX_IDENTITY: usize = 256;
 
 /// What the library's own keys start with: resource names that acquisitions refuse
 /// ([`check_resource`](crate::check_resource)).
-pub use crate::resources::RESERVED_PREFIXES;
+pub use crate::scripts::RESERVED_PREFIXES;

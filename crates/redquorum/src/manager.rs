@@ -41,6 +41,7 @@ use crate::reply::{NodeReply, Reply};
 use crate::resources::{Access, Resources};
 use crate::retry::Retry;
 use crate::rwlock;
+use crate::scripts::check_resource;
 use crate::semaphore::Permits;
 use crate::telemetry::{self, Acquisition, Waiting};
 use crate::waiting::Turn;
@@ -475,7 +476,10 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         let engine = &self.engine;
         let ttl_ms = engine.check_ttl(ttl)?;
-        wanted.named().check_names()?;
+        // The library's own key names are not resources.
+        for name in wanted.named().keys() {
+            check_resource(name)?;
+        }
         let mut schedule = retry.schedule(seen.started());
         // Fair waiters queue from their first attempt, in one place for the whole acquisition
         // (`waiting` invariant 3).

@@ -16,36 +16,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::ConfigError;
-use crate::quarantine::MARKER_KEY;
-use crate::scripts::{FENCE_PREFIX, WRITER_WAITING_PREFIX};
-
-/// What the library's own keys start with (`scripts`, `scripts/queue.lua`, the marker): a
-/// resource named so would share a key with them, so acquisitions refuse such names.
-pub const RESERVED_PREFIXES: [&str; 5] = [
-    FENCE_PREFIX,
-    "redlock-queue:",
-    "redlock-queue-lease:",
-    WRITER_WAITING_PREFIX,
-    MARKER_KEY,
-];
-
-/// Refuses a resource name that starts with one of [`RESERVED_PREFIXES`] (a fenced acquisition
-/// of `x` would overwrite a lock named `redlock-fence:x`, a marker named as a lock would be
-/// taken for the node's evidence). Every acquisition checks its names; tools that take names
-/// from users (the `redlock` command) check them up front.
-///
-/// # Errors
-/// [`ConfigError::ReservedName`], naming the prefix.
-pub fn check_resource(name: &str) -> Result<(), ConfigError> {
-    match RESERVED_PREFIXES.iter().find(|p| name.starts_with(**p)) {
-        Some(prefix) => Err(ConfigError::ReservedName {
-            name: name.to_owned(),
-            prefix,
-        }),
-        None => Ok(()),
-    }
-}
-
 /// The keys of one lock (invariant 1), and how it holds them. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resources(Arc<[String]>, Access);
@@ -88,11 +58,6 @@ impl Resources {
         Ok(Self(keys.into(), Access::Exclusive))
     }
 
-    /// Refuses the set if one of its names is reserved ([`check_resource`]).
-    pub(crate) fn check_names(&self) -> Result<(), ConfigError> {
-        self.0.iter().try_for_each(|name| check_resource(name))
-    }
-
     /// Every key, sorted.
     pub(crate) fn keys(&self) -> &[String] {
         &self.0
@@ -129,34 +94,6 @@ mod tests {
     #[test]
     fn an_empty_set_is_a_config_error() {
         assert_eq!(Resources::set(&[]), Err(ConfigError::NoResources));
-    }
-
-    #[test]
-    fn the_library_s_own_key_prefixes_are_reserved_and_others_are_not() {
-        for name in [
-            "redlock-fence:x",
-            "redlock-queue:x",
-            "redlock-queue-lease:x",
-            "redlock-writer-waiting:x",
-            "redlock-node-marker",
-            "redlock-node-marker{abc}",
-        ] {
-            assert!(
-                matches!(check_resource(name), Err(ConfigError::ReservedName { .. })),
-                "{name}"
-            );
-        }
-        for name in ["redlock-demo", "fence:x", "invoice:42", "jobs:permit:0", ""] {
-            assert_eq!(check_resource(name), Ok(()), "{name}");
-        }
-        // The prefixes are the ones the scripts use.
-        for script in crate::scripts::all() {
-            for prefix in ["redlock-queue:", "redlock-queue-lease:"] {
-                if script.source.contains("redlock-queue") {
-                    assert!(script.source.contains(prefix), "{prefix}");
-                }
-            }
-        }
     }
 
     #[test]

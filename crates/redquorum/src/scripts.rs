@@ -3,10 +3,12 @@
 //!
 //! Each script is hashed once (`EVALSHA`), and declares the keys it needs next to each lock key
 //! ([`KeyGroup`]): every key a script touches is passed as a key, so an ACL can name them and a
-//! refused one can be reported by name.
+//! refused one can be reported by name. Those keys' prefixes are the library's own: no resource
+//! may be named with them ([`check_resource`]).
 
 use std::sync::LazyLock;
 
+use crate::error::ConfigError;
 use crate::quarantine::MARKER_KEY;
 use crate::resources::Resources;
 
@@ -214,4 +216,64 @@ pub(crate) const FENCE_PREFIX: &str = "redlock-fence:";
 /// The key that holds a resource's fencing counter, next to the lock key.
 pub(crate) fn fence_key(resource: &str) -> String {
     format!("{FENCE_PREFIX}{resource}")
+}
+
+/// What the library's own keys start with (`scripts`, `scripts/queue.lua`, the marker): a
+/// resource named so would share a key with them, so acquisitions refuse such names.
+pub const RESERVED_PREFIXES: [&str; 5] = [
+    FENCE_PREFIX,
+    "redlock-queue:",
+    "redlock-queue-lease:",
+    WRITER_WAITING_PREFIX,
+    MARKER_KEY,
+];
+
+/// Refuses a resource name that starts with one of [`RESERVED_PREFIXES`] (a fenced acquisition
+/// of `x` would overwrite a lock named `redlock-fence:x`, a marker named as a lock would be
+/// taken for the node's evidence). Every acquisition checks its names; tools that take names
+/// from users (the `redlock` command) check them up front.
+///
+/// # Errors
+/// [`ConfigError::ReservedName`], naming the prefix.
+pub fn check_resource(name: &str) -> Result<(), ConfigError> {
+    match RESERVED_PREFIXES.iter().find(|p| name.starts_with(**p)) {
+        Some(prefix) => Err(ConfigError::ReservedName {
+            name: name.to_owned(),
+            prefix,
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_s_own_key_prefixes_are_reserved_and_others_are_not() {
+        for name in [
+            "redlock-fence:x",
+            "redlock-queue:x",
+            "redlock-queue-lease:x",
+            "redlock-writer-waiting:x",
+            "redlock-node-marker",
+            "redlock-node-marker{abc}",
+        ] {
+            assert!(
+                matches!(check_resource(name), Err(ConfigError::ReservedName { .. })),
+                "{name}"
+            );
+        }
+        for name in ["redlock-demo", "fence:x", "invoice:42", "jobs:permit:0", ""] {
+            assert_eq!(check_resource(name), Ok(()), "{name}");
+        }
+        // The prefixes are the ones the scripts use.
+        for script in all() {
+            for prefix in ["redlock-queue:", "redlock-queue-lease:"] {
+                if script.source.contains("redlock-queue") {
+                    assert!(script.source.contains(prefix), "{prefix}");
+                }
+            }
+        }
+    }
 }
