@@ -14,6 +14,15 @@
 //! without a TTL, written once, that every data loss takes with it. Configuration (`appendonly`,
 //! `appendfsync`) only says what a node *should* keep; the marker says what it *did* keep.
 //!
+//! **First sight.** A node seen for the first time without a marker is quarantined for
+//! `max_ttl` (invariant 3), unless the whole group's evidence vouches for it: every node of the
+//! manager unmarked and *clean* (long-running, nothing in its counters that drops data), which
+//! leaves one schedule it would get wrong, every marked node replaced at once by long-running
+//! servers that never had a marker. [`first_sight`](crate::first_sight) has that rule, its
+//! argument and its limit; an operator may vouch too (`redlock nodes mark`). Either writes a
+//! marker that vouches, under the same id ([`marker`](crate::marker)), which the rules here then
+//! read like any other.
+//!
 //! This module is pure: it judges observations; the node layer makes them.
 //!
 //! # Invariants
