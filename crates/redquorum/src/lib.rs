@@ -147,6 +147,8 @@ mod lock;
 mod manager;
 mod marker;
 mod node;
+#[cfg(test)]
+mod paused_client;
 mod quarantine;
 mod quorum;
 mod replica_acks;

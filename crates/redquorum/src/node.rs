@@ -836,7 +836,12 @@ async fn set_fenced_natively(
         .then(|| connection.clock_estimate(asked))
         .flatten();
     let start = estimate.map(|(clock, _)| advance.initial_counter(clock));
-    let read_clock = estimate.is_none_or(|(_, age)| age > ESTIMATE_REFRESH);
+    // A counter that may be started from the estimate is judged against the node's clock read
+    // in the same pipeline, never against the estimate (fencing invariant 7): a client whose
+    // clocks stood still (a VM paused by its hypervisor stops both of them) holds an estimate
+    // behind the node by the whole pause, its age looks short, and a counter started from it is
+    // as far behind.
+    let read_clock = start.is_some() || estimate.is_none_or(|(_, age)| age > ESTIMATE_REFRESH);
     let mut pipe = redis::Pipeline::with_capacity(6);
     let mut set = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
     set.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
@@ -901,8 +906,9 @@ async fn set_fenced_natively(
         let marker = refused(next("marker")?)?;
         connection.check_marker(Some(&marker));
     }
-    // The node's clock after our commands ran: read with them, or estimated now that the reply
-    // is in (fencing invariant 4 compares the counter with it).
+    // The node's clock after our commands ran: read with them, or (no start sent, a recent
+    // reading) estimated now that the reply is in (fencing invariant 4 compares the counter with
+    // it).
     let clock_us = match time {
         Some(time) => {
             let clock_us = clock_of(&time).ok_or_else(|| unexpected("TIME", &time))?;
