@@ -16,8 +16,9 @@
 //!    node holds somebody else's value.
 //! 4. **A release left to its lock-delay says so.** A release that did not reach a quorum, and
 //!    that a node answered by keeping our key for the lock-delay (it came after the lock's
-//!    validity, [`engine`](crate::engine) invariant 6), is [`Cause::LeftToDelay`]: not "not
-//!    held" (the value is still there, and the lock still unavailable), not "unavailable".
+//!    validity, [`engine`](crate::engine) invariant 6), is [`Cause::LeftToDelay`] when the
+//!    nodes that kept it, with those that did not answer, could still make a quorum (the lock
+//!    may still be unavailable); otherwise the lock is not held, as invariant 3 says.
 
 use std::fmt;
 use std::time::Duration;
@@ -139,12 +140,12 @@ impl Cause {
                 ready_in,
             };
         }
-        // Invariant 4.
-        if asked == Asked::Keep && late > 0 {
-            return Cause::LeftToDelay;
-        }
         // Invariant 3. Silent: no answer that counts (a quarantined node's included).
         let silent = total - granted - refused - late;
+        // Invariant 4: only when the nodes that kept our key could still hold the lock.
+        if asked == Asked::Keep && late > 0 && granted + late + silent >= quorum {
+            return Cause::LeftToDelay;
+        }
         match asked {
             Asked::Acquire if refused > 0 => Cause::Busy,
             Asked::Keep if silent == 0 || granted + silent < quorum => Cause::NotHeld,
@@ -235,6 +236,11 @@ mod tests {
                 "{replies:?}"
             );
         }
+        assert_eq!(
+            cause(Asked::Keep, &[LeftToDelay, Refused, Refused]),
+            Cause::NotHeld,
+            "two nodes do not hold it: another client can take it, whatever the third keeps"
+        );
         assert_eq!(
             cause(Asked::Keep, &[Granted, Granted, LeftToDelay]),
             Cause::TooSlow,

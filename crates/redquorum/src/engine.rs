@@ -21,9 +21,9 @@
 //!    timeout, so that its rollback follows every late `SET`.
 //! 3. A quarantined node ([`quarantine`](crate::quarantine)) still gets every request, but its
 //!    grants are not votes. No lock or extension is longer than `max_ttl`, the quarantine length.
-//! 4. Unless fairness is on, a single resource's release is the standard compare-and-delete
-//!    script, byte for byte, and costs exactly what it costs other clients: waiters learn of it
-//!    from the server's key tracking. A fair client's release also announces itself to the queued
+//! 4. Unless fairness or a lock-delay is on, a single resource's release is the standard
+//!    compare-and-delete script, byte for byte, and costs exactly what it costs other clients:
+//!    waiters learn of it from the server's key tracking. A fair client's release also announces itself to the queued
 //!    waiters ([`waiting`](crate::waiting)).
 //! 5. **Lock-delay.** Every key an acquisition or extension sets lives `lock_delay` longer on
 //!    its node than the TTL the holder's deadline is computed from (`validity`), and the key's
@@ -45,7 +45,8 @@
 //!    allowance left, so a sender that knows the deadline (the holder, whose own late release
 //!    lingers anyway) tests against the delay, and one that does not against the delay plus the
 //!    drift allowance of `max_ttl`, the longest any lock may have (a release very near the
-//!    deadline may then be judged late: the safe side). Such a release is not a success:
+//!    deadline may then be judged late: the safe side; a release by value of a lock whose TTL
+//!    is shorter than that allowance, 602 ms at the defaults, is always judged late). Such a release is not a success:
 //!    [`Released::cause`] is [`Cause::LeftToDelay`](crate::Cause::LeftToDelay).
 
 use std::collections::HashSet;

@@ -14,7 +14,7 @@
 //!      plain commands: `SET NX PX` of the lock, `SET NX` of the counter to
 //!      [`Advance::initial_counter`] (our estimate of the node's clock in µs, rounded down to
 //!      the grain, when we have one: [`ClockEstimate`]), `INCR` of the counter, `PEXPIRE` of it
-//!      to the retention, and the node's `TIME` (about once a second). The proposal is the
+//!      to the retention, and the node's `TIME` (invariant 7). The proposal is the
 //!      `INCR`'s value. Not atomic, and it need not be: the `INCR` runs before the lock's key
 //!      can be gone (`node::set_fenced_natively` says why). The proposal counts as *stored*
 //!      only if the counter is within the [`trust_window`] of the node's clock after the
@@ -107,13 +107,13 @@
 //!    estimate behind the node by the whole pause, whose age looks short. If the pause outlasted
 //!    the fence retention, the counters expired, and a counter started from that estimate is as
 //!    far behind: judged against the estimate it would pass the trust window, and the token
-//!    would go below those handed out during the pause. So every pipeline that may start a
-//!    counter also reads `TIME`, and the window is checked against that: a start more than the
-//!    window behind is replaced by the node's clock, unstored, as in invariant 4. The price is
-//!    one short command in the same round trip; measured against plain Redlock (fresh names,
-//!    one node, 32 tasks, with the quarantine), the throughput ratio stayed within this
-//!    machine's noise (0.58 and 0.66 before, 0.66 and 0.55 after; a second round trip for
-//!    `TIME` instead measured 0.52 and 0.50).
+//!    would go below those handed out during the pause. So every native pipeline reads `TIME`
+//!    (it used to, about once a second), and the window is checked against that: a start more
+//!    than the window behind is replaced by the node's clock, unstored, as in invariant 4. The
+//!    estimate only chooses the start. The price is one short command in the same round trip;
+//!    measured against plain Redlock (fresh names, one node, 32 tasks, with the quarantine), the
+//!    throughput ratio stayed within this machine's noise (0.58 and 0.66 before, 0.66 and 0.55
+//!    after; a second round trip for `TIME` instead measured 0.52 and 0.50).
 //!
 //! This is where a clock assumption enters, and the only place: invariants 4–6. The grain
 //! trades a little of their margin (at most a second, at most half of `max_ttl`) for nodes that
@@ -207,11 +207,6 @@ pub(crate) struct Proposal {
 /// clocks whose rates differ by the drift factor's 1% put an estimate at most 50 ms ahead of the
 /// node's clock (invariant 4).
 pub(crate) const ESTIMATE_AGE: Duration = Duration::from_secs(5);
-
-/// How old a reading may be before a native acquisition reads the node's clock again, in the
-/// same pipeline: a second, so that a busy connection sends `TIME` about once a second rather
-/// than with every acquisition.
-pub(crate) const ESTIMATE_REFRESH: Duration = Duration::from_secs(1);
 
 /// How much the system clock and the monotonic clock may disagree about a reading's age before
 /// the reading is dropped: 100 ms. The monotonic clock stops while the machine is suspended, and

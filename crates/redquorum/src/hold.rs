@@ -552,7 +552,8 @@ impl Guard {
                 tracing::error!(resource = %resources, error = %e, "keep-alive task failed");
                 // Its queue place, if any, runs out with its lease.
                 shared
-                    .release(resources, &Arc::from(info.value()), None, Deadline::Known)
+                    // Its deadline is the task's, which is gone: released as by value.
+                    .release(resources, &Arc::from(info.value()), None, Deadline::Unknown)
                     .await
             }
         };

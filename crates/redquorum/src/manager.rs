@@ -768,7 +768,9 @@ impl Redlock {
     /// the nodes after the lock's validity deletes nothing: each node keeps the key until
     /// validity plus delay (it judges from the key's remaining time, allowing for clock drift
     /// up to `max_ttl`'s), so the lock stays unavailable as if nobody had released it, and the
-    /// cause is [`Cause::LeftToDelay`](crate::Cause::LeftToDelay).
+    /// cause is [`Cause::LeftToDelay`](crate::Cause::LeftToDelay). A lock whose TTL is shorter
+    /// than that drift allowance (`max_ttl` / 100 + 2 ms) is so judged whenever it is released
+    /// by value.
     ///
     /// # Cancel safety
     /// Dropping the future may leave the key on some nodes until it expires.

@@ -24,7 +24,7 @@ use futures_util::future::join_all;
 use redis::Value;
 
 use crate::cause::Asked;
-use crate::fencing::{Advance, ESTIMATE_REFRESH, Proposal};
+use crate::fencing::{Advance, Proposal};
 use crate::marker::MarkerState;
 use crate::quarantine::{MARKER_KEY, Quarantine};
 use crate::reply::{NodeError, Reply};
@@ -645,7 +645,7 @@ async fn perform(
                         .eval(checked, &RELEASE_STANDARD, keys, Some(value), none)
                         .await?
                 }
-                (None, false, _) => {
+                (None, false, late_ms) if late_ms > 0 => {
                     connection
                         .eval(checked, &RELEASE_TIMELY, keys, Some(value), &[late_ms])
                         .await?
@@ -836,12 +836,6 @@ async fn set_fenced_natively(
         .then(|| connection.clock_estimate(asked))
         .flatten();
     let start = estimate.map(|(clock, _)| advance.initial_counter(clock));
-    // A counter that may be started from the estimate is judged against the node's clock read
-    // in the same pipeline, never against the estimate (fencing invariant 7): a client whose
-    // clocks stood still (a VM paused by its hypervisor stops both of them) holds an estimate
-    // behind the node by the whole pause, its age looks short, and a counter started from it is
-    // as far behind.
-    let read_clock = start.is_some() || estimate.is_none_or(|(_, age)| age > ESTIMATE_REFRESH);
     let mut pipe = redis::Pipeline::with_capacity(6);
     let mut set = command("SET", 5, key.len() + value.len() + 4 + NUMBER);
     set.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
@@ -858,9 +852,9 @@ async fn set_fenced_natively(
     let mut expire = command("PEXPIRE", 2, counter.len() + NUMBER);
     expire.arg(&counter).arg(advance.retention_ms);
     pipe.add_command(expire);
-    if read_clock {
-        pipe.add_command(command("TIME", 0, 0));
-    }
+    // The node's clock, read with every acquisition: the trust window is checked against it,
+    // never against our estimate (fencing invariant 7).
+    pipe.add_command(command("TIME", 0, 0));
     if checked {
         let marker = connection.marker_key();
         let mut get = command("GET", 1, marker.len());
@@ -896,34 +890,16 @@ async fn set_fenced_natively(
         reply => refused(reply)?,
     };
     refused(next("PEXPIRE")?)?;
-    let time = if read_clock {
-        Some(refused(next("TIME")?)?)
-    } else {
-        None
-    };
+    let time = refused(next("TIME")?)?;
     if checked {
         // As `Connection::query` reads it (server invariant 7).
         let marker = refused(next("marker")?)?;
         connection.check_marker(Some(&marker));
     }
-    // The node's clock after our commands ran: read with them, or (no start sent, a recent
-    // reading) estimated now that the reply is in (fencing invariant 4 compares the counter with
-    // it).
-    let clock_us = match time {
-        Some(time) => {
-            let clock_us = clock_of(&time).ok_or_else(|| unexpected("TIME", &time))?;
-            connection.saw_clock(clock_us, asked, received, advance.grain_us);
-            clock_us
-        }
-        None => match connection.clock_estimate(received) {
-            Some((clock_us, _)) => clock_us,
-            None => {
-                return Err(NodeError::Server(
-                    "fenced SET: the node's clock reading expired before the reply came".to_owned(),
-                ));
-            }
-        },
-    };
+    // The node's clock after our commands ran (fencing invariant 4 compares the counter with
+    // it); it also refreshes our estimate for the next start.
+    let clock_us = clock_of(&time).ok_or_else(|| unexpected("TIME", &time))?;
+    connection.saw_clock(clock_us, asked, received, advance.grain_us);
     let granted = match set {
         Value::Okay => true,
         Value::SimpleString(s) if s == "OK" => true,

@@ -294,6 +294,10 @@ pub(crate) struct Memory {
     marker_id: Option<String>,
     /// Until when the evidence of a loss seen so far keeps the node out (invariant 2).
     quarantined_until: Option<Until>,
+    /// Until when a vote's read-back found its first-sight marker extended by a group's first
+    /// look keeps the node out (`first_sight` invariant 1): a floor, like a loss's, that no
+    /// health check judged before it may lower.
+    held_off_until: Option<Instant>,
     /// The earliest start of the node's current run (`run_id`) that any of its checks allowed:
     /// each is at or after the real start (invariant 1).
     started_by: Option<Instant>,
@@ -328,9 +332,16 @@ impl Memory {
         until.0
     }
 
-    /// Until when the losses seen so far keep the node out (invariant 2), if any do.
-    pub(crate) fn loss_until(&self) -> Option<Instant> {
-        self.quarantined_until.map(|(until, _)| until)
+    /// Until when the losses seen so far (invariant 2), and an extension a vote read back, keep
+    /// the node out, if any do: what no health check may lower.
+    pub(crate) fn floor(&self) -> Option<Instant> {
+        let loss = self.quarantined_until.map(|(until, _)| until);
+        loss.max(self.held_off_until)
+    }
+
+    /// A vote read back its first-sight marker extended: out until `until` at least.
+    pub(crate) fn held_off(&mut self, until: Instant) {
+        self.held_off_until = self.held_off_until.max(Some(until));
     }
 
     /// Whether no health check of this node has read a marker yet.

@@ -217,7 +217,7 @@ impl Live {
         // a vouch ended a first-sight marker's pending time (`vouch`).
         let memory = lock(memory);
         let trusted_from = memory
-            .loss_until()
+            .floor()
             .map_or(health.trusted_from, |loss| loss.max(health.trusted_from));
         self.trusted_from
             .store(nanos_since(self.epoch, trusted_from), Ordering::Release);
@@ -825,7 +825,11 @@ impl Connection<'_> {
         if let (true, Some(read), Some(expected)) = (same, read, expected.as_deref())
             && let Some(extended) = marker::extended(expected, read)
         {
-            self.live.lost_data(Instant::now() + extended);
+            // Recorded in the memory first, under its lock, as a loss is: a health check judged
+            // before this must not lower it when it lands after (`Live::set_health`).
+            let until = Instant::now() + extended;
+            lock(&self.server.memory).held_off(until);
+            self.live.lost_data(until);
             return;
         }
         if !same {

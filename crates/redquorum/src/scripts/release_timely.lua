@@ -11,7 +11,9 @@ local get = (#KEYS == 1) and redis.call or redis.pcall
 local deleted, late = 0, 0
 for _, key in ipairs(KEYS) do
     if get("get", key) == ARGV[1] then
-        if redis.call("pttl", key) > tonumber(ARGV[2]) then
+        -- A key without an expiry (-1) is no lock of ours any more: not late.
+        local left = redis.call("pttl", key)
+        if left < 0 or left > tonumber(ARGV[2]) then
             deleted = deleted + redis.call("del", key)
         else
             late = late + 1

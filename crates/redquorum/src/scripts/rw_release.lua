@@ -14,14 +14,17 @@ end
 local kind = redis.call("type", KEYS[1]).ok
 if kind == "string" then
     if redis.call("get", KEYS[1]) == ARGV[1] then
-        if bound > 0 and redis.call("pttl", KEYS[1]) <= bound then
+        local left = redis.call("pttl", KEYS[1])
+        if bound > 0 and left >= 0 and left <= bound then
             return -1
         end
         return redis.call("del", KEYS[1])
     end
 elseif kind == "zset" then
     local expires = redis.call("zscore", KEYS[1], ARGV[1])
-    if bound > 0 and expires and tonumber(expires) - node_ms() <= bound then
+    -- An entry already past its expiry is simply swept, not late.
+    local left = expires and (tonumber(expires) - node_ms())
+    if bound > 0 and left and left > 0 and left <= bound then
         return -1
     end
     local removed = redis.call("zrem", KEYS[1], ARGV[1])
