@@ -88,16 +88,26 @@ pub(crate) async fn check_health(
         .await
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
-    // An owned marker names this process and its replication history (quarantine invariant 6).
-    let owner = if marker.owned {
-        let replication: String = redis::cmd("INFO")
+    // `INFO replication`, read once for what needs it: an owned marker names this process and
+    // its replication history (quarantine invariant 6), and a durable node is trusted only if it
+    // was never promoted (invariant 4; `None`, not trusted, when it cannot be read).
+    let durable_config = trust.trust_durable && config.durable;
+    let replication: Option<String> = if marker.owned || durable_config {
+        match redis::cmd("INFO")
             .arg("replication")
             .query_async(conn)
             .await
-            .map_err(|e| needs(&e, "INFO", "+info"))?;
-        marker_owner(&info, &replication)
+        {
+            Ok(replication) => Some(replication),
+            Err(e) if marker.owned => return Err(needs(&e, "INFO", "+info")),
+            Err(_) => None,
+        }
     } else {
-        String::new()
+        None
+    };
+    let owner = match &replication {
+        Some(replication) if marker.owned => marker_owner(&info, replication),
+        _ => String::new(),
     };
     let owner = owner.as_str();
     // A marker written on first sight says so (`marker`), outside clusters (`first_sight`
@@ -120,7 +130,7 @@ pub(crate) async fn check_health(
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
     // invariant 4).
-    let durable = trust.trust_durable && config.durable && !promoted(conn).await;
+    let durable = durable_config && replication.as_deref().is_some_and(never_promoted);
     let seen = Observation::from_info(&info, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
     let now = Instant::now();
@@ -206,18 +216,10 @@ async fn read_marker(
     Ok(Marker::from_reply(value, written, node_ms, group, max_ttl))
 }
 
-/// Whether `INFO replication` shows a replica promoted to master since it last started
-/// (`second_repl_offset` set; `-1` on a server that has only ever been a master since starting).
-/// `true` when it cannot be read: such a node is not trusted for its durability.
-async fn promoted(conn: &mut MultiplexedConnection) -> bool {
-    let Ok(info): Result<String, _> = redis::cmd("INFO")
-        .arg("replication")
-        .query_async(conn)
-        .await
-    else {
-        return true;
-    };
-    !info
+/// Whether `INFO replication` shows a server that was never a replica promoted to master since
+/// it last started (`second_repl_offset:-1`).
+fn never_promoted(replication: &str) -> bool {
+    replication
         .lines()
         .any(|line| line.trim_end() == "second_repl_offset:-1")
 }

@@ -573,7 +573,7 @@ impl Redlock {
                         );
                     }
                     let wait = ready_in.min(QUARANTINE_POLL).max(delay);
-                    turn.sleep(schedule.capped(wait, Instant::now())).await;
+                    tokio::time::sleep(schedule.capped(wait, Instant::now())).await;
                 }
                 _ => {
                     turn.wait(waiters, wanted.watched(), delay, behind, |wait| {

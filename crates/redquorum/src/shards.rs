@@ -58,13 +58,12 @@ use arc_swap::ArcSwapOption;
 use futures_util::future::{BoxFuture, Shared, join_all};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
-use redis::AsyncConnectionConfig;
 
 use crate::error::{ConfigError, redact_url};
 use crate::quarantine::{Quarantine, cluster_marker_key};
 use crate::reply::NodeError;
 use crate::resources::Resources;
-use crate::server::{InCluster, Server, ServerSettings, scrub};
+use crate::server::{InCluster, Server, ServerSettings, connect_once, scrub};
 use crate::slots::{self, slot_of};
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;
@@ -587,12 +586,7 @@ impl Inner {
         // An address the cluster announced may not make a valid URL; the error must not show
         // the credentials it was joined with.
         .map_err(|e| NodeError::Server(scrub(&e.to_string(), &url)))?;
-        let timeout = self.settings.connect_timeout;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&config)
+        let mut conn = connect_once(&client, self.settings.connect_timeout)
             .await
             .map_err(|e| NodeError::from_redis(&e))?;
         let reply: String = redis::cmd("CLUSTER")

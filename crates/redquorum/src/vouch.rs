@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, join_all};
-use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
 use crate::Redlock;
@@ -21,6 +20,7 @@ use crate::marker::{MarkerValue, Tag};
 use crate::quarantine::{MARKER_KEY, info_field};
 use crate::reply::NodeError;
 use crate::scripts::{MARKER, VOUCH};
+use crate::server::connect_once;
 use crate::sync::lock;
 
 /// How long an undecided first look (a node could not be read) is kept before the next health
@@ -127,14 +127,8 @@ impl FirstSight {
     }
 
     async fn look_and_vouch(&self) -> Outcome {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.connect_timeout));
         let looks = join_all(self.nodes.iter().map(|(_, client)| async {
-            let mut conn = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .ok()?;
+            let mut conn = connect_once(client, self.connect_timeout).await.ok()?;
             let look = look(&mut conn, self.max_ttl, self.margin).await.ok()?;
             Some((conn, look))
         }))
@@ -378,22 +372,23 @@ impl Redlock {
         let nodes = &self.engine().nodes;
         // A node without a marker in a group whose other nodes carry one is new to the group:
         // it may replace a node that held locks (a marker of its own is not the question).
-        let found = join_all(nodes.iter().map(|node| async move {
+        let peeked = join_all(nodes.iter().map(|node| async move {
             match node.plain_server() {
                 Some(server) => peek(server.client(), timeout).await,
-                None => None,
+                None => Err(Mark::Cluster),
             }
         }))
         .await;
-        let group_marked = found
+        let group_marked = peeked
             .iter()
-            .any(|f| matches!(f.as_deref(), Some("vouched" | "other")));
-        join_all(nodes.iter().zip(&found).map(|(node, found)| async move {
-            let unmarked = matches!(found.as_deref(), Some("none" | "new"));
-            let mark = match node.plain_server() {
-                None => Mark::Cluster,
-                Some(_) if group_marked && unmarked && !force => Mark::NewToGroup,
-                Some(server) => self::mark(server.client(), force, timeout).await,
+            .any(|p| matches!(p, Ok((_, found)) if found == "vouched" || found == "other"));
+        join_all(nodes.iter().zip(peeked).map(|(node, peeked)| async move {
+            let mark = match peeked {
+                Err(mark) => mark,
+                Ok((_, found)) if group_marked && !force && (found == "none" || found == "new") => {
+                    Mark::NewToGroup
+                }
+                Ok((conn, _)) => self::mark(conn, force).await,
             };
             (node.label().to_owned(), mark)
         }))
@@ -401,38 +396,28 @@ impl Redlock {
     }
 }
 
-/// What a server's marker is, as `scripts/vouch.lua` classifies it (`none`, `new`, `vouched`,
-/// `other`); `None` when it cannot be read.
-async fn peek(client: &redis::Client, timeout: Duration) -> Option<String> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    let mut conn = client
-        .get_multiplexed_async_connection_with_config(&config)
+/// A connection to the server and what its marker is, as `scripts/vouch.lua` classifies it
+/// (`none`, `new`, `vouched`, `other`); the failure to report when it cannot be read.
+async fn peek(
+    client: &redis::Client,
+    timeout: Duration,
+) -> Result<(MultiplexedConnection, String), Mark> {
+    let failed = |e: NodeError| Mark::Failed(e.reply().to_string());
+    let mut conn = connect_once(client, timeout)
         .await
-        .ok()?;
+        .map_err(|e| failed(NodeError::from_redis(&e)))?;
     let (_, found) = rewrite(&mut conn, "peek", "", "", false, 0, "")
         .await
-        .ok()?;
-    Some(found)
+        .map_err(failed)?;
+    Ok((conn, found))
 }
 
 /// Vouches for one server as an operator: a marker that vouches at once for its current run
 /// (`marker` invariant 3), unless it is a replica, its counters show a data loss since it
 /// started, or it already has a marker (other than a pending first-sight one), where only
 /// `force` writes.
-pub(crate) async fn mark(client: &redis::Client, force: bool, timeout: Duration) -> Mark {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
+async fn mark(mut conn: MultiplexedConnection, force: bool) -> Mark {
     let failed = |e: &redis::RedisError| Mark::Failed(NodeError::from_redis(e).reply().to_string());
-    let mut conn = match client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-    {
-        Ok(conn) => conn,
-        Err(e) => return failed(&e),
-    };
     let info: String = match redis::cmd("INFO").arg("all").query_async(&mut conn).await {
         Ok(info) => info,
         Err(e) => return failed(&e),

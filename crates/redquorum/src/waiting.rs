@@ -382,12 +382,6 @@ impl Turn {
     /// registered with `waiters` on the first wait, unless notification is off (`None`). A fair
     /// waiter that a quorum put `behind` another waits for its turn's announcement, or a quarter
     /// of its lease (invariant 8). `cap` bounds the wait (the retry policy's `max_wait`).
-    /// Sleeps for `wait`, woken by nothing: for a wait that no release can end (a quarantine,
-    /// `manager` invariant 6).
-    pub(crate) async fn sleep(&self, wait: Duration) {
-        tokio::time::sleep(wait).await;
-    }
-
     pub(crate) async fn wait(
         &mut self,
         waiters: Option<&Waiters>,
