@@ -362,15 +362,20 @@ async fn a_guard_made_late_extends_by_the_lock_s_own_deadline() {
     guard.release().await.expect("released while held");
 }
 
+/// A `current_thread` runtime: work that blocks its one thread keeps the keeper task from running.
+fn one_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// Time alone makes a lock lost: work that blocks a `current_thread` runtime (so the keeper task
 /// cannot run) still reads "lost" and "no time left" once the deadline is near, from the guard
 /// and from the `with_lock` work's `LockInfo`.
 #[test]
 fn time_alone_makes_a_lock_lost_when_the_keeper_cannot_run() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = one_thread();
     let cluster = cluster(3);
     runtime.block_on(async {
         let redlock = manager(&cluster);
@@ -416,17 +421,17 @@ fn time_alone_makes_a_lock_lost_when_the_keeper_cannot_run() {
 /// if the lock had been held to the end (issue: `Guard::release` after the loss margin).
 #[test]
 fn a_guard_released_after_its_margin_is_reported_lost_and_keeps_its_lock_delay() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = one_thread();
     let cluster = cluster(3);
     runtime.block_on(async {
-        let redlock = Redlock::builder(cluster.urls())
-            .max_ttl(Duration::from_secs(10))
-            .lock_delay(Duration::from_secs(3))
-            .build()
-            .expect("valid");
+        let delayed = || {
+            Redlock::builder(cluster.urls())
+                .max_ttl(Duration::from_secs(10))
+                .lock_delay(Duration::from_secs(3))
+                .build()
+                .expect("valid")
+        };
+        let redlock = delayed();
         let ttl = Duration::from_secs(3);
         let options = HoldOptions::new().margin(Duration::from_millis(1200));
         let guard = redlock
@@ -450,12 +455,7 @@ fn a_guard_released_after_its_margin_is_reported_lost_and_keeps_its_lock_delay()
             "the release agrees with is_lost(): {released:?}"
         );
         // Its lock-delay holds: nobody gets the lock at once.
-        let other = Redlock::builder(cluster.urls())
-            .max_ttl(Duration::from_secs(10))
-            .lock_delay(Duration::from_secs(3))
-            .build()
-            .expect("valid");
-        let err = other
+        let err = delayed()
             .try_acquire("res", ttl)
             .await
             .expect_err("a lost lock's release leaves it to its lock-delay");
