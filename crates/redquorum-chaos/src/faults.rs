@@ -114,6 +114,23 @@ pub const STAYS: Duration = Duration::from_millis(250);
 pub const FAILOVER_LAG: Duration =
     crate::strategies::TTL.saturating_add(Duration::from_millis(500));
 
+/// How long a `failback` keeps the replicas from replicating before they take over: short, so
+/// that the old masters lead again (in about 50 ms more, measured) while the lock they granted
+/// in that window, and their replicas never got, is still valid.
+pub const FAILBACK_WINDOW: Duration = Duration::from_millis(300);
+
+/// How long a `failback` waits for its client to enter the critical section it abandons: the
+/// clients start over after the fault's first event (late joiners), which takes up to about a
+/// second on two cores.
+pub const FAILBACK_AIM: Duration = Duration::from_secs(2);
+
+/// The earliest a `failback` starts: once the servers have been up for longer than the
+/// library's quarantine of a cluster master (`max_ttl` plus the cluster's node timeout, 5 s),
+/// with a second to spare. On younger servers the uptime rule keeps the failed-back master out
+/// anyway (it was promoted, so it is no longer taken as durable), which would hide whether the
+/// marker rule holds; the reproduction this fault follows ran on servers up for longer.
+pub const FAILBACK_FROM: Duration = crate::strategies::TTL.saturating_add(Duration::from_secs(6));
+
 /// How much longer than the usual 0.5–2 s a partition lasts: a lock's TTL, so that every
 /// partition outlasts the keys its cut-off clients could not release.
 pub const PARTITION_EXTRA: Duration = crate::strategies::TTL;
@@ -143,6 +160,9 @@ pub enum Fault {
     Blackhole,
     /// A majority of Redis Clusters promote a replica that missed more than a TTL of writes.
     Failover,
+    /// A majority of Redis Clusters promote a replica that missed the last writes, then fail
+    /// back to the old master once it resynchronised from it.
+    Failback,
     /// A client crashes in its critical section, leaving its lock unreleased.
     ClientCrash,
     /// Each client group is cut off from a minority of the nodes, a different one per group.
@@ -151,7 +171,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 14] = [
         Fault::Kill,
         Fault::Restart,
         Fault::Pause,
@@ -163,6 +183,7 @@ impl Fault {
         Fault::Replace,
         Fault::Blackhole,
         Fault::Failover,
+        Fault::Failback,
         Fault::ClientCrash,
         Fault::Partition,
     ];
@@ -196,6 +217,7 @@ impl Fault {
             Fault::Replace => "replace",
             Fault::Blackhole => "blackhole",
             Fault::Failover => "failover",
+            Fault::Failback => "failback",
             Fault::ClientCrash => "client-crash",
             Fault::Partition => "partition",
         }
@@ -237,7 +259,7 @@ impl Fault {
     fn hits_a_majority(self) -> bool {
         matches!(
             self,
-            Fault::RestartBurst | Fault::Flush | Fault::Replace | Fault::Failover
+            Fault::RestartBurst | Fault::Flush | Fault::Replace | Fault::Failover | Fault::Failback
         )
     }
 
@@ -325,6 +347,18 @@ pub enum Action {
         /// How many.
         count: usize,
     },
+    /// Cut `count` clusters from `first` on (wrapping) off their replicas, crash `client` in
+    /// its next critical section (its lock, taken in that window, stays valid and unreleased),
+    /// promote the replicas, then make the old masters lead again once they resynchronised from
+    /// them.
+    Failback {
+        /// The first slot.
+        first: usize,
+        /// How many.
+        count: usize,
+        /// The client whose lock the failback is aimed at.
+        client: u32,
+    },
     /// Pause a client past its validity in its next critical section.
     ClientPause {
         /// The client.
@@ -361,6 +395,7 @@ impl Action {
             Action::Replace { .. } => Fault::Replace,
             Action::Blackhole { .. } => Fault::Blackhole,
             Action::Failover { .. } => Fault::Failover,
+            Action::Failback { .. } => Fault::Failback,
             Action::ClientCrash { .. } => Fault::ClientCrash,
             Action::Partition { .. } => Fault::Partition,
         }
@@ -380,7 +415,8 @@ impl Action {
             Action::RestartBurst { first, count }
             | Action::Flush { first, count }
             | Action::Replace { first, count }
-            | Action::Failover { first, count } => {
+            | Action::Failover { first, count }
+            | Action::Failback { first, count, .. } => {
                 (0..count).map(|i| (first + i) % slots.max(1)).collect()
             }
             Action::Partition { .. } => (0..slots).collect(),
@@ -442,6 +478,7 @@ pub fn plan(
         // A failover's window is fixed, longer than a TTL (the draw above keeps other plans).
         let lasts = match kind {
             Fault::Failover => FAILOVER_LAG,
+            Fault::Failback => FAILBACK_WINDOW,
             // Longer than a TTL: the releases the cut-off clients could not deliver leave keys
             // that expire within it, and the ring's own views decide the rest (the module docs).
             Fault::Partition => (lasts + PARTITION_EXTRA).min(last_end - at),
@@ -470,10 +507,11 @@ pub fn plan(
                 let count = majority(slots);
                 // Only when no node is impaired (and a failover's window fits in the run); the
                 // slots stay busy for the fault and the restarts or quarantines that follow it.
-                if busy_until.iter().all(|&until| until <= at) && at + lasts <= last_end {
+                let early = kind == Fault::Failback && at < FAILBACK_FROM;
+                if !early && busy_until.iter().all(|&until| until <= at) && at + lasts <= last_end {
                     let busy = match kind {
                         Fault::Replace => at + lasts + SLACK,
-                        Fault::Failover => at + lasts + SLACK + SLACK,
+                        Fault::Failover | Fault::Failback => at + lasts + SLACK + SLACK,
                         _ => at + SLACK + SLACK,
                     };
                     for i in 0..count {
@@ -483,6 +521,11 @@ pub fn plan(
                         Fault::RestartBurst => Action::RestartBurst { first, count },
                         Fault::Flush => Action::Flush { first, count },
                         Fault::Failover => Action::Failover { first, count },
+                        Fault::Failback => Action::Failback {
+                            first,
+                            count,
+                            client: rng.random_range(0..clients.max(1)),
+                        },
                         _ => Action::Replace { first, count },
                     })
                 } else {
@@ -607,12 +650,16 @@ pub(crate) fn inject<T>(
             }
             Step::End(i, node) => {
                 let action = plan[i].action;
-                // A failover is aimed at its promotion (invariant 4).
-                if matches!(action, Action::Failover { .. }) {
-                    stopped = aim(record, topology, stop);
-                    if stopped {
-                        break;
-                    }
+                // A failover is aimed at its promotion, a failback at its client's lock
+                // (invariant 4).
+                let aimed = match action {
+                    Action::Failover { .. } => Some(aim(record, topology, stop)),
+                    Action::Failback { client, .. } => Some(aim_at_crash(record, client, stop)),
+                    _ => None,
+                };
+                if aimed == Some(true) {
+                    stopped = true;
+                    break;
                 }
                 paused.retain(|&p| p != node);
                 if let Err(e) = end(action, node, topology, record) {
@@ -661,6 +708,24 @@ fn aim<T>(record: &Recorder, topology: &Topology, stop: &Receiver<T>) -> bool {
         }
     }
     tracing::debug!("nothing to aim at");
+    false
+}
+
+/// Waits (at most [`FAILBACK_AIM`]) until `client`, whose crash a failback armed, has entered
+/// the critical section it abandons: its lock was granted by masters whose replicas lack it
+/// (invariant 4); `true` if told to stop.
+fn aim_at_crash<T>(record: &Recorder, client: u32, stop: &Receiver<T>) -> bool {
+    let give_up = Instant::now() + FAILBACK_AIM;
+    // Bounded by FAILBACK_AIM: every pass waits 2 ms unless stopped.
+    while Instant::now() < give_up {
+        if !record.crash_pending(client) {
+            return false;
+        }
+        if wait_until(Instant::now() + Duration::from_millis(2), stop) {
+            return true;
+        }
+    }
+    tracing::debug!(client, "the failback's client never entered a section");
     false
 }
 
@@ -799,7 +864,11 @@ fn start(
             // A layout without spares (a failover pair) has nothing to switch back.
             Ok(replaced.then(|| topology.node_of(first)))
         }
-        Action::Failover { first, .. } => {
+        Action::Failover { first, .. } | Action::Failback { first, .. } => {
+            if let Action::Failback { client, .. } = action {
+                // Recorded by the client when it crashes, with the lock it abandons.
+                record.arm_crash(client);
+            }
             let mut cut = false;
             for slot in action.slots(topology.slots()) {
                 if let Some(node) = topology.cut_replica(slot)? {
@@ -951,6 +1020,35 @@ fn end(
                     format!(
                         "CLUSTER FAILOVER TAKEOVER: node {new}, cut off for longer than a TTL, is \
                          master; node {old} turns its replica and loses the window's writes"
+                    ),
+                );
+            }
+            for &slot in &slots {
+                topology.settle(slot)?;
+            }
+        }
+        Action::Failback { .. } => {
+            let slots = action.slots(topology.slots());
+            // As a failover, but the replicas' client writes are paused while they lead (so no
+            // client rewrites the marker they hold), and the old masters take over again as
+            // soon as they are in sync: all within the aimed holder's validity.
+            for (old, new) in topology.fail_over_and_back(&slots)? {
+                event(
+                    record,
+                    Some(new),
+                    FaultKind::Failover,
+                    format!(
+                        "CLUSTER FAILOVER TAKEOVER: node {new}, which missed the last writes, led \
+                         with its client writes paused; node {old} resynchronised from it"
+                    ),
+                );
+                event(
+                    record,
+                    Some(old),
+                    FaultKind::Failback,
+                    format!(
+                        "CLUSTER FAILOVER TAKEOVER: node {old} leads again, the same process \
+                         with the data and marker of node {new}"
                     ),
                 );
             }

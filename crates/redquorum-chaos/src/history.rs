@@ -165,6 +165,8 @@ pub enum FaultKind {
     Partition,
     /// A replica was promoted in place of its primary.
     Failover,
+    /// A demoted primary, resynchronised from the replica that took over, leads again.
+    Failback,
     /// The node lost every key while running (`FLUSHALL`).
     Flush,
     /// A different, empty server was put behind the node's address, or the node put back.

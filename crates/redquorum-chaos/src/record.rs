@@ -224,6 +224,13 @@ impl Recorder {
         }
     }
 
+    /// Whether a crash is armed for `client` and not taken yet (it has not entered the critical
+    /// section it abandons).
+    pub(crate) fn crash_pending(&self, client: u32) -> bool {
+        self.client(client)
+            .is_some_and(|state| state.crash.load(Ordering::Relaxed))
+    }
+
     /// Whether a crash was armed for `client`, disarming it.
     pub(crate) fn take_crash(&self, client: u32) -> bool {
         self.client(client)

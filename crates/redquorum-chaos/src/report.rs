@@ -459,6 +459,7 @@ fn fault_label(fault: &FaultEvent) -> String {
         FaultKind::ClientCrash => "crash".to_owned(),
         FaultKind::Partition => "partition".to_owned(),
         FaultKind::Failover => "failover".to_owned(),
+        FaultKind::Failback => "failback".to_owned(),
         FaultKind::Flush => "flush".to_owned(),
         FaultKind::Replace { back: false } => "replace".to_owned(),
         FaultKind::Replace { back: true } => "put back".to_owned(),

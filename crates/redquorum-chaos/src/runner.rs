@@ -64,8 +64,8 @@ use crate::history::{FaultEvent, FaultKind, History, Section, WriteOutcome};
 use crate::proxy::Proxy;
 use crate::record::Recorder;
 use crate::strategies::{
-    Acquired, CountingClient, Design, Layout, LibraryClient, LockClient, Primitive, SetnxClient,
-    Strategy,
+    Acquired, ClusterMarker, CountingClient, Design, Layout, LibraryClient, LockClient, Primitive,
+    SetnxClient, Strategy,
 };
 use crate::topology::Topology;
 
@@ -355,7 +355,12 @@ pub async fn run_until(
         None
     };
 
-    let (mut servers, ready) = Servers::spawn(layout, proxies, replication)?;
+    let (mut servers, ready) = Servers::spawn(
+        layout,
+        config.strategy.cluster_marker(),
+        proxies,
+        replication,
+    )?;
     let Started {
         nodes: node_count,
         slots,
@@ -496,6 +501,7 @@ type Ready = oneshot::Receiver<Result<Started, ChaosError>>;
 impl Servers {
     fn spawn(
         layout: Layout,
+        marker: ClusterMarker,
         proxies: Vec<Proxy>,
         replication: Option<Proxy>,
     ) -> Result<(Self, Ready), ChaosError> {
@@ -505,7 +511,7 @@ impl Servers {
         thread::Builder::new()
             .name("chaos-servers".to_owned())
             .spawn(move || {
-                match Topology::start(layout, proxies, replication) {
+                match Topology::start(layout, marker, proxies, replication) {
                     Ok(mut topology) => {
                         let _ = ready_tx.send(Ok(Started {
                             nodes: topology.node_count(),

@@ -13,6 +13,7 @@
 //! | `redlock-cluster` | 3 Redis Clusters, each 1 master + 1 replica | this library with its defaults, one `redis+cluster://` node per cluster: a promoted replica is quarantined (its marker names the old master), votes do not wait for replicas |
 //! | `redlock-cluster-wait` | same | `.quarantine(false).wait_for_replicas(true)`: every vote waits (`WAIT`) for the shard's replica |
 //! | `redlock-cluster-no-failover-rule` | same | `.quarantine(false).wait_for_replicas(false)`: neither rule, plain writes to whichever master serves the slot |
+//! | `redlock-cluster-run-id-marker` | same | our defaults, but a master's marker names its `run_id` alone (`replaced_rule_marker_names_process_only`, feature `replaced-rules`): the rule that the failback defeated |
 //! | `semaphore-counting` | `--nodes` independent masters | a semaphore only (`--permits k`): a count per node (a sorted set of holders with expiry, granted while it has fewer than `k`), held on a majority of grants |
 //!
 //! Every lock has the same TTL, [`TTL`], which is also the library's `max_ttl` (the restart
@@ -46,10 +47,12 @@
 //! expire. The strategy shows the race that a client trusting whatever master it is given runs
 //! into.
 //!
-//! The three `redlock-cluster*` strategies run on the cluster layout and its `failover` fault
-//! (a majority of the clusters promote a replica that missed more than a TTL of writes, see
-//! [`faults`](crate::faults)). Expected verdicts: `redlock-cluster` and `redlock-cluster-wait`
-//! safe, `redlock-cluster-no-failover-rule` caught granting a lock twice.
+//! The `redlock-cluster*` strategies run on the cluster layout and its `failover` fault (a
+//! majority of the clusters promote a replica that missed more than a TTL of writes) and
+//! `failback` fault (the old masters, resynchronised from those replicas, lead again within a
+//! TTL; see [`faults`](crate::faults)). Expected verdicts: `redlock-cluster` and
+//! `redlock-cluster-wait` safe, `redlock-cluster-no-failover-rule` caught granting a lock twice
+//! under `failover`, `redlock-cluster-run-id-marker` under `failback`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -96,6 +99,9 @@ pub enum Strategy {
     /// This library over three Redis Clusters with neither failover rule: quarantine off, no
     /// `WAIT`.
     RedlockClusterNoFailoverRule,
+    /// This library's defaults over three Redis Clusters, but a master's marker names its
+    /// `run_id` alone: the rule a failback defeats.
+    RedlockClusterRunIdMarker,
     /// A semaphore kept as a count per node, held on a majority of grants (the module docs).
     SemaphoreCounting,
 }
@@ -118,8 +124,9 @@ pub(crate) enum Layout {
 pub const CLUSTERS: usize = 3;
 
 /// The kinds the cluster layout supports, in the order they are drawn from when none are named.
-pub const CLUSTER_FAULTS: [Fault; 4] = [
+pub const CLUSTER_FAULTS: [Fault; 5] = [
     Fault::Failover,
+    Fault::Failback,
     Fault::Pause,
     Fault::ClientPause,
     Fault::Flush,
@@ -144,7 +151,7 @@ impl Layout {
 
 impl Strategy {
     /// Every strategy, in the order the CLI lists them.
-    pub const ALL: [Strategy; 9] = [
+    pub const ALL: [Strategy; 10] = [
         Strategy::Redlock,
         Strategy::RedlockNoQuarantine,
         Strategy::SingleInstance,
@@ -153,6 +160,7 @@ impl Strategy {
         Strategy::RedlockCluster,
         Strategy::RedlockClusterWait,
         Strategy::RedlockClusterNoFailoverRule,
+        Strategy::RedlockClusterRunIdMarker,
         Strategy::SemaphoreCounting,
     ];
 
@@ -168,6 +176,7 @@ impl Strategy {
             Strategy::RedlockCluster => "redlock-cluster",
             Strategy::RedlockClusterWait => "redlock-cluster-wait",
             Strategy::RedlockClusterNoFailoverRule => "redlock-cluster-no-failover-rule",
+            Strategy::RedlockClusterRunIdMarker => "redlock-cluster-run-id-marker",
             Strategy::SemaphoreCounting => "semaphore-counting",
         }
     }
@@ -193,6 +202,9 @@ impl Strategy {
             }
             Strategy::RedlockClusterNoFailoverRule => {
                 "this library over 3 Redis Clusters, quarantine off and no WAIT: no failover rule"
+            }
+            Strategy::RedlockClusterRunIdMarker => {
+                "this library's defaults over 3 Redis Clusters, but a master's marker names its run_id alone (the replaced rule)"
             }
             Strategy::SemaphoreCounting => {
                 "a semaphore as a count per node (a set of holders with expiry), held on a majority of grants"
@@ -228,7 +240,8 @@ impl Strategy {
             Strategy::SingleWithFailover => Layout::Failover,
             Strategy::RedlockCluster
             | Strategy::RedlockClusterWait
-            | Strategy::RedlockClusterNoFailoverRule => Layout::Clusters(CLUSTERS),
+            | Strategy::RedlockClusterNoFailoverRule
+            | Strategy::RedlockClusterRunIdMarker => Layout::Clusters(CLUSTERS),
         }
     }
 
@@ -246,6 +259,15 @@ impl Strategy {
         match self.layout(1) {
             Layout::Clusters(_) => &CLUSTER_FAULTS,
             Layout::Independent(_) | Layout::Failover => &Fault::DEFAULT,
+        }
+    }
+
+    /// The marker a new cluster master is given, so that clients trust it at once: the
+    /// library's, or for the replaced rule one that names the `run_id` alone.
+    pub(crate) fn cluster_marker(self) -> ClusterMarker {
+        match self {
+            Strategy::RedlockClusterRunIdMarker => process_only_marker,
+            _ => redquorum::cluster_marker,
         }
     }
 
@@ -284,6 +306,9 @@ impl Strategy {
             Strategy::RedlockClusterNoFailoverRule => {
                 Design::Library(builder.quarantine(false).wait_for_replicas(false))
             }
+            Strategy::RedlockClusterRunIdMarker => {
+                Design::Library(builder.replaced_rule_marker_names_process_only())
+            }
             Strategy::SetnxGetset => Design::OldRecipe,
             Strategy::SemaphoreCounting => Design::Counting,
         }
@@ -295,6 +320,20 @@ impl Strategy {
 #[must_use]
 pub fn max_ttl(lock_delay: Duration) -> Duration {
     TTL.saturating_add(lock_delay)
+}
+
+/// How a new cluster master's marker is made, from its lowest slot and its `INFO`: its key and
+/// value.
+pub(crate) type ClusterMarker = fn(u16, &str) -> (String, String);
+
+/// [`redquorum::cluster_marker`] as the replaced rule writes it: naming the `run_id` alone.
+fn process_only_marker(lowest_slot: u16, info: &str) -> (String, String) {
+    let (key, _) = redquorum::cluster_marker(lowest_slot, info);
+    let run_id = info
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("run_id:"))
+        .unwrap_or_default();
+    (key, format!("{run_id}/fresh:0"))
 }
 
 /// How a strategy's clients are made.

@@ -60,7 +60,7 @@ use redquorum_nodes::{LaunchError, NodeSpec, Persistence, RedisCluster, RedisNod
 
 use crate::ChaosError;
 use crate::proxy::Proxy;
-use crate::strategies::{Layout, TTL};
+use crate::strategies::{ClusterMarker, Layout, TTL};
 
 /// Deletes every key of the database by name, a thousand at a time (see *Spares*).
 const EMPTY_KEY_BY_KEY: &str = "local keys = redis.call('KEYS', '*') \
@@ -75,6 +75,9 @@ pub const REPLICATION_DELAY: Duration = TTL.saturating_add(Duration::from_millis
 const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a replica may take to report itself master after `CLUSTER FAILOVER TAKEOVER`.
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a promoted replica's client writes stay paused in a `failback` (`CLIENT PAUSE …
+/// WRITE`; undone by `CLIENT UNPAUSE` as soon as the old master leads again).
+const FAILBACK_PAUSE: Duration = Duration::from_secs(5);
 /// The `masterauth` that cuts a cluster replica off: its master has no password, so every
 /// handshake the replica tries fails at `AUTH`.
 const CUT_OFF_AUTH: &str = "chaos-replication-cut";
@@ -139,6 +142,7 @@ impl Topology {
     /// If a server cannot be started or configured; those already started are killed.
     pub(crate) fn start(
         layout: Layout,
+        marker: ClusterMarker,
         proxies: Vec<Proxy>,
         replication: Option<Proxy>,
     ) -> Result<Self, ChaosError> {
@@ -189,7 +193,7 @@ impl Topology {
                 for _ in 0..n {
                     // Dropping those already started (on an error here) kills them.
                     let mut cluster = RedisCluster::start(1, 1, spec())?;
-                    cluster.mark_masters(redquorum::cluster_marker)?;
+                    cluster.mark_masters(marker)?;
                     clusters.push(Shard { cluster, master: 0 });
                 }
                 Ok(Self {
@@ -456,28 +460,77 @@ impl Topology {
     pub(crate) fn promoted(&mut self, slot: usize) -> Result<(usize, usize), ChaosError> {
         let shard = self.shard(slot)?;
         let (old, new) = (shard.master, 1 - shard.master);
-        let give_up = Instant::now() + TAKEOVER_TIMEOUT;
-        // Bounded by TAKEOVER_TIMEOUT: each pass sleeps 20 ms.
-        while !shard
-            .cluster
-            .node(new)
-            .cli(&["ROLE"])?
-            .starts_with("master")
-        {
-            if Instant::now() >= give_up {
-                return Err(ChaosError::Replication(format!(
-                    "the replica of cluster {slot} was not master {TAKEOVER_TIMEOUT:?} after \
-                     CLUSTER FAILOVER TAKEOVER"
-                )));
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
+        until_master(shard.cluster.node(new), slot)?;
         shard
             .cluster
             .node(new)
             .cli(&["CONFIG", "SET", "masterauth", ""])?;
         shard.master = new;
         Ok((2 * slot + old, 2 * slot + new))
+    }
+
+    /// The `failback` fault's promotion and failback, on every cluster of `slots` at once, over
+    /// connections of its own (a `redis-cli` process per command took about 90 ms for the
+    /// sequence, longer than most critical sections it is aimed at):
+    /// 1. each replica's client writes are paused (`CLIENT PAUSE … WRITE`, at most
+    ///    [`FAILBACK_PAUSE`]: reads, the cluster bus and replication go on), so that no client
+    ///    rewrites the marker it got from its master while it leads, and it takes over
+    ///    (`CLUSTER FAILOVER TAKEOVER`), missing the writes since its replication was cut;
+    /// 2. once it is master it gets its `masterauth` back, and the old master turns its
+    ///    replica and resynchronises from it in full, losing those writes;
+    /// 3. once in sync, the old master takes over again (`TAKEOVER`: the writes of the one
+    ///    leading are paused, so the handshake has nothing to add), and the other's clients
+    ///    may write again.
+    ///
+    /// Returns, per cluster, the old master and the replica that led in between.
+    pub(crate) fn fail_over_and_back(
+        &mut self,
+        slots: &[usize],
+    ) -> Result<Vec<(usize, usize)>, ChaosError> {
+        let mut links = Vec::with_capacity(slots.len());
+        for &slot in slots {
+            let shard = self.shard(slot)?;
+            let (old, new) = (shard.master, 1 - shard.master);
+            let old_link = connect(shard.cluster.node(old).port())?;
+            let new_link = connect(shard.cluster.node(new).port())?;
+            links.push((slot, old, new, old_link, new_link));
+        }
+        let pause = FAILBACK_PAUSE.as_millis().to_string();
+        for (_, _, _, _, new_link) in &mut links {
+            redis::pipe()
+                .cmd("CLIENT")
+                .arg(&["PAUSE", pause.as_str(), "WRITE"][..])
+                .cmd("CLUSTER")
+                .arg(&["FAILOVER", "TAKEOVER"][..])
+                .exec(new_link)
+                .map_err(replication)?;
+        }
+        for (slot, _, _, _, new_link) in &mut links {
+            until_role(new_link, *slot, "master")?;
+            redis::cmd("CONFIG")
+                .arg(&["SET", "masterauth", ""][..])
+                .exec(new_link)
+                .map_err(replication)?;
+        }
+        for (slot, _, _, old_link, _) in &mut links {
+            until_in_sync(old_link, *slot)?;
+        }
+        for (_, _, _, old_link, _) in &mut links {
+            redis::cmd("CLUSTER")
+                .arg(&["FAILOVER", "TAKEOVER"][..])
+                .exec(old_link)
+                .map_err(replication)?;
+        }
+        let mut changed = Vec::with_capacity(links.len());
+        for (slot, old, new, old_link, new_link) in &mut links {
+            until_role(old_link, *slot, "master")?;
+            redis::cmd("CLIENT")
+                .arg("UNPAUSE")
+                .exec(new_link)
+                .map_err(replication)?;
+            changed.push((2 * *slot + *old, 2 * *slot + *new));
+        }
+        Ok(changed)
     }
 
     /// Waits until Redis Cluster `slot` is ok again: every node agrees on the new master, and
@@ -503,6 +556,85 @@ pub(crate) fn ring(group: usize, offset: usize, slots: usize) -> Vec<usize> {
     (0..majority.min(slots))
         .map(|i| (group + offset + i) % slots.max(1))
         .collect()
+}
+
+/// A connection of the fault injector's own to the server on `port`, bounded like `redis-cli`.
+fn connect(port: u16) -> Result<redis::Connection, ChaosError> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).map_err(replication)?;
+    let link = client
+        .get_connection_with_timeout(TAKEOVER_TIMEOUT)
+        .map_err(replication)?;
+    link.set_read_timeout(Some(TAKEOVER_TIMEOUT))
+        .map_err(replication)?;
+    Ok(link)
+}
+
+fn replication(e: redis::RedisError) -> ChaosError {
+    ChaosError::Replication(e.to_string())
+}
+
+/// Waits (at most [`TAKEOVER_TIMEOUT`]) until the server on `link`, of Redis Cluster `slot`,
+/// reports `role` (`ROLE`'s first element), polling every millisecond.
+fn until_role(link: &mut redis::Connection, slot: usize, role: &str) -> Result<(), ChaosError> {
+    let give_up = Instant::now() + TAKEOVER_TIMEOUT;
+    // Bounded by TAKEOVER_TIMEOUT: each pass sleeps 1 ms.
+    loop {
+        let reply: redis::Value = redis::cmd("ROLE").query(link).map_err(replication)?;
+        let first = match &reply {
+            redis::Value::Array(items) => items.first(),
+            _ => None,
+        };
+        if matches!(first, Some(redis::Value::BulkString(b)) if b == role.as_bytes()) {
+            return Ok(());
+        }
+        if Instant::now() >= give_up {
+            return Err(ChaosError::Replication(format!(
+                "a node of cluster {slot} did not turn {role} within {TAKEOVER_TIMEOUT:?}"
+            )));
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Waits (at most [`SYNC_TIMEOUT`]) until the server on `link`, of Redis Cluster `slot`, is a
+/// replica whose link to its master is up, polling every millisecond.
+fn until_in_sync(link: &mut redis::Connection, slot: usize) -> Result<(), ChaosError> {
+    let give_up = Instant::now() + SYNC_TIMEOUT;
+    // Bounded by SYNC_TIMEOUT: each pass sleeps 1 ms.
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(link)
+            .map_err(replication)?;
+        let replica = info.lines().any(|l| l.trim() == "role:slave");
+        if replica && info.lines().any(|l| l.trim() == "master_link_status:up") {
+            return Ok(());
+        }
+        if Instant::now() >= give_up {
+            return Err(ChaosError::Replication(format!(
+                "the old master of cluster {slot} was not an in-sync replica within \
+                 {SYNC_TIMEOUT:?}"
+            )));
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Waits (at most [`TAKEOVER_TIMEOUT`]) until `node` of Redis Cluster `slot` reports itself
+/// master after `CLUSTER FAILOVER TAKEOVER`.
+fn until_master(node: &RedisNode, slot: usize) -> Result<(), ChaosError> {
+    let give_up = Instant::now() + TAKEOVER_TIMEOUT;
+    // Bounded by TAKEOVER_TIMEOUT: each pass sleeps 20 ms.
+    while !node.cli(&["ROLE"])?.starts_with("master") {
+        if Instant::now() >= give_up {
+            return Err(ChaosError::Replication(format!(
+                "a node of cluster {slot} was not master {TAKEOVER_TIMEOUT:?} after \
+                 CLUSTER FAILOVER TAKEOVER"
+            )));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 /// Waits until `replica` reports its link to the master up, polling `INFO replication`.
@@ -552,8 +684,13 @@ mod tests {
     /// cut off is on neither server once the replica has taken over; one made before is on both.
     #[test]
     fn a_replica_cut_off_then_promoted_lacks_the_windows_writes() {
-        let mut topology =
-            Topology::start(Layout::Clusters(1), Vec::new(), None).expect("a Redis Cluster");
+        let mut topology = Topology::start(
+            Layout::Clusters(1),
+            redquorum::cluster_marker,
+            Vec::new(),
+            None,
+        )
+        .expect("a Redis Cluster");
         assert_eq!((topology.slots(), topology.node_count()), (1, 2));
         assert!(topology.urls()[0].starts_with("redis+cluster://127.0.0.1:"));
         let master = topology.node_of(0);

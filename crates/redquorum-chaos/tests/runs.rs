@@ -1,7 +1,8 @@
 //! Whole runs against real `redis-server` processes: our Redlock survives every fault kind, and
 //! a single master failing over to a lagging replica is caught handing a lock out twice; over
 //! three Redis Clusters, our defaults survive a majority of shards failing over to replicas that
-//! missed more than a TTL of writes, and the same library without a failover rule is caught.
+//! missed more than a TTL of writes, and the same library without a failover rule is caught;
+//! they survive failbacks too, which catch a marker that names the `run_id` alone.
 //! Semaphores: our permits (each a lock key) never let more than two hold two permits, under the
 //! default faults and under partitions, while a count kept per node is caught with three.
 //! Lock-delay: with it, a crashed holder's lock stays out of reach for the delay after its
@@ -334,6 +335,64 @@ async fn waiting_for_replicas_holds_through_failover_and_failback() {
 }
 
 /// The semaphore workload: 8 clients, 2 resources of 2 permits each, 10 s.
+/// 3 clusters, 6 clients on 2 resources, 14 s: failbacks start only 8 s in (once the servers
+/// have been up for longer than a cluster master's quarantine, `faults::FAILBACK_FROM`), so a
+/// run of 14 s has room for one or two.
+fn cluster_failback_run(strategy: Strategy) -> ChaosConfig {
+    let faults = [Fault::Failback];
+    let duration = Duration::from_secs(14);
+    let clusters = 3;
+    let seed = (0..1000)
+        .find(|&seed| count(&plan(&faults, clusters, 6, duration, seed), Fault::Failback) >= 1)
+        .expect("some seed plans a failback");
+    ChaosConfig {
+        strategy,
+        nodes: 3,
+        clients: 6,
+        resources: 2,
+        duration,
+        faults: faults.to_vec(),
+        seed,
+        ..ChaosConfig::default()
+    }
+}
+
+fn failbacks(history: &History) -> usize {
+    history
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::Failback)
+        .count()
+}
+
+/// The failback of the issue, on a majority of the clusters: a master grants a lock its
+/// replica never gets, the replica leads without it (no client writes there), the master
+/// resynchronises from it and leads again, the same process with its own marker back. A marker
+/// that names the `run_id` alone (the rule replaced) lets the next client take the lock while
+/// its holder's is valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failback_catches_a_marker_that_names_the_run_id_alone() {
+    let (history, verdict) = run(cluster_failback_run(Strategy::RedlockClusterRunIdMarker)).await;
+    let why = explain(&history, &verdict);
+    assert!(failbacks(&history) >= 2, "a majority failed back: {why}");
+    assert!(
+        abandoned(&history) >= 1,
+        "the aimed lock was held through it: {why}"
+    );
+    assert!(!verdict.is_safe(), "no lock was granted twice: {why}");
+}
+
+/// Our defaults under the same failbacks: a failed-back master's marker names its replication
+/// history before the failover, so it is quarantined as a promoted replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_over_clusters_holds_through_failbacks() {
+    let (history, verdict) = run(cluster_failback_run(Strategy::RedlockCluster)).await;
+    let why = explain(&history, &verdict);
+    assert!(failbacks(&history) >= 2, "a majority failed back: {why}");
+    assert!(verdict.is_safe(), "{why}");
+    assert!(history.sections.len() >= 20, "too little work: {why}");
+}
+
 fn semaphore_run(strategy: Strategy, faults: &[Fault], seed: u64) -> ChaosConfig {
     ChaosConfig {
         strategy,

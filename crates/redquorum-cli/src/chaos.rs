@@ -76,6 +76,9 @@ Strategies (--strategy):
                           waits (WAIT) for the shard's replica
   redlock-cluster-no-failover-rule
                           the same with .quarantine(false).wait_for_replicas(false): neither rule
+  redlock-cluster-run-id-marker
+                          redlock-cluster, but a master's marker names its run_id alone (the
+                          rule a failback defeats; restored to show that failback catches it)
   semaphore-counting      a semaphore only (needs --permits): a count per node, each node a set
                           of holders with expiry that grants while it has fewer than K, held on
                           a majority of grants (three majorities need not share a node)
@@ -99,6 +102,9 @@ Faults (--faults, comma-separated, or none):
   failover      redlock-cluster* only: a majority of the Redis Clusters stop replicating to
                 their replica for 2.5 s (more than a TTL) while clients keep locking, then
                 the replicas take over (CLUSTER FAILOVER TAKEOVER), missing those writes
+  failback      redlock-cluster* only: as failover, with a 0.3 s window and the replicas'
+                client writes paused while they lead; once the old masters resynchronised
+                from them (losing the window's writes), the old masters take over again
   client-crash  a client crashes in its critical section after its work: it abandons its lock
                 unreleased, as a dead process would (not in the default list)
   partition     a ring of majorities: client c is cut off from every node outside the
@@ -106,7 +112,7 @@ Faults (--faults, comma-separated, or none):
                 fault), its connections closed and refused, for 2.5-4 s (longer than a TTL);
                 independent nodes only, never with a node fault (not in the default list)
 Default: kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole; for the
-redlock-cluster* strategies failover,pause,client-pause,flush (client-crash applies to them
+redlock-cluster* strategies failover,failback,pause,client-pause,flush (client-crash applies to them
 too). Those have no proxies, so delay, drop, blackhole, replace and partition do not apply to
 them, nor do kill, restart and restart-burst (a one-master cluster whose master is down is an
 outage); nor does partition to single-with-failover. Kinds that do not apply are left out of
@@ -124,6 +130,7 @@ Examples:
   redlock chaos --strategy single-with-failover --faults kill --duration 10s --seed 7
   redlock chaos --strategy setnx-getset --faults client-pause --report run.html
   redlock chaos --strategy redlock-cluster-no-failover-rule --faults failover --seed 1
+  redlock chaos --strategy redlock-cluster-run-id-marker --faults failback --seed 1
   redlock chaos --permits 2 --duration 30s
   redlock chaos --strategy semaphore-counting --permits 2 --faults partition --duration 10s
   redlock chaos --lock-delay 1s --faults client-crash,client-pause --duration 20s

@@ -36,6 +36,7 @@ pub struct Builder {
     lock_delay: Duration,
     quarantine: bool,
     trust_durable_nodes: bool,
+    marker_names_history: bool,
     fencing: bool,
     fence_retention: Duration,
     notify: bool,
@@ -57,6 +58,7 @@ impl Builder {
             lock_delay: Duration::ZERO,
             quarantine: true,
             trust_durable_nodes: true,
+            marker_names_history: true,
             fencing: true,
             fence_retention: FENCE_RETENTION,
             notify: true,
@@ -122,6 +124,15 @@ impl Builder {
     /// restarts without its data.
     pub fn quarantine(mut self, on: bool) -> Self {
         self.quarantine = on;
+        self
+    }
+
+    /// **Unsafe; for `redlock chaos` only** (feature `replaced-rules`): a Redis Cluster master's
+    /// marker names its `run_id` alone, the rule that a failback defeats (`quarantine`
+    /// invariant 6), so that the chaos run can show the failback fault catching it.
+    #[cfg(feature = "replaced-rules")]
+    pub fn replaced_rule_marker_names_process_only(mut self) -> Self {
+        self.marker_names_history = false;
         self
     }
 
@@ -279,6 +290,7 @@ impl Builder {
                 enabled: self.quarantine,
                 max_ttl: self.max_ttl,
                 trust_durable: self.trust_durable_nodes,
+                owner_history: self.marker_names_history,
             },
             rules: Rules {
                 node_timeout: self.node_timeout,

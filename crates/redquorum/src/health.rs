@@ -106,7 +106,7 @@ pub(crate) async fn check_health(
         None
     };
     let owner = match &replication {
-        Some(replication) if marker.owned => marker_owner(&info, replication),
+        Some(replication) if marker.owned => marker_owner(&info, replication, trust.owner_history),
         _ => String::new(),
     };
     let owner = owner.as_str();

@@ -109,14 +109,17 @@ pub const MARKER_KEY: &str = "redlock-node-marker";
 /// its key and a value that vouches for it at once (invariants 3, 6). For tools that prepare new
 /// clusters, as `redquorum-nodes` does; write it with `SET … NX`.
 pub fn cluster_marker(lowest_slot: u16, info: &str) -> (String, String) {
-    let owner = marker_owner(info, info);
+    let owner = marker_owner(info, info, true);
     (cluster_marker_key(lowest_slot), format!("{owner}/fresh:0"))
 }
 
 /// Who a Redis Cluster master's marker names (invariant 6): the process (`run_id`) and its
 /// replication history (`master_replid`), from its `INFO server` and `INFO replication`.
-pub(crate) fn marker_owner(server: &str, replication: &str) -> String {
+pub(crate) fn marker_owner(server: &str, replication: &str, history: bool) -> String {
     let run_id = info_field(server, "run_id").unwrap_or_default();
+    if !history {
+        return run_id.to_owned();
+    }
     let replid = info_field(replication, "master_replid").unwrap_or_default();
     format!("{run_id}.{replid}")
 }
@@ -146,6 +149,9 @@ pub(crate) struct TrustPolicy {
     pub(crate) max_ttl: Duration,
     /// Whether nodes that cannot lose acknowledged writes are trusted at once (invariant 4).
     pub(crate) trust_durable: bool,
+    /// Whether a cluster master's marker names its replication history besides its process
+    /// (invariant 6); `false` only for the chaos run's replaced rule.
+    pub(crate) owner_history: bool,
 }
 
 /// Why a node's votes do not count yet: the evidence that keeps it out longest.
@@ -463,6 +469,7 @@ mod tests {
             enabled: true,
             max_ttl: MAX_TTL,
             trust_durable: true,
+            owner_history: true,
         }
     }
 
