@@ -133,7 +133,7 @@ use crate::sync::lock;
 /// The clock grain, in µs, for a manager whose largest TTL (and quarantine) is `max_ttl`: a
 /// second, or half of `max_ttl` if that is shorter (invariant 4); with the quarantine off, 1 µs,
 /// the exact clock (invariant 6).
-pub(crate) fn clock_grain(max_ttl: Duration, quarantine: bool) -> u64 {
+pub fn clock_grain(max_ttl: Duration, quarantine: bool) -> u64 {
     if !quarantine {
         return 1;
     }
@@ -144,7 +144,7 @@ pub(crate) fn clock_grain(max_ttl: Duration, quarantine: bool) -> u64 {
 /// How far behind the node's clock a counter may be and still be a stored proposal on the
 /// native path (invariant 4): `(max_ttl − grain) / 2`, half of what the quarantine leaves after
 /// the grain.
-pub(crate) fn trust_window(max_ttl: Duration, grain_us: u64) -> u64 {
+pub fn trust_window(max_ttl: Duration, grain_us: u64) -> u64 {
     let max_ttl = u64::try_from(max_ttl.as_micros()).unwrap_or(u64::MAX);
     max_ttl.saturating_sub(grain_us) / 2
 }
@@ -152,31 +152,33 @@ pub(crate) fn trust_window(max_ttl: Duration, grain_us: u64) -> u64 {
 /// What a fenced acquisition tells the nodes about the counters: how long to keep them, the
 /// clock grain, and the trust window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Advance {
-    pub(crate) retention_ms: u64,
-    pub(crate) grain_us: u64,
+pub struct Advance {
+    /// How long a counter is kept without use, in ms.
+    pub retention_ms: u64,
+    /// The clock grain, in µs ([`clock_grain`]).
+    pub grain_us: u64,
     /// [`trust_window`].
-    pub(crate) window_us: u64,
+    pub window_us: u64,
 }
 
 impl Advance {
     /// Whether a native acquisition may start a missing counter from our estimate of the node's
     /// clock: only with a grain, that is with the quarantine on (invariant 6).
-    pub(crate) fn starts_counters(&self) -> bool {
+    pub fn starts_counters(&self) -> bool {
         self.grain_us > 1
     }
 
     /// The value a native acquisition starts a missing counter at (step 1): the node's clock as
     /// we estimate it, rounded down to the grain, so that nodes whose clocks agree to within the
     /// grain start at the same value.
-    pub(crate) fn initial_counter(&self, estimate_us: u64) -> u64 {
+    pub fn initial_counter(&self, estimate_us: u64) -> u64 {
         estimate_us - estimate_us % self.grain_us.max(1)
     }
 
     /// A native acquisition's proposal (step 1): the counter after its `INCR` (`None` if the key
     /// held no number), and the node's clock in µs after it ran (read in the same pipeline, or
     /// estimated when the reply came).
-    pub(crate) fn proposal(&self, counter: Option<u64>, clock_us: u64) -> Proposal {
+    pub fn proposal(&self, counter: Option<u64>, clock_us: u64) -> Proposal {
         let rounded = clock_us - clock_us % self.grain_us.max(1);
         match counter {
             Some(value) if value.saturating_add(self.window_us) >= clock_us => Proposal {
@@ -195,12 +197,13 @@ impl Advance {
 
 /// One granting node's proposal for the token (step 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Proposal {
-    pub(crate) value: u64,
+pub struct Proposal {
+    /// The proposed token.
+    pub value: u64,
     /// The node's counter holds `value` now: a script's advance, or a native `INCR` of a counter
     /// within the trust window of the node's clock. A node that proposes its clock in place of
     /// its counter has not stored it.
-    pub(crate) stored: bool,
+    pub stored: bool,
 }
 
 /// The longest a clock reading is used for [`ClockEstimate::now`]: five seconds, so that even
@@ -266,8 +269,8 @@ impl ClockEstimate {
 
 /// What the nodes that granted an acquisition proposed as its token (step 1), gathered as their
 /// replies come in.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Proposals {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Proposals {
     /// The largest proposal of any node that granted, vote or not (step 3).
     largest: Option<u64>,
     /// The smallest and largest proposal among the votes, and whether all of them are stored.
@@ -276,16 +279,17 @@ pub(crate) struct Proposals {
 
 /// An acquisition's token, and whether it still needs the store round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Token {
-    pub(crate) value: u64,
+pub struct Token {
+    /// The token.
+    pub value: u64,
     /// Already stored on the quorum of votes (step 2, invariant 1): no store round.
-    pub(crate) stored: bool,
+    pub stored: bool,
 }
 
 impl Proposals {
     /// Adds one granting node's proposal; `vote` when its grant counts toward the quorum (a
     /// quarantined node's does not).
-    pub(crate) fn add(&mut self, proposal: Proposal, vote: bool) {
+    pub fn add(&mut self, proposal: Proposal, vote: bool) {
         let Proposal { value, stored } = proposal;
         self.largest = self.largest.max(Some(value));
         if vote {
@@ -298,7 +302,7 @@ impl Proposals {
 
     /// The token, once the round is won on the votes added: their common proposal when they all
     /// agree and stored it (step 2), else the largest proposal, to be stored (step 3).
-    pub(crate) fn token(&self) -> Option<Token> {
+    pub fn token(&self) -> Option<Token> {
         match self.votes {
             Some((low, high, true)) if low == high => Some(Token {
                 value: low,

@@ -170,6 +170,21 @@ mod validity;
 mod vouch;
 mod waiting;
 
+/// The library's pure decision rules, for the model checker (`crates/redquorum-model`) only.
+///
+/// Not a stable API: it exists so that the model runs the very functions the library runs
+/// (vote counting, validity, the quarantine's memory and verdicts, the marker's owner and
+/// identity, the fencing proposals and trust window) instead of a copy of them. Items may change
+/// or go with any release.
+#[doc(hidden)]
+pub mod pure {
+    pub use crate::fencing::{Advance, Proposal, Proposals, Token, clock_grain, trust_window};
+    pub use crate::marker::id_of;
+    pub use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, Verdict, marker_owner};
+    pub use crate::quorum::{Decision, Tally, majority};
+    pub use crate::validity::{DRIFT_FLOOR, deadline, drift};
+}
+
 pub use cause::Cause;
 pub use config::Builder;
 pub use election::{Leader, LeaderWatch};

@@ -201,7 +201,7 @@ pub(crate) fn extended(seen: &str, read: &str) -> Option<Duration> {
 }
 
 /// The identity of a marker value (invariant 1).
-pub(crate) fn id_of(value: &str) -> &str {
+pub fn id_of(value: &str) -> &str {
     MarkerValue::parse(value).id
 }
 

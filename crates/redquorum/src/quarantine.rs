@@ -115,7 +115,7 @@ pub fn cluster_marker(lowest_slot: u16, info: &str) -> (String, String) {
 
 /// Who a Redis Cluster master's marker names (invariant 6): the process (`run_id`) and its
 /// replication history (`master_replid`), from its `INFO server` and `INFO replication`.
-pub(crate) fn marker_owner(server: &str, replication: &str, history: bool) -> String {
+pub fn marker_owner(server: &str, replication: &str, history: bool) -> String {
     let run_id = info_field(server, "run_id").unwrap_or_default();
     if !history {
         return run_id.to_owned();
@@ -142,20 +142,20 @@ pub(crate) const UPTIME_SLACK: Duration = Duration::from_secs(1);
 
 /// How the manager judges nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TrustPolicy {
+pub struct TrustPolicy {
     /// Whether nodes that may have lost data are quarantined at all (invariant 5).
-    pub(crate) enabled: bool,
+    pub enabled: bool,
     /// The largest TTL any client of these servers uses: the quarantine length.
-    pub(crate) max_ttl: Duration,
+    pub max_ttl: Duration,
     /// Whether nodes that cannot lose acknowledged writes are trusted at once (invariant 4).
-    pub(crate) trust_durable: bool,
+    pub trust_durable: bool,
     /// Whether a cluster master's marker names its replication history besides its process
     /// (invariant 6); `false` only for the chaos run's replaced rule.
-    pub(crate) owner_history: bool,
+    pub owner_history: bool,
 }
 
 /// Why a node's votes do not count yet: the evidence that keeps it out longest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum QuarantineReason {
     /// The server started less than `max_ttl` ago: it may have restarted without its data
@@ -224,17 +224,28 @@ impl fmt::Display for Quarantine {
 
 /// The marker as a health check found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Marker {
+pub enum Marker {
     /// It was there, holding `value`, which vouches for the node only after `pending` more
     /// (invariant 3; zero when it already does).
-    Found { value: String, pending: Duration },
+    Found {
+        /// The marker's value.
+        value: String,
+        /// How long before it vouches.
+        pending: Duration,
+    },
     /// The check wrote `value`, which vouches after `max_ttl`: there was none, or (a cluster
     /// master's) one that named another owner (`replaced_other`).
-    Written { value: String, replaced_other: bool },
+    Written {
+        /// The marker's value.
+        value: String,
+        /// Whether it replaced another owner's marker.
+        replaced_other: bool,
+    },
 }
 
 impl Marker {
-    pub(crate) fn value(&self) -> &str {
+    /// The marker's value.
+    pub fn value(&self) -> &str {
         match self {
             Marker::Found { value, .. } | Marker::Written { value, .. } => value,
         }
@@ -243,7 +254,7 @@ impl Marker {
     /// Reads the marker script's reply: the value, whether it wrote it (1: where there was
     /// none, 2: over another owner's), and the node's time; for a manager of the first-sight
     /// group `group` (`marker` invariant 4), with the quarantine `max_ttl`.
-    pub(crate) fn from_reply(
+    pub fn from_reply(
         value: String,
         written: u8,
         node_ms: u64,
@@ -263,16 +274,20 @@ impl Marker {
 
 /// What a health check read from a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Observation {
-    pub(crate) run_id: String,
-    pub(crate) uptime: Duration,
-    pub(crate) durable: bool,
-    pub(crate) marker: Marker,
+pub struct Observation {
+    /// `INFO server`'s `run_id`.
+    pub run_id: String,
+    /// `INFO server`'s `uptime_in_seconds`.
+    pub uptime: Duration,
+    /// Whether its configuration cannot lose acknowledged writes (and it was never promoted).
+    pub durable: bool,
+    /// The marker as the check found or wrote it.
+    pub marker: Marker,
 }
 
 impl Observation {
     /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
-    pub(crate) fn from_info(info: &str, durable: bool, marker: Marker) -> Option<Self> {
+    pub fn from_info(info: &str, durable: bool, marker: Marker) -> Option<Self> {
         let field = |name: &str| info_field(info, name);
         Some(Self {
             run_id: field("run_id")?.to_owned(),
@@ -293,8 +308,8 @@ pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 type Until = (Instant, QuarantineReason);
 
 /// What we remember of a node across connections and health checks (invariant 2).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Memory {
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Memory {
     run_id: Option<String>,
     /// The identity of the marker last seen ([`marker`](crate::marker) invariant 1).
     marker_id: Option<String>,
@@ -318,16 +333,19 @@ pub(crate) struct Memory {
 /// A health check's judgement: from when the node's votes count, why not before, and the new
 /// evidence of a loss, if the check found any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Verdict {
-    pub(crate) trusted_from: Instant,
-    pub(crate) reason: Option<QuarantineReason>,
-    pub(crate) loss: Option<QuarantineReason>,
+pub struct Verdict {
+    /// From when the node's votes count.
+    pub trusted_from: Instant,
+    /// Why not before, if it is out now.
+    pub reason: Option<QuarantineReason>,
+    /// The new evidence of a loss this check found, if any.
+    pub loss: Option<QuarantineReason>,
 }
 
 impl Memory {
     /// Evidence of a loss seen at `now` outside a health check (a vote's marker read back
     /// wrong): quarantined for `max_ttl` from now (invariant 2). Returns the new end.
-    pub(crate) fn lost_data(&mut self, policy: &TrustPolicy, now: Instant) -> Instant {
+    pub fn lost_data(&mut self, policy: &TrustPolicy, now: Instant) -> Instant {
         let until = latest(
             self.quarantined_until,
             (after(now, policy.max_ttl), QuarantineReason::LostMarker),
@@ -351,7 +369,7 @@ impl Memory {
     }
 
     /// Whether no health check of this node has read a marker yet.
-    pub(crate) fn is_first_sight(&self) -> bool {
+    pub fn is_first_sight(&self) -> bool {
         self.marker_id.is_none()
     }
 
@@ -367,12 +385,7 @@ impl Memory {
     }
 
     /// Judges `seen` at `now` and remembers it.
-    pub(crate) fn judge(
-        &mut self,
-        policy: &TrustPolicy,
-        seen: &Observation,
-        now: Instant,
-    ) -> Verdict {
+    pub fn judge(&mut self, policy: &TrustPolicy, seen: &Observation, now: Instant) -> Verdict {
         if !policy.enabled {
             return Verdict {
                 trusted_from: now,

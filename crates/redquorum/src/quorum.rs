@@ -14,13 +14,13 @@
 //!    replies can never change it (tested over every combination below).
 
 /// The number of nodes that make a strict majority of `nodes` (invariant 1).
-pub(crate) fn majority(nodes: usize) -> usize {
+pub fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
 
 /// Where a round stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
     /// A quorum granted the request.
     Won,
     /// A quorum can no longer be reached.
@@ -30,8 +30,8 @@ pub(crate) enum Decision {
 }
 
 /// Running count of one round's replies.
-#[derive(Debug, Clone)]
-pub(crate) struct Tally {
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Tally {
     quorum: usize,
     outstanding: usize,
     granted: usize,
@@ -39,7 +39,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// A round over `voters` nodes, all of which count toward the quorum.
-    pub(crate) fn new(voters: usize) -> Self {
+    pub fn new(voters: usize) -> Self {
         Self {
             quorum: majority(voters),
             outstanding: voters,
@@ -49,7 +49,7 @@ impl Tally {
 
     /// Counts one node's reply (invariant 2: pass `false` for anything but a grant) and says where
     /// the round now stands.
-    pub(crate) fn record(&mut self, granted: bool) -> Decision {
+    pub fn record(&mut self, granted: bool) -> Decision {
         self.outstanding = self.outstanding.saturating_sub(1);
         if granted {
             self.granted += 1;
@@ -58,7 +58,7 @@ impl Tally {
     }
 
     /// Where the round stands (invariant 3).
-    pub(crate) fn decision(&self) -> Decision {
+    pub fn decision(&self) -> Decision {
         if self.granted >= self.quorum {
             Decision::Won
         } else if self.granted + self.outstanding < self.quorum {
@@ -69,7 +69,7 @@ impl Tally {
     }
 
     /// How many grants a win needs.
-    pub(crate) fn quorum(&self) -> usize {
+    pub fn quorum(&self) -> usize {
         self.quorum
     }
 }

@@ -17,16 +17,16 @@
 use std::time::{Duration, Instant};
 
 /// The fixed part of the clock drift allowance (invariant 2).
-pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 
 /// The clock drift allowance for a lock of `ttl` (invariant 2).
-pub(crate) fn drift(ttl: Duration, drift_factor: f64) -> Duration {
+pub fn drift(ttl: Duration, drift_factor: f64) -> Duration {
     ttl.mul_f64(drift_factor) + DRIFT_FLOOR
 }
 
 /// The instant until which a round started at `start` may trust a lock of `ttl` (invariant 3),
 /// or `None` when the drift allowance eats the whole TTL.
-pub(crate) fn deadline(start: Instant, ttl: Duration, drift_factor: f64) -> Option<Instant> {
+pub fn deadline(start: Instant, ttl: Duration, drift_factor: f64) -> Option<Instant> {
     let usable = ttl.checked_sub(drift(ttl, drift_factor))?;
     if usable.is_zero() {
         return None;

@@ -1,0 +1,50 @@
+//! The deep check: larger bounds than CI's, for as long as it is given.
+//!
+//! `cargo run --release -p redquorum-model --example deep -- --seconds 600 [--threads 2]`
+
+use std::time::Duration;
+
+use redquorum_model::{Bounds, FaultKinds, Rules, check};
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let seconds = arg("--seconds", 60);
+    let threads = usize::try_from(arg("--threads", 2)).unwrap_or(2);
+    let bounds = Bounds {
+        faults: 2,
+        kinds: FaultKinds {
+            restart_kept: true,
+            restart_lost: true,
+            flush: true,
+            failover: false,
+        },
+        horizon: 12,
+        late_delivery: true,
+        prompt_rounds: false,
+        ..Bounds::CI
+    };
+    let report = check(
+        bounds,
+        Rules::ALL,
+        threads,
+        Some(Duration::from_secs(seconds)),
+    );
+    println!(
+        "deep: {} states in {:.2?}, {} counterexample(s), live: {}",
+        report.states,
+        report.elapsed,
+        report.counterexamples.len(),
+        report.live
+    );
+    for trace in &report.counterexamples {
+        println!("{trace}");
+    }
+}

@@ -1,0 +1,272 @@
+//! A client: its connections with their health verdicts, and the rounds of one acquisition. The
+//! decisions are the library's ([`redquorum::pure`]): the quarantine's [`Memory`] and verdict,
+//! the marker's owner, the [`Tally`], the validity [`deadline`], the fencing [`Proposals`] and
+//! [`Advance::proposal`]. What is modelled here is only when a client takes each step.
+
+use std::time::{Duration, Instant};
+
+use redquorum::pure::{
+    Advance, Decision, Marker, Memory, Observation, Proposal, Proposals, Tally, TrustPolicy,
+    deadline, id_of, marker_owner,
+};
+
+use crate::clock::instant;
+use crate::node::{AcquireReply, MarkerKey, Node};
+use crate::rules::Rules;
+
+/// One connection of a client to a node, and what its health check found.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Conn {
+    /// The server the last health check judged (`run_id`, `master_replid`), if any.
+    pub server: Option<(u8, u8)>,
+    /// The node's memory (`quarantine::Memory`): it outlives connections, not a change of the
+    /// server that serves a cluster node's slot (`shards` invariant 4).
+    pub memory: Memory,
+    /// From when the node's votes count.
+    pub trusted_from: Option<Instant>,
+    /// The marker the health check saw (its value), read back with each vote.
+    pub marker: Option<String>,
+}
+
+/// Where a client's acquisition stands.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Not holding, not trying.
+    Idle,
+    /// The acquisition round, attempt `value`, started at client clock `start`.
+    Acquiring {
+        /// The lock value.
+        value: u8,
+        /// The client's clock when the round started.
+        start: u16,
+        /// The library's vote count.
+        tally: Tally,
+        /// Grants counted as votes (for the N/2 switch).
+        votes: u8,
+        /// The library's proposals.
+        proposals: Proposals,
+    },
+    /// The fencing store round (`fencing` step 3).
+    Storing {
+        /// The lock value.
+        value: u8,
+        /// The client's clock when the acquisition started.
+        start: u16,
+        /// The token being stored.
+        token: u64,
+        /// The library's count of stores.
+        tally: Tally,
+        /// Stores counted (for the N/2 switch).
+        votes: u8,
+    },
+    /// Holding the lock until `deadline` (client clock).
+    Holding {
+        /// The lock value.
+        value: u8,
+        /// The validity deadline.
+        deadline: Instant,
+        /// The fencing token.
+        token: u64,
+    },
+}
+
+/// A client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Client {
+    /// How many ms this client's clock is behind real time.
+    pub lag: u16,
+    /// Acquisitions it may still start.
+    pub attempts_left: u8,
+    /// Its acquisition.
+    pub phase: Phase,
+    /// One connection per node.
+    pub conns: Vec<Conn>,
+    /// Its last hold: the value, deadline, and whether a release of it reached a node in time.
+    pub last_hold: Option<(u8, Instant, bool)>,
+}
+
+/// The settings every client shares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// The lock's TTL (ms), the one its deadline is computed from.
+    pub ttl_ms: u16,
+    /// The lock-delay (ms); 0 for none.
+    pub lock_delay_ms: u16,
+    /// The drift factor.
+    pub drift_factor: f64,
+    /// The quarantine policy.
+    pub policy: TrustPolicy,
+    /// The fencing advance (grain, window).
+    pub advance: Advance,
+    /// Cluster nodes: markers name their owner.
+    pub cluster: bool,
+}
+
+impl Client {
+    /// The client's clock (ms) at real time `t`.
+    pub fn clock(&self, t: u16) -> u16 {
+        t.saturating_sub(self.lag)
+    }
+
+    /// Whether its lock is valid at client clock `now`.
+    pub fn valid(&self, now: u16) -> bool {
+        matches!(self.phase, Phase::Holding { deadline, .. } if instant(now) < deadline)
+    }
+}
+
+/// The round's deadline for a start at client clock `start` (`validity` invariant 3), or with
+/// the drift term removed, `start + ttl`.
+pub fn round_deadline(settings: &Settings, rules: &Rules, start: u16) -> Option<Instant> {
+    let ttl = Duration::from_millis(u64::from(settings.ttl_ms));
+    if rules.drift_term {
+        deadline(instant(start), ttl, settings.drift_factor)
+    } else {
+        Some(instant(start) + ttl)
+    }
+}
+
+/// A health check of `node` by a client whose clock reads `now` (`health::check`): `INFO`,
+/// the marker script, the verdict of the library's [`Memory::judge`].
+pub fn health_check(
+    conn: &mut Conn,
+    node: &mut Node,
+    node_now: u16,
+    now: u16,
+    settings: &Settings,
+    rules: &Rules,
+    fresh_marker: u8,
+) {
+    let server = node.server();
+    if settings.cluster
+        && conn
+            .server
+            .is_some_and(|s| s.1 != server.1 || s.0 != server.0)
+    {
+        // Another master serves the slot: a server of its own, judged like a new node.
+        conn.memory = Memory::default();
+    }
+    conn.server = Some(server);
+    let policy = TrustPolicy {
+        enabled: rules.quarantine,
+        ..settings.policy
+    };
+    if !policy.enabled {
+        // Quarantine invariant 5: no marker is read or written.
+        conn.trusted_from = Some(instant(now));
+        conn.marker = None;
+        return;
+    }
+    let info = node.info_server(node_now);
+    let owner = settings
+        .cluster
+        .then(|| marker_owner(&info, &node.info_replication(), rules.marker_names_replid));
+    let owner_key = owner.as_ref().map(|_| {
+        (
+            node.master.run,
+            rules.marker_names_replid.then_some(node.master.replid),
+        )
+    });
+    let max_ttl_ms = u64::try_from(settings.policy.max_ttl.as_millis()).unwrap_or(u64::MAX);
+    let (marker, written) = node.marker_script(node_now, owner_key, fresh_marker, max_ttl_ms);
+    let value = marker.value();
+    let found = Marker::from_reply(
+        value.clone(),
+        written,
+        crate::clock::node_unix_ms(node_now),
+        None,
+        settings.policy.max_ttl,
+    );
+    let Some(seen) = Observation::from_info(&info, false, found) else {
+        conn.trusted_from = None;
+        return;
+    };
+    let verdict = conn.memory.judge(&policy, &seen, instant(now));
+    conn.trusted_from = Some(verdict.trusted_from);
+    conn.marker = Some(value);
+}
+
+/// Whether a reply from `node`'s current server counts as a vote, after the marker read back
+/// (`server::check_marker`): a marker whose id changed is evidence of a loss, recorded in the
+/// memory. Returns whether the grant is a vote.
+pub fn vote(
+    conn: &mut Conn,
+    server: (u8, u8),
+    read_back: Option<&MarkerKey>,
+    granted: bool,
+    now: u16,
+    settings: &Settings,
+    rules: &Rules,
+) -> bool {
+    if conn.server != Some(server) {
+        return false; // the connection broke: an error, not a vote
+    }
+    let policy = TrustPolicy {
+        enabled: rules.quarantine,
+        ..settings.policy
+    };
+    if let Some(expected) = conn.marker.as_deref() {
+        let read = read_back.map(MarkerKey::value);
+        let same = read.as_deref().is_some_and(|r| id_of(r) == id_of(expected));
+        if !same {
+            let until = conn.memory.lost_data(&policy, instant(now));
+            conn.trusted_from = Some(until);
+            conn.server = None; // checked again, which writes a new marker
+            return false;
+        }
+    }
+    granted && conn.trusted_from.is_some_and(|from| instant(now) >= from)
+}
+
+/// A granting node's proposal: the library's [`Advance::proposal`] on the native path (with the
+/// trust window), the old counter floor with the rule off; a script's advance is stored.
+pub fn proposal(reply: &AcquireReply, advance: &Advance, rules: &Rules) -> Proposal {
+    if reply.scripted {
+        return Proposal {
+            value: reply.counter.unwrap_or(0),
+            stored: true,
+        };
+    }
+    if rules.trust_window {
+        return advance.proposal(reply.counter, reply.clock_us);
+    }
+    // The rule before the trust window: a counter at or above 2^50 µs was started from a clock,
+    // and was trusted however far behind the node's clock.
+    const COUNTER_FLOOR: u64 = 1 << 50;
+    let rounded = reply.clock_us - reply.clock_us % advance.grain_us.max(1);
+    match reply.counter {
+        Some(value) if value >= COUNTER_FLOOR => Proposal {
+            value,
+            stored: true,
+        },
+        counter => Proposal {
+            value: counter.unwrap_or(0).max(rounded),
+            stored: false,
+        },
+    }
+}
+
+/// Where a round stands: the library's [`Tally`], or `N/2` grants with the rule off.
+pub fn decision(tally: &Tally, votes: u8, nodes: usize, rules: &Rules) -> Decision {
+    if rules.strict_majority {
+        return tally.decision();
+    }
+    if usize::from(votes) >= (nodes / 2).max(1) {
+        Decision::Won
+    } else {
+        tally.decision().min_open()
+    }
+}
+
+/// A lost verdict from the tally stays lost; anything else is still open for the N/2 count.
+trait MinOpen {
+    fn min_open(self) -> Decision;
+}
+
+impl MinOpen for Decision {
+    fn min_open(self) -> Decision {
+        match self {
+            Decision::Won => Decision::Open,
+            other => other,
+        }
+    }
+}

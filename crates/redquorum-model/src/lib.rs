@@ -1,0 +1,108 @@
+//! A model of redquorum's protocol, checked with `stateright`: within stated bounds, every
+//! interleaving of clients, nodes, faults and the network keeps every guarantee, and with any one
+//! rule removed ([`Rules`]) the checker finds the schedule that breaks it.
+//!
+//! # The library's code, and what is modelled
+//! The decisions are the library's own, called through `redquorum::pure` (a hidden module that
+//! re-exports them for this crate; not a stable API):
+//! - vote counting: `Tally`, `majority` (`quorum.rs`);
+//! - validity: `deadline`, `drift` (`validity.rs`);
+//! - the quarantine: `Memory::judge`, `Memory::lost_data`, `Observation::from_info`,
+//!   `Marker::from_reply`, `marker_owner`, `id_of` (`quarantine.rs`, `marker.rs`);
+//! - fencing: `clock_grain`, `trust_window`, `Advance::initial_counter`, `Advance::proposal`,
+//!   `Proposals::add`, `Proposals::token` (`fencing.rs`).
+//!
+//! Modelled, because they run on the servers or are I/O: what the nodes do, mirroring the
+//! scripts and commands ([`node`]: `marker.lua`, the native fenced pipeline, `acquire_fenced.lua`
+//! with `fence_advance.lua`, `fence.lua`, `release_timely.lua`, the standard compare-and-delete);
+//! when each client takes each step ([`model`], [`client`]); faults ([`faults`]); clocks
+//! ([`clock`]). The old rules the switches restore (the counter floor, `N/2`, `start + ttl`, a
+//! marker naming the `run_id` alone, a release that ignores the delay) are written here, since
+//! the library no longer has them.
+//!
+//! # Why a plain state machine, not stateright's actors
+//! Time is global here (real time, and each process's clock as an offset from it), faults
+//! rewrite a node's processes, and a health check reads a node and judges it in one step: a
+//! [`stateright::Model`] with an explicit set of requests in flight says all of that directly,
+//! where actors would need timers and a network model that hide the clocks.
+//!
+//! # Not modelled
+//! Extension, semaphores, read-write locks, sets of resources, fair waiting, first-sight
+//! trust of a group (every node starts with a marker that vouches), durable nodes trusted at
+//! once, the client's clock estimate (a request carries the node's exact clock at the time it
+//! was built), counter retention (longer than every horizon), `WAIT` for replicas, a client VM
+//! whose clocks stand still. `docs/model.md` has the bounds and measured costs.
+
+pub mod client;
+pub mod clock;
+pub mod faults;
+pub mod model;
+pub mod node;
+pub mod properties;
+pub mod rules;
+pub mod trace;
+
+pub use faults::{Fault, FaultKinds};
+pub use model::{Action, Bounds, Protocol, State};
+pub use rules::Rules;
+pub use trace::{Step, Trace};
+
+use std::time::{Duration, Instant};
+
+use stateright::{Checker, Model};
+
+/// What one bounded check found.
+#[derive(Debug)]
+pub struct Report {
+    /// Unique states explored.
+    pub states: usize,
+    /// How long it took.
+    pub elapsed: Duration,
+    /// A counterexample for each safety property broken.
+    pub counterexamples: Vec<Trace>,
+    /// Whether the liveness property (`sometimes`) was reached.
+    pub live: bool,
+}
+
+/// Checks the model of `bounds` under `rules` (breadth first, so each counterexample is a
+/// shortest one), on `threads` threads, for at most `timeout` if given.
+pub fn check(bounds: Bounds, rules: Rules, threads: usize, timeout: Option<Duration>) -> Report {
+    check_until(bounds, rules, threads, timeout, false)
+}
+
+/// [`check`], stopping at the first counterexample when `first` (a search for a known hole).
+pub fn check_until(
+    bounds: Bounds,
+    rules: Rules,
+    threads: usize,
+    timeout: Option<Duration>,
+    first: bool,
+) -> Report {
+    let started = Instant::now();
+    let model = Protocol::new(bounds, rules);
+    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+    let mut builder = model.checker().threads(threads);
+    if first {
+        builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
+    }
+    if let Some(timeout) = timeout {
+        builder = builder.timeout(timeout);
+    }
+    let checker = builder.spawn_bfs().join();
+    let mut counterexamples = Vec::new();
+    let mut live = false;
+    for name in names {
+        let found = checker.discovery(name);
+        if name == properties::LIVENESS {
+            live = found.is_some();
+        } else if let Some(path) = found {
+            counterexamples.push(Trace::of(name, path));
+        }
+    }
+    Report {
+        states: checker.unique_state_count(),
+        elapsed: started.elapsed(),
+        counterexamples,
+        live,
+    }
+}

@@ -1,0 +1,730 @@
+//! The model: the state of every client, node and message, the steps that move it, and the
+//! bounds. A plain [`stateright::Model`] state machine (see the crate docs for why not actors).
+
+use std::time::Duration;
+
+use redquorum::pure::{
+    Advance, Decision, Proposals, Tally, TrustPolicy, clock_grain, trust_window,
+};
+use stateright::{Model, Property};
+
+use crate::client::{self, Client, Conn, Phase, Settings};
+use crate::clock::instant;
+use crate::faults::{self, Fault, FaultKinds, Fresh};
+use crate::node::{AcquireReply, Node};
+use crate::properties;
+use crate::rules::Rules;
+
+/// How far the checker looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Clients.
+    pub clients: u8,
+    /// Nodes.
+    pub nodes: u8,
+    /// Cluster nodes (a master and a replica each; markers name their owner).
+    pub cluster: bool,
+    /// Acquisitions each client may start.
+    pub attempts: u8,
+    /// Faults in a run, of the kinds allowed.
+    pub faults: u8,
+    /// The kinds of faults.
+    pub kinds: FaultKinds,
+    /// How many `Lag` steps (1 ms of drift each) a run may take.
+    pub drift: u8,
+    /// The last real time (ms) explored.
+    pub horizon: u16,
+    /// Whether requests may time out and be delivered late.
+    pub late_delivery: bool,
+    /// The lock's TTL (ms).
+    pub ttl_ms: u16,
+    /// The lock-delay (ms), 0 for none.
+    pub lock_delay_ms: u16,
+    /// Time does not pass while a request a client waits for is in flight: each round's
+    /// requests run within the millisecond they were sent (late deliveries of requests nobody
+    /// waits for still happen at any time). Off, the network may hold any request for as long
+    /// as the horizon allows.
+    pub prompt_rounds: bool,
+}
+
+impl Bounds {
+    /// The bounds CI checks with every rule on.
+    pub const CI: Bounds = Bounds {
+        clients: 2,
+        nodes: 3,
+        cluster: false,
+        attempts: 1,
+        faults: 1,
+        kinds: FaultKinds {
+            restart_kept: false,
+            restart_lost: true,
+            flush: false,
+            failover: false,
+        },
+        drift: 1,
+        horizon: 1,
+        late_delivery: false,
+        ttl_ms: 6,
+        lock_delay_ms: 3,
+        prompt_rounds: true,
+    };
+}
+
+/// What a request asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Request {
+    /// The acquisition (the native pipeline, or a cluster master's script), with the client's
+    /// estimate of the node's clock (µs) when the request was built.
+    Acquire {
+        /// The estimate.
+        estimate_us: u64,
+    },
+    /// The store round (`scripts/fence.lua`).
+    Store {
+        /// The token.
+        token: u64,
+    },
+    /// The release (`scripts/release_timely.lua` under a lock-delay).
+    Release {
+        /// The bound in ms.
+        bound_ms: u16,
+    },
+}
+
+/// A request in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Msg {
+    /// From which client.
+    pub client: u8,
+    /// To which node.
+    pub node: u8,
+    /// The server the connection reaches (`run_id`, `master_replid`).
+    pub server: (u8, u8),
+    /// The lock value.
+    pub value: u8,
+    /// The request.
+    pub request: Request,
+    /// Whether the client still waits for its reply (false once it timed out).
+    pub awaited: bool,
+}
+
+/// The whole system.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    /// Real time, ms.
+    pub t: u16,
+    /// The clients.
+    pub clients: Vec<Client>,
+    /// The nodes.
+    pub nodes: Vec<Node>,
+    /// Requests in flight.
+    pub net: Vec<Msg>,
+    /// Faults left.
+    pub faults_left: u8,
+    /// `Lag` steps left.
+    pub drift_left: u8,
+    /// Fresh identities.
+    pub fresh: Fresh,
+    /// The next marker id.
+    pub next_marker: u8,
+    /// The next lock value.
+    pub next_value: u8,
+    /// The largest token handed out.
+    pub last_token: Option<u64>,
+    /// Broken guarantees seen on the way (see [`properties`]).
+    pub broken: properties::Broken,
+    /// Whether a client acquired after the last fault.
+    pub acquired_after_faults: bool,
+}
+
+/// A step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Real time advances 1 ms.
+    Tick,
+    /// Real time advances 1 ms, but this client's clock does not.
+    LagClient(u8),
+    /// Real time advances 1 ms, but this node's clock does not.
+    LagNode(u8),
+    /// A client (re)connects to a node and checks its health.
+    Check(u8, u8),
+    /// A client starts an acquisition.
+    Acquire(u8),
+    /// A holder releases.
+    Release(u8),
+    /// A holder gives the lock up without releasing (it vanished, or its validity ran out).
+    Abandon(u8),
+    /// The node runs the request, and its reply reaches the client.
+    Deliver(Msg),
+    /// The client stops waiting for this request (the node timeout); it may still arrive.
+    Timeout(Msg),
+    /// A fault strikes a node.
+    Fault(Fault, u8),
+    /// A cluster node's replica catches up.
+    Replicate(u8),
+}
+
+/// The model: bounds, rules, and the settings derived from them.
+#[derive(Debug, Clone)]
+pub struct Protocol {
+    /// The bounds.
+    pub bounds: Bounds,
+    /// The rules.
+    pub rules: Rules,
+    /// The clients' settings.
+    pub settings: Settings,
+}
+
+impl Protocol {
+    /// The model of `bounds` under `rules`.
+    pub fn new(bounds: Bounds, rules: Rules) -> Self {
+        let max_ttl = Duration::from_millis(u64::from(bounds.ttl_ms + bounds.lock_delay_ms));
+        let grain_us = clock_grain(max_ttl, rules.quarantine);
+        let advance = Advance {
+            retention_ms: 2 * u64::from(bounds.ttl_ms + bounds.lock_delay_ms),
+            grain_us,
+            window_us: trust_window(max_ttl, grain_us),
+        };
+        let settings = Settings {
+            ttl_ms: bounds.ttl_ms,
+            lock_delay_ms: bounds.lock_delay_ms,
+            drift_factor: 0.01,
+            policy: TrustPolicy {
+                enabled: rules.quarantine,
+                max_ttl,
+                trust_durable: false,
+                owner_history: rules.marker_names_replid,
+            },
+            advance,
+            cluster: bounds.cluster,
+        };
+        Self {
+            bounds,
+            rules,
+            settings,
+        }
+    }
+
+    fn n(&self) -> usize {
+        usize::from(self.bounds.nodes)
+    }
+
+    /// A holder's hand-out: tokens must increase; nobody may win inside another's lock-delay.
+    fn hand_out(
+        &self,
+        s: &mut State,
+        c: usize,
+        value: u8,
+        deadline: std::time::Instant,
+        token: u64,
+    ) {
+        if s.last_token.is_some_and(|last| token <= last) {
+            s.broken.tokens_not_increasing = true;
+        }
+        s.last_token = s.last_token.max(Some(token));
+        let delay = Duration::from_millis(u64::from(self.bounds.lock_delay_ms));
+        for (other, client) in s.clients.iter().enumerate() {
+            if other == c {
+                continue;
+            }
+            if client.valid(client.clock(s.t)) {
+                s.broken.two_holders = true;
+            }
+            if let Some((_, their_deadline, released)) = client.last_hold
+                && !released
+                && instant(client.clock(s.t)) < their_deadline + delay
+                && self.bounds.lock_delay_ms > 0
+            {
+                s.broken.lock_delay_cut_short = true;
+            }
+        }
+        s.clients[c].phase = Phase::Holding {
+            value,
+            deadline,
+            token,
+        };
+        s.clients[c].last_hold = Some((value, deadline, false));
+        if s.faults_left == 0 {
+            s.acquired_after_faults = true;
+        }
+    }
+
+    /// Sends `request` from client `c` to every node in `to`.
+    fn send(
+        &self,
+        s: &mut State,
+        c: usize,
+        value: u8,
+        to: &[usize],
+        request: Request,
+        awaited: bool,
+    ) {
+        for &n in to {
+            let server = s.clients[c].conns[n]
+                .server
+                .unwrap_or_else(|| s.nodes[n].server());
+            let request = match request {
+                Request::Acquire { .. } => Request::Acquire {
+                    estimate_us: crate::clock::node_us(s.nodes[n].clock(s.t)),
+                },
+                other => other,
+            };
+            s.net.push(Msg {
+                client: u8::try_from(c).unwrap_or(u8::MAX),
+                node: u8::try_from(n).unwrap_or(u8::MAX),
+                server,
+                value,
+                request,
+                awaited,
+            });
+        }
+        s.net.sort();
+    }
+
+    /// A round that did not win: roll back on every node, and let the client try again.
+    fn roll_back(&self, s: &mut State, c: usize, value: u8) {
+        let all: Vec<usize> = (0..self.n()).collect();
+        self.send(s, c, value, &all, Request::Release { bound_ms: 0 }, false);
+        for m in s.net.iter_mut() {
+            if usize::from(m.client) == c
+                && m.value == value
+                && !matches!(m.request, Request::Release { .. })
+            {
+                m.awaited = false;
+            }
+        }
+        s.clients[c].phase = Phase::Idle;
+    }
+
+    /// The client counts one reply (`vote` or not) of its current round.
+    fn count(
+        &self,
+        s: &mut State,
+        c: usize,
+        value_in: u8,
+        vote: bool,
+        proposal: Option<(redquorum::pure::Proposal, bool)>,
+    ) {
+        let now = s.clients[c].clock(s.t);
+        let n = self.n();
+        let phase = s.clients[c].phase.clone();
+        match phase {
+            Phase::Acquiring {
+                value,
+                start,
+                mut tally,
+                mut votes,
+                mut proposals,
+            } if value == value_in => {
+                let decided = tally.record(vote);
+                if vote {
+                    votes += 1;
+                }
+                if let Some((p, counted)) = proposal {
+                    proposals.add(p, counted);
+                }
+                let decided = if self.rules.strict_majority {
+                    decided
+                } else {
+                    client::decision(&tally, votes, n, &self.rules)
+                };
+                match decided {
+                    Decision::Open => {
+                        s.clients[c].phase = Phase::Acquiring {
+                            value,
+                            start,
+                            tally,
+                            votes,
+                            proposals,
+                        };
+                    }
+                    Decision::Lost => self.roll_back(s, c, value),
+                    Decision::Won => {
+                        let deadline = client::round_deadline(&self.settings, &self.rules, start);
+                        match (deadline, proposals.token()) {
+                            (Some(deadline), Some(token)) if instant(now) < deadline => {
+                                for m in s.net.iter_mut() {
+                                    if usize::from(m.client) == c && m.value == value {
+                                        m.awaited = false;
+                                    }
+                                }
+                                if token.stored {
+                                    self.hand_out(s, c, value, deadline, token.value);
+                                } else {
+                                    let all: Vec<usize> = (0..n).collect();
+                                    self.send(
+                                        s,
+                                        c,
+                                        value,
+                                        &all,
+                                        Request::Store { token: token.value },
+                                        true,
+                                    );
+                                    s.clients[c].phase = Phase::Storing {
+                                        value,
+                                        start,
+                                        token: token.value,
+                                        tally: Tally::new(n),
+                                        votes: 0,
+                                    };
+                                }
+                            }
+                            _ => self.roll_back(s, c, value),
+                        }
+                    }
+                }
+            }
+            Phase::Storing {
+                value,
+                start,
+                token,
+                mut tally,
+                mut votes,
+            } if value == value_in => {
+                let decided = tally.record(vote);
+                if vote {
+                    votes += 1;
+                }
+                let decided = if self.rules.strict_majority {
+                    decided
+                } else {
+                    client::decision(&tally, votes, n, &self.rules)
+                };
+                match decided {
+                    Decision::Open => {
+                        s.clients[c].phase = Phase::Storing {
+                            value,
+                            start,
+                            token,
+                            tally,
+                            votes,
+                        };
+                    }
+                    Decision::Lost => self.roll_back(s, c, value),
+                    Decision::Won => {
+                        let deadline = client::round_deadline(&self.settings, &self.rules, start);
+                        match deadline {
+                            Some(deadline) if instant(now) < deadline => {
+                                for m in s.net.iter_mut() {
+                                    if usize::from(m.client) == c && m.value == value {
+                                        m.awaited = false;
+                                    }
+                                }
+                                self.hand_out(s, c, value, deadline, token);
+                            }
+                            _ => self.roll_back(s, c, value),
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The node runs `m`; its reply reaches the client if it still waits for it.
+    fn deliver(&self, s: &mut State, m: Msg) {
+        let (c, n) = (usize::from(m.client), usize::from(m.node));
+        let node_now = s.nodes[n].clock(s.t);
+        let client_now = s.clients[c].clock(s.t);
+        if s.nodes[n].server() != m.server {
+            // The connection broke (a restart, a failover): nothing ran.
+            if m.awaited {
+                self.count(s, c, m.value, false, None);
+            }
+            return;
+        }
+        match m.request {
+            Request::Acquire { estimate_us } => {
+                let advance = self.settings.advance;
+                let initial = advance
+                    .starts_counters()
+                    .then(|| advance.initial_counter(estimate_us));
+                let life = self.bounds.ttl_ms + self.bounds.lock_delay_ms;
+                let reply: AcquireReply = s.nodes[n].acquire(
+                    node_now,
+                    m.value,
+                    life,
+                    initial,
+                    advance.grain_us,
+                    self.bounds.cluster,
+                );
+                if m.awaited {
+                    let server = s.nodes[n].server();
+                    let counted = client::vote(
+                        &mut s.clients[c].conns[n],
+                        server,
+                        reply.marker.as_ref(),
+                        reply.granted,
+                        client_now,
+                        &self.settings,
+                        &self.rules,
+                    );
+                    let proposal = reply
+                        .granted
+                        .then(|| (client::proposal(&reply, &advance, &self.rules), counted));
+                    self.count(s, c, m.value, counted, proposal);
+                }
+            }
+            Request::Store { token } => {
+                let stored = s.nodes[n].store(m.value, token);
+                if m.awaited {
+                    let conn = &s.clients[c].conns[n];
+                    let trusted = conn.trusted_from.is_some_and(|f| instant(client_now) >= f);
+                    self.count(s, c, m.value, stored && trusted, None);
+                }
+            }
+            Request::Release { bound_ms } => {
+                let bound = if self.rules.release_honours_delay {
+                    bound_ms
+                } else {
+                    0
+                };
+                let (_, left) = s.nodes[n].release(node_now, m.value, bound);
+                let holder = &mut s.clients[c];
+                if let Some((value, deadline, released)) = holder.last_hold.as_mut()
+                    && *value == m.value
+                {
+                    let drift = redquorum::pure::drift(
+                        Duration::from_millis(u64::from(self.bounds.ttl_ms)),
+                        self.settings.drift_factor,
+                    );
+                    let now = instant(client_now);
+                    if now < *deadline && left {
+                        s.broken.timely_release_kept = true;
+                    }
+                    // In time as the node can tell: within the drift allowance of the deadline.
+                    if now < *deadline + drift {
+                        *released = true;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Model for Protocol {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let mut nodes: Vec<Node> = (0..self.bounds.nodes)
+            .map(|i| Node::new(i, self.bounds.cluster, self.rules.marker_names_replid))
+            .collect();
+        let mut clients = Vec::new();
+        for _ in 0..self.bounds.clients {
+            let mut conns = Vec::new();
+            for node in nodes.iter_mut() {
+                let mut conn = Conn {
+                    server: None,
+                    memory: Default::default(),
+                    trusted_from: None,
+                    marker: None,
+                };
+                client::health_check(&mut conn, node, 0, 0, &self.settings, &self.rules, 200);
+                conns.push(conn);
+            }
+            clients.push(Client {
+                lag: 0,
+                attempts_left: self.bounds.attempts,
+                phase: Phase::Idle,
+                conns,
+                last_hold: None,
+            });
+        }
+        vec![State {
+            t: 0,
+            clients,
+            nodes,
+            net: Vec::new(),
+            faults_left: self.bounds.faults,
+            drift_left: self.bounds.drift,
+            fresh: Fresh {
+                run: 100,
+                replid: 100,
+            },
+            next_marker: 10,
+            next_value: 1,
+            last_token: None,
+            broken: properties::Broken::default(),
+            acquired_after_faults: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.broken != properties::Broken::default() {
+            return; // a counterexample already: nothing after it is explored
+        }
+        let waiting = self.bounds.prompt_rounds && s.net.iter().any(|m| m.awaited);
+        if s.t < self.bounds.horizon && !waiting {
+            actions.push(Action::Tick);
+            if s.drift_left > 0 {
+                for c in 0..self.bounds.clients {
+                    actions.push(Action::LagClient(c));
+                }
+                for n in 0..self.bounds.nodes {
+                    actions.push(Action::LagNode(n));
+                }
+            }
+        }
+        for (c, client) in s.clients.iter().enumerate() {
+            let c8 = u8::try_from(c).unwrap_or(u8::MAX);
+            for (n, conn) in client.conns.iter().enumerate() {
+                if conn.server != Some(s.nodes[n].server()) {
+                    actions.push(Action::Check(c8, u8::try_from(n).unwrap_or(u8::MAX)));
+                }
+            }
+            match client.phase {
+                Phase::Idle if client.attempts_left > 0 => actions.push(Action::Acquire(c8)),
+                Phase::Holding { .. } => {
+                    if client.valid(client.clock(s.t)) {
+                        actions.push(Action::Release(c8));
+                    }
+                    actions.push(Action::Abandon(c8));
+                }
+                _ => {}
+            }
+        }
+        for m in &s.net {
+            actions.push(Action::Deliver(*m));
+            if m.awaited && self.bounds.late_delivery {
+                actions.push(Action::Timeout(*m));
+            }
+        }
+        if s.faults_left > 0 {
+            for fault in self.bounds.kinds.list() {
+                for n in 0..self.bounds.nodes {
+                    if fault != Fault::Failover || self.bounds.cluster {
+                        actions.push(Action::Fault(fault, n));
+                    }
+                }
+            }
+        }
+        if self.bounds.cluster {
+            for (n, node) in s.nodes.iter().enumerate() {
+                if node.replica.is_some_and(|r| r.data != node.master.data) {
+                    actions.push(Action::Replicate(u8::try_from(n).unwrap_or(u8::MAX)));
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick | Action::LagClient(_) | Action::LagNode(_) => {
+                s.t += 1;
+                match action {
+                    Action::LagClient(c) => {
+                        s.drift_left -= 1;
+                        s.clients[usize::from(c)].lag += 1;
+                    }
+                    Action::LagNode(n) => {
+                        s.drift_left -= 1;
+                        s.nodes[usize::from(n)].lag += 1;
+                    }
+                    _ => {}
+                }
+                let t = s.t;
+                for node in s.nodes.iter_mut() {
+                    let now = node.clock(t);
+                    node.expire(now);
+                }
+            }
+            Action::Check(c, n) => {
+                let (c, n) = (usize::from(c), usize::from(n));
+                let node_now = s.nodes[n].clock(s.t);
+                let now = s.clients[c].clock(s.t);
+                let id = s.next_marker;
+                s.next_marker = s.next_marker.wrapping_add(1);
+                client::health_check(
+                    &mut s.clients[c].conns[n],
+                    &mut s.nodes[n],
+                    node_now,
+                    now,
+                    &self.settings,
+                    &self.rules,
+                    id,
+                );
+            }
+            Action::Acquire(c) => {
+                let c = usize::from(c);
+                let value = s.next_value;
+                s.next_value = s.next_value.wrapping_add(1);
+                let client = &mut s.clients[c];
+                client.attempts_left -= 1;
+                let start = client.clock(s.t);
+                client.phase = Phase::Acquiring {
+                    value,
+                    start,
+                    tally: Tally::new(self.n()),
+                    votes: 0,
+                    proposals: Proposals::default(),
+                };
+                let all: Vec<usize> = (0..self.n()).collect();
+                self.send(
+                    &mut s,
+                    c,
+                    value,
+                    &all,
+                    Request::Acquire { estimate_us: 0 },
+                    true,
+                );
+            }
+            Action::Release(c) => {
+                let c = usize::from(c);
+                let Phase::Holding { value, .. } = s.clients[c].phase else {
+                    return None;
+                };
+                let all: Vec<usize> = (0..self.n()).collect();
+                let bound = self.bounds.lock_delay_ms;
+                self.send(
+                    &mut s,
+                    c,
+                    value,
+                    &all,
+                    Request::Release { bound_ms: bound },
+                    false,
+                );
+                s.clients[c].phase = Phase::Idle;
+            }
+            Action::Abandon(c) => {
+                s.clients[usize::from(c)].phase = Phase::Idle;
+            }
+            Action::Deliver(m) => {
+                let i = s.net.iter().position(|x| *x == m)?;
+                s.net.remove(i);
+                self.deliver(&mut s, m);
+            }
+            Action::Timeout(m) => {
+                let i = s.net.iter().position(|x| *x == m)?;
+                s.net[i].awaited = false;
+                s.net.sort();
+                self.count(&mut s, usize::from(m.client), m.value, false, None);
+            }
+            Action::Fault(fault, n) => {
+                let n = usize::from(n);
+                let now = s.nodes[n].clock(s.t);
+                if !faults::apply(fault, &mut s.nodes[n], now, &mut s.fresh) {
+                    return None;
+                }
+                s.faults_left -= 1;
+            }
+            Action::Replicate(n) => {
+                if !faults::replicate(&mut s.nodes[usize::from(n)]) {
+                    return None;
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all()
+    }
+
+    fn within_boundary(&self, s: &State) -> bool {
+        // A state that broke a guarantee is a counterexample already: nothing after it is
+        // explored.
+        s.t <= self.bounds.horizon
+    }
+}

@@ -1,0 +1,63 @@
+//! The guarantees, checked in every reachable state within the bounds.
+//!
+//! 1. **At most one holder** whose validity has not run out by its own clock (`two holders`).
+//! 2. **Fencing tokens strictly increase** in the order they are handed out: a resource that
+//!    refuses any token not above the largest it saw accepts every holder's writes in turn.
+//! 3. **A lock released in time is free at once**: a release that reaches a node while its
+//!    holder's validity has not run out deletes the key there.
+//! 4. **A lock its holder did not release stays unavailable for the lock-delay**: nobody wins
+//!    before the last holder's deadline plus the delay, by that holder's clock, unless a release
+//!    of it reached a node in time, as a node can tell: before the deadline plus the drift
+//!    allowance (`engine` invariant 6: the node judges from the key's remaining time, which at
+//!    the holder's deadline is the delay plus that allowance).
+//! 5. **Liveness within the bounds**: once the faults stop (the budget is spent), some client
+//!    acquires, on some schedule (`sometimes`).
+
+use stateright::Property;
+
+use crate::model::{Protocol, State};
+
+/// A guarantee broken on the way to a state, recorded when it happened (a hand-out, a
+/// release), so that the property can be checked on the state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Broken {
+    /// Two valid holders at once.
+    pub two_holders: bool,
+    /// A token handed out not above an earlier one.
+    pub tokens_not_increasing: bool,
+    /// A release in time left the key.
+    pub timely_release_kept: bool,
+    /// Somebody won inside another holder's lock-delay.
+    pub lock_delay_cut_short: bool,
+}
+
+/// Property name: at most one holder.
+pub const ONE_HOLDER: &str = "at most one valid holder";
+/// Property name: tokens increase.
+pub const TOKENS_INCREASE: &str = "fencing tokens strictly increase";
+/// Property name: a timely release frees at once.
+pub const RELEASE_FREES: &str = "a lock released in time is free at once";
+/// Property name: the lock-delay holds.
+pub const LOCK_DELAY: &str = "an unreleased lock stays unavailable for the lock-delay";
+/// Property name: liveness.
+pub const LIVENESS: &str = "some client acquires after the faults stop";
+
+/// The number of holders whose validity has not run out, by their own clocks.
+pub fn valid_holders(s: &State) -> usize {
+    s.clients.iter().filter(|c| c.valid(c.clock(s.t))).count()
+}
+
+/// Every property of the model.
+pub fn all() -> Vec<Property<Protocol>> {
+    vec![
+        Property::always(ONE_HOLDER, |_, s: &State| {
+            valid_holders(s) <= 1 && !s.broken.two_holders
+        }),
+        Property::always(TOKENS_INCREASE, |_, s: &State| {
+            !s.broken.tokens_not_increasing
+        }),
+        Property::always(RELEASE_FREES, |_, s: &State| !s.broken.timely_release_kept),
+        Property::always(LOCK_DELAY, |_, s: &State| !s.broken.lock_delay_cut_short),
+        Property::sometimes(LIVENESS, |_, s: &State| s.acquired_after_faults),
+    ]
+}

@@ -1,0 +1,44 @@
+//! The switches: one per rule of the library the model can remove, all on by default.
+//!
+//! Each switch names a hole found (and closed) in the library before: with the rule removed, the
+//! checker must find a schedule that breaks a guarantee, and with it on, none within the bounds
+//! (`tests/`). A switch that can be turned off without the checker noticing would be a rule the
+//! model does not exercise.
+
+/// Which of the library's rules the model applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rules {
+    /// The restart quarantine (`quarantine` invariant 5 when off: every node trusted).
+    pub quarantine: bool,
+    /// A cluster master's marker names its `master_replid` as well as its `run_id`
+    /// (`quarantine` invariant 6). Off: the owner is the `run_id` alone.
+    pub marker_names_replid: bool,
+    /// A release under a lock-delay leaves a key with no more than the delay left
+    /// (`scripts/release_timely.lua`, `engine` invariant 6). Off: compare-and-delete.
+    pub release_honours_delay: bool,
+    /// A native proposal is stored only within the trust window of the node's clock
+    /// (`fencing` invariant 4). Off: the old counter floor (any counter started from a clock).
+    pub trust_window: bool,
+    /// Validity gives up the drift allowance (`validity` invariant 2). Off: `start + ttl`.
+    pub drift_term: bool,
+    /// The quorum is `N/2 + 1` (`quorum` invariant 1). Off: `N/2`.
+    pub strict_majority: bool,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Self::ALL
+    }
+}
+
+impl Rules {
+    /// Every rule on: the library as it is.
+    pub const ALL: Rules = Rules {
+        quarantine: true,
+        marker_names_replid: true,
+        release_honours_delay: true,
+        trust_window: true,
+        drift_term: true,
+        strict_majority: true,
+    };
+}
