@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Runs the whole test suite against real redis-server processes (installed when missing).
+# Runs the whole test suite against real redis-server processes (installed when missing): the
+# Rust workspace, then the Python package (scripts/test-python.sh); fails if either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null 2>&1 || { echo "redlock: cargo is missing; install Rust from https://rustup.rs" >&2; exit 1; }
 scripts/ensure-redis.sh
-exec cargo test --workspace "$@"
+status=0
+cargo test --workspace "$@" || status=$?
+scripts/test-python.sh || status=$?
+exit "$status"

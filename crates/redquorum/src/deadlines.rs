@@ -18,6 +18,10 @@
 //!    soon after it: the thread is told whenever a new deadline comes before the one it sleeps
 //!    until.
 //! 3. A dropped alarm leaves the table, so the thread never wakes a finished round.
+//! 4. A process forked from one whose thread ran starts a thread of its own: a child inherits
+//!    the table but not the thread, and its rounds would never time out (a node that does not
+//!    answer would stall them for good). The parent's entries, wakers of tasks whose runtime
+//!    has no threads in the child, are forgotten there, never woken or dropped.
 
 use std::sync::{Condvar, LazyLock, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -97,7 +101,8 @@ struct Table {
     next_id: u64,
     /// What the thread sleeps until: `None` while it waits with no deadline (or has not started).
     target: Option<Instant>,
-    started: bool,
+    /// The process that started the thread (invariant 4).
+    started_by: Option<u32>,
 }
 
 impl Watchdog {
@@ -130,7 +135,17 @@ impl Watchdog {
             }
         };
         *slot = Some((i, id));
-        if !table.started {
+        let pid = std::process::id();
+        if table.started_by.is_some_and(|by| by != pid) {
+            // A forked child (invariant 4): the parent's alarms are not ours to wake or drop.
+            std::mem::forget(std::mem::take(&mut table.slots));
+            table.free.clear();
+            table.target = None;
+            table.started_by = None;
+            table.slots.push(Some((id, deadline, waker.clone())));
+            *slot = Some((0, id));
+        }
+        if table.started_by.is_none() {
             // Until it starts, a round still ends with its last reply or its decision; only one
             // waiting for a node that never answers would wait for the next registration to
             // try again, and the thread then wakes every round already past its deadline.
@@ -138,7 +153,7 @@ impl Watchdog {
                 .name("redlock-deadlines".into())
                 .spawn(|| WATCHDOG.run());
             match spawned {
-                Ok(_) => table.started = true,
+                Ok(_) => table.started_by = Some(pid),
                 Err(e) => tracing::error!(error = %e, "cannot start the deadline thread yet"),
             }
         }

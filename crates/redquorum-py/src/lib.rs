@@ -1,0 +1,44 @@
+//! The `redquorum` Python package's native module (`redquorum._redquorum`): the library itself,
+//! exposed to Python, not a re-implementation of it.
+//!
+//! The Python package (`python/redquorum`) gives it its shape: `Redlock` for threads and
+//! `redquorum.asyncio.Redlock` for asyncio, context managers, `threading.Event` and
+//! `asyncio.Event` loss signals, the exception classes. Everything that touches Redis, keeps
+//! time or decides a quorum happens here, in the Rust library.
+//!
+//! # Layout
+//! - `runtime`: one Tokio runtime per process (a forked child builds its own), blocking waits
+//!   with the GIL released, and the asyncio bridge.
+//! - `settings`: durations in seconds and `Redlock(...)`'s keywords, handed to the library's
+//!   builder, which checks them.
+//! - `manager`: the manager and every acquisition, blocking and awaitable.
+//! - `held`: the held lock: ownership is the handle, the loss signal, keep-alive.
+//! - `views`: read-only answers (leader, node status) and the leader watch.
+//! - `errors`: the library's errors as the exception classes of `redquorum.errors`.
+
+mod errors;
+mod held;
+mod manager;
+mod runtime;
+mod settings;
+mod views;
+
+use pyo3::prelude::*;
+
+/// The native module.
+#[pymodule]
+fn _redquorum(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<manager::Manager>()?;
+    m.add_class::<held::Held>()?;
+    m.add_class::<views::Leader>()?;
+    m.add_class::<views::NodeStatus>()?;
+    m.add_class::<views::Watch>()?;
+    m.add_function(wrap_pyfunction!(runtime::_at_exit, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Runtime invariant 3: no Rust thread calls into Python once the interpreter is exiting.
+    let at_exit = m.getattr("_at_exit")?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (at_exit,))?;
+    Ok(())
+}

@@ -1,0 +1,389 @@
+//! The manager, as Python sees it: the library's `Redlock`, its settings taken by keyword, and
+//! every acquisition in a blocking form and an awaitable one over the same future.
+//!
+//! The Python classes `redquorum.Redlock` (blocking) and `redquorum.asyncio.Redlock` (asyncio)
+//! both wrap this one; only how they wait differs.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use redquorum::{Error, Lock, Redlock, Retry};
+
+use crate::errors::{self, OrRaise};
+use crate::held::{Acquired, Held};
+use crate::runtime::Owner;
+use crate::settings::{RetrySettings, Servers, Settings, maybe_seconds, seconds, servers};
+use crate::views::{Leader, NodeStatus, Watch};
+
+/// What an acquisition asks for.
+#[derive(Debug, Clone)]
+enum Wanted {
+    /// One resource, or several as one lock.
+    Lock(Vec<String>),
+    Read(String),
+    Write(String),
+    Permit(String, u32),
+    Campaign(String, String),
+}
+
+impl Wanted {
+    async fn acquire(
+        self,
+        redlock: Redlock,
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<Acquired, Error> {
+        let lock: Lock = match self {
+            Wanted::Lock(names) if names.len() == 1 => {
+                redlock.acquire_with(&names[0], ttl, &retry).await?
+            }
+            Wanted::Lock(names) => {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                redlock.acquire_many_with(&names, ttl, &retry).await?
+            }
+            Wanted::Read(name) => redlock.acquire_read_with(&name, ttl, &retry).await?,
+            Wanted::Write(name) => redlock.acquire_write_with(&name, ttl, &retry).await?,
+            Wanted::Permit(name, permits) => {
+                redlock
+                    .acquire_permit_with(&name, permits, ttl, &retry)
+                    .await?
+            }
+            Wanted::Campaign(election, identity) => {
+                let guard = redlock
+                    .campaign_with(&election, &identity, ttl, &retry)
+                    .await?;
+                return Ok(Acquired::Guard(guard));
+            }
+        };
+        Ok(Acquired::Lock(lock))
+    }
+}
+
+/// The library's manager (`redquorum.Redlock` and `redquorum.asyncio.Redlock` wrap it).
+#[pyclass(module = "redquorum._redquorum", name = "Manager", frozen)]
+pub(crate) struct Manager {
+    owner: Owner,
+    redlock: Redlock,
+    retry: RetrySettings,
+}
+
+impl Manager {
+    /// What a call asks for, its TTL and retry policy, checked before anything is sent.
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &self,
+        kind: &str,
+        resources: Vec<String>,
+        ttl: &Bound<'_, PyAny>,
+        permits: Option<u32>,
+        identity: Option<String>,
+        blocking: bool,
+        timeout: Option<&Bound<'_, PyAny>>,
+        wait_forever: bool,
+    ) -> PyResult<impl Future<Output = PyResult<Held>> + Send + 'static> {
+        let ttl = seconds("ttl", ttl)?;
+        let timeout = match maybe_seconds("timeout", timeout)? {
+            Some(limit) => Some(Some(limit)),
+            None if wait_forever => Some(None),
+            None => None,
+        };
+        let retry = self.retry.for_call(blocking, timeout);
+        let one = |resources: Vec<String>| -> PyResult<String> {
+            match <[String; 1]>::try_from(resources) {
+                Ok([name]) => Ok(name),
+                Err(_) => Err(errors::config(format!("a {kind} takes exactly one name"))),
+            }
+        };
+        let wanted = match (kind, permits) {
+            ("lock", None) => Wanted::Lock(resources),
+            ("lock", Some(permits)) => Wanted::Permit(one(resources)?, permits),
+            ("read", None) => Wanted::Read(one(resources)?),
+            ("write", None) => Wanted::Write(one(resources)?),
+            ("campaign", None) => Wanted::Campaign(one(resources)?, identity.unwrap_or_default()),
+            _ => {
+                return Err(errors::config(format!(
+                    "cannot take a {kind} with permits: a semaphore is a plain lock's `permits=`"
+                )));
+            }
+        };
+        if let Wanted::Lock(names) = &wanted
+            && names.is_empty()
+        {
+            return Err(errors::from_error(
+                redquorum::ConfigError::NoResources.into(),
+            ));
+        }
+        let (owner, redlock) = (self.owner, self.redlock.clone());
+        Ok(async move {
+            let acquired = wanted.acquire(redlock, ttl, retry).await.or_raise()?;
+            Ok(Held::new(owner, acquired))
+        })
+    }
+}
+
+#[pymethods]
+impl Manager {
+    #[new]
+    #[pyo3(signature = (
+        servers_, *, node_timeout=None, connect_timeout=None, drift_factor=None,
+        retry_attempts=None, retry_delay=None, retry_max_wait=None, max_ttl=None, lock_delay=None,
+        quarantine=None, trust_durable_nodes=None, fencing=None, fence_retention=None,
+        notify=None, fair=None, wait_for_replicas=None, tls_root_certificates=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        servers_: &Bound<'_, PyAny>,
+        node_timeout: Option<&Bound<'_, PyAny>>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        drift_factor: Option<f64>,
+        retry_attempts: Option<u32>,
+        retry_delay: Option<&Bound<'_, PyAny>>,
+        retry_max_wait: Option<&Bound<'_, PyAny>>,
+        max_ttl: Option<&Bound<'_, PyAny>>,
+        lock_delay: Option<&Bound<'_, PyAny>>,
+        quarantine: Option<bool>,
+        trust_durable_nodes: Option<bool>,
+        fencing: Option<bool>,
+        fence_retention: Option<&Bound<'_, PyAny>>,
+        notify: Option<bool>,
+        fair: Option<bool>,
+        wait_for_replicas: Option<bool>,
+        tls_root_certificates: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let servers: Servers = servers(servers_)?;
+        let tls_root_certificates = match tls_root_certificates.filter(|v| !v.is_none()) {
+            None => None,
+            Some(pem) => Some(match pem.extract::<String>() {
+                Ok(text) => text.into_bytes(),
+                Err(_) => pem.extract::<Vec<u8>>().map_err(|_| {
+                    errors::config("tls_root_certificates must be PEM text (str or bytes)")
+                })?,
+            }),
+        };
+        let settings = Settings {
+            node_timeout: maybe_seconds("node_timeout", node_timeout)?,
+            connect_timeout: maybe_seconds("connect_timeout", connect_timeout)?,
+            drift_factor,
+            retry_attempts,
+            retry_delay: maybe_seconds("retry_delay", retry_delay)?,
+            retry_max_wait: maybe_seconds("retry_max_wait", retry_max_wait)?,
+            max_ttl: maybe_seconds("max_ttl", max_ttl)?,
+            lock_delay: maybe_seconds("lock_delay", lock_delay)?,
+            quarantine,
+            trust_durable_nodes,
+            fencing,
+            fence_retention: maybe_seconds("fence_retention", fence_retention)?,
+            notify,
+            fair,
+            wait_for_replicas,
+            tls_root_certificates,
+        };
+        let (redlock, retry) = settings.build(servers)?;
+        Ok(Self {
+            owner: Owner::here()?,
+            redlock,
+            retry,
+        })
+    }
+
+    /// The nodes' addresses, without credentials.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.redlock.nodes()
+    }
+
+    /// How many nodes must grant a request.
+    #[getter]
+    fn quorum(&self) -> usize {
+        self.redlock.quorum()
+    }
+
+    /// Acquires; blocks with the GIL released.
+    #[pyo3(signature = (kind, resources, ttl, *, permits=None, identity=None, blocking=true, timeout=None, wait_forever=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        resources: Vec<String>,
+        ttl: &Bound<'_, PyAny>,
+        permits: Option<u32>,
+        identity: Option<String>,
+        blocking: bool,
+        timeout: Option<&Bound<'_, PyAny>>,
+        wait_forever: bool,
+    ) -> PyResult<Held> {
+        let future = self.request(
+            kind,
+            resources,
+            ttl,
+            permits,
+            identity,
+            blocking,
+            timeout,
+            wait_forever,
+        )?;
+        self.owner.wait(py, "Redlock.acquire", future)?
+    }
+
+    /// `acquire` as an awaitable.
+    #[pyo3(signature = (kind, resources, ttl, *, permits=None, identity=None, blocking=true, timeout=None, wait_forever=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &str,
+        resources: Vec<String>,
+        ttl: &Bound<'py, PyAny>,
+        permits: Option<u32>,
+        identity: Option<String>,
+        blocking: bool,
+        timeout: Option<&Bound<'py, PyAny>>,
+        wait_forever: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let future = self.request(
+            kind,
+            resources,
+            ttl,
+            permits,
+            identity,
+            blocking,
+            timeout,
+            wait_forever,
+        )?;
+        self.owner.awaitable(py, "Redlock.acquire", future)
+    }
+
+    /// Extends a lock known by its value.
+    fn extend_value(
+        &self,
+        py: Python<'_>,
+        resource: String,
+        value: String,
+        ttl: &Bound<'_, PyAny>,
+    ) -> PyResult<f64> {
+        let ttl = seconds("ttl", ttl)?;
+        let redlock = self.redlock.clone();
+        let left = self.owner.wait(py, "Redlock.extend_value", async move {
+            redlock.extend_value(&resource, &value, ttl).await
+        })?;
+        let deadline = left.or_raise()?;
+        Ok(deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .as_secs_f64())
+    }
+
+    /// Releases a lock known by its value; returns how many nodes confirmed.
+    fn release_value(&self, py: Python<'_>, resource: String, value: String) -> PyResult<usize> {
+        let redlock = self.redlock.clone();
+        let name = resource.clone();
+        let released = self.owner.wait(py, "Redlock.release_value", async move {
+            redlock.release_value(&resource, &value).await
+        })?;
+        errors::released(&name, &released)
+    }
+
+    /// Connects to every node; returns (node, reply) pairs.
+    fn connect(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        let redlock = self.redlock.clone();
+        let replies = self.owner.wait(
+            py,
+            "Redlock.connect",
+            async move { redlock.connect().await },
+        )?;
+        Ok(replies
+            .into_iter()
+            .map(|r| (r.node, r.reply.to_string()))
+            .collect())
+    }
+
+    /// Waits for the requests still in flight in the background.
+    fn settle(&self, py: Python<'_>) -> PyResult<()> {
+        let redlock = self.redlock.clone();
+        self.owner
+            .wait(py, "Redlock.settle", async move { redlock.settle().await })
+    }
+
+    /// Vouches for fresh nodes; returns (node, marked, what happened).
+    #[pyo3(signature = (force=false))]
+    fn mark_nodes(&self, py: Python<'_>, force: bool) -> PyResult<Vec<(String, bool, String)>> {
+        let redlock = self.redlock.clone();
+        let marks = self.owner.wait(py, "Redlock.mark_nodes", async move {
+            redlock.mark_nodes(force).await
+        })?;
+        Ok(marks
+            .into_iter()
+            .map(|(node, mark)| (node, mark.is_marked(), mark.to_string()))
+            .collect())
+    }
+
+    /// The nodes in quarantine: (node, seconds left, why).
+    fn quarantined_nodes(&self) -> Vec<(String, f64, String)> {
+        self.redlock
+            .quarantined_nodes()
+            .into_iter()
+            .map(|(node, q)| (node, q.left.as_secs_f64(), q.to_string()))
+            .collect()
+    }
+
+    /// Who holds `resource`, node by node.
+    fn status(&self, py: Python<'_>, resource: String) -> PyResult<Vec<NodeStatus>> {
+        let redlock = self.redlock.clone();
+        let statuses = self.owner.wait(py, "Redlock.status", async move {
+            redlock.status(&resource).await
+        })?;
+        Ok(statuses.into_iter().map(NodeStatus::from).collect())
+    }
+
+    /// `status` as an awaitable.
+    fn status_async<'py>(&self, py: Python<'py>, resource: String) -> PyResult<Bound<'py, PyAny>> {
+        let redlock = self.redlock.clone();
+        self.owner.awaitable(py, "Redlock.status", async move {
+            let statuses = redlock.status(&resource).await;
+            Ok(statuses
+                .into_iter()
+                .map(NodeStatus::from)
+                .collect::<Vec<_>>())
+        })
+    }
+
+    /// The leader of `election`, as a majority reports it.
+    fn leader(&self, py: Python<'_>, election: String) -> PyResult<Option<Leader>> {
+        let redlock = self.redlock.clone();
+        let leader = self.owner.wait(py, "Redlock.leader", async move {
+            redlock.leader(&election).await
+        })?;
+        Ok(leader.map(Leader::from))
+    }
+
+    /// `leader` as an awaitable.
+    fn leader_async<'py>(&self, py: Python<'py>, election: String) -> PyResult<Bound<'py, PyAny>> {
+        let redlock = self.redlock.clone();
+        self.owner.awaitable(py, "Redlock.leader", async move {
+            Ok(redlock.leader(&election).await.map(Leader::from))
+        })
+    }
+
+    /// A watch of `election`'s leader.
+    fn observe(&self, election: String) -> PyResult<Watch> {
+        self.owner.runtime("Redlock.observe")?;
+        Ok(Watch::new(self.owner, self.redlock.observe(&election)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Redlock(nodes={:?}, quorum={})",
+            self.redlock.nodes(),
+            self.redlock.quorum()
+        )
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        if !self.owner.is_here() {
+            // Runtime invariant 2: the engine's last reference is never dropped in a child.
+            std::mem::forget(self.redlock.clone());
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Python arguments as the library's types: durations given in seconds (or as a
+//! `datetime.timedelta`), and the manager's settings, handed to the library's `Builder`.
+//!
+//! Nothing is checked twice: a setting left out keeps the builder's default, and every range
+//! is the builder's to refuse ([`Builder::build`](redquorum::Builder::build)), so a Python
+//! manager is refused exactly where a Rust one is, with the same message. Only what Python can
+//! express and Rust cannot (a negative or NaN number of seconds) is refused here.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use redquorum::{Builder, Redlock, Retry};
+
+use crate::errors::{self, OrRaise};
+
+/// A duration argument: seconds as a number, or anything with `total_seconds()`.
+pub(crate) fn seconds(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let secs: f64 = if value.hasattr("total_seconds")? {
+        value.call_method0("total_seconds")?.extract()?
+    } else {
+        value.extract().map_err(|_| {
+            errors::config(format!(
+                "invalid {name}: expected seconds (a number) or a timedelta, got {}",
+                value
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "another type".to_owned())
+            ))
+        })?
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        errors::config(format!(
+            "invalid {name}: {secs} s is not a duration (negative, not a number, or too large)"
+        ))
+    })
+}
+
+/// An optional duration argument.
+pub(crate) fn maybe_seconds(
+    name: &str,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Duration>> {
+    value
+        .filter(|v| !v.is_none())
+        .map(|v| seconds(name, v))
+        .transpose()
+}
+
+/// The manager's retry policy, kept so that a call with a `timeout` waits with the same delays.
+#[derive(Debug, Clone)]
+pub(crate) struct RetrySettings {
+    pub(crate) default: Retry,
+    pub(crate) delay: Option<Duration>,
+}
+
+impl RetrySettings {
+    /// The policy of one call: the manager's; a single attempt (`blocking=False`); or retries
+    /// until `timeout` (`None` inside: forever).
+    pub(crate) fn for_call(&self, blocking: bool, timeout: Option<Option<Duration>>) -> Retry {
+        if !blocking {
+            return Retry::once();
+        }
+        match timeout {
+            None => self.default.clone(),
+            Some(limit) => {
+                let mut retry = Retry::forever();
+                if let Some(delay) = self.delay {
+                    retry = retry.delay(delay);
+                }
+                match limit {
+                    Some(limit) => retry.max_wait(limit),
+                    None => retry,
+                }
+            }
+        }
+    }
+}
+
+/// Every keyword of `Redlock(...)`, as given.
+#[derive(Debug, Default)]
+pub(crate) struct Settings {
+    pub(crate) node_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) drift_factor: Option<f64>,
+    pub(crate) retry_attempts: Option<u32>,
+    pub(crate) retry_delay: Option<Duration>,
+    pub(crate) retry_max_wait: Option<Duration>,
+    pub(crate) max_ttl: Option<Duration>,
+    pub(crate) lock_delay: Option<Duration>,
+    pub(crate) quarantine: Option<bool>,
+    pub(crate) trust_durable_nodes: Option<bool>,
+    pub(crate) fencing: Option<bool>,
+    pub(crate) fence_retention: Option<Duration>,
+    pub(crate) notify: Option<bool>,
+    pub(crate) fair: Option<bool>,
+    pub(crate) wait_for_replicas: Option<bool>,
+    pub(crate) tls_root_certificates: Option<Vec<u8>>,
+}
+
+impl Settings {
+    /// The manager, built (and checked) by the library's builder.
+    pub(crate) fn build(self, servers: Servers) -> PyResult<(Redlock, RetrySettings)> {
+        let mut b: Builder = match servers {
+            Servers::List(list) => Redlock::builder_from_list(&list),
+            Servers::Urls(urls) => Redlock::builder(urls),
+        };
+        let mut retry = Retry::new();
+        if let Some(n) = self.retry_attempts {
+            retry = retry.attempts(n);
+        }
+        if let Some(d) = self.retry_delay {
+            retry = retry.delay(d);
+        }
+        if let Some(d) = self.retry_max_wait {
+            retry = retry.max_wait(d);
+        }
+        b = b.retry(retry.clone());
+        if let Some(v) = self.node_timeout {
+            b = b.node_timeout(v);
+        }
+        if let Some(v) = self.connect_timeout {
+            b = b.connect_timeout(v);
+        }
+        if let Some(v) = self.drift_factor {
+            b = b.drift_factor(v);
+        }
+        if let Some(v) = self.max_ttl {
+            b = b.max_ttl(v);
+        }
+        if let Some(v) = self.lock_delay {
+            b = b.lock_delay(v);
+        }
+        if let Some(v) = self.quarantine {
+            b = b.quarantine(v);
+        }
+        if let Some(v) = self.trust_durable_nodes {
+            b = b.trust_durable_nodes(v);
+        }
+        if let Some(v) = self.fencing {
+            b = b.fencing(v);
+        }
+        if let Some(v) = self.fence_retention {
+            b = b.fence_retention(v);
+        }
+        if let Some(v) = self.notify {
+            b = b.notify(v);
+        }
+        if let Some(v) = self.fair {
+            b = b.fair(v);
+        }
+        if let Some(v) = self.wait_for_replicas {
+            b = b.wait_for_replicas(v);
+        }
+        if let Some(pem) = self.tls_root_certificates {
+            b = b.tls_root_certificates(pem);
+        }
+        let redlock = b.build().or_raise()?;
+        Ok((
+            redlock,
+            RetrySettings {
+                default: retry,
+                delay: self.retry_delay,
+            },
+        ))
+    }
+}
+
+/// The server list: one comma-separated string (the CLI's `--servers` form) or a sequence of
+/// URLs.
+pub(crate) fn servers(value: &Bound<'_, PyAny>) -> PyResult<Servers> {
+    if let Ok(list) = value.extract::<String>() {
+        return Ok(Servers::List(list));
+    }
+    let urls: Vec<String> = value.extract().map_err(|_| {
+        errors::config("servers must be a comma-separated string of URLs or a list of URLs")
+    })?;
+    Ok(Servers::Urls(urls))
+}
+
+/// How the servers were given.
+#[derive(Debug)]
+pub(crate) enum Servers {
+    List(String),
+    Urls(Vec<String>),
+}

@@ -1,0 +1,379 @@
+"""Redis distributed locks for Python on a Rust core: Redlock over N masters, fencing tokens,
+keep-alive with a loss signal, semaphores, read-write locks and elections.
+
+This module is the blocking API, for threads; ``redquorum.asyncio`` is the same for asyncio.
+Both run the same Rust library, on one background runtime per process, with the GIL released
+while they wait on the network.
+
+    from redquorum import Redlock
+
+    rl = Redlock("redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003")
+    with rl.lock("invoice:42", ttl=10) as lock:
+        write_invoice(fence=lock.fence)
+
+A lock belongs to its handle, not to a thread: any thread holding the ``Lock`` object can
+extend or release it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+
+from . import _redquorum
+from ._common import LockView, Resources, Seconds, manager, names, wait_args
+from ._redquorum import Leader, NodeStatus
+from .errors import (
+    ConfigError,
+    LockBusy,
+    LockLost,
+    NotHeld,
+    ProcessForked,
+    Quarantined,
+    RedquorumError,
+    TooSlow,
+    Unavailable,
+    WrongType,
+)
+
+__version__: str = _redquorum.__version__
+
+__all__ = [
+    "Redlock",
+    "Lock",
+    "LockContext",
+    "LeaderWatch",
+    "Leader",
+    "NodeStatus",
+    "RedquorumError",
+    "ConfigError",
+    "LockBusy",
+    "Unavailable",
+    "Quarantined",
+    "WrongType",
+    "TooSlow",
+    "LockLost",
+    "NotHeld",
+    "ProcessForked",
+]
+
+T = TypeVar("T")
+
+
+class Lock(LockView):
+    """A held lock (or permit, reader, writer, leadership). Release it with ``release()``, or
+    use ``Redlock.lock(...)`` as a context manager. A handle dropped unreleased is released in
+    the background."""
+
+    __slots__ = ()
+
+    @property
+    def lost(self) -> threading.Event:
+        """A ``threading.Event`` set when the lock is lost (its validity ran out, an extension
+        failed, or its keep-alive gave it up) and once it is released: from then on it must not
+        be relied on. Wait on it from another thread, or check ``is_set()`` between steps."""
+        if self._lost is None:
+            event = threading.Event()
+            self._held.on_lost(event.set)
+            self._lost = event
+        return self._lost
+
+    def extend(self, ttl: Seconds) -> None:
+        """Resets the TTL to ``ttl`` seconds from now on the nodes that still hold the lock.
+        Raises ``LockLost`` (``NotHeld`` when the nodes no longer hold it) if it could not."""
+        self._held.extend(ttl)
+
+    def release(self) -> int:
+        """Releases the lock on every node; returns how many confirmed. Raises ``NotHeld`` if
+        the nodes no longer held it (it expired or was taken over: work done under it may have
+        overlapped another holder's), ``LockLost`` if its keep-alive had lost it."""
+        return self._held.release()
+
+    def keep_alive(
+        self,
+        ttl: Optional[Seconds] = None,
+        *,
+        interval: Optional[Seconds] = None,
+        margin: Optional[Seconds] = None,
+        max_extensions: Optional[int] = None,
+        max_hold: Optional[Seconds] = None,
+    ) -> "Lock":
+        """Extends the lock in the background from now on (every third of its validity by
+        default) until released; a failed extension sets ``lost``. Returns the lock."""
+        if ttl is None:
+            raise ConfigError("keep_alive needs the ttl each extension sets")
+        self._held.keep_alive(ttl, interval, margin, max_extensions, max_hold)
+        return self
+
+    def detach(self) -> str:
+        """Gives the lock up without releasing it (it expires with its TTL, or is released by
+        value); returns its value."""
+        return self._held.detach()
+
+    def __enter__(self) -> "Lock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _release_at_exit(self, exc[0] is not None)
+
+
+def _release_at_exit(lock: Lock, failing: bool) -> None:
+    try:
+        lock.release()
+    except RedquorumError:
+        # An exception from the work wins; a lost lock after successful work is raised.
+        if not failing:
+            raise
+
+
+class LockContext:
+    """What ``Redlock.lock(...)`` returns: acquires on ``with``, releases when the block ends
+    (raising ``LockLost`` at the end of a block whose lock was lost meanwhile)."""
+
+    __slots__ = ("_acquire", "_lock")
+
+    def __init__(self, acquire: Callable[[], Lock]) -> None:
+        self._acquire = acquire
+        self._lock: Optional[Lock] = None
+
+    def __enter__(self) -> Lock:
+        self._lock = self._acquire()
+        return self._lock
+
+    def __exit__(self, *exc: Any) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            _release_at_exit(lock, exc[0] is not None)
+
+
+class LeaderWatch:
+    """Reports each change of an election's leader: ``changed()`` blocks until it changes
+    (returns at once the first time); iterating yields every change."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(self, watch: Any) -> None:
+        self._watch = watch
+
+    def changed(self) -> Optional[Leader]:
+        """The new leader, or None when nobody leads."""
+        return self._watch.changed()
+
+    def __iter__(self) -> Iterator[Optional[Leader]]:
+        while True:
+            yield self._watch.changed()
+
+
+class Redlock:
+    """A lock manager over N independent Redis masters (N = 1 is a single-instance lock).
+
+    ``servers`` is a comma-separated string or a list of URLs:
+    ``redis://[user:password@]host[:port][/db]``, ``rediss://`` for TLS,
+    ``redis+cluster://host:port,host:port`` for a Redis Cluster node,
+    ``redis+unix:///path?pass=...``. Every other setting is the Rust builder's, in seconds,
+    with the same default and the same checks (``ConfigError`` when one cannot work).
+    No connection is made until the first request (or ``connect()``).
+    """
+
+    def __init__(
+        self,
+        servers: Union[str, Sequence[str]],
+        *,
+        max_ttl: Optional[Seconds] = None,
+        node_timeout: Optional[Seconds] = None,
+        connect_timeout: Optional[Seconds] = None,
+        drift_factor: Optional[float] = None,
+        retry_attempts: Optional[int] = None,
+        retry_delay: Optional[Seconds] = None,
+        retry_max_wait: Optional[Seconds] = None,
+        lock_delay: Optional[Seconds] = None,
+        quarantine: Optional[bool] = None,
+        trust_durable_nodes: Optional[bool] = None,
+        fencing: Optional[bool] = None,
+        fence_retention: Optional[Seconds] = None,
+        notify: Optional[bool] = None,
+        fair: Optional[bool] = None,
+        wait_for_replicas: Optional[bool] = None,
+        tls_root_certificates: Optional[Union[str, bytes]] = None,
+    ) -> None:
+        settings = dict(locals())
+        del settings["self"], settings["servers"]
+        self._m = manager(servers, settings)
+
+    @property
+    def nodes(self) -> List[str]:
+        """The nodes' addresses, without credentials."""
+        return self._m.nodes
+
+    @property
+    def quorum(self) -> int:
+        """How many nodes must grant a request: N/2 + 1."""
+        return self._m.quorum
+
+    def _acquire(
+        self,
+        kind: str,
+        resource: Resources,
+        ttl: Seconds,
+        *,
+        blocking: bool = True,
+        timeout: Optional[Seconds] = None,
+        permits: Optional[int] = None,
+        identity: Optional[str] = None,
+        keep_alive: bool = False,
+    ) -> Lock:
+        held = self._m.acquire(
+            kind, names(resource), ttl, permits=permits, identity=identity,
+            **wait_args(blocking, timeout),
+        )
+        lock = Lock(held)
+        if keep_alive:
+            held.keep_alive(ttl)
+        return lock
+
+    def acquire(
+        self,
+        resource: Resources,
+        ttl: Seconds,
+        *,
+        blocking: bool = True,
+        timeout: Optional[Seconds] = None,
+        permits: Optional[int] = None,
+        keep_alive: bool = False,
+    ) -> Lock:
+        """Acquires ``resource`` for ``ttl`` seconds, retrying by the manager's policy (or
+        until ``timeout`` seconds have passed; ``math.inf``: until acquired). A list of
+        resources is one lock, all-or-nothing; ``permits=K`` takes one of K permits of a
+        semaphore. ``keep_alive=True`` extends it in the background until released.
+        Raises ``LockBusy``, ``Unavailable``, ``Quarantined``, ``WrongType`` or ``TooSlow``."""
+        return self._acquire(
+            "lock", resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
+            keep_alive=keep_alive,
+        )
+
+    def try_acquire(
+        self,
+        resource: Resources,
+        ttl: Seconds,
+        *,
+        permits: Optional[int] = None,
+        keep_alive: bool = False,
+    ) -> Lock:
+        """One attempt, no retry; raises ``LockBusy`` at once if somebody holds it."""
+        return self._acquire(
+            "lock", resource, ttl, blocking=False, permits=permits, keep_alive=keep_alive
+        )
+
+    def acquire_read(
+        self, resource: str, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, keep_alive: bool = False,
+    ) -> Lock:
+        """Takes the read-write lock ``resource`` as one of its readers (many at once, never
+        with a writer)."""
+        return self._acquire(
+            "read", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
+        )
+
+    def acquire_write(
+        self, resource: str, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, keep_alive: bool = False,
+    ) -> Lock:
+        """Takes the read-write lock ``resource`` as its writer (alone; holds new readers off
+        while it waits)."""
+        return self._acquire(
+            "write", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
+        )
+
+    def lock(
+        self,
+        resource: Resources,
+        ttl: Seconds,
+        *,
+        blocking: bool = True,
+        timeout: Optional[Seconds] = None,
+        permits: Optional[int] = None,
+        keep_alive: bool = False,
+    ) -> LockContext:
+        """``with rl.lock("invoice:42", ttl=10) as lock:`` acquires as ``acquire`` does and
+        releases when the block ends."""
+        return LockContext(
+            lambda: self.acquire(
+                resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
+                keep_alive=keep_alive,
+            )
+        )
+
+    def read_lock(
+        self, resource: str, ttl: Seconds, *, timeout: Optional[Seconds] = None,
+        keep_alive: bool = False,
+    ) -> LockContext:
+        """``with rl.read_lock(...)``: a reader of a read-write lock."""
+        return LockContext(
+            lambda: self.acquire_read(resource, ttl, timeout=timeout, keep_alive=keep_alive)
+        )
+
+    def write_lock(
+        self, resource: str, ttl: Seconds, *, timeout: Optional[Seconds] = None,
+        keep_alive: bool = False,
+    ) -> LockContext:
+        """``with rl.write_lock(...)``: the writer of a read-write lock."""
+        return LockContext(
+            lambda: self.acquire_write(resource, ttl, timeout=timeout, keep_alive=keep_alive)
+        )
+
+    def with_lock(self, resource: Resources, ttl: Seconds, work: Callable[[Lock], T]) -> T:
+        """Runs ``work(lock)`` under ``resource``, kept alive, and releases it. A thread cannot
+        be stopped from outside: ``work`` should check ``lock.is_lost()`` (or ``lock.lost``)
+        between steps. Raises ``LockLost`` if the lock was lost before ``work`` returned."""
+        with self.lock(resource, ttl, keep_alive=True) as lock:
+            return work(lock)
+
+    def campaign(
+        self, election: str, identity: str, ttl: Seconds, *, timeout: Optional[Seconds] = None
+    ) -> Lock:
+        """Campaigns in ``election`` until this candidate leads (or ``timeout``); returns the
+        leadership, kept alive: ``fence`` is the term. Release it to resign."""
+        return self._acquire(
+            "campaign", election, ttl, timeout=timeout, identity=identity, keep_alive=False
+        )
+
+    def leader(self, election: str) -> Optional[Leader]:
+        """Who leads ``election``, as a majority of nodes report it; None when nobody does."""
+        return self._m.leader(election)
+
+    def observe(self, election: str) -> LeaderWatch:
+        """A watch that reports each change of ``election``'s leader."""
+        return LeaderWatch(self._m.observe(election))
+
+    def status(self, resource: str) -> List[NodeStatus]:
+        """What each node holds for ``resource`` (free, held by which value, quarantined...)."""
+        return self._m.status(resource)
+
+    def connect(self) -> List[Tuple[str, str]]:
+        """Connects to every node now (optional); returns each node's reply."""
+        return self._m.connect()
+
+    def settle(self) -> None:
+        """Waits for requests still in flight in the background (before a short process
+        exits)."""
+        self._m.settle()
+
+    def mark_nodes(self, force: bool = False) -> List[Tuple[str, bool, str]]:
+        """Vouches that fresh servers lost nothing, so they vote at once instead of after the
+        restart quarantine; returns ``(node, marked, what happened)`` for each."""
+        return self._m.mark_nodes(force)
+
+    def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
+        """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""
+        return self._m.quarantined_nodes()
+
+    def extend_value(self, resource: str, value: str, ttl: Seconds) -> float:
+        """Extends a lock known only by its value; returns the seconds of validity."""
+        return self._m.extend_value(resource, value, ttl)
+
+    def release_value(self, resource: str, value: str) -> int:
+        """Releases a lock known only by its value; returns how many nodes confirmed."""
+        return self._m.release_value(resource, value)
+
+    def __repr__(self) -> str:
+        return repr(self._m)

@@ -1,0 +1,99 @@
+"""What the blocking and the asyncio APIs share: turning Python arguments into the native
+module's, and the read-only parts of a lock handle."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _redquorum
+
+Seconds = Union[float, int, timedelta]
+Resources = Union[str, Sequence[str]]
+
+
+def names(resource: Resources) -> List[str]:
+    """One resource, or several taken as one lock."""
+    if isinstance(resource, str):
+        return [resource]
+    return list(resource)
+
+
+def wait_args(blocking: bool, timeout: Optional[Seconds]) -> Dict[str, Any]:
+    """``timeout=None``: the manager's retry policy; ``math.inf``: until acquired."""
+    if isinstance(timeout, (int, float)) and math.isinf(timeout) and timeout > 0:
+        return {"blocking": blocking, "timeout": None, "wait_forever": True}
+    return {"blocking": blocking, "timeout": timeout, "wait_forever": False}
+
+
+def manager(servers: Union[str, Sequence[str]], settings: Dict[str, Any]) -> Any:
+    return _redquorum.Manager(servers, **{k: v for k, v in settings.items() if v is not None})
+
+
+class LockView:
+    """The read-only side of a held lock, shared by both APIs."""
+
+    __slots__ = ("_held", "_lost")
+
+    def __init__(self, held: Any) -> None:
+        self._held = held
+        self._lost: Any = None
+
+    @property
+    def resource(self) -> str:
+        """The locked resource (the Redis key); for several, the first, sorted."""
+        return self._held.resource
+
+    @property
+    def resources(self) -> List[str]:
+        """Every locked resource, sorted and without duplicates."""
+        return self._held.resources
+
+    @property
+    def value(self) -> str:
+        """The random value that identifies this acquisition on the servers."""
+        return self._held.value
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing token: larger than every token handed out for this resource before.
+        Pass it with every write to the protected resource, which must refuse a smaller one
+        than the largest it has seen. ``None`` with ``fencing=False``."""
+        return self._held.fence
+
+    @property
+    def permit(self) -> Optional[int]:
+        """For a semaphore's permit, which one it is (``0 <= permit < permits``)."""
+        return self._held.permit
+
+    @property
+    def is_read(self) -> bool:
+        """Whether this is a reader's hold on a read-write lock."""
+        return self._held.is_read
+
+    @property
+    def kept_alive(self) -> bool:
+        """Whether the lock is extended in the background (``keep_alive=True``)."""
+        return self._held.kept_alive
+
+    def remaining(self) -> float:
+        """Seconds left before the lock counts as lost (reads the clock); 0.0 once it is."""
+        return self._held.remaining()
+
+    def is_lost(self) -> bool:
+        """Whether the lock may no longer be relied on (reads the clock). Final."""
+        return self._held.is_lost()
+
+    def loss_reason(self) -> Optional[str]:
+        """Why a kept-alive lock was lost, or None."""
+        return self._held.loss_reason()
+
+    def extensions(self) -> int:
+        """How many background extensions succeeded so far."""
+        return self._held.extensions()
+
+    def __repr__(self) -> str:
+        return repr(self._held)
+
+

@@ -1,0 +1,341 @@
+"""The asyncio API: the same manager and locks as ``redquorum``, awaited on the running loop.
+
+    from redquorum.asyncio import Redlock
+
+    rl = Redlock("redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003")
+    async with rl.lock("invoice:42", ttl=10) as lock:
+        await write_invoice(fence=lock.fence)
+
+The network work runs on redquorum's own runtime; only the result comes back to the loop.
+A lock belongs to its handle, not to a task: two tasks on one loop never see each other's lock,
+and any task holding the ``Lock`` object can release it.
+"""
+
+from __future__ import annotations
+
+import asyncio as _asyncio
+import inspect
+from typing import (
+    Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union,
+)
+
+from ._common import LockView, Resources, Seconds, manager, names, wait_args
+from ._redquorum import Leader, NodeStatus
+from .errors import ConfigError, LockLost, RedquorumError
+
+__all__ = ["Redlock", "Lock", "AsyncLockContext", "LeaderWatch"]
+
+T = TypeVar("T")
+
+
+class Lock(LockView):
+    """A held lock, for asyncio. ``extend`` and ``release`` are coroutines; ``lost`` is an
+    ``asyncio.Event``."""
+
+    __slots__ = ()
+
+    @property
+    def lost(self) -> _asyncio.Event:
+        """An ``asyncio.Event`` of the loop that first reads it, set when the lock is lost (its
+        validity ran out, an extension failed, its keep-alive gave it up) and once it is
+        released: ``await lock.lost.wait()`` to stop work when the lock goes."""
+        if self._lost is None:
+            loop = _asyncio.get_running_loop()
+            event = _asyncio.Event()
+
+            def fire() -> None:
+                try:
+                    loop.call_soon_threadsafe(event.set)
+                except RuntimeError:
+                    pass  # the loop is closed: nobody waits any more
+
+            self._held.on_lost(fire)
+            self._lost = event
+        return self._lost
+
+    async def extend(self, ttl: Seconds) -> None:
+        """Resets the TTL to ``ttl`` seconds from now; raises ``LockLost``/``NotHeld`` if it
+        could not."""
+        await self._held.extend_async(ttl)
+
+    async def release(self) -> int:
+        """Releases the lock on every node; returns how many confirmed. Raises ``NotHeld`` if
+        the nodes no longer held it, ``LockLost`` if its keep-alive had lost it."""
+        return await self._held.release_async()
+
+    def keep_alive(
+        self,
+        ttl: Optional[Seconds] = None,
+        *,
+        interval: Optional[Seconds] = None,
+        margin: Optional[Seconds] = None,
+        max_extensions: Optional[int] = None,
+        max_hold: Optional[Seconds] = None,
+    ) -> "Lock":
+        """Extends the lock in the background from now on; a failed extension sets ``lost``."""
+        if ttl is None:
+            raise ConfigError("keep_alive needs the ttl each extension sets")
+        self._held.keep_alive(ttl, interval, margin, max_extensions, max_hold)
+        return self
+
+    async def __aenter__(self) -> "Lock":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await _release_at_exit(self, exc[0] is not None)
+
+
+async def _release_at_exit(lock: Lock, failing: bool) -> None:
+    try:
+        await lock.release()
+    except RedquorumError:
+        if not failing:
+            raise
+
+
+class AsyncLockContext:
+    """What ``Redlock.lock(...)`` returns: acquires on ``async with``, releases at the end of
+    the block (raising ``LockLost`` at the end of a block whose lock was lost meanwhile)."""
+
+    __slots__ = ("_acquire", "_lock")
+
+    def __init__(self, acquire: Callable[[], Awaitable[Lock]]) -> None:
+        self._acquire = acquire
+        self._lock: Optional[Lock] = None
+
+    async def __aenter__(self) -> Lock:
+        self._lock = await self._acquire()
+        return self._lock
+
+    async def __aexit__(self, *exc: Any) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            await _release_at_exit(lock, exc[0] is not None)
+
+
+class LeaderWatch:
+    """Reports each change of an election's leader: ``await changed()``, or
+    ``async for leader in watch``."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(self, watch: Any) -> None:
+        self._watch = watch
+
+    async def changed(self) -> Optional[Leader]:
+        """The new leader, or None when nobody leads (at once the first time)."""
+        return await self._watch.changed_async()
+
+    def __aiter__(self) -> AsyncIterator[Optional[Leader]]:
+        return self._changes()
+
+    async def _changes(self) -> AsyncIterator[Optional[Leader]]:
+        while True:
+            yield await self._watch.changed_async()
+
+
+class Redlock:
+    """The lock manager for asyncio; the same settings as ``redquorum.Redlock``."""
+
+    def __init__(
+        self,
+        servers: Union[str, Sequence[str]],
+        *,
+        max_ttl: Optional[Seconds] = None,
+        node_timeout: Optional[Seconds] = None,
+        connect_timeout: Optional[Seconds] = None,
+        drift_factor: Optional[float] = None,
+        retry_attempts: Optional[int] = None,
+        retry_delay: Optional[Seconds] = None,
+        retry_max_wait: Optional[Seconds] = None,
+        lock_delay: Optional[Seconds] = None,
+        quarantine: Optional[bool] = None,
+        trust_durable_nodes: Optional[bool] = None,
+        fencing: Optional[bool] = None,
+        fence_retention: Optional[Seconds] = None,
+        notify: Optional[bool] = None,
+        fair: Optional[bool] = None,
+        wait_for_replicas: Optional[bool] = None,
+        tls_root_certificates: Optional[Union[str, bytes]] = None,
+    ) -> None:
+        settings = dict(locals())
+        del settings["self"], settings["servers"]
+        self._m = manager(servers, settings)
+
+    @property
+    def nodes(self) -> List[str]:
+        """The nodes' addresses, without credentials."""
+        return self._m.nodes
+
+    @property
+    def quorum(self) -> int:
+        """How many nodes must grant a request: N/2 + 1."""
+        return self._m.quorum
+
+    async def _acquire(
+        self,
+        kind: str,
+        resource: Resources,
+        ttl: Seconds,
+        *,
+        blocking: bool = True,
+        timeout: Optional[Seconds] = None,
+        permits: Optional[int] = None,
+        identity: Optional[str] = None,
+        keep_alive: bool = False,
+    ) -> Lock:
+        held = await self._m.acquire_async(
+            kind, names(resource), ttl, permits=permits, identity=identity,
+            **wait_args(blocking, timeout),
+        )
+        lock = Lock(held)
+        if keep_alive:
+            held.keep_alive(ttl)
+        return lock
+
+    async def acquire(
+        self,
+        resource: Resources,
+        ttl: Seconds,
+        *,
+        blocking: bool = True,
+        timeout: Optional[Seconds] = None,
+        permits: Optional[int] = None,
+        keep_alive: bool = False,
+    ) -> Lock:
+        """As ``redquorum.Redlock.acquire``, awaited."""
+        return await self._acquire(
+            "lock", resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
+            keep_alive=keep_alive,
+        )
+
+    async def try_acquire(
+        self, resource: Resources, ttl: Seconds, *, permits: Optional[int] = None,
+        keep_alive: bool = False,
+    ) -> Lock:
+        """One attempt, no retry; raises ``LockBusy`` at once if somebody holds it."""
+        return await self._acquire(
+            "lock", resource, ttl, blocking=False, permits=permits, keep_alive=keep_alive
+        )
+
+    async def acquire_read(
+        self, resource: str, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, keep_alive: bool = False,
+    ) -> Lock:
+        """A reader of the read-write lock ``resource``."""
+        return await self._acquire(
+            "read", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
+        )
+
+    async def acquire_write(
+        self, resource: str, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, keep_alive: bool = False,
+    ) -> Lock:
+        """The writer of the read-write lock ``resource``."""
+        return await self._acquire(
+            "write", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
+        )
+
+    def lock(
+        self,
+        resource: Resources,
+        ttl: Seconds,
+        *,
+        blocking: bool = True,
+        timeout: Optional[Seconds] = None,
+        permits: Optional[int] = None,
+        keep_alive: bool = False,
+    ) -> AsyncLockContext:
+        """``async with rl.lock("invoice:42", ttl=10) as lock:``."""
+        return AsyncLockContext(
+            lambda: self.acquire(
+                resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
+                keep_alive=keep_alive,
+            )
+        )
+
+    def read_lock(
+        self, resource: str, ttl: Seconds, *, timeout: Optional[Seconds] = None,
+        keep_alive: bool = False,
+    ) -> AsyncLockContext:
+        """``async with rl.read_lock(...)``: a reader."""
+        return AsyncLockContext(
+            lambda: self.acquire_read(resource, ttl, timeout=timeout, keep_alive=keep_alive)
+        )
+
+    def write_lock(
+        self, resource: str, ttl: Seconds, *, timeout: Optional[Seconds] = None,
+        keep_alive: bool = False,
+    ) -> AsyncLockContext:
+        """``async with rl.write_lock(...)``: the writer."""
+        return AsyncLockContext(
+            lambda: self.acquire_write(resource, ttl, timeout=timeout, keep_alive=keep_alive)
+        )
+
+    async def with_lock(
+        self,
+        resource: Resources,
+        ttl: Seconds,
+        work: Union[Awaitable[T], Callable[[Lock], Awaitable[T]]],
+        *,
+        timeout: Optional[Seconds] = None,
+    ) -> T:
+        """Acquires ``resource``, keeps it alive, runs ``work`` (a coroutine, or a function
+        of the lock returning one) and releases. If the lock is lost first, the work's task
+        is cancelled and ``LockLost`` is raised: nothing runs on under a lost lock."""
+        lock = await self.acquire(resource, ttl, timeout=timeout, keep_alive=True)
+        lost = lock.lost
+        coroutine = work if inspect.isawaitable(work) else work(lock)  # type: ignore[operator]
+        task = _asyncio.ensure_future(coroutine)
+        watch = _asyncio.ensure_future(lost.wait())
+        try:
+            await _asyncio.wait({task, watch}, return_when=_asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            watch.cancel()
+            await lock.release() if not lock.is_lost() else None
+            raise
+        if watch.done() or (lock.is_lost() and not task.done()):
+            # A loss noticed together with the result wins, as in the library.
+            task.cancel()
+            await _asyncio.gather(task, return_exceptions=True)
+            try:
+                await lock.release()
+            except LockLost:
+                raise
+            raise LockLost(f"lock on {resource!r} was lost before the work finished")
+        watch.cancel()
+        try:
+            await lock.release()
+        except LockLost:
+            pass  # the work finished while the lock was ours; a later loss changes nothing
+        return task.result()
+
+    async def campaign(
+        self, election: str, identity: str, ttl: Seconds, *, timeout: Optional[Seconds] = None
+    ) -> Lock:
+        """Campaigns until this candidate leads; returns the leadership, kept alive."""
+        return await self._acquire("campaign", election, ttl, timeout=timeout, identity=identity)
+
+    async def leader(self, election: str) -> Optional[Leader]:
+        """Who leads ``election``; None when nobody does."""
+        return await self._m.leader_async(election)
+
+    def observe(self, election: str) -> LeaderWatch:
+        """A watch of ``election``'s leader."""
+        return LeaderWatch(self._m.observe(election))
+
+    async def status(self, resource: str) -> List[NodeStatus]:
+        """What each node holds for ``resource``."""
+        return await self._m.status_async(resource)
+
+    def mark_nodes(self, force: bool = False) -> List[Tuple[str, bool, str]]:
+        """Vouches for fresh servers (blocking: an operator's step, not a hot path)."""
+        return self._m.mark_nodes(force)
+
+    def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
+        """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""
+        return self._m.quarantined_nodes()
+
+    def __repr__(self) -> str:
+        return repr(self._m)

@@ -1,0 +1,91 @@
+"""Real redis-server processes for the suite, started by the project's node launcher
+(`redlock nodes start`, crate redquorum-cli), so no server-starting code is copied here. The
+launcher gives each brand-new server a marker that vouches for it, so the nodes vote at once
+instead of waiting out the restart quarantine (the quarantine test removes the markers, and
+vouches with `Redlock.mark_nodes()` instead).
+
+The `redlock` binary is `$REDLOCK_BIN`, else `target/debug/redlock` of this checkout (built by
+scripts/test.sh), else the one on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+import redis
+
+import redquorum
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def redlock_bin() -> str:
+    env = os.environ.get("REDLOCK_BIN")
+    if env:
+        return env
+    local = ROOT / "target" / "debug" / "redlock"
+    if local.exists():
+        return str(local)
+    found = shutil.which("redlock")
+    if found:
+        return found
+    pytest.exit("the `redlock` binary is missing: cargo build -p redquorum-cli", returncode=2)
+    raise AssertionError
+
+
+class Nodes:
+    """N nodes started by the launcher in a directory of their own."""
+
+    def __init__(self, count: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="redquorum-py-")
+        out = subprocess.run(
+            [redlock_bin(), "nodes", "start", "--count", str(count), "--dir", self.dir, "--json"],
+            check=True, capture_output=True, text=True, timeout=60,
+        )
+        started = json.loads(out.stdout)
+        self.servers: str = started["servers"]
+        self.urls: List[str] = [n["url"] for n in started["nodes"]]
+
+    def clients(self) -> List[redis.Redis]:
+        return [redis.Redis.from_url(u) for u in self.urls]
+
+    def stop(self) -> None:
+        subprocess.run(
+            [redlock_bin(), "nodes", "stop", "--dir", self.dir],
+            capture_output=True, timeout=60,
+        )
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def nodes() -> Iterator[Nodes]:
+    started = Nodes(3)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def servers(nodes: Nodes) -> str:
+    return nodes.servers
+
+
+@pytest.fixture
+def name() -> str:
+    """A resource name of its own for each test."""
+    return f"test:{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def rl(servers: str) -> redquorum.Redlock:
+    return redquorum.Redlock(servers, retry_delay=0.05)

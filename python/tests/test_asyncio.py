@@ -1,0 +1,195 @@
+"""The asyncio API, against real servers. Each test runs its own loop (asyncio.run)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from redquorum import LockBusy, LockLost, NotHeld
+from redquorum.asyncio import Redlock
+
+
+def run(coroutine, limit=60):
+    return asyncio.run(asyncio.wait_for(coroutine, limit))
+
+
+def test_exclusion_under_asyncio_tasks(servers, name):
+    async def main():
+        rl = Redlock(servers, retry_delay=0.05)
+        state = {"value": 0, "inside": 0, "overlaps": 0}
+
+        async def work():
+            for _ in range(15):
+                async with rl.lock(name, ttl=10, timeout=30):
+                    state["inside"] += 1
+                    if state["inside"] != 1:
+                        state["overlaps"] += 1
+                    seen = state["value"]
+                    await asyncio.sleep(0.0005)  # other tasks run while we hold it
+                    state["value"] = seen + 1
+                    state["inside"] -= 1
+
+        await asyncio.gather(*(work() for _ in range(16)))
+        return state
+
+    assert run(main()) == {"value": 16 * 15, "inside": 0, "overlaps": 0}
+
+
+def test_two_tasks_never_release_each_others_lock(servers, nodes, name):
+    """redis-py's failure: its Lock keeps the token in a thread-local, so two tasks on one
+    thread share it and one can release the other's lock. Here each handle is its own."""
+
+    async def main():
+        rl = Redlock(servers)
+        first_taken, second_taken = asyncio.Event(), asyncio.Event()
+        outcome = {}
+
+        async def first():
+            lock = await rl.acquire(name, 0.5)
+            first_taken.set()
+            await second_taken.wait()  # our lock expired; the second task holds it now
+            with pytest.raises(NotHeld):
+                await lock.release()
+            outcome["first"] = "refused"
+
+        async def second():
+            await first_taken.wait()
+            lock = await rl.acquire(name, 10, timeout=10)
+            second_taken.set()
+            await asyncio.sleep(0.2)  # while the first task tries to release
+            outcome["value_kept"] = all(
+                r.get(name) == lock.value.encode() for r in nodes.clients()
+            )
+            outcome["second"] = await lock.release()
+
+        await asyncio.gather(first(), second())
+        return outcome
+
+    outcome = run(main())
+    assert outcome["first"] == "refused"
+    assert outcome["value_kept"] and outcome["second"] >= 2
+
+
+def test_another_task_releases_the_lock(servers, name):
+    async def main():
+        rl = Redlock(servers)
+        lock = await rl.acquire(name, 10)
+        confirmed = await asyncio.create_task(lock.release())
+        again = await rl.try_acquire(name, 5)
+        await again.release()
+        return confirmed
+
+    assert run(main()) >= 2
+
+
+def test_busy_and_fencing(servers, name):
+    async def main():
+        rl = Redlock(servers)
+        async with rl.lock(name, ttl=10) as held:
+            with pytest.raises(LockBusy):
+                await rl.try_acquire(name, 10)
+            first = held.fence
+        async with rl.lock(name, ttl=10) as held:
+            return first, held.fence
+
+    first, second = run(main())
+    assert second > first
+
+
+def test_loss_is_an_asyncio_event(servers, nodes, name):
+    async def main():
+        rl = Redlock(servers)
+        lock = await rl.acquire(name, 1, keep_alive=True)
+        await asyncio.sleep(2.2)
+        assert not lock.lost.is_set() and not lock.is_lost()
+        for r in nodes.clients():
+            r.delete(name)
+        await asyncio.wait_for(lock.lost.wait(), 5)
+        assert lock.is_lost()
+        with pytest.raises(LockLost):
+            await lock.release()
+
+    run(main())
+
+
+def test_with_lock_cancels_the_work_when_the_lock_is_lost(servers, nodes, name):
+    cancelled = []
+
+    async def work(lock):
+        for r in nodes.clients():
+            r.delete(name)  # somebody deletes our keys
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def main():
+        rl = Redlock(servers)
+        start = time.monotonic()
+        with pytest.raises(LockLost):
+            await rl.with_lock(name, 1, work)
+        return time.monotonic() - start
+
+    assert run(main()) < 20
+    assert cancelled == [True]
+
+
+def test_with_lock_returns_the_work_result(servers, name):
+    async def main():
+        rl = Redlock(servers)
+
+        async def work(lock):
+            await asyncio.sleep(0.01)
+            return lock.fence
+
+        return await rl.with_lock(name, 5, work)
+
+    assert isinstance(run(main()), int)
+
+
+def test_the_loop_keeps_running_while_a_task_waits(servers, name):
+    async def main():
+        rl = Redlock(servers)
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        async with rl.lock(name, ttl=10):
+            t = asyncio.create_task(ticker())
+            with pytest.raises(LockBusy):
+                await rl.acquire(name, 10, timeout=1)
+            t.cancel()
+        return ticks
+
+    assert run(main()) > 50
+
+
+def test_semaphore_read_write_election(servers, name):
+    async def main():
+        rl = Redlock(servers)
+        a = await rl.acquire(f"{name}:s", 10, permits=2)
+        b = await rl.acquire(f"{name}:s", 10, permits=2)
+        with pytest.raises(LockBusy):
+            await rl.try_acquire(f"{name}:s", 10, permits=2)
+        await a.release()
+        await b.release()
+        async with rl.read_lock(f"{name}:rw", 10):
+            with pytest.raises(LockBusy):
+                await rl.acquire_write(f"{name}:rw", 10, blocking=False)
+        leading = await rl.campaign(f"{name}:e", "me", 5)
+        leader = await rl.leader(f"{name}:e")
+        assert leader.identity == "me" and leader.term == leading.fence
+        watch = rl.observe(f"{name}:e")
+        assert (await watch.changed()).identity == "me"
+        await leading.release()
+        assert await watch.changed() is None
+        assert [s.state for s in await rl.status(f"{name}:e")] == ["free"] * 3
+
+    run(main())

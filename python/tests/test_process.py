@@ -1,0 +1,85 @@
+"""A process's life: a fork, and an interpreter that exits with locks still held."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import redis
+
+import redquorum
+
+
+def wait_child(pid: int, limit: float = 30.0) -> int:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child hung")
+
+
+def test_fork_child_gets_a_clear_error_or_its_own_runtime(servers, name):
+    rl = redquorum.Redlock(servers)
+    rl.acquire(name, 10).release()  # the parent's runtime and connections are running
+    held = rl.acquire(f"{name}:held", 10)
+    pid = os.fork()
+    if pid == 0:  # the child: exit codes report what happened
+        code = 0
+        try:
+            rl.try_acquire(name, 5)
+            code = 10  # the parent's manager must refuse
+        except redquorum.ProcessForked as e:
+            if "\n" in str(e):
+                code = 11
+        except BaseException:
+            code = 12
+        try:
+            del held  # the parent's lock is forgotten, not released from here
+            own = redquorum.Redlock(servers)
+            with own.lock(name, ttl=5) as lock:
+                if lock.fence is None:
+                    code = 13
+        except BaseException:
+            code = 14
+        os._exit(code)
+    assert wait_child(pid) == 0
+    # The parent still works, and its lock was not touched by the child.
+    assert rl.status(f"{name}:held")[0].value == held.value
+    held.release()
+    rl.acquire(name, 5).release()
+
+
+def test_interpreter_exit_with_locks_held(servers, nodes, name):
+    script = textwrap.dedent(
+        f"""
+        import redquorum, redquorum.asyncio, asyncio
+        rl = redquorum.Redlock({servers!r})
+        plain = rl.acquire({name!r} + ":plain", 5)
+        kept = rl.acquire({name!r} + ":kept", 5, keep_alive=True)
+        kept.lost  # a loss watcher is running
+        async def main():
+            arl = redquorum.asyncio.Redlock({servers!r})
+            global alock
+            alock = await arl.acquire({name!r} + ":async", 5, keep_alive=True)
+            alock.lost
+        asyncio.run(main())
+        print("exiting", flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "exiting" in done.stdout
+    assert "panic" not in done.stderr.lower() and "fatal" not in done.stderr.lower()
+    # Whatever was not released on the way out expires with its TTL.
+    r = redis.Redis.from_url(nodes.urls[0])
+    for suffix in (":plain", ":kept", ":async"):
+        assert r.pttl(name + suffix) <= 5000

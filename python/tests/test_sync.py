@@ -1,0 +1,298 @@
+"""The blocking API, against real servers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+import redis
+
+import redquorum
+from redquorum import (
+    ConfigError, LockBusy, LockLost, NotHeld, Quarantined, Unavailable, WrongType,
+)
+
+
+def test_construction_refuses_what_the_builder_refuses():
+    cases = [
+        ("", {}),
+        ("redis://127.0.0.1:1,redis://127.0.0.1:1", {}),
+        ("redis://127.0.0.1:1", {"drift_factor": 1.5}),
+        ("redis://127.0.0.1:1", {"node_timeout": 0}),
+        ("redis://127.0.0.1:1", {"node_timeout": -1}),
+        ("redis://127.0.0.1:1", {"max_ttl": 10, "lock_delay": 10}),
+        ("redis://127.0.0.1:1", {"max_ttl": 60, "fence_retention": 60}),
+        ("redis://127.0.0.1:1", {"tls_root_certificates": "not a pem"}),
+        ("not a url", {}),
+    ]
+    for servers, settings in cases:
+        with pytest.raises(ConfigError) as e:
+            redquorum.Redlock(servers, **settings)
+        assert isinstance(e.value, ValueError)
+        assert "\n" not in str(e.value), servers
+    # Seconds as numbers or timedeltas, defaults as the library's.
+    rl = redquorum.Redlock(["redis://127.0.0.1:1"], max_ttl=timedelta(seconds=30))
+    assert rl.quorum == 1 and rl.nodes == ["127.0.0.1:1"]
+
+
+def test_no_password_in_any_message_or_repr():
+    rl = redquorum.Redlock(
+        "redis://alice:hunter2secret@127.0.0.1:1,redis://:hunter2secret@127.0.0.1:2,"
+        "redis://127.0.0.1:3",
+        connect_timeout=0.2, node_timeout=0.2,
+    )
+    assert "hunter2secret" not in repr(rl)
+    with pytest.raises(Unavailable) as e:
+        rl.try_acquire("x", 5)
+    text = str(e.value) + repr(e.value) + repr(e.value.replies)
+    assert "hunter2secret" not in text
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError) as c:
+        redquorum.Redlock("redis://alice:hunter2secret@127.0.0.1:notaport")
+    assert "hunter2secret" not in str(c.value)
+
+
+def test_exclusion_under_threads(rl, name):
+    counter = {"value": 0, "inside": 0, "overlaps": 0}
+    threads, rounds = 8, 15
+
+    def work():
+        for _ in range(rounds):
+            with rl.lock(name, ttl=10, timeout=30):
+                counter["inside"] += 1
+                if counter["inside"] != 1:
+                    counter["overlaps"] += 1
+                seen = counter["value"]
+                time.sleep(0.0005)  # lets other threads run while we hold the lock
+                counter["value"] = seen + 1
+                counter["inside"] -= 1
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(60)
+    assert counter == {"value": threads * rounds, "inside": 0, "overlaps": 0}
+
+
+def test_another_thread_releases_the_lock(rl, name):
+    lock = rl.acquire(name, 10)
+    outcome = []
+    t = threading.Thread(target=lambda: outcome.append(lock.release()))
+    t.start()
+    t.join(10)
+    assert outcome and outcome[0] >= rl.quorum
+    rl.try_acquire(name, 5).release()  # free again
+    with pytest.raises(NotHeld):
+        lock.release()  # once only
+
+
+def test_fencing_tokens_increase(rl, name):
+    fences = []
+    for _ in range(5):
+        with rl.lock(name, ttl=5) as lock:
+            fences.append(lock.fence)
+    assert all(isinstance(f, int) for f in fences)
+    assert fences == sorted(fences) and len(set(fences)) == 5
+
+
+def test_busy_lock_raises_lock_busy(rl, name):
+    with rl.lock(name, ttl=10):
+        start = time.monotonic()
+        with pytest.raises(LockBusy) as e:
+            rl.try_acquire(name, 10)
+        assert time.monotonic() - start < 5
+        assert e.value.cause == "busy" and e.value.resource == name
+        assert e.value.quorum == 2 and len(e.value.replies) == 3
+        with pytest.raises(LockBusy):
+            rl.acquire(name, 10, timeout=0.3)
+
+
+def test_extend_and_release_of_a_lost_lock_raise(rl, nodes, name):
+    lock = rl.acquire(name, 10)
+    lock.extend(10)
+    assert lock.remaining() > 5
+    for r in nodes.clients():
+        r.delete(name)
+    with pytest.raises(NotHeld) as e:
+        lock.extend(10)
+    assert isinstance(e.value, LockLost)
+    assert lock.is_lost() and lock.remaining() == 0.0
+    with pytest.raises(NotHeld):
+        lock.release()
+
+
+def test_a_lock_left_to_expire_is_lost_by_the_clock(rl, name):
+    lock = rl.acquire(name, 0.3)
+    assert lock.lost.wait(5)
+    assert lock.is_lost() and lock.remaining() == 0.0
+
+
+def test_keep_alive_outlives_the_ttl_and_signals_loss(rl, nodes, name):
+    with pytest.raises(LockLost):
+        with rl.lock(name, ttl=1, keep_alive=True) as lock:
+            assert lock.kept_alive
+            assert not lock.lost.wait(2.5)  # more than twice the TTL, still held
+            assert not lock.is_lost() and lock.extensions() >= 2
+            with pytest.raises(LockBusy):
+                rl.try_acquire(name, 1)
+            for r in nodes.clients():
+                r.delete(name)
+            assert lock.lost.wait(5)
+            assert lock.is_lost() and lock.loss_reason()
+    # The context manager raised LockLost at the end of the block: the work may have overlapped.
+
+
+def test_wrong_type(rl, nodes, name):
+    for r in nodes.clients():
+        r.hset(name, "field", "1")
+    with pytest.raises(WrongType) as e:
+        rl.try_acquire(name, 5)
+    assert e.value.node and e.value.cause == "wrong_type"
+
+
+def test_unavailable(name):
+    rl = redquorum.Redlock(
+        "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3",
+        connect_timeout=0.2, node_timeout=0.2,
+    )
+    with pytest.raises(Unavailable) as e:
+        rl.try_acquire(name, 5)
+    assert e.value.cause == "unavailable"
+
+
+def test_quarantined_says_when_it_ends(name):
+    from conftest import Nodes
+
+    fresh = Nodes(3)
+    try:
+        for r in fresh.clients():
+            r.delete("redlock-node-marker")  # as if first seen by no client yet
+        rl = redquorum.Redlock(fresh.servers, max_ttl=30, trust_durable_nodes=False)
+        with pytest.raises(Quarantined) as e:
+            rl.try_acquire(name, 5)
+        assert 0 < e.value.ready_in <= 30
+        assert e.value.ready_at > time.time()
+        assert rl.quarantined_nodes()
+        assert all(marked for _, marked, _ in rl.mark_nodes())  # an operator vouches
+        rl.acquire(name, 5, timeout=15).release()  # trusted at the next health check
+    finally:
+        fresh.stop()
+
+
+def test_semaphore_permits(rl, name):
+    a = rl.acquire(name, 10, permits=2)
+    b = rl.acquire(name, 10, permits=2)
+    assert {a.permit, b.permit} == {0, 1}
+    with pytest.raises(LockBusy):
+        rl.try_acquire(name, 10, permits=2)
+    a.release()
+    with rl.lock(name, ttl=10, permits=2) as c:
+        assert c.permit == a.permit
+    b.release()
+
+
+def test_read_write_locks(rl, name):
+    r1 = rl.acquire_read(name, 10)
+    r2 = rl.acquire_read(name, 10)
+    assert r1.is_read and r2.is_read
+    with pytest.raises(LockBusy):
+        rl.acquire_write(name, 10, blocking=False)
+    r1.release()
+    r2.release()
+    with rl.write_lock(name, 10) as w:
+        assert not w.is_read
+        with pytest.raises(LockBusy):
+            rl.acquire_read(name, 10, blocking=False)
+
+
+def test_several_resources_at_once(rl, name):
+    a, b = f"{name}:a", f"{name}:b"
+    with rl.lock([b, a], ttl=10) as both:
+        assert both.resources == sorted([a, b])
+        with pytest.raises(LockBusy):
+            rl.try_acquire(a, 10)
+    with rl.lock(a, ttl=10):
+        with pytest.raises(LockBusy):
+            rl.try_acquire([a, b], 10)
+
+
+def test_election(rl, name):
+    assert rl.leader(name) is None
+    watch = rl.observe(name)
+    assert watch.changed() is None
+    leading = rl.campaign(name, "node-a", 5)
+    leader = rl.leader(name)
+    assert leader.identity == "node-a" and leader.term == leading.fence
+    assert watch.changed().identity == "node-a"
+    with pytest.raises(LockBusy):
+        rl.campaign(name, "node-b", 5, timeout=0.2)
+    leading.release()
+    assert watch.changed() is None
+
+
+def test_status(rl, name):
+    with rl.lock(name, ttl=10) as lock:
+        status = rl.status(name)
+        assert len(status) == 3
+        assert all(s.state == "held" and s.value == lock.value for s in status)
+    assert all(s.state == "free" for s in rl.status(name))
+
+
+def test_lock_delay_keeps_keys_past_the_ttl(servers, nodes, name):
+    rl = redquorum.Redlock(servers, lock_delay=5)
+    rl.acquire(name, 2).detach()  # as if the holder crashed
+    ttls = [r.pttl(name) for r in nodes.clients()]
+    assert all(t > 3000 for t in ttls), ttls  # TTL plus the delay
+
+
+def test_notified_fair_waiting(servers, name):
+    # Polling would not retry for 30 s; the release's notification wakes the waiter.
+    rl = redquorum.Redlock(servers, fair=True, retry_delay=30)
+    holder = rl.acquire(name, 10)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(rl.acquire(name, 10, timeout=20)))
+    waiter.start()
+    time.sleep(0.3)
+    start = time.monotonic()
+    holder.release()
+    waiter.join(25)
+    assert got, "the waiter did not get the lock"
+    assert time.monotonic() - start < 10
+    got[0].release()
+
+
+def test_the_gil_is_released_while_waiting(rl, name):
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    with rl.lock(name, ttl=10):
+        t = threading.Thread(target=ticker)
+        t.start()
+        try:
+            with pytest.raises(LockBusy):
+                rl.acquire(name, 10, timeout=1)
+        finally:
+            stop.set()
+            t.join(5)
+    assert len(ticks) > 50
+
+
+def test_acl_user(nodes, name):
+    for r in nodes.clients():
+        r.execute_command("ACL", "SETUSER", "locker", "on", ">s3cretpw", "~*", "&*", "+@all")
+    urls = [u.replace("redis://", "redis://locker:s3cretpw@") for u in nodes.urls]
+    rl = redquorum.Redlock(urls)
+    with rl.lock(name, ttl=5) as lock:
+        assert lock.fence is not None
+    bad = redquorum.Redlock([u.replace("s3cretpw", "wrongpw") for u in urls], node_timeout=0.5)
+    with pytest.raises(Unavailable) as e:
+        bad.try_acquire(name, 5)
+    assert "wrongpw" not in str(e.value) and "s3cretpw" not in str(e.value)
