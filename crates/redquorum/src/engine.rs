@@ -41,13 +41,19 @@
 //!    unavailable until validity plus delay, whether the release comes from the holder, from
 //!    another process by value ([`Redlock::release_value`](crate::Redlock::release_value), the
 //!    CLI's `release`), or from a holder that does not know it is late. The node judges from
-//!    the key's own remaining time: at the holder's deadline the key has the delay plus the drift
-//!    allowance left, so a sender that knows the deadline (the holder, whose own late release
-//!    lingers anyway) tests against the delay, and one that does not against the delay plus the
-//!    drift allowance of `max_ttl`, the longest any lock may have (a release very near the
-//!    deadline may then be judged late: the safe side; a release by value of a lock whose TTL
-//!    is shorter than that allowance, 602 ms at the defaults, is always judged late). Such a release is not a success:
-//!    [`Released::cause`] is [`Cause::LeftToDelay`](crate::Cause::LeftToDelay).
+//!    the key's own remaining time. The key was set (or extended) for the TTL plus the delay
+//!    when the vote's write ran, which is at most a node timeout after its round began (a reply
+//!    after the round's deadline is no vote), while the deadline counts from the round's start:
+//!    at the holder's deadline the key has the delay, plus the drift allowance, plus that lag
+//!    (at most the node timeout) left. So a sender that knows the deadline (the holder, whose own
+//!    late release lingers anyway) tests against the delay plus the node timeout, and one that
+//!    does not against the delay plus the drift allowance of `max_ttl`, the longest any lock may
+//!    have, plus the node timeout. A release near the deadline may then be judged late: the safe
+//!    side (a release by value of a lock whose TTL is shorter than that allowance plus the node
+//!    timeout, 702 ms at the defaults, is always judged late). The model checker found the lag
+//!    (`docs/model.md`): without it, a release that reached a node after the deadline freed a
+//!    key whose write had run late. Such a release is not a success: [`Released::cause`] is
+//!    [`Cause::LeftToDelay`](crate::Cause::LeftToDelay).
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};
@@ -479,15 +485,13 @@ impl Engine {
         deadline: Deadline,
     ) -> Released {
         let span = tracing::debug_span!("release", resource = %resources);
-        let delay = self.rules.lock_delay_ms;
-        let late_ms = match deadline {
-            _ if delay == 0 => 0,
-            Deadline::Known => delay,
-            Deadline::Unknown => {
-                let drift = validity::drift(self.rules.max_ttl, self.rules.drift_factor);
-                delay.saturating_add(validity::ttl_millis(drift))
-            }
-        };
+        let late_ms = validity::late_release_bound(
+            self.rules.lock_delay_ms,
+            deadline == Deadline::Known,
+            self.rules.node_timeout,
+            self.rules.max_ttl,
+            self.rules.drift_factor,
+        );
         let release = Request::Release {
             leave,
             // Invariant 4: only fair waiters need announcements.

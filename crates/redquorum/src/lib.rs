@@ -182,7 +182,7 @@ pub mod pure {
     pub use crate::marker::id_of;
     pub use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, Verdict, marker_owner};
     pub use crate::quorum::{Decision, Tally, majority};
-    pub use crate::validity::{DRIFT_FLOOR, deadline, drift};
+    pub use crate::validity::{DRIFT_FLOOR, deadline, drift, late_release_bound};
 }
 
 pub use cause::Cause;

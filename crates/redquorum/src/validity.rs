@@ -34,6 +34,30 @@ pub fn deadline(start: Instant, ttl: Duration, drift_factor: f64) -> Option<Inst
     start.checked_add(usable)
 }
 
+/// The remaining time (ms) at or under which a node judges a release late under a lock-delay of
+/// `lock_delay_ms` (`engine` invariant 6): at the holder's deadline a key has the delay, the
+/// drift allowance, and the lag of the write that set it (at most `node_timeout` after its
+/// round's start) left. A sender that knows the deadline tests against the delay and the lag;
+/// one that does not (a release by value) adds the drift allowance of `max_ttl`, the largest any
+/// lock may have. Without a delay, nothing is late (0).
+pub fn late_release_bound(
+    lock_delay_ms: u64,
+    knows_deadline: bool,
+    node_timeout: Duration,
+    max_ttl: Duration,
+    drift_factor: f64,
+) -> u64 {
+    if lock_delay_ms == 0 {
+        return 0;
+    }
+    let bound = lock_delay_ms.saturating_add(ttl_millis(node_timeout));
+    if knows_deadline {
+        bound
+    } else {
+        bound.saturating_add(ttl_millis(drift(max_ttl, drift_factor)))
+    }
+}
+
 /// The whole milliseconds sent as `PX`: Redis takes whole milliseconds, and we round down so the
 /// key never lives longer than the caller asked for.
 pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
@@ -43,6 +67,21 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_release_is_late_within_the_delay_plus_the_lag_of_the_write_and_by_value_the_drift() {
+        let (timeout, max_ttl) = (Duration::from_millis(100), Duration::from_secs(60));
+        assert_eq!(late_release_bound(0, true, timeout, max_ttl, 0.01), 0);
+        assert_eq!(
+            late_release_bound(5_000, true, timeout, max_ttl, 0.01),
+            5_100
+        );
+        // 60 s × 0.01 + 2 ms of drift allowance on top.
+        assert_eq!(
+            late_release_bound(5_000, false, timeout, max_ttl, 0.01),
+            5_702
+        );
+    }
 
     #[test]
     fn drift_follows_the_reference_rule() {
