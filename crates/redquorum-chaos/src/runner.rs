@@ -585,7 +585,7 @@ impl Clients {
                     let client =
                         LibraryClient::new(builder.clone().build()?, seed(id), config.permits)
                             .taking(config.primitive, id)
-                            .rejoining(builder);
+                            .rejoining(*builder);
                     client.connect().await;
                     library.push(client);
                 }

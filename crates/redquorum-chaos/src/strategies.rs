@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `redlock` | `--nodes` independent masters | this library with its defaults: quarantine on, durable nodes trusted when they show their marker key (restart, flush and replace faults take their data although they run AOF), fencing on |
 //! | `redlock-no-quarantine` | same | the same with `.quarantine(false)`: plain Redlock |
+//! | `redlock-release-ignores-delay` | same | our defaults, but a release frees the lock whenever it comes (`replaced_rule_release_ignores_delay`, feature `replaced-rules`): the rule a late release defeated under `--lock-delay` |
 //! | `single-instance` | 1 | this library on one node (quarantine and fencing on) |
 //! | `single-with-failover` | 1 master + 1 replica | this library on one node that fails over to a replica whose replication lags 2.5 s, longer than the TTL; quarantine off, as any single-instance client |
 //! | `setnx-getset` | 1 | the old recipe: `SETNX lock <expiry>`, `GET`/`GETSET` to take over an expired one, `DEL` to release; no fencing |
@@ -85,6 +86,9 @@ pub enum Strategy {
     Redlock,
     /// This library with the restart quarantine off.
     RedlockNoQuarantine,
+    /// This library's defaults, but a release frees the lock whenever it comes: the rule a late
+    /// release defeats under a lock-delay.
+    RedlockReleaseIgnoresDelay,
     /// This library on a single node.
     SingleInstance,
     /// This library on a single master that fails over to its asynchronous replica.
@@ -151,9 +155,10 @@ impl Layout {
 
 impl Strategy {
     /// Every strategy, in the order the CLI lists them.
-    pub const ALL: [Strategy; 10] = [
+    pub const ALL: [Strategy; 11] = [
         Strategy::Redlock,
         Strategy::RedlockNoQuarantine,
+        Strategy::RedlockReleaseIgnoresDelay,
         Strategy::SingleInstance,
         Strategy::SingleWithFailover,
         Strategy::SetnxGetset,
@@ -170,6 +175,7 @@ impl Strategy {
         match self {
             Strategy::Redlock => "redlock",
             Strategy::RedlockNoQuarantine => "redlock-no-quarantine",
+            Strategy::RedlockReleaseIgnoresDelay => "redlock-release-ignores-delay",
             Strategy::SingleInstance => "single-instance",
             Strategy::SingleWithFailover => "single-with-failover",
             Strategy::SetnxGetset => "setnx-getset",
@@ -189,6 +195,9 @@ impl Strategy {
                 "this library with its defaults: quarantine (trusting durable nodes that show their marker), fencing"
             }
             Strategy::RedlockNoQuarantine => "this library with .quarantine(false): plain Redlock",
+            Strategy::RedlockReleaseIgnoresDelay => {
+                "this library's defaults, but a release frees the lock even after its validity under a lock-delay (the replaced rule)"
+            }
             Strategy::SingleInstance => "this library on one node",
             Strategy::SingleWithFailover => {
                 "one master failing over to a replica that lags 2.5 s, more than a TTL; quarantine off"
@@ -233,9 +242,10 @@ impl Strategy {
     /// The servers this strategy runs on, given `--nodes`.
     pub(crate) fn layout(self, nodes: usize) -> Layout {
         match self {
-            Strategy::Redlock | Strategy::RedlockNoQuarantine | Strategy::SemaphoreCounting => {
-                Layout::Independent(nodes)
-            }
+            Strategy::Redlock
+            | Strategy::RedlockNoQuarantine
+            | Strategy::RedlockReleaseIgnoresDelay
+            | Strategy::SemaphoreCounting => Layout::Independent(nodes),
             Strategy::SingleInstance | Strategy::SetnxGetset => Layout::Independent(1),
             Strategy::SingleWithFailover => Layout::Failover,
             Strategy::RedlockCluster
@@ -278,7 +288,7 @@ impl Strategy {
     /// once.
     pub(crate) fn warm_up(self, lock_delay: Duration) -> Duration {
         match self {
-            Strategy::Redlock | Strategy::SingleInstance => {
+            Strategy::Redlock | Strategy::RedlockReleaseIgnoresDelay | Strategy::SingleInstance => {
                 max_ttl(lock_delay) + Duration::from_secs(1)
             }
             _ => Duration::ZERO,
@@ -295,19 +305,22 @@ impl Strategy {
             .max_ttl(max_ttl(lock_delay))
             .lock_delay(lock_delay);
         match self {
-            Strategy::Redlock | Strategy::SingleInstance => Design::Library(builder),
-            Strategy::RedlockNoQuarantine | Strategy::SingleWithFailover => {
-                Design::Library(builder.quarantine(false))
+            Strategy::Redlock | Strategy::SingleInstance => Design::Library(Box::new(builder)),
+            Strategy::RedlockReleaseIgnoresDelay => {
+                Design::Library(Box::new(builder.replaced_rule_release_ignores_delay()))
             }
-            Strategy::RedlockCluster => Design::Library(builder),
+            Strategy::RedlockNoQuarantine | Strategy::SingleWithFailover => {
+                Design::Library(Box::new(builder.quarantine(false)))
+            }
+            Strategy::RedlockCluster => Design::Library(Box::new(builder)),
             Strategy::RedlockClusterWait => {
-                Design::Library(builder.quarantine(false).wait_for_replicas(true))
+                Design::Library(Box::new(builder.quarantine(false).wait_for_replicas(true)))
             }
             Strategy::RedlockClusterNoFailoverRule => {
-                Design::Library(builder.quarantine(false).wait_for_replicas(false))
+                Design::Library(Box::new(builder.quarantine(false).wait_for_replicas(false)))
             }
             Strategy::RedlockClusterRunIdMarker => {
-                Design::Library(builder.replaced_rule_marker_names_process_only())
+                Design::Library(Box::new(builder.replaced_rule_marker_names_process_only()))
             }
             Strategy::SetnxGetset => Design::OldRecipe,
             Strategy::SemaphoreCounting => Design::Counting,
@@ -340,7 +353,7 @@ fn process_only_marker(lowest_slot: u16, info: &str) -> (String, String) {
 #[derive(Debug)]
 pub(crate) enum Design {
     /// A [`LibraryClient`], each with a manager of its own from this builder.
-    Library(redquorum::Builder),
+    Library(Box<redquorum::Builder>),
     /// A [`SetnxClient`] on the first URL.
     OldRecipe,
     /// A [`CountingClient`] over every URL.

@@ -6,7 +6,8 @@
 //! Semaphores: our permits (each a lock key) never let more than two hold two permits, under the
 //! default faults and under partitions, while a count kept per node is caught with three.
 //! Lock-delay: with it, a crashed holder's lock stays out of reach for the delay after its
-//! deadline; the same run without it is caught by the same rule.
+//! deadline; the same run without it is caught by the same rule, and so is a release that frees
+//! the lock after its holder's validity.
 //!
 //! Both runs use fixed seeds, so their fault plans are fixed; what varies with the machine is
 //! only when each fault lands. Neither verdict depends on that: the first is the library's
@@ -557,6 +558,32 @@ async fn lock_delay_keeps_a_crashed_holders_lock_out_of_reach() {
     );
     assert!(verdict.is_safe(), "{why}");
     assert!(history.sections.len() >= 10, "too little work: {why}");
+}
+
+/// The rule a late release defeated, restored: a client that slept past its validity releases
+/// late, and the release frees the lock at once instead of leaving it to its delay; the next
+/// holder enters within the delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_pauses_catch_a_release_that_ignores_the_lock_delay() {
+    let faults = [Fault::ClientPause];
+    let duration = Duration::from_secs(10);
+    let seed = first_seed(&faults, 8, duration, |planned| {
+        count(planned, Fault::ClientPause) >= 3
+    });
+    let config = ChaosConfig {
+        strategy: Strategy::RedlockReleaseIgnoresDelay,
+        faults: faults.to_vec(),
+        seed,
+        ..crash_run(LOCK_DELAY)
+    };
+    let (history, verdict) = run(config).await;
+    let why = explain(&history, &verdict);
+    let caught: usize = verdict
+        .resources
+        .iter()
+        .map(|r| r.delay_violations.len())
+        .sum();
+    assert!(caught >= 1, "nobody entered within the delay: {why}");
 }
 
 /// The same run without a lock-delay, judged against one: the next holder takes a crashed

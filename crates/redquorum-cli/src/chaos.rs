@@ -64,6 +64,10 @@ Strategies (--strategy):
   redlock                 this library with its defaults, 5 nodes: quarantine (durable nodes trusted
                           when they show their marker key), fencing
   redlock-no-quarantine   the same with the restart quarantine off (plain Redlock)
+  redlock-release-ignores-delay
+                          redlock, but a release frees the lock even after its validity (the
+                          rule a late release defeats under --lock-delay; restored to show that
+                          client-pause catches it)
   single-instance         this library on one node
   single-with-failover    one master, one replica whose replication lags 2.5 s (more than a
                           TTL); a kill promotes the replica (quarantine off, as a
@@ -82,8 +86,8 @@ Strategies (--strategy):
   semaphore-counting      a semaphore only (needs --permits): a count per node, each node a set
                           of holders with expiry that grants while it has fewer than K, held on
                           a majority of grants (three majorities need not share a node)
-All use a 2 s TTL (and max-ttl); --nodes applies to redlock, redlock-no-quarantine and
-semaphore-counting only. The global --servers,
+All use a 2 s TTL (and max-ttl); --nodes applies to redlock, redlock-no-quarantine,
+redlock-release-ignores-delay and semaphore-counting only. The global --servers,
 --node-timeout, --max-ttl, --no-quarantine and --no-fencing do not apply here.
 
 Faults (--faults, comma-separated, or none):
@@ -134,6 +138,7 @@ Examples:
   redlock chaos --permits 2 --duration 30s
   redlock chaos --strategy semaphore-counting --permits 2 --faults partition --duration 10s
   redlock chaos --lock-delay 1s --faults client-crash,client-pause --duration 20s
+  redlock chaos --strategy redlock-release-ignores-delay --lock-delay 1s --faults client-pause
   redlock chaos --faults client-crash,client-pause --check-delay 1s --duration 20s
 
 Exit status: 0 no violation; 1 a violation was found; 64 bad arguments; 69 redis-server is not

@@ -37,6 +37,7 @@ pub struct Builder {
     quarantine: bool,
     trust_durable_nodes: bool,
     marker_names_history: bool,
+    release_ignores_delay: bool,
     fencing: bool,
     fence_retention: Duration,
     notify: bool,
@@ -59,6 +60,7 @@ impl Builder {
             quarantine: true,
             trust_durable_nodes: true,
             marker_names_history: true,
+            release_ignores_delay: false,
             fencing: true,
             fence_retention: FENCE_RETENTION,
             notify: true,
@@ -133,6 +135,15 @@ impl Builder {
     #[cfg(feature = "replaced-rules")]
     pub fn replaced_rule_marker_names_process_only(mut self) -> Self {
         self.marker_names_history = false;
+        self
+    }
+
+    /// **Unsafe; for `redlock chaos` only** (feature `replaced-rules`): a release frees the lock
+    /// whenever it comes, even after the holder's validity under a lock-delay (`engine`
+    /// invariant 6 off), the rule a late release defeats.
+    #[cfg(feature = "replaced-rules")]
+    pub fn replaced_rule_release_ignores_delay(mut self) -> Self {
+        self.release_ignores_delay = true;
         self
     }
 
@@ -299,6 +310,7 @@ impl Builder {
                 retry: self.retry,
                 max_ttl: self.max_ttl,
                 lock_delay_ms: validity::ttl_millis(self.lock_delay),
+                release_ignores_delay: self.release_ignores_delay,
                 fence: self.fencing.then(|| {
                     let grain_us = fencing::clock_grain(self.max_ttl, self.quarantine);
                     Advance {

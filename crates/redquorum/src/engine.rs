@@ -142,6 +142,9 @@ pub(crate) struct Rules {
     /// How much longer than its TTL every key lives on the servers
     /// ([`Builder::lock_delay`](crate::Builder::lock_delay)), in whole milliseconds; 0: off.
     pub(crate) lock_delay_ms: u64,
+    /// The replaced rule, for the chaos run only: a release frees the lock whenever it comes
+    /// (invariant 6 off).
+    pub(crate) release_ignores_delay: bool,
     /// What fenced acquisitions tell the nodes (counter retention, clock grain), worked out once
     /// at build; `None`: fencing is off.
     pub(crate) fence: Option<Advance>,
@@ -485,13 +488,17 @@ impl Engine {
         deadline: Deadline,
     ) -> Released {
         let span = tracing::debug_span!("release", resource = %resources);
-        let late_ms = validity::late_release_bound(
-            self.rules.lock_delay_ms,
-            deadline == Deadline::Known,
-            self.rules.node_timeout,
-            self.rules.max_ttl,
-            self.rules.drift_factor,
-        );
+        let late_ms = if self.rules.release_ignores_delay {
+            0
+        } else {
+            validity::late_release_bound(
+                self.rules.lock_delay_ms,
+                deadline == Deadline::Known,
+                self.rules.node_timeout,
+                self.rules.max_ttl,
+                self.rules.drift_factor,
+            )
+        };
         let release = Request::Release {
             leave,
             // Invariant 4: only fair waiters need announcements.
