@@ -289,6 +289,18 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
     );
     let forced = waiter.mark_nodes(true).await;
     assert_eq!(forced[0].1, Mark::Overwritten, "{forced:?}");
+    // A plain marker whose time has come (a launcher writes `…:0`) vouches already: nothing to
+    // do, not "a loss".
+    cluster
+        .node(0)
+        .cli(&["SET", "redlock-node-marker", "fresh-by-a-launcher:0"])
+        .unwrap();
+    let launched = waiter.mark_nodes(false).await;
+    assert_eq!(
+        launched[0].1,
+        Mark::HasMarker { vouches: true },
+        "{launched:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,8 @@
 -- pending (`first_sight` invariant 1: a client that trusts it when its time comes may vote a
 -- clock drift early).
 -- Returns {1 if done else 0, the marker's value now (false if none), what was found:
--- 'none', 'new' (a first-sight marker still pending), 'vouched', or 'other'}.
+-- 'none', 'new' (a first-sight marker still pending), 'vouched' (one that vouches already: an
+-- operator's or a group's, or a plain one whose time has come), or 'other'}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local step = ARGV[1]
@@ -28,6 +29,10 @@ if value then
     found, id = 'new', new_id
   elseif ok_id and tonumber(ms) == 0 then
     found, id = 'vouched', ok_id
+  elseif not new_id and not ok_id and tonumber(ms) <= now then
+    -- A plain marker vouches from its time on (a launcher's `…:0`, a loss whose quarantine is
+    -- over); only one whose time is still ahead records a recent loss.
+    found, id = 'vouched', body
   else
     found, id = 'other', ok_id or new_id or body
   end
