@@ -865,10 +865,6 @@ fn start(
             Ok(replaced.then(|| topology.node_of(first)))
         }
         Action::Failover { first, .. } | Action::Failback { first, .. } => {
-            if let Action::Failback { client, .. } = action {
-                // Recorded by the client when it crashes, with the lock it abandons.
-                record.arm_crash(client);
-            }
             let mut cut = false;
             for slot in action.slots(topology.slots()) {
                 if let Some(node) = topology.cut_replica(slot)? {
@@ -882,6 +878,12 @@ fn start(
                             .to_owned(),
                     );
                 }
+            }
+            if let Action::Failback { client, .. } = action {
+                // In a section that starts once every replica is cut, so that its lock is one
+                // they never get; recorded by the client when it crashes, with the lock it
+                // abandons.
+                record.arm_crash_from(client, record.now_us());
             }
             // A layout without Redis Clusters has no replica to cut.
             Ok(cut.then(|| topology.node_of(first)))

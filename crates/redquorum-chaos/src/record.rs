@@ -34,6 +34,8 @@ struct ClientState {
     pause_extra_ms: AtomicU64,
     /// A crash waiting for its next critical section.
     crash: AtomicBool,
+    /// The earliest a critical section that takes the crash may have started, in µs.
+    crash_from_us: AtomicU64,
     /// The resource of its current (or last) critical section.
     resource: Mutex<String>,
     /// The resource it is trying to acquire now, if any.
@@ -76,6 +78,7 @@ impl Recorder {
                     work_until_us: AtomicU64::new(0),
                     pause_extra_ms: AtomicU64::new(0),
                     crash: AtomicBool::new(false),
+                    crash_from_us: AtomicU64::new(0),
                     resource: Mutex::new(String::new()),
                     wants: Mutex::new(None),
                 })
@@ -219,8 +222,15 @@ impl Recorder {
 
     /// Makes client `client` crash in its next critical section.
     pub(crate) fn arm_crash(&self, client: u32) {
+        self.arm_crash_from(client, 0);
+    }
+
+    /// Makes client `client` crash in its next critical section that starts at `from_us` or
+    /// later (a section already under way keeps going).
+    pub(crate) fn arm_crash_from(&self, client: u32, from_us: u64) {
         if let Some(state) = self.client(client) {
-            state.crash.store(true, Ordering::Relaxed);
+            state.crash_from_us.store(from_us, Ordering::Relaxed);
+            state.crash.store(true, Ordering::Release);
         }
     }
 
@@ -231,10 +241,14 @@ impl Recorder {
             .is_some_and(|state| state.crash.load(Ordering::Relaxed))
     }
 
-    /// Whether a crash was armed for `client`, disarming it.
-    pub(crate) fn take_crash(&self, client: u32) -> bool {
-        self.client(client)
-            .is_some_and(|state| state.crash.swap(false, Ordering::Relaxed))
+    /// Whether a crash was armed for `client`'s critical section that started at `enter_us`,
+    /// disarming it.
+    pub(crate) fn take_crash(&self, client: u32, enter_us: u64) -> bool {
+        self.client(client).is_some_and(|state| {
+            state.crash.load(Ordering::Acquire)
+                && enter_us >= state.crash_from_us.load(Ordering::Relaxed)
+                && state.crash.swap(false, Ordering::Relaxed)
+        })
     }
 
     fn client(&self, client: u32) -> Option<&ClientState> {
@@ -368,12 +382,16 @@ mod tests {
     #[test]
     fn a_crash_is_taken_once() {
         let record = Recorder::new(Instant::now(), 1, 2);
-        assert!(!record.take_crash(0));
+        assert!(!record.take_crash(0, 0));
         record.arm_crash(1);
-        assert!(!record.take_crash(0));
-        assert!(record.take_crash(1));
-        assert!(!record.take_crash(1));
+        assert!(!record.take_crash(0, 0));
+        assert!(record.take_crash(1, 0));
+        assert!(!record.take_crash(1, 0));
         record.arm_crash(7);
-        assert!(!record.take_crash(7), "unknown clients do not crash");
+        assert!(!record.take_crash(7, 0), "unknown clients do not crash");
+        // A crash armed from 100 µs on spares a section that started before.
+        record.arm_crash_from(0, 100);
+        assert!(!record.take_crash(0, 99), "a section under way keeps going");
+        assert!(record.take_crash(0, 100));
     }
 }

@@ -727,7 +727,7 @@ async fn critical_section<H>(
     w.record.enter(id, resource, enter_us, entered + work);
     let mut write = WriteOutcome::NotAttempted;
     let mut stopped = sleep_unless(work, &w.stop).await;
-    let crashed = !stopped && w.record.take_crash(id);
+    let crashed = !stopped && w.record.take_crash(id, enter_us);
     if crashed {
         let left = lock.valid_until.saturating_duration_since(Instant::now());
         w.record.fault(FaultEvent {
