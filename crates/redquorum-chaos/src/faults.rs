@@ -23,11 +23,12 @@
 //! | `blackhole` | its proxy stops forwarding on every open connection, which stays open; new connections work | the black-holed connections are closed |
 //! | `partition` | independent masters only: every client is cut off from a minority of the nodes, a different one per client group (a *ring of majorities*: group `g` reaches the majority of consecutive slots from `g + offset` on, `offset` drawn per fault); its connections to the others are closed and new ones refused, through ports of the proxies that only that group uses; it lasts 2.5–4 s ([`PARTITION_EXTRA`]) | healed: every client reaches every node |
 //! | `failover` | cluster layout only: a majority of the Redis Clusters stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`), missing every write of that window |
+//! | `failback` | cluster layout only, from [`FAILBACK_FROM`] on: as `failover` for [`FAILBACK_WINDOW`], and a client is armed to crash in its next critical section, abandoning a lock the replicas never get | once it holds: each replica takes over with its client writes paused, its old master resynchronises from it and takes over again (see *How `failback` returns a master without its locks*) |
 //!
 //! Which kinds apply depends on the layout (`Layout::supports`): the cluster layout has no
 //! proxies (cluster routing needs the servers' real addresses), so `delay`, `drop`,
 //! `blackhole` and `replace` are left out of its plan, and so are `kill`, `restart` and
-//! `restart-burst`; `failover` applies to the cluster layout alone. The runner drops the kinds
+//! `restart-burst`; `failover` and `failback` apply to the cluster layout alone. The runner drops the kinds
 //! that do not apply before planning.
 //!
 //! # How `failover` makes a replica miss a window
@@ -42,6 +43,18 @@
 //! 16 kB, which lock traffic never has pending.) With the window longer than a TTL, every key
 //! the promoted replica has is expired: every live lock on a majority is gone, the race of the
 //! Redlock page made certain, as in the failover pair.
+//!
+//! # How `failback` returns a master without its locks
+//! The failback of a shard's master Y and replica X, as a review found it (the library's
+//! `quarantine` invariant 6): Y grants a lock that never reaches X, X leads without it while no
+//! client writes to X (`CLIENT PAUSE … WRITE`: otherwise the first client to check X would
+//! rewrite the marker it got from Y, and Y would get that back), Y resynchronises from X in full
+//! and leads again: the same process, its own marker, a long uptime, and no lock. The lock
+//! must stay valid through it (about 50 ms, but the late joiners that start over after each
+//! fault event take up to a second to lock again on two cores), so the fault arms a client to
+//! crash in its next critical section that starts once the replicas are cut, and is aimed at
+//! that section ([`FAILBACK_AIM`]). It starts only from [`FAILBACK_FROM`] on: on younger
+//! servers the uptime rule keeps a failed-back master out anyway.
 //!
 //! # Why partitions are per client
 //! Every other network fault acts on a node's proxy, so a node is reachable for every client or

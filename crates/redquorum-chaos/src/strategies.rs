@@ -141,14 +141,16 @@ impl Layout {
     /// `drop`, `blackhole`, `replace` and `partition` do not apply (nor does `partition` to a
     /// failover pair: one node has no minority to cut off); `kill`, `restart` and `restart-burst`
     /// do not either (a one-master cluster whose master is down serves nothing until it is back,
-    /// which is an outage, not a test of the lock). `failover` applies to it alone.
+    /// which is an outage, not a test of the lock). `failover` and `failback` apply to it alone.
     pub(crate) fn supports(self, fault: Fault) -> bool {
         match self {
             // A client crash hits a client, whatever its servers.
             Layout::Clusters(_) => CLUSTER_FAULTS.contains(&fault) || fault == Fault::ClientCrash,
-            Layout::Independent(_) => fault != Fault::Failover,
+            Layout::Independent(_) => !matches!(fault, Fault::Failover | Fault::Failback),
             // One node: no minority to cut off.
-            Layout::Failover => !matches!(fault, Fault::Failover | Fault::Partition),
+            Layout::Failover => {
+                !matches!(fault, Fault::Failover | Fault::Failback | Fault::Partition)
+            }
         }
     }
 }
