@@ -92,6 +92,11 @@ pub struct Settings {
     pub ttl_ms: u16,
     /// The lock-delay (ms); 0 for none.
     pub lock_delay_ms: u16,
+    /// The node timeout: the longest an acquisition's request may lag and still be a vote.
+    pub node_timeout: Duration,
+    /// The bound a holder's release sends (`release_timely.lua`): a key with no more than this
+    /// left (ms) is left to expire.
+    pub release_bound_ms: u16,
     /// The drift factor.
     pub drift_factor: f64,
     /// The quarantine policy.

@@ -62,6 +62,10 @@ pub struct Report {
     pub counterexamples: Vec<Trace>,
     /// Whether the liveness property (`sometimes`) was reached.
     pub live: bool,
+    /// Whether the checker visited every reachable state: it was not stopped by the time cap,
+    /// nor at a first counterexample. Only then does an empty `counterexamples` mean that no
+    /// schedule within the bounds breaks a guarantee.
+    pub exhausted: bool,
 }
 
 /// Checks the model of `bounds` under `rules` (breadth first, so each counterexample is a
@@ -89,6 +93,7 @@ pub fn check_until(
         builder = builder.timeout(timeout);
     }
     let checker = builder.spawn_bfs().join();
+    let elapsed = started.elapsed();
     let mut counterexamples = Vec::new();
     let mut live = false;
     for name in names {
@@ -99,9 +104,12 @@ pub fn check_until(
             counterexamples.push(Trace::of(name, path));
         }
     }
+    let capped = timeout.is_some_and(|cap| elapsed >= cap);
+    let stopped_early = first && !counterexamples.is_empty();
     Report {
         states: checker.unique_state_count(),
-        elapsed: started.elapsed(),
+        elapsed,
+        exhausted: !capped && !stopped_early,
         counterexamples,
         live,
     }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redquorum::pure::{
-    Advance, Decision, Proposals, Tally, TrustPolicy, clock_grain, trust_window,
+    Advance, Decision, Proposals, Tally, TrustPolicy, clock_grain, late_release_bound, trust_window,
 };
 use stateright::{Model, Property};
 
@@ -40,6 +40,11 @@ pub struct Bounds {
     pub ttl_ms: u16,
     /// The lock-delay (ms), 0 for none.
     pub lock_delay_ms: u16,
+    /// The node timeout (ms): the longest an acquisition's request may lag and still count as a
+    /// vote. A reply that reaches its client later than this after the round began is no vote
+    /// (the client stopped waiting), though the node ran it. With prompt rounds every reply
+    /// comes within the millisecond it was sent, so this bounds only rounds that are not prompt.
+    pub node_timeout_ms: u16,
     /// Time does not pass while a request a client waits for is in flight: each round's
     /// requests run within the millisecond they were sent (late deliveries of requests nobody
     /// waits for still happen at any time). Off, the network may hold any request for as long
@@ -66,6 +71,7 @@ impl Bounds {
         late_delivery: false,
         ttl_ms: 6,
         lock_delay_ms: 3,
+        node_timeout_ms: 2,
         prompt_rounds: true,
     };
 }
@@ -185,10 +191,27 @@ impl Protocol {
             grain_us,
             window_us: trust_window(max_ttl, grain_us),
         };
+        let drift_factor = 0.01;
+        let node_timeout = Duration::from_millis(u64::from(bounds.node_timeout_ms));
+        // What `engine::release` sends: the holder knows its deadline.
+        let release_bound_ms = if rules.release_bound_covers_lag {
+            let bound = late_release_bound(
+                u64::from(bounds.lock_delay_ms),
+                true,
+                node_timeout,
+                max_ttl,
+                drift_factor,
+            );
+            u16::try_from(bound).unwrap_or(u16::MAX)
+        } else {
+            bounds.lock_delay_ms
+        };
         let settings = Settings {
             ttl_ms: bounds.ttl_ms,
             lock_delay_ms: bounds.lock_delay_ms,
-            drift_factor: 0.01,
+            node_timeout,
+            release_bound_ms,
+            drift_factor,
             policy: TrustPolicy {
                 enabled: rules.quarantine,
                 max_ttl,
@@ -435,6 +458,13 @@ impl Protocol {
         }
         match m.request {
             Request::Acquire { estimate_us } => {
+                // A reply after the node timeout is no vote: the client stopped waiting.
+                let in_time = match s.clients[c].phase {
+                    Phase::Acquiring { value, start, .. } if value == m.value => {
+                        instant(client_now) <= instant(start) + self.settings.node_timeout
+                    }
+                    _ => true,
+                };
                 let advance = self.settings.advance;
                 let initial = advance
                     .starts_counters()
@@ -448,7 +478,9 @@ impl Protocol {
                     advance.grain_us,
                     self.bounds.cluster,
                 );
-                if m.awaited {
+                if m.awaited && !in_time {
+                    self.count(s, c, m.value, false, None);
+                } else if m.awaited {
                     let server = s.nodes[n].server();
                     let counted = client::vote(
                         &mut s.clients[c].conns[n],
@@ -489,7 +521,15 @@ impl Protocol {
                         self.settings.drift_factor,
                     );
                     let now = instant(client_now);
-                    if now < *deadline && left {
+                    // In time for the node to delete it: the key, set at most a node timeout
+                    // after the round began, has more than the bound left (`engine` invariant 6:
+                    // a release nearer the deadline may be judged late, the safe side).
+                    let margin = if self.rules.release_bound_covers_lag {
+                        self.settings.node_timeout
+                    } else {
+                        Duration::ZERO
+                    };
+                    if now + margin < *deadline && left {
                         s.broken.timely_release_kept = true;
                     }
                     // In time as the node can tell: within the drift allowance of the deadline.
@@ -676,7 +716,7 @@ impl Model for Protocol {
                     return None;
                 };
                 let all: Vec<usize> = (0..self.n()).collect();
-                let bound = self.bounds.lock_delay_ms;
+                let bound = self.settings.release_bound_ms;
                 self.send(
                     &mut s,
                     c,
