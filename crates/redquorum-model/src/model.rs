@@ -305,9 +305,30 @@ impl Protocol {
     }
 
     /// A round that did not win: roll back on every node, and let the client try again.
+    ///
+    /// The release is not sent to a node where it can only be a no-op, to spare the checker
+    /// its deliveries: one that already ran this round's request and holds no key of this
+    /// value, on its master or its replica. Values are never reused, so no key of this value
+    /// can appear there any more; and a lost round's value was never handed out, so its
+    /// release bears on no property.
     fn roll_back(&self, s: &mut State, c: usize, value: u8) {
-        let all: Vec<usize> = (0..self.n()).collect();
-        self.send(s, c, value, &all, Request::Release { bound_ms: 0 }, false);
+        let ours = |m: &Msg| usize::from(m.client) == c && m.value == value;
+        let to: Vec<usize> = (0..self.n())
+            .filter(|&n| {
+                let pending = s.net.iter().any(|m| {
+                    ours(m)
+                        && usize::from(m.node) == n
+                        && !matches!(m.request, Request::Release { .. })
+                });
+                let node = &s.nodes[n];
+                let holds = [Some(node.master), node.replica]
+                    .into_iter()
+                    .flatten()
+                    .any(|p| p.data.lock.is_some_and(|k| k.value == value));
+                pending || holds
+            })
+            .collect();
+        self.send(s, c, value, &to, Request::Release { bound_ms: 0 }, false);
         for m in s.net.iter_mut() {
             if usize::from(m.client) == c
                 && m.value == value
@@ -619,7 +640,14 @@ impl Model for Protocol {
                     if client.valid(client.clock(s.t)) {
                         actions.push(Action::Release(c8));
                     }
-                    actions.push(Action::Abandon(c8));
+                    // A holder with no attempts left that vanishes can do nothing the holder
+                    // that stays cannot: every schedule after it runs from the holding state
+                    // too, and breaks at least the same guarantees there (a holder counts in
+                    // every check a vanished one does). So only a holder that may try again
+                    // vanishes, to spare the checker those states.
+                    if client.attempts_left > 0 {
+                        actions.push(Action::Abandon(c8));
+                    }
                 }
                 _ => {}
             }
