@@ -26,6 +26,7 @@ fn main() {
             flush: true,
             failover: false,
         },
+        drift: 1,
         horizon: 12,
         late_delivery: true,
         prompt_rounds: false,
@@ -38,11 +39,12 @@ fn main() {
         Some(Duration::from_secs(seconds)),
     );
     println!(
-        "deep: {} states in {:.2?}, {} counterexample(s), live: {}",
+        "deep: {} states in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",
         report.states,
         report.elapsed,
         report.counterexamples.len(),
-        report.live
+        report.live,
+        report.exhausted
     );
     for trace in &report.counterexamples {
         println!("{trace}");

@@ -53,7 +53,11 @@ pub struct Bounds {
 }
 
 impl Bounds {
-    /// The bounds CI checks with every rule on.
+    /// The bounds CI checks with every rule on, exhaustively: two clients, three nodes, one
+    /// attempt each, one fault of any kind a standalone node suffers (a restart that keeps or
+    /// loses the data, `FLUSHALL`), every order of every request, at one instant (no drift, no
+    /// time passing: the holes' scenarios and the deep run cover time). Two faults do not fit
+    /// in CI (`docs/model.md` has the measured counts).
     pub const CI: Bounds = Bounds {
         clients: 2,
         nodes: 3,
@@ -61,13 +65,13 @@ impl Bounds {
         attempts: 1,
         faults: 1,
         kinds: FaultKinds {
-            restart_kept: false,
+            restart_kept: true,
             restart_lost: true,
-            flush: false,
+            flush: true,
             failover: false,
         },
-        drift: 1,
-        horizon: 1,
+        drift: 0,
+        horizon: 0,
         late_delivery: false,
         ttl_ms: 6,
         lock_delay_ms: 3,
