@@ -26,6 +26,8 @@ pub struct Bounds {
     pub cluster: bool,
     /// Acquisitions each client may start.
     pub attempts: u8,
+    /// Whether a holder may release (off: a scenario that needs no release, kept small).
+    pub releases: bool,
     /// Faults in a run, of the kinds allowed.
     pub faults: u8,
     /// The kinds of faults.
@@ -63,6 +65,7 @@ impl Bounds {
         nodes: 3,
         cluster: false,
         attempts: 1,
+        releases: true,
         faults: 1,
         kinds: FaultKinds {
             restart_kept: true,
@@ -641,7 +644,7 @@ impl Model for Protocol {
             match client.phase {
                 Phase::Idle if client.attempts_left > 0 => actions.push(Action::Acquire(c8)),
                 Phase::Holding { .. } => {
-                    if client.valid(client.clock(s.t)) {
+                    if self.bounds.releases && client.valid(client.clock(s.t)) {
                         actions.push(Action::Release(c8));
                     }
                     // A holder with no attempts left that vanishes can do nothing the holder

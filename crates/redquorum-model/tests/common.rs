@@ -18,6 +18,7 @@ pub const STILL: Bounds = Bounds {
     nodes: 3,
     cluster: false,
     attempts: 1,
+    releases: true,
     faults: 0,
     kinds: NO_FAULTS,
     drift: 0,

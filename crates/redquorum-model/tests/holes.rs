@@ -15,6 +15,7 @@ fn without_the_quarantine_a_restart_that_loses_data_gives_the_lock_twice() {
             restart_lost: true,
             ..common::NO_FAULTS
         },
+        releases: false,
         late_delivery: false,
         ..STILL
     };
@@ -62,6 +63,7 @@ fn a_majority_of_n_over_2_gives_the_lock_twice() {
         ..Rules::ALL
     };
     let bounds = Bounds {
+        releases: false,
         late_delivery: false,
         ..STILL
     };
@@ -100,6 +102,7 @@ fn a_marker_that_names_only_the_run_id_gives_the_lock_twice_after_a_failback() {
             failover: true,
             ..common::NO_FAULTS
         },
+        releases: false,
         late_delivery: false,
         ..STILL
     };
