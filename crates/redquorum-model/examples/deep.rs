@@ -1,6 +1,9 @@
 //! The deep check: larger bounds than CI's, for as long as it is given.
 //!
-//! `cargo run --release -p redquorum-model --example deep -- --seconds 600 [--threads 2]`
+//! `cargo run --release -p redquorum-model --example deep -- --seconds 60 [--threads 2]`
+//! `[--ci] [--faults N]`: `--ci` checks the CI bounds instead (with `--faults`, to measure
+//! what a larger fault budget costs). The checker keeps every state it visits in memory, about
+//! 2 kB each: mind the machine's memory before raising `--seconds`.
 
 use std::time::Duration;
 
@@ -15,10 +18,14 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+fn flag(name: &str) -> bool {
+    std::env::args().any(|a| a == name)
+}
+
 fn main() {
     let seconds = arg("--seconds", 60);
     let threads = usize::try_from(arg("--threads", 2)).unwrap_or(2);
-    let bounds = Bounds {
+    let deep = Bounds {
         faults: 2,
         kinds: FaultKinds {
             restart_kept: true,
@@ -26,10 +33,16 @@ fn main() {
             flush: true,
             failover: false,
         },
+        drift: 1,
         horizon: 12,
         late_delivery: true,
         prompt_rounds: false,
         ..Bounds::CI
+    };
+    let base = if flag("--ci") { Bounds::CI } else { deep };
+    let bounds = Bounds {
+        faults: u8::try_from(arg("--faults", u64::from(base.faults))).unwrap_or(base.faults),
+        ..base
     };
     let report = check(
         bounds,
@@ -38,11 +51,12 @@ fn main() {
         Some(Duration::from_secs(seconds)),
     );
     println!(
-        "deep: {} states in {:.2?}, {} counterexample(s), live: {}",
+        "deep: {} states in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",
         report.states,
         report.elapsed,
         report.counterexamples.len(),
-        report.live
+        report.live,
+        report.exhausted
     );
     for trace in &report.counterexamples {
         println!("{trace}");

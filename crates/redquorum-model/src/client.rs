@@ -24,8 +24,9 @@ pub struct Conn {
     pub memory: Memory,
     /// From when the node's votes count.
     pub trusted_from: Option<Instant>,
-    /// The marker the health check saw (its value), read back with each vote.
-    pub marker: Option<String>,
+    /// The marker the health check saw, read back with each vote (kept as the key, not its
+    /// text, to spare the checker an allocation per connection per state).
+    pub marker: Option<MarkerKey>,
 }
 
 /// Where a client's acquisition stands.
@@ -92,6 +93,11 @@ pub struct Settings {
     pub ttl_ms: u16,
     /// The lock-delay (ms); 0 for none.
     pub lock_delay_ms: u16,
+    /// The node timeout: the longest an acquisition's request may lag and still be a vote.
+    pub node_timeout: Duration,
+    /// The bound a holder's release sends (`release_timely.lua`): a key with no more than this
+    /// left (ms) is left to expire.
+    pub release_bound_ms: u16,
     /// The drift factor.
     pub drift_factor: f64,
     /// The quarantine policy.
@@ -168,9 +174,8 @@ pub fn health_check(
     });
     let max_ttl_ms = u64::try_from(settings.policy.max_ttl.as_millis()).unwrap_or(u64::MAX);
     let (marker, written) = node.marker_script(node_now, owner_key, fresh_marker, max_ttl_ms);
-    let value = marker.value();
     let found = Marker::from_reply(
-        value.clone(),
+        marker.value(),
         written,
         crate::clock::node_unix_ms(node_now),
         None,
@@ -182,7 +187,7 @@ pub fn health_check(
     };
     let verdict = conn.memory.judge(&policy, &seen, instant(now));
     conn.trusted_from = Some(verdict.trusted_from);
-    conn.marker = Some(value);
+    conn.marker = Some(marker);
 }
 
 /// Whether a reply from `node`'s current server counts as a vote, after the marker read back
@@ -204,9 +209,11 @@ pub fn vote(
         enabled: rules.quarantine,
         ..settings.policy
     };
-    if let Some(expected) = conn.marker.as_deref() {
+    if let Some(expected) = conn.marker.as_ref().map(MarkerKey::value) {
         let read = read_back.map(MarkerKey::value);
-        let same = read.as_deref().is_some_and(|r| id_of(r) == id_of(expected));
+        let same = read
+            .as_deref()
+            .is_some_and(|r| id_of(r) == id_of(&expected));
         if !same {
             let until = conn.memory.lost_data(&policy, instant(now));
             conn.trusted_from = Some(until);

@@ -3,8 +3,13 @@
 //! 1. **At most one holder** whose validity has not run out by its own clock (`two holders`).
 //! 2. **Fencing tokens strictly increase** in the order they are handed out: a resource that
 //!    refuses any token not above the largest it saw accepts every holder's writes in turn.
-//! 3. **A lock released in time is free at once**: a release that reaches a node while its
-//!    holder's validity has not run out deletes the key there.
+//! 3. **A lock released in time is free at once**: a release that reaches a node more than a
+//!    node timeout before its holder's deadline deletes the key there. Nearer the deadline the
+//!    node may judge it late and leave the key to expire (`engine` invariant 6: the key's write
+//!    may have run up to a node timeout after its round began, so the node cannot tell a
+//!    release just before the deadline from one just after it; the safe side). With the rule
+//!    `release_bound_covers_lag` off (the old bound, the delay alone) the margin is 0: every
+//!    release before the deadline must delete.
 //! 4. **A lock its holder did not release stays unavailable for the lock-delay**: nobody wins
 //!    before the last holder's deadline plus the delay, by that holder's clock, unless a release
 //!    of it reached a node in time, as a node can tell: before the deadline plus the drift

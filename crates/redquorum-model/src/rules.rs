@@ -16,6 +16,12 @@ pub struct Rules {
     /// A release under a lock-delay leaves a key with no more than the delay left
     /// (`scripts/release_timely.lua`, `engine` invariant 6). Off: compare-and-delete.
     pub release_honours_delay: bool,
+    /// A release under a lock-delay is judged late against the delay plus the lag of the write
+    /// that set the key, at most a node timeout after its round began
+    /// (`validity::late_release_bound`, `engine` invariant 6). Off: the delay alone, which let
+    /// a release that reached a node after the holder's deadline free a key whose `SET` ran
+    /// late (found by this checker: `docs/model.md`).
+    pub release_bound_covers_lag: bool,
     /// A native proposal is stored only within the trust window of the node's clock
     /// (`fencing` invariant 4). Off: the old counter floor (any counter started from a clock).
     pub trust_window: bool,
@@ -37,6 +43,7 @@ impl Rules {
         quarantine: true,
         marker_names_replid: true,
         release_honours_delay: true,
+        release_bound_covers_lag: true,
         trust_window: true,
         drift_term: true,
         strict_majority: true,

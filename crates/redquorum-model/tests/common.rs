@@ -18,6 +18,7 @@ pub const STILL: Bounds = Bounds {
     nodes: 3,
     cluster: false,
     attempts: 1,
+    releases: true,
     faults: 0,
     kinds: NO_FAULTS,
     drift: 0,
@@ -25,6 +26,7 @@ pub const STILL: Bounds = Bounds {
     late_delivery: true,
     ttl_ms: 6,
     lock_delay_ms: 3,
+    node_timeout_ms: 2,
     prompt_rounds: true,
 };
 
@@ -33,11 +35,12 @@ pub fn checked(what: &str, bounds: Bounds, rules: Rules) -> Report {
     let first = rules != Rules::ALL;
     let report = check_until(bounds, rules, 2, Some(Duration::from_secs(60)), first);
     println!(
-        "{what}: {} states in {:.2?}, {} counterexample(s), live: {}",
+        "{what}: {} states in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",
         report.states,
         report.elapsed,
         report.counterexamples.len(),
-        report.live
+        report.live,
+        report.exhausted
     );
     for trace in &report.counterexamples {
         println!("{trace}");
@@ -59,5 +62,9 @@ pub fn hole(bounds: Bounds, broken: Rules, property: &str) {
     assert!(
         with.counterexamples.is_empty(),
         "with every rule on, the same bounds must keep every guarantee"
+    );
+    assert!(
+        with.exhausted,
+        "with every rule on, the checker must visit every state within the bounds"
     );
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{STILL, hole};
-use redquorum_model::properties::{LOCK_DELAY, ONE_HOLDER};
+use redquorum_model::properties::{LOCK_DELAY, ONE_HOLDER, TOKENS_INCREASE};
 use redquorum_model::{Bounds, FaultKinds, Rules};
 
 #[test]
@@ -15,6 +15,7 @@ fn without_the_quarantine_a_restart_that_loses_data_gives_the_lock_twice() {
             restart_lost: true,
             ..common::NO_FAULTS
         },
+        releases: false,
         late_delivery: false,
         ..STILL
     };
@@ -62,8 +63,78 @@ fn a_majority_of_n_over_2_gives_the_lock_twice() {
         ..Rules::ALL
     };
     let bounds = Bounds {
+        releases: false,
         late_delivery: false,
         ..STILL
     };
     hole(bounds, rules, ONE_HOLDER);
+}
+
+#[test]
+fn a_release_bound_without_the_lag_of_a_late_set_cuts_the_lock_delay_short() {
+    // Rounds that are not prompt: a request may reach its node up to the node timeout (2 ms)
+    // after it was sent, and still be a vote. The finding of docs/model.md.
+    let bounds = Bounds {
+        nodes: 1,
+        horizon: 7,
+        late_delivery: false,
+        prompt_rounds: false,
+        ..STILL
+    };
+    let rules = Rules {
+        release_bound_covers_lag: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, LOCK_DELAY);
+}
+
+#[test]
+fn a_marker_that_names_only_the_run_id_gives_the_lock_twice_after_a_failback() {
+    // One cluster node (a master Y and its replica X), two clients, two failovers: a
+    // failback. Y grants the lock before X has it; X takes over, nobody checks it while it
+    // leads (so its marker is still Y's); Y resynchronises from X and leads again, same
+    // run_id, long uptime.
+    let bounds = Bounds {
+        nodes: 1,
+        cluster: true,
+        faults: 2,
+        kinds: FaultKinds {
+            failover: true,
+            ..common::NO_FAULTS
+        },
+        releases: false,
+        late_delivery: false,
+        ..STILL
+    };
+    let rules = Rules {
+        marker_names_replid: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, ONE_HOLDER);
+}
+
+#[test]
+fn the_old_counter_floor_hands_out_a_token_twice_after_a_flush() {
+    // One client acquiring four times on one node, one `FLUSHALL`, a short TTL (3 ms, no
+    // lock-delay) so that the quarantine (max_ttl = 3 ms) ends within the horizon.
+    let bounds = Bounds {
+        clients: 1,
+        nodes: 1,
+        attempts: 4,
+        faults: 1,
+        kinds: FaultKinds {
+            flush: true,
+            ..common::NO_FAULTS
+        },
+        horizon: 3,
+        ttl_ms: 3,
+        lock_delay_ms: 0,
+        late_delivery: false,
+        ..STILL
+    };
+    let rules = Rules {
+        trust_window: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, TOKENS_INCREASE);
 }
