@@ -32,8 +32,9 @@ Examples:
   redlock release invoice:42 \"$value\"
 
 Success means a quorum of nodes held VALUE and deleted it, so the lock is free at once. With
---lock-delay, a release after the lock's validity deletes nothing: the lock stays unavailable until
-its validity plus the delay, as if nobody had released it, and the exit status is 2.
+--lock-delay, a release after the lock's validity (or within a node timeout of its end) deletes
+nothing: the lock stays unavailable until its validity plus the delay, as if nobody had released
+it, and the exit status is 2.
 
 Exit status: 0 released on a quorum; 1 not held with VALUE (expired, already released, or another
 value); 2 expired before the release and left to its lock-delay; 69 too few nodes answered to
