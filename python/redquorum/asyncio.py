@@ -329,9 +329,10 @@ class Redlock:
         """What each node holds for ``resource``."""
         return await self._m.status_async(resource)
 
-    def mark_nodes(self, force: bool = False) -> List[Tuple[str, bool, str]]:
-        """Vouches for fresh servers (blocking: an operator's step, not a hot path)."""
-        return self._m.mark_nodes(force)
+    async def mark_nodes(self, force: bool = False) -> List[Tuple[str, bool, str]]:
+        """Vouches for fresh servers; returns (node, marked, what happened). Runs in a worker
+        thread, so the event loop goes on meanwhile."""
+        return await _asyncio.to_thread(self._m.mark_nodes, force)
 
     def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
         """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""

@@ -45,11 +45,15 @@ def redlock_bin() -> str:
 class Nodes:
     """N nodes started by the launcher in a directory of their own."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, cluster: bool = False) -> None:
         self.dir = tempfile.mkdtemp(prefix="redquorum-py-")
+        # With `cluster`, each node is a Redis Cluster of one master and one replica, whose
+        # masters the launcher marks too.
+        extra = ["--cluster"] if cluster else []
         out = subprocess.run(
-            [redlock_bin(), "nodes", "start", "--count", str(count), "--dir", self.dir, "--json"],
-            check=True, capture_output=True, text=True, timeout=60,
+            [redlock_bin(), "nodes", "start", "--count", str(count), "--dir", self.dir, "--json",
+             *extra],
+            check=True, capture_output=True, text=True, timeout=120,
         )
         started = json.loads(out.stdout)
         self.servers: str = started["servers"]
