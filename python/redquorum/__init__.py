@@ -18,10 +18,10 @@ extend or release it.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, TypeVar
 
 from . import _redquorum
-from ._common import LockView, Resources, Seconds, manager, names, wait_args
+from ._common import LockView, ManagerBase, Resources, Seconds, names, wait_args
 from ._redquorum import Leader, NodeStatus
 from .errors import (
     ConfigError,
@@ -164,7 +164,7 @@ class LeaderWatch:
             yield self._watch.changed()
 
 
-class Redlock:
+class Redlock(ManagerBase):
     """A lock manager over N independent Redis masters (N = 1 is a single-instance lock).
 
     ``servers`` is a comma-separated string or a list of URLs:
@@ -174,41 +174,6 @@ class Redlock:
     with the same default and the same checks (``ConfigError`` when one cannot work).
     No connection is made until the first request (or ``connect()``).
     """
-
-    def __init__(
-        self,
-        servers: Union[str, Sequence[str]],
-        *,
-        max_ttl: Optional[Seconds] = None,
-        node_timeout: Optional[Seconds] = None,
-        connect_timeout: Optional[Seconds] = None,
-        drift_factor: Optional[float] = None,
-        retry_attempts: Optional[int] = None,
-        retry_delay: Optional[Seconds] = None,
-        retry_max_wait: Optional[Seconds] = None,
-        lock_delay: Optional[Seconds] = None,
-        quarantine: Optional[bool] = None,
-        trust_durable_nodes: Optional[bool] = None,
-        fencing: Optional[bool] = None,
-        fence_retention: Optional[Seconds] = None,
-        notify: Optional[bool] = None,
-        fair: Optional[bool] = None,
-        wait_for_replicas: Optional[bool] = None,
-        tls_root_certificates: Optional[Union[str, bytes]] = None,
-    ) -> None:
-        settings = dict(locals())
-        del settings["self"], settings["servers"]
-        self._m = manager(servers, settings)
-
-    @property
-    def nodes(self) -> List[str]:
-        """The nodes' addresses, without credentials."""
-        return self._m.nodes
-
-    @property
-    def quorum(self) -> int:
-        """How many nodes must grant a request: N/2 + 1."""
-        return self._m.quorum
 
     def _acquire(
         self,
@@ -363,10 +328,6 @@ class Redlock:
         restart quarantine; returns ``(node, marked, what happened)`` for each."""
         return self._m.mark_nodes(force)
 
-    def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
-        """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""
-        return self._m.quarantined_nodes()
-
     def extend_value(self, resource: str, value: str, ttl: Seconds) -> float:
         """Extends a lock known only by its value; returns the seconds of validity."""
         return self._m.extend_value(resource, value, ttl)
@@ -374,6 +335,3 @@ class Redlock:
     def release_value(self, resource: str, value: str) -> int:
         """Releases a lock known only by its value; returns how many nodes confirmed."""
         return self._m.release_value(resource, value)
-
-    def __repr__(self) -> str:
-        return repr(self._m)

@@ -97,3 +97,50 @@ class LockView:
         return repr(self._held)
 
 
+class ManagerBase:
+    """What the two managers share: the settings (the Rust builder's, by keyword, in seconds),
+    the nodes, the quorum and the quarantine, which need no I/O. ``redquorum.Redlock`` (threads)
+    and ``redquorum.asyncio.Redlock`` add the calls, blocking or awaitable."""
+
+    def __init__(
+        self,
+        servers: Union[str, Sequence[str]],
+        *,
+        max_ttl: Optional[Seconds] = None,
+        node_timeout: Optional[Seconds] = None,
+        connect_timeout: Optional[Seconds] = None,
+        drift_factor: Optional[float] = None,
+        retry_attempts: Optional[int] = None,
+        retry_delay: Optional[Seconds] = None,
+        retry_max_wait: Optional[Seconds] = None,
+        lock_delay: Optional[Seconds] = None,
+        quarantine: Optional[bool] = None,
+        trust_durable_nodes: Optional[bool] = None,
+        fencing: Optional[bool] = None,
+        fence_retention: Optional[Seconds] = None,
+        notify: Optional[bool] = None,
+        fair: Optional[bool] = None,
+        wait_for_replicas: Optional[bool] = None,
+        tls_root_certificates: Optional[Union[str, bytes]] = None,
+    ) -> None:
+        settings = dict(locals())
+        del settings["self"], settings["servers"]
+        self._m = manager(servers, settings)
+
+    @property
+    def nodes(self) -> List[str]:
+        """The nodes' addresses, without credentials."""
+        return self._m.nodes
+
+    @property
+    def quorum(self) -> int:
+        """How many nodes must grant a request: N/2 + 1."""
+        return self._m.quorum
+
+
+    def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
+        """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""
+        return self._m.quarantined_nodes()
+
+    def __repr__(self) -> str:
+        return repr(self._m)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio as _asyncio
 import inspect
 from typing import (
-    Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union,
+    Any, AsyncIterator, Awaitable, Callable, List, Optional, Tuple, TypeVar, Union,
 )
 
-from ._common import LockView, Resources, Seconds, manager, names, wait_args
+from ._common import LockView, ManagerBase, Resources, Seconds, names, wait_args
 from ._redquorum import Leader, NodeStatus
 from .errors import ConfigError, LockLost, RedquorumError
 
@@ -134,43 +134,8 @@ class LeaderWatch:
             yield await self._watch.changed_async()
 
 
-class Redlock:
+class Redlock(ManagerBase):
     """The lock manager for asyncio; the same settings as ``redquorum.Redlock``."""
-
-    def __init__(
-        self,
-        servers: Union[str, Sequence[str]],
-        *,
-        max_ttl: Optional[Seconds] = None,
-        node_timeout: Optional[Seconds] = None,
-        connect_timeout: Optional[Seconds] = None,
-        drift_factor: Optional[float] = None,
-        retry_attempts: Optional[int] = None,
-        retry_delay: Optional[Seconds] = None,
-        retry_max_wait: Optional[Seconds] = None,
-        lock_delay: Optional[Seconds] = None,
-        quarantine: Optional[bool] = None,
-        trust_durable_nodes: Optional[bool] = None,
-        fencing: Optional[bool] = None,
-        fence_retention: Optional[Seconds] = None,
-        notify: Optional[bool] = None,
-        fair: Optional[bool] = None,
-        wait_for_replicas: Optional[bool] = None,
-        tls_root_certificates: Optional[Union[str, bytes]] = None,
-    ) -> None:
-        settings = dict(locals())
-        del settings["self"], settings["servers"]
-        self._m = manager(servers, settings)
-
-    @property
-    def nodes(self) -> List[str]:
-        """The nodes' addresses, without credentials."""
-        return self._m.nodes
-
-    @property
-    def quorum(self) -> int:
-        """How many nodes must grant a request: N/2 + 1."""
-        return self._m.quorum
 
     async def _acquire(
         self,
@@ -333,10 +298,3 @@ class Redlock:
         """Vouches for fresh servers; returns (node, marked, what happened). Runs in a worker
         thread, so the event loop goes on meanwhile."""
         return await _asyncio.to_thread(self._m.mark_nodes, force)
-
-    def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
-        """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""
-        return self._m.quarantined_nodes()
-
-    def __repr__(self) -> str:
-        return repr(self._m)
