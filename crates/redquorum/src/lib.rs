@@ -79,7 +79,11 @@
 //! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
 //! - `health`: the health check a connection passes before its replies count (`INFO`, the
 //!   marker key, `CONFIG GET`), judged by `quarantine`.
-//! - `vouch`: the only rewrites of a marker in place: first sight's I/O, [`Redlock::mark_nodes`].
+//! - `vouch`: the only rewrites of a marker in place: first sight's I/O, and the script step an
+//!   operator's mark uses.
+//! - `mark`: an operator's vouch that servers lost nothing, [`Redlock::mark_nodes`].
+//! - `connect`: a connection of its own to a server, outside its shared one (slot maps, first
+//!   sight, marks).
 //! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
 //!   tracking) and fair releases announced, and reports them to a `Listener`; only ever a hint.
 //!
@@ -134,6 +138,7 @@
 pub mod blocking;
 mod cause;
 mod config;
+mod connect;
 mod deadlines;
 pub mod defaults;
 mod election;
@@ -145,6 +150,7 @@ mod health;
 mod hold;
 mod lock;
 mod manager;
+mod mark;
 mod marker;
 mod node;
 #[cfg(test)]
@@ -193,6 +199,7 @@ pub use error::{ConfigError, Error, Limit, LossReason, RoundFailure};
 pub use hold::{Guard, HoldOptions};
 pub use lock::{Lock, LockInfo};
 pub use manager::Redlock;
+pub use mark::Mark;
 pub use marker::MarkerState;
 pub use quarantine::{MARKER_KEY, Quarantine, QuarantineReason, cluster_marker};
 pub use reply::{NodeReply, Reply};
@@ -200,7 +207,6 @@ pub use retry::Retry;
 pub use scripts::check_resource;
 pub use shards::Shard;
 pub use status::{NodeState, NodeStatus};
-pub use vouch::Mark;
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

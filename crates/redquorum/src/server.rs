@@ -892,21 +892,6 @@ impl Connection<'_> {
     }
 }
 
-/// A connection of its own to `client`'s server, made and answering within `timeout`: for work
-/// outside a server's one shared connection and its health check (a cluster's slot map, the
-/// first-sight look, an operator's mark), a few times in a process's life.
-pub(crate) async fn connect_once(
-    client: &redis::Client,
-    timeout: Duration,
-) -> Result<MultiplexedConnection, RedisError> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-}
-
 /// `request`, or a [`NodeError::Timeout`] once `deadline` passed.
 pub(crate) async fn bounded<T>(
     deadline: Instant,

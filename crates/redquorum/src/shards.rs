@@ -59,11 +59,12 @@ use futures_util::future::{BoxFuture, Shared, join_all};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 
+use crate::connect::connect_once;
 use crate::error::{ConfigError, redact_url};
 use crate::quarantine::{Quarantine, cluster_marker_key};
 use crate::reply::NodeError;
 use crate::resources::Resources;
-use crate::server::{InCluster, Server, ServerSettings, connect_once, scrub};
+use crate::server::{InCluster, Server, ServerSettings, scrub};
 use crate::slots::{self, slot_of};
 use crate::subscriber::{Subscriber, Watch};
 use crate::sync::lock;

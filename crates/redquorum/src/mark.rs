@@ -1,0 +1,186 @@
+//! An operator's vouch (`redlock nodes mark`, [`Redlock::mark_nodes`]): that servers lost
+//! nothing (brand-new, or known good), so that they vote at once instead of after the restart
+//! quarantine. The marker is rewritten in place by [`vouch`](crate::vouch)'s script, the only
+//! code that does.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redis::aio::MultiplexedConnection;
+
+use crate::Redlock;
+use crate::connect::connect_once;
+use crate::first_sight::dropped_data;
+use crate::quarantine::info_field;
+use crate::reply::NodeError;
+use crate::vouch::rewrite;
+
+/// What [`Redlock::mark_nodes`](crate::Redlock::mark_nodes) did on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mark {
+    /// Marked: the node had no marker; it now has one that vouches at once.
+    Written,
+    /// Marked: its marker was a first-sight one still pending (a client saw the node for the
+    /// first time without a marker); it now vouches at once, under the same id, so clients
+    /// already waiting take it at their next health check.
+    Vouched,
+    /// Marked with `force`, over a marker that already vouched or that records a loss.
+    Overwritten,
+    /// Not marked: it already has a marker, which vouches already (`vouches`), or which records
+    /// a data loss less than `max_ttl` ago (or was written by hand). `force` overwrites it.
+    HasMarker {
+        /// Whether that marker already vouches for the node.
+        vouches: bool,
+    },
+    /// Not marked: the server is a replica, not a master (`force` marks it anyway).
+    Replica,
+    /// Not marked: its own counters show that it dropped or replaced data since it started (a
+    /// `FLUSHALL`, an eviction, a promotion: the reason); `force` marks it anyway.
+    DroppedData(String),
+    /// Not marked: it has no marker while other nodes of the group carry one, so it is new to
+    /// the group (flushed, or a server put in place of one that may have held locks less than
+    /// `max_ttl` ago); `force` marks it anyway.
+    NewToGroup,
+    /// Not marked: a Redis Cluster node, whose masters each carry their own marker.
+    Cluster,
+    /// Not marked: the node could not be reached, or refused (its error, without credentials).
+    Failed(String),
+}
+
+impl Mark {
+    /// Whether the node now carries a marker that vouches for it.
+    pub fn is_marked(&self) -> bool {
+        matches!(self, Mark::Written | Mark::Vouched | Mark::Overwritten)
+    }
+}
+
+impl std::fmt::Display for Mark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mark::Written => "marked: it had no marker; trusted at once from now on",
+            Mark::Vouched => {
+                "marked: its first-sight marker now vouches; waiting clients trust it within seconds"
+            }
+            Mark::Overwritten => "marked (forced over the marker it had)",
+            Mark::HasMarker { vouches: true } => {
+                "not marked: its marker already vouches for it (nothing to do)"
+            }
+            Mark::HasMarker { vouches: false } => {
+                "not marked: its marker records a data loss less than max_ttl ago; \
+                 --force if you know it lost nothing"
+            }
+            Mark::Replica => "not marked: it is a replica; locks go to masters (--force to mark it anyway)",
+            Mark::DroppedData(why) => {
+                return write!(
+                    f,
+                    "not marked: {why}, so it may have lost locks (--force to mark it anyway)"
+                );
+            }
+            Mark::NewToGroup => {
+                "not marked: it has no marker while the group's other nodes carry one, so it is \
+                 new to the group; if it replaces a node that held locks less than max_ttl ago, \
+                 wait that long (--force to mark it anyway)"
+            }
+            Mark::Cluster => "not marked: a Redis Cluster node (each master carries its own marker)",
+            Mark::Failed(why) => return write!(f, "not marked: {why}"),
+        })
+    }
+}
+
+impl Redlock {
+    /// Vouches, as an operator, that every node of this manager lost nothing (brand-new, or
+    /// known good): each gets a marker that vouches at once for its current run, so clients
+    /// trust it without waiting out the restart quarantine (`redlock nodes mark`). A node that
+    /// is a replica, or whose marker already vouches or records a loss, is left alone unless
+    /// `force`. A first-sight marker still pending (a client saw the node without one) is
+    /// vouched for under the same id, so clients already waiting trust it at their next health
+    /// check (within 2 s).
+    ///
+    /// Vouching for a server that did lose data less than `max_ttl` ago (flushed, restarted
+    /// without persistence) lets a lock be granted twice: this is the operator's word against the
+    /// evidence.
+    ///
+    /// Returns each node's address (without credentials) and what was done there.
+    ///
+    /// # Cancel safety
+    /// Each node's marker is written by one script call: dropping the future leaves every node
+    /// either marked or as it was.
+    pub async fn mark_nodes(&self, force: bool) -> Vec<(String, Mark)> {
+        let timeout = self.engine().rules.connect_timeout;
+        let nodes = &self.engine().nodes;
+        // A node without a marker in a group whose other nodes carry one is new to the group:
+        // it may replace a node that held locks (a marker of its own is not the question).
+        let peeked = join_all(nodes.iter().map(|node| async move {
+            match node.plain_server() {
+                Some(server) => peek(server.client(), timeout).await,
+                None => Err(Mark::Cluster),
+            }
+        }))
+        .await;
+        let group_marked = peeked
+            .iter()
+            .any(|p| matches!(p, Ok((_, found)) if found == "vouched" || found == "other"));
+        join_all(nodes.iter().zip(peeked).map(|(node, peeked)| async move {
+            let mark = match peeked {
+                Err(mark) => mark,
+                Ok((_, found)) if group_marked && !force && (found == "none" || found == "new") => {
+                    Mark::NewToGroup
+                }
+                Ok((conn, _)) => self::mark(conn, force).await,
+            };
+            (node.label().to_owned(), mark)
+        }))
+        .await
+    }
+}
+
+/// A connection to the server and what its marker is, as `scripts/vouch.lua` classifies it
+/// (`none`, `new`, `vouched`, `other`); the failure to report when it cannot be read.
+async fn peek(
+    client: &redis::Client,
+    timeout: Duration,
+) -> Result<(MultiplexedConnection, String), Mark> {
+    let failed = |e: NodeError| Mark::Failed(e.reply().to_string());
+    let mut conn = connect_once(client, timeout)
+        .await
+        .map_err(|e| failed(NodeError::from_redis(&e)))?;
+    let (_, found) = rewrite(&mut conn, "peek", "", "", false, 0, "")
+        .await
+        .map_err(failed)?;
+    Ok((conn, found))
+}
+
+/// Vouches for one server as an operator: a marker that vouches at once for its current run
+/// (`marker` invariant 3), unless it is a replica, its counters show a data loss since it
+/// started, or it already has a marker (other than a pending first-sight one), where only
+/// `force` writes.
+async fn mark(mut conn: MultiplexedConnection, force: bool) -> Mark {
+    let failed = |e: &redis::RedisError| Mark::Failed(NodeError::from_redis(e).reply().to_string());
+    let info: String = match redis::cmd("INFO").arg("all").query_async(&mut conn).await {
+        Ok(info) => info,
+        Err(e) => return failed(&e),
+    };
+    if info_field(&info, "cluster_enabled") == Some("1") {
+        return Mark::Cluster;
+    }
+    if info_field(&info, "role") != Some("master") && !force {
+        return Mark::Replica;
+    }
+    if let (Some(why), false) = (dropped_data(&info), force) {
+        return Mark::DroppedData(why);
+    }
+    let run_id = info_field(&info, "run_id").unwrap_or_default();
+    let fresh = format!("{:016x}", rand::random::<u64>());
+    match rewrite(&mut conn, "mark", &fresh, run_id, force, 0, "").await {
+        Ok((true, found)) => match found.as_str() {
+            "none" => Mark::Written,
+            "new" => Mark::Vouched,
+            _ => Mark::Overwritten,
+        },
+        Ok((false, found)) => Mark::HasMarker {
+            vouches: found == "vouched",
+        },
+        Err(e) => Mark::Failed(e.reply().to_string()),
+    }
+}
