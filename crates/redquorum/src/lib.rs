@@ -66,7 +66,8 @@
 //! # Layout
 //! Every async type is exported here, at the crate root, and only here. Two modules are public:
 //! [`defaults`], the settings' default values, and [`blocking`], the same API for synchronous
-//! code (its types share names with the async ones, so they keep their module path).
+//! code (its types share names with the async ones, so they keep their module path). A third,
+//! `pure`, is hidden: the pure rules re-exported for the model checker, not a stable API.
 //!
 //! Where bytes go to Redis:
 //! - `node`: one Redlock node: what each request of a round (`Request`) means in commands and
