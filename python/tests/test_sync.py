@@ -237,7 +237,12 @@ def test_status(rl, name):
     with rl.lock(name, ttl=10) as lock:
         status = rl.status(name)
         assert len(status) == 3
-        assert all(s.state == "held" and s.value == lock.value for s in status)
+        # Held once a quorum granted: the last node's `SET` may still be on its way (CI once
+        # read it free), so a quorum shows our value and no node shows another.
+        held = [s for s in status if s.state == "held"]
+        assert len(held) >= rl.quorum, status
+        assert all(s.value == lock.value for s in held), status
+        assert all(s.state in ("held", "free") for s in status), status
     assert all(s.state == "free" for s in rl.status(name))
 
 
@@ -245,7 +250,9 @@ def test_lock_delay_keeps_keys_past_the_ttl(servers, nodes, name):
     rl = redquorum.Redlock(servers, lock_delay=5)
     rl.acquire(name, 2).detach()  # as if the holder crashed
     ttls = [r.pttl(name) for r in nodes.clients()]
-    assert all(t > 3000 for t in ttls), ttls  # TTL plus the delay
+    # TTL plus the delay on a quorum; the last node's `SET` may still be on its way (-2: no key).
+    assert sum(t > 3000 for t in ttls) >= 2, ttls
+    assert all(t > 3000 or t == -2 for t in ttls), ttls
 
 
 def test_notified_fair_waiting(servers, name):
