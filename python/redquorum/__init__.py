@@ -17,6 +17,7 @@ extend or release it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable, Iterator, List, Optional, Tuple, TypeVar
 
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+_log = logging.getLogger("redquorum")
 
 
 class Lock(LockView):
@@ -120,6 +123,11 @@ class Lock(LockView):
 def _release_at_exit(lock: Lock, failing: bool) -> None:
     try:
         lock.release()
+    except Unavailable as e:
+        # The work is done and nothing can be done about nodes that did not answer within the
+        # release's patience: what they hold expires with its TTL. Logged, never raised out of
+        # a block whose work succeeded (docs/python.md, "Releasing").
+        _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
     except RedquorumError:
         # An exception from the work wins; a lost lock after successful work is raised.
         if not failing:

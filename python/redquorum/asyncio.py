@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import asyncio as _asyncio
 import inspect
+import logging
 from typing import (
     Any, AsyncIterator, Awaitable, Callable, List, Optional, Tuple, TypeVar, Union,
 )
 
 from ._common import LockView, ManagerBase, Resources, Seconds, names, wait_args
 from ._redquorum import Leader, NodeStatus
-from .errors import ConfigError, LockLost, RedquorumError
+from .errors import ConfigError, LockLost, RedquorumError, Unavailable
 
 __all__ = ["Redlock", "Lock", "AsyncLockContext", "LeaderWatch"]
 
 T = TypeVar("T")
+
+_log = logging.getLogger("redquorum")
 
 
 class Lock(LockView):
@@ -88,6 +91,9 @@ class Lock(LockView):
 async def _release_at_exit(lock: Lock, failing: bool) -> None:
     try:
         await lock.release()
+    except Unavailable as e:
+        # As in the blocking API: the work is done, what is left expires with its TTL.
+        _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
     except RedquorumError:
         if not failing:
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -82,6 +83,26 @@ def test_another_task_releases_the_lock(servers, name):
         return confirmed
 
     assert run(main()) >= 2
+
+
+def test_a_release_short_of_a_quorum_ends_the_block_with_a_warning(servers, nodes, name, caplog):
+    """As in the blocking API: the block's work succeeded, so its release's shortfall (two of
+    three nodes hold writes back past the release's patience) is a warning, not an exception."""
+    slow = nodes.clients()[:2]
+
+    async def main():
+        rl = Redlock(servers)
+        async with rl.lock(name, ttl=10):
+            for r in slow:
+                r.client_pause(3000, all=False)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="redquorum"):
+            run(main())
+        assert any("too few" in m for m in caplog.messages), caplog.text
+    finally:
+        for r in slow:
+            r.client_unpause()
 
 
 def test_busy_and_fencing(servers, name):

@@ -1,14 +1,9 @@
-"""A process's life: a fork, and an interpreter that exits with locks still held."""
+"""A process's life: a fork (the interpreter's exit is `test_exit.py`'s)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 import time
-
-import redis
 
 import redquorum
 
@@ -54,32 +49,3 @@ def test_fork_child_gets_a_clear_error_or_its_own_runtime(servers, name):
     assert rl.status(f"{name}:held")[0].value == held.value
     held.release()
     rl.acquire(name, 5).release()
-
-
-def test_interpreter_exit_with_locks_held(servers, nodes, name):
-    script = textwrap.dedent(
-        f"""
-        import redquorum, redquorum.asyncio, asyncio
-        rl = redquorum.Redlock({servers!r})
-        plain = rl.acquire({name!r} + ":plain", 5)
-        kept = rl.acquire({name!r} + ":kept", 5, keep_alive=True)
-        kept.lost  # a loss watcher is running
-        async def main():
-            arl = redquorum.asyncio.Redlock({servers!r})
-            global alock
-            alock = await arl.acquire({name!r} + ":async", 5, keep_alive=True)
-            alock.lost
-        asyncio.run(main())
-        print("exiting", flush=True)
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert "exiting" in done.stdout
-    assert "panic" not in done.stderr.lower() and "fatal" not in done.stderr.lower()
-    # Whatever was not released on the way out expires with its TTL.
-    r = redis.Redis.from_url(nodes.urls[0])
-    for suffix in (":plain", ":kept", ":async"):
-        assert r.pttl(name + suffix) <= 5000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import timedelta
@@ -161,6 +162,29 @@ def test_unavailable(name):
     with pytest.raises(Unavailable) as e:
         rl.try_acquire(name, 5)
     assert e.value.cause == "unavailable"
+
+
+def test_a_release_short_of_a_quorum_ends_the_block_with_a_warning(rl, nodes, name, caplog):
+    """Two of three nodes hold writes back (`CLIENT PAUSE ... WRITE`) for longer than a
+    release's patience (1 s) while the block ends: its work succeeded, so the block ends too,
+    with a warning on the `redquorum` logger; an explicit release says `Unavailable`."""
+    slow = nodes.clients()[:2]
+    try:
+        with caplog.at_level(logging.WARNING, logger="redquorum"):
+            with rl.lock(name, ttl=10):
+                for r in slow:
+                    r.client_pause(3000, all=False)
+        assert any("too few" in m for m in caplog.messages), caplog.text
+        for r in slow:
+            r.client_unpause()
+        lock = rl.acquire(f"{name}:2", 10, timeout=10)
+        for r in slow:
+            r.client_pause(3000, all=False)
+        with pytest.raises(Unavailable):
+            lock.release()
+    finally:
+        for r in slow:
+            r.client_unpause()
 
 
 def test_quarantined_says_when_it_ends(name):

@@ -472,9 +472,17 @@ async fn supervise(
 /// exit status already says what matters.
 async fn release(guard: Guard, resource: &str) {
     match guard.release().await {
-        Ok(released) => {
-            tracing::debug!(resource, confirmed = released.confirmed, "released");
-        }
+        Ok(released) => match released.cause() {
+            None => tracing::debug!(resource, confirmed = released.confirmed, "released"),
+            // As the library's `with_lock`: COMMAND has finished; what is left expires.
+            Some(cause) => tracing::warn!(
+                resource,
+                %cause,
+                confirmed = released.confirmed,
+                quorum = released.quorum,
+                "release after COMMAND finished was not confirmed by a quorum; what is left expires with its TTL"
+            ),
+        },
         Err(Error::HoldLost { reason, .. }) => {
             tracing::debug!(resource, %reason, "released a lost lock");
         }

@@ -12,13 +12,18 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use redquorum::{Cause, Error, LossReason, Released, RoundFailure};
 
+use crate::exit;
+
 /// The module that defines the exception classes.
 const MODULE: &str = "redquorum.errors";
 
 /// The Python exception class `name` of [`MODULE`], raised with `message` and `attributes`.
-fn raise(name: &str, message: &str, attributes: &[(&str, Py<PyAny>)]) -> PyErr {
+/// Once the interpreter's exit has begun, a plain `RuntimeError` (built without the GIL; the
+/// thread that would raise it never runs Python again: `exit` invariant 2).
+pub(crate) fn raise(name: &str, message: &str, attributes: &[(&str, Py<PyAny>)]) -> PyErr {
     let message = one_line(message);
-    Python::attach(|py| {
+    let exiting = || PyRuntimeError::new_err(message.clone());
+    exit::attach(|py| {
         let built = (|| -> PyResult<PyErr> {
             let class = py.import(MODULE)?.getattr(name)?;
             let error = class.call1((message.as_str(),))?;
@@ -33,6 +38,7 @@ fn raise(name: &str, message: &str, attributes: &[(&str, Py<PyAny>)]) -> PyErr {
             PyRuntimeError::new_err(format!("{message} (and redquorum.errors is broken: {e})"))
         })
     })
+    .unwrap_or_else(exiting)
 }
 
 fn one_line(message: &str) -> String {
@@ -135,9 +141,9 @@ impl<T: for<'py> IntoPyObject<'py>> IntoObject for T {
 
 fn round_failure(resource: &str, failure: &RoundFailure, message: &str) -> PyErr {
     let cause = failure.cause();
-    let attributes = Python::attach(|py| {
-        round_attributes(py, resource, &cause, failure.quorum, &failure.replies)
-    });
+    let attributes =
+        exit::attach(|py| round_attributes(py, resource, &cause, failure.quorum, &failure.replies))
+            .unwrap_or_default();
     raise(class_of(&cause), message, &attributes)
 }
 
@@ -158,7 +164,7 @@ pub(crate) fn from_error(error: Error) -> PyErr {
             if failure.cause() == Cause::NotHeld {
                 err
             } else {
-                let attributes = Python::attach(|py| {
+                let attributes = exit::attach(|py| {
                     round_attributes(
                         py,
                         resource,
@@ -166,7 +172,8 @@ pub(crate) fn from_error(error: Error) -> PyErr {
                         failure.quorum,
                         &failure.replies,
                     )
-                });
+                })
+                .unwrap_or_default();
                 raise("LockLost", &message, &attributes)
             }
         }
@@ -189,12 +196,13 @@ pub(crate) fn from_error(error: Error) -> PyErr {
 }
 
 fn lost(resource: &str, message: &str, cause: &str) -> PyErr {
-    let attributes = Python::attach(|py| {
+    let attributes = exit::attach(|py| {
         vec![
             ("resource", resource.into_pyobject_or_none(py)),
             ("cause", cause.into_pyobject_or_none(py)),
         ]
-    });
+    })
+    .unwrap_or_default();
     raise("LockLost", message, &attributes)
 }
 
@@ -209,9 +217,10 @@ pub(crate) fn released(resource: &str, released: &Released) -> PyResult<usize> {
         released.replies.len(),
         released.quorum
     );
-    let attributes = Python::attach(|py| {
+    let attributes = exit::attach(|py| {
         round_attributes(py, resource, &cause, released.quorum, &released.replies)
-    });
+    })
+    .unwrap_or_default();
     Err(raise(class_of(&cause), &message, &attributes))
 }
 

@@ -27,7 +27,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::errors::{self, OrRaise};
-use crate::runtime::{Owner, finalizing};
+use crate::exit;
+use crate::runtime::Owner;
 use crate::settings::{maybe_seconds, seconds};
 
 /// What a handle holds.
@@ -129,17 +130,12 @@ impl Held {
 }
 
 fn released_already(name: &str) -> PyErr {
-    let error = errors::config(format!("lock on {name:?} was already released"));
-    Python::attach(|py| {
-        // A second release is the holder's mistake, but also "not held": raised as NotHeld.
-        let class = py
-            .import("redquorum.errors")
-            .and_then(|m| m.getattr("NotHeld"));
-        match class.and_then(|c| c.call1((format!("lock on {name:?} was already released"),))) {
-            Ok(value) => PyErr::from_value(value),
-            Err(_) => error,
-        }
-    })
+    // A second release is the holder's mistake, but also "not held": raised as NotHeld.
+    errors::raise(
+        "NotHeld",
+        &format!("lock on {name:?} was already released"),
+        &[],
+    )
 }
 
 #[pymethods]
@@ -341,14 +337,15 @@ impl Held {
                     }
                 }
             }
-            if finalizing() {
-                return; // runtime invariant 3
-            }
-            Python::attach(|py| {
+            // Runtime invariant 3: not once the interpreter's exit has begun.
+            let fired = exit::attach(|py| {
                 if let Err(e) = callback.call0(py) {
                     e.write_unraisable(py, None);
                 }
             });
+            if fired.is_none() {
+                std::mem::forget(callback); // no reference count queued for a GIL never taken
+            }
         });
         Ok(())
     }

@@ -7,6 +7,7 @@
 //! time or decides a quorum happens here, in the Rust library.
 //!
 //! # Layout
+//! - `exit`: the interpreter's exit, which no thread of ours enters Python after.
 //! - `runtime`: one Tokio runtime per process (a forked child builds its own), blocking waits
 //!   with the GIL released, and the asyncio bridge.
 //! - `settings`: durations in seconds and `Redlock(...)`'s keywords, handed to the library's
@@ -17,6 +18,7 @@
 //! - `errors`: the library's errors as the exception classes of `redquorum.errors`.
 
 mod errors;
+mod exit;
 mod held;
 mod manager;
 mod runtime;
@@ -33,12 +35,17 @@ fn _redquorum(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<views::Leader>()?;
     m.add_class::<views::NodeStatus>()?;
     m.add_class::<views::Watch>()?;
-    m.add_function(wrap_pyfunction!(runtime::_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::_after_fork_in_child, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    // Runtime invariant 3: no Rust thread calls into Python once the interpreter is exiting.
-    let at_exit = m.getattr("_at_exit")?;
-    m.py()
-        .import("atexit")?
-        .call_method1("register", (at_exit,))?;
+    let py = m.py();
+    // `exit` invariant 1: no thread of ours enters Python once the interpreter is exiting.
+    py.import("atexit")?
+        .call_method1("register", (m.getattr("_at_exit")?,))?;
+    // `exit` invariant 4: a forked child's gate is open and empty.
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("after_in_child", m.getattr("_after_fork_in_child")?)?;
+    py.import("os")?
+        .call_method("register_at_fork", (), Some(&kwargs))?;
     Ok(())
 }

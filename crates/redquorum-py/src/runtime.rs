@@ -18,10 +18,11 @@
 //!    refuses to work in the child with an error that says so, instead of hanging.
 //! 2. **The parent's objects are never dropped in a child**: dropping them would wake tasks of a
 //!    runtime that has no threads there. They are forgotten instead (their keys expire).
-//! 3. **No Rust thread calls into Python once the interpreter is finalizing** ([`finalizing`],
-//!    set by an `atexit` hook): a thread that takes the GIL then may be stopped in the middle
-//!    of Rust code. What such a call would have done (set an event nobody can wait for any
-//!    more) is skipped.
+//! 3. **No thread of ours enters Python once the interpreter's exit has begun**
+//!    ([`exit`](crate::exit)): every future the asyncio bridge spawns is polled with a pass
+//!    ([`Gated`]), and so is every closure it runs on the blocking pool; a blocking wait takes
+//!    its pass before it takes the GIL back, or parks for good. What such a call would have
+//!    done (complete a future or set an event nobody can wait for any more) is skipped.
 //! 4. **A blocking wait can be interrupted.** While a synchronous call waits, the calling thread
 //!    looks for pending signals every [`SIGNAL_CHECK`], so Ctrl-C raises `KeyboardInterrupt`
 //!    instead of waiting out a long acquisition; the abandoned future is dropped on the runtime,
@@ -30,7 +31,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -41,6 +41,7 @@ use pyo3_async_runtimes::generic::{ContextExt, JoinError, Runtime as GenericRunt
 use tokio::runtime::Runtime;
 
 use crate::errors;
+use crate::exit::{self, Pass};
 
 /// How often a blocking wait looks for signals (invariant 4).
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
@@ -48,20 +49,6 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 /// The runtime of this process, with the pid that built it (invariant 1). Leaked: it lives as
 /// long as the process, and a child's copy must never be dropped (invariant 2).
 static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
-
-/// Set by the module's `atexit` hook (invariant 3).
-static FINALIZING: AtomicBool = AtomicBool::new(false);
-
-/// Whether the interpreter is shutting down, so that no Rust thread may call into Python.
-pub(crate) fn finalizing() -> bool {
-    FINALIZING.load(Ordering::Acquire)
-}
-
-/// The `atexit` hook: from now on no Rust thread calls into Python (invariant 3).
-#[pyfunction]
-pub(crate) fn _at_exit() {
-    FINALIZING.store(true, Ordering::Release);
-}
 
 /// This process's runtime, built on first use (and again in a forked child).
 fn runtime() -> PyResult<&'static Runtime> {
@@ -138,19 +125,33 @@ impl Owner {
                 "{what} would block a thread of redquorum's own runtime; call it from Python code"
             )));
         }
-        py.detach(|| {
-            runtime.block_on(async {
+        let finalizer = exit::is_finalizer();
+        if exit::closing() && !finalizer {
+            // A daemon thread still running while the interpreter exits: its wait could not
+            // end in Python any more (invariant 3), so it does not start one.
+            py.detach(|| exit::park_forever());
+        }
+        let (output, _pass) = py.detach(|| {
+            let output = runtime.block_on(async {
                 let mut future = std::pin::pin!(future);
                 loop {
                     tokio::select! {
                         output = &mut future => return Ok(output),
                         () = tokio::time::sleep(SIGNAL_CHECK) => {
-                            Python::attach(|py| py.check_signals())?;
+                            exit::attach(|py| py.check_signals()).transpose()?;
                         }
                     }
                 }
-            })
-        })
+            });
+            // Invariant 3 (`exit` invariant 2): the pass is taken before the GIL, and dropped
+            // once the GIL is ours again, after this closure.
+            match Pass::new() {
+                Some(pass) => (output, Some(pass)),
+                None if finalizer => (output, None),
+                None => exit::park_forever(),
+            }
+        });
+        output
     }
 
     /// An awaitable for the running asyncio loop that resolves with `future`'s output, run on
@@ -222,19 +223,43 @@ impl GenericRuntime for Tokio {
         F: Future<Output = ()> + Send + 'static,
     {
         match runtime() {
-            Ok(runtime) => Spawned::Task(runtime.spawn(fut)),
+            Ok(runtime) => Spawned::Task(runtime.spawn(Gated(Box::pin(fut)))),
             Err(_) => Spawned::Unspawned,
         }
     }
 
+    /// The bridge completes an asyncio future from the blocking pool, with the GIL: only with
+    /// a pass (invariant 3); without one the closure is not run, and what it holds is forgotten,
+    /// not dropped (a Python object's drop would queue its reference count for a GIL that
+    /// nobody will take again, which is harmless; forgetting is simply less work at exit).
     fn spawn_blocking<F>(f: F) -> Spawned
     where
         F: FnOnce() + Send + 'static,
     {
+        let gated = move || match Pass::new() {
+            Some(_pass) => f(),
+            None => std::mem::forget(f),
+        };
         match runtime() {
-            Ok(runtime) => Spawned::Task(runtime.spawn_blocking(f)),
+            Ok(runtime) => Spawned::Task(runtime.spawn_blocking(gated)),
             Err(_) => Spawned::Unspawned,
         }
+    }
+}
+
+/// A future polled only with a pass (invariant 3): the bridge's futures call into Python when
+/// they complete (and ours build exceptions), so once the exit has begun they are not polled
+/// again; their task sleeps until the process ends.
+struct Gated<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for Gated<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(_pass) = Pass::new() else {
+            return Poll::Pending;
+        };
+        self.0.as_mut().poll(cx)
     }
 }
 

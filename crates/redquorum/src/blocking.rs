@@ -691,7 +691,10 @@ impl Redlock {
         // counts (hold invariant 7): a loss the keeper has not recorded yet is a loss.
         let lost_during_work = guard.is_lost();
         match (lost_during_work, guard.release()) {
-            (false, Ok(_)) => Ok(output),
+            (false, Ok(released)) => {
+                released.warn_if_unconfirmed(resource);
+                Ok(output)
+            }
             (false, Err(e)) => {
                 tracing::warn!(error = %e, "lock lost after the work finished");
                 Ok(output)

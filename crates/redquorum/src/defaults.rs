@@ -10,6 +10,17 @@ use std::time::Duration;
 /// that needs its reply. Lower it for TTLs under a few seconds.
 pub const NODE_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// How long a release may wait for the answers that decide it (engine invariant 7): one whose
+/// outcome is still open at the node timeout (fewer than a quorum confirmed, enough nodes still
+/// out) goes on waiting for those nodes up to this long from its start, or the node timeout if
+/// that is longer. A release decided by then (a quorum confirmed, or too few nodes can) returns
+/// at once; only a release that needs a slow or unreachable node waits this long.
+///
+/// 1 s: ten default node timeouts, so a healthy node slowed down by a loaded host answers
+/// within it, and short enough that the end of a `with` block, or of `redlock run`, does not
+/// hang on a partitioned node. What such a node holds expires with its TTL.
+pub const RELEASE_PATIENCE: Duration = Duration::from_secs(1);
+
 /// Default bound on establishing a connection (TCP, TLS, AUTH, SELECT).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 

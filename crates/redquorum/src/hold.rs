@@ -635,7 +635,10 @@ impl Redlock {
             output = work(info) => Some(output),
         };
         match (output, guard.release().await) {
-            (Some(output), Ok(_)) => Ok(output),
+            (Some(output), Ok(released)) => {
+                released.warn_if_unconfirmed(resource);
+                Ok(output)
+            }
             (Some(output), Err(e)) => {
                 tracing::warn!(error = %e, "lock lost after the work finished");
                 Ok(output)

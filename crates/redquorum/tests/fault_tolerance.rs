@@ -127,3 +127,55 @@ async fn a_stopped_node_is_no_vote_and_costs_only_its_timeout() {
         .await
         .expect("resumed nodes vote again");
 }
+
+/// Engine invariant 7: a release that needs slow nodes waits for their answers past the node
+/// timeout. Two of three nodes are stopped while the release is on its way and resumed 150 ms
+/// later: with the node timeout alone (50 ms) the release would count them as timed out and
+/// report one confirmation of the two it needs; with the release's patience (1 s) every node's
+/// answer counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_waits_for_the_slow_nodes_it_needs() {
+    let mut cluster = cluster(3);
+    let redlock = Redlock::builder(cluster.urls())
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    redlock.acquire("warm", TTL).await.unwrap().release().await;
+    let lock = redlock.acquire_with("res", TTL, &patient()).await.unwrap();
+    cluster.node(0).pause().unwrap();
+    cluster.node(1).pause().unwrap();
+    let release = tokio::spawn(lock.release());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    cluster.node(0).resume().unwrap();
+    cluster.node(1).resume().unwrap();
+    let released = release.await.unwrap();
+    assert_eq!(released.cause(), None, "{released:?}");
+    assert_eq!(released.confirmed, 3, "{released:?}");
+    for i in 0..3 {
+        assert_eq!(value_on(cluster.node(i), "res"), None, "node {i}");
+    }
+}
+
+/// ... and no longer than its patience: with two of three nodes stopped for good, the release
+/// ends (allow 10 s on a noisy machine, against TCP's minutes) and says too few answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_gives_up_on_stopped_nodes_after_its_patience() {
+    let mut cluster = cluster(3);
+    let redlock = connected(&cluster).await;
+    let lock = redlock.acquire_with("res", TTL, &patient()).await.unwrap();
+    cluster.node(0).pause().unwrap();
+    cluster.node(1).pause().unwrap();
+    let started = Instant::now();
+    let released = lock.release().await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "release took {took:?}");
+    assert_eq!(released.confirmed, 1, "{released:?}");
+    assert_eq!(
+        released.cause(),
+        Some(redquorum::Cause::Unavailable),
+        "{released:?}"
+    );
+    assert_eq!(released.replies[0].reply, Reply::Timeout, "{released:?}");
+    cluster.node(0).resume().unwrap();
+    cluster.node(1).resume().unwrap();
+}
