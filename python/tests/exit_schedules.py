@@ -16,10 +16,14 @@ import threading
 import redquorum
 import redquorum.asyncio
 
+# As the suite's PATIENT_NODE_TIMEOUT (conftest.py): these runs check the exit, not timeouts,
+# and a loaded machine must not turn a slow answer into an exception before the exit.
+PATIENT = 1.0
+
 
 def sync_kept(servers: str, name: str) -> None:
     """A plain lock and a kept-alive one with a loss watcher."""
-    rl = redquorum.Redlock(servers)
+    rl = redquorum.Redlock(servers, node_timeout=PATIENT)
     globals()["plain"] = rl.acquire(f"{name}:plain", 5)
     kept = rl.acquire(f"{name}:kept", 5, keep_alive=True)
     kept.lost  # a loss watcher runs on the runtime
@@ -31,7 +35,7 @@ def async_kept(servers: str, name: str) -> None:
     belongs to a closed loop."""
 
     async def main() -> None:
-        arl = redquorum.asyncio.Redlock(servers)
+        arl = redquorum.asyncio.Redlock(servers, node_timeout=PATIENT)
         lock = await arl.acquire(f"{name}:async", 5, keep_alive=True)
         lock.lost
         globals()["alock"] = lock
@@ -48,8 +52,8 @@ def both(servers: str, name: str) -> None:
 def losing(servers: str, name: str) -> None:
     """Locks whose loss fires around the exit: a short TTL, no keep-alive, a watcher each, and
     one whose loss callback runs while the interpreter exits."""
-    rl = redquorum.Redlock(servers)
-    locks = [rl.acquire(f"{name}:short{i}", 0.25) for i in range(4)]
+    rl = redquorum.Redlock(servers, node_timeout=PATIENT)
+    locks = [rl.acquire(f"{name}:short{i}", 0.5) for i in range(4)]
     for lock in locks:
         lock.lost
     globals()["locks"] = locks
@@ -59,7 +63,7 @@ def losing(servers: str, name: str) -> None:
 def waiting_threads(servers: str, name: str) -> None:
     """Daemon threads blocked in an acquisition of a lock the main thread holds, and one in a
     keep-alive loss wait, when the interpreter exits."""
-    rl = redquorum.Redlock(servers, retry_delay=0.05)
+    rl = redquorum.Redlock(servers, retry_delay=0.05, node_timeout=PATIENT)
     held = rl.acquire(f"{name}:busy", 10, keep_alive=True)
     globals()["held"] = held
     started = threading.Barrier(4)
@@ -83,13 +87,15 @@ def waiting_threads(servers: str, name: str) -> None:
 def waiting_tasks(servers: str, name: str) -> None:
     """An asyncio loop in a daemon thread with tasks waiting for a held lock, when the
     interpreter exits."""
-    rl = redquorum.Redlock(servers)
+    rl = redquorum.Redlock(servers, node_timeout=PATIENT)
     globals()["held"] = rl.acquire(f"{name}:busy", 10, keep_alive=True)
     ready = threading.Event()
 
     def run_loop() -> None:
         async def main() -> None:
-            arl = redquorum.asyncio.Redlock(servers, retry_delay=0.05)
+            arl = redquorum.asyncio.Redlock(
+                servers, retry_delay=0.05, node_timeout=PATIENT
+            )
             waits = [
                 asyncio.ensure_future(arl.acquire(f"{name}:busy", 5, timeout=float("inf")))
                 for _ in range(3)
@@ -112,7 +118,7 @@ def forked(servers: str, name: str) -> None:
     for i in range(2):
         pid = os.fork()
         if pid == 0:
-            rl = redquorum.Redlock(servers)
+            rl = redquorum.Redlock(servers, node_timeout=PATIENT)
             globals()["child_lock"] = rl.acquire(f"{name}:child{i}", 5, keep_alive=True)
             globals()["child_lock"].lost
             sys.stdout.flush()

@@ -11,6 +11,8 @@ import pytest
 from redquorum import LockBusy, LockLost, NotHeld
 from redquorum.asyncio import Redlock
 
+from conftest import PATIENT_NODE_TIMEOUT
+
 
 def run(coroutine, limit=60):
     return asyncio.run(asyncio.wait_for(coroutine, limit))
@@ -18,7 +20,7 @@ def run(coroutine, limit=60):
 
 def test_exclusion_under_asyncio_tasks(servers, name):
     async def main():
-        rl = Redlock(servers, retry_delay=0.05)
+        rl = Redlock(servers, retry_delay=0.05, node_timeout=PATIENT_NODE_TIMEOUT)
         state = {"value": 0, "inside": 0, "overlaps": 0}
 
         async def work():
@@ -43,7 +45,7 @@ def test_two_tasks_never_release_each_others_lock(servers, nodes, name):
     thread share it and one can release the other's lock. Here each handle is its own."""
 
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         first_taken, second_taken = asyncio.Event(), asyncio.Event()
         outcome = {}
 
@@ -60,8 +62,12 @@ def test_two_tasks_never_release_each_others_lock(servers, nodes, name):
             lock = await rl.acquire(name, 10, timeout=10)
             second_taken.set()
             await asyncio.sleep(0.2)  # while the first task tries to release
-            outcome["value_kept"] = all(
-                r.get(name) == lock.value.encode() for r in nodes.clients()
+            # On a quorum; the last node may still hold the first task's expiring key, or
+            # have the second's `SET` on its way, but never lose the second's value.
+            values = [r.get(name) for r in nodes.clients()]
+            ours = lock.value.encode()
+            outcome["value_kept"] = (
+                sum(v == ours for v in values) >= 2 and values.count(None) <= 1
             )
             outcome["second"] = await lock.release()
 
@@ -75,7 +81,7 @@ def test_two_tasks_never_release_each_others_lock(servers, nodes, name):
 
 def test_another_task_releases_the_lock(servers, name):
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         lock = await rl.acquire(name, 10)
         confirmed = await asyncio.create_task(lock.release())
         again = await rl.try_acquire(name, 5)
@@ -91,7 +97,7 @@ def test_a_release_short_of_a_quorum_ends_the_block_with_a_warning(servers, node
     slow = nodes.clients()[:2]
 
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         async with rl.lock(name, ttl=10):
             for r in slow:
                 r.client_pause(3000, all=False)
@@ -107,7 +113,7 @@ def test_a_release_short_of_a_quorum_ends_the_block_with_a_warning(servers, node
 
 def test_busy_and_fencing(servers, name):
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         async with rl.lock(name, ttl=10) as held:
             with pytest.raises(LockBusy):
                 await rl.try_acquire(name, 10)
@@ -121,9 +127,9 @@ def test_busy_and_fencing(servers, name):
 
 def test_loss_is_an_asyncio_event(servers, nodes, name):
     async def main():
-        rl = Redlock(servers)
-        lock = await rl.acquire(name, 1, keep_alive=True)
-        await asyncio.sleep(2.2)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+        lock = await rl.acquire(name, 2, keep_alive=True)
+        await asyncio.sleep(4.5)  # more than twice the TTL
         assert not lock.lost.is_set() and not lock.is_lost()
         for r in nodes.clients():
             r.delete(name)
@@ -148,7 +154,7 @@ def test_with_lock_cancels_the_work_when_the_lock_is_lost(servers, nodes, name):
             raise
 
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         start = time.monotonic()
         with pytest.raises(LockLost):
             await rl.with_lock(name, 1, work)
@@ -160,7 +166,7 @@ def test_with_lock_cancels_the_work_when_the_lock_is_lost(servers, nodes, name):
 
 def test_with_lock_returns_the_work_result(servers, name):
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
 
         async def work(lock):
             await asyncio.sleep(0.01)
@@ -173,7 +179,7 @@ def test_with_lock_returns_the_work_result(servers, name):
 
 def test_the_loop_keeps_running_while_a_task_waits(servers, name):
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         ticks = 0
 
         async def ticker():
@@ -189,12 +195,14 @@ def test_the_loop_keeps_running_while_a_task_waits(servers, name):
             t.cancel()
         return ticks
 
-    assert run(main()) > 50
+    # The ticker sleeps 1 ms a tick: hundreds in the second's wait on an idle machine, a few
+    # dozen on a loaded one; a wait that blocked the loop would let it tick once or not at all.
+    assert run(main()) > 10
 
 
 def test_semaphore_read_write_election(servers, name):
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         a = await rl.acquire(f"{name}:s", 10, permits=2)
         b = await rl.acquire(f"{name}:s", 10, permits=2)
         with pytest.raises(LockBusy):
@@ -218,7 +226,7 @@ def test_semaphore_read_write_election(servers, name):
 
 def test_mark_nodes_does_not_block_the_loop(servers):
     async def main():
-        rl = Redlock(servers)
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
         ticks = 0
 
         async def ticker():

@@ -13,9 +13,10 @@ from typing import Iterator
 import pytest
 
 import redquorum
+
 from redquorum import LockBusy
 
-from conftest import Nodes
+from conftest import PATIENT_NODE_TIMEOUT, Nodes
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,9 @@ def clusters() -> Iterator[Nodes]:
 @pytest.fixture
 def crl(clusters: Nodes) -> redquorum.Redlock:
     assert clusters.servers.count("redis+cluster://") == 3, clusters.servers
-    return redquorum.Redlock(clusters.servers, max_ttl=30)
+    return redquorum.Redlock(
+        clusters.servers, max_ttl=30, node_timeout=PATIENT_NODE_TIMEOUT
+    )
 
 
 def test_a_lock_over_cluster_nodes_excludes_threads_and_fences(crl):
@@ -63,7 +66,9 @@ def test_a_lock_over_cluster_nodes_excludes_threads_and_fences(crl):
 
 def test_a_held_lock_over_cluster_nodes_is_busy_for_another_manager(crl, clusters):
     name = f"job:{uuid.uuid4().hex}"
-    other = redquorum.Redlock(clusters.servers, max_ttl=30)
+    other = redquorum.Redlock(
+        clusters.servers, max_ttl=30, node_timeout=PATIENT_NODE_TIMEOUT
+    )
     with crl.lock(name, ttl=10):
         with pytest.raises(LockBusy):
             other.try_acquire(name, 10)

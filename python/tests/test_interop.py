@@ -10,13 +10,15 @@ import redis
 from pottery import Redlock as PotteryRedlock
 
 import redquorum
-from conftest import redlock_bin
+
+from conftest import PATIENT_NODE_TIMEOUT, redlock_bin
 from redquorum import LockBusy
 
 
 def test_redis_py_lock_both_ways(nodes, name):
     r = redis.Redis.from_url(nodes.urls[0])
-    ours = redquorum.Redlock(nodes.urls[0])  # N = 1, as redis-py's Lock
+    # N = 1, as redis-py's Lock
+    ours = redquorum.Redlock(nodes.urls[0], node_timeout=PATIENT_NODE_TIMEOUT)
     theirs = r.lock(name, timeout=10)
     assert theirs.acquire(blocking=False)
     with pytest.raises(LockBusy):
@@ -29,7 +31,7 @@ def test_redis_py_lock_both_ways(nodes, name):
 
 def test_pottery_redlock_both_ways(nodes, name):
     masters = nodes.clients()
-    ours = redquorum.Redlock(nodes.servers)
+    ours = redquorum.Redlock(nodes.servers, node_timeout=PATIENT_NODE_TIMEOUT)
     theirs = PotteryRedlock(key=name, masters=masters, auto_release_time=10)
     key = f"redlock:{name}"  # pottery's key for `name`
     assert theirs.acquire(blocking=False)
@@ -51,7 +53,7 @@ def test_rust_cli_both_ways(nodes, name):
             capture_output=True, text=True, timeout=30,
         )
 
-    rl = redquorum.Redlock(nodes.servers)
+    rl = redquorum.Redlock(nodes.servers, node_timeout=PATIENT_NODE_TIMEOUT)
     taken = cli("acquire", name, "--ttl", "10s")
     assert taken.returncode == 0, taken.stderr
     value = taken.stdout.strip()

@@ -7,6 +7,8 @@ import time
 
 import redquorum
 
+from conftest import PATIENT_NODE_TIMEOUT
+
 
 def wait_child(pid: int, limit: float = 30.0) -> int:
     deadline = time.monotonic() + limit
@@ -21,7 +23,7 @@ def wait_child(pid: int, limit: float = 30.0) -> int:
 
 
 def test_fork_child_gets_a_clear_error_or_its_own_runtime(servers, name):
-    rl = redquorum.Redlock(servers)
+    rl = redquorum.Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
     rl.acquire(name, 10).release()  # the parent's runtime and connections are running
     held = rl.acquire(f"{name}:held", 10)
     pid = os.fork()
@@ -37,7 +39,7 @@ def test_fork_child_gets_a_clear_error_or_its_own_runtime(servers, name):
             code = 12
         try:
             del held  # the parent's lock is forgotten, not released from here
-            own = redquorum.Redlock(servers)
+            own = redquorum.Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
             with own.lock(name, ttl=5) as lock:
                 if lock.fence is None:
                     code = 13

@@ -15,6 +15,8 @@ from redquorum import (
     ConfigError, LockBusy, LockLost, NotHeld, Quarantined, Unavailable, WrongType,
 )
 
+from conftest import PATIENT_NODE_TIMEOUT
+
 
 def test_construction_refuses_what_the_builder_refuses():
     cases = [
@@ -133,9 +135,9 @@ def test_a_lock_left_to_expire_is_lost_by_the_clock(rl, name):
 
 def test_keep_alive_outlives_the_ttl_and_signals_loss(rl, nodes, name):
     with pytest.raises(LockLost):
-        with rl.lock(name, ttl=1, keep_alive=True) as lock:
+        with rl.lock(name, ttl=2, keep_alive=True) as lock:
             assert lock.kept_alive
-            assert not lock.lost.wait(2.5)  # more than twice the TTL, still held
+            assert not lock.lost.wait(4.5)  # more than twice the TTL, still held
             assert not lock.is_lost() and lock.extensions() >= 2
             with pytest.raises(LockBusy):
                 rl.try_acquire(name, 1)
@@ -271,7 +273,7 @@ def test_status(rl, name):
 
 
 def test_lock_delay_keeps_keys_past_the_ttl(servers, nodes, name):
-    rl = redquorum.Redlock(servers, lock_delay=5)
+    rl = redquorum.Redlock(servers, lock_delay=5, node_timeout=PATIENT_NODE_TIMEOUT)
     rl.acquire(name, 2).detach()  # as if the holder crashed
     ttls = [r.pttl(name) for r in nodes.clients()]
     # TTL plus the delay on a quorum; the last node's `SET` may still be on its way (-2: no key).
@@ -281,7 +283,9 @@ def test_lock_delay_keeps_keys_past_the_ttl(servers, nodes, name):
 
 def test_notified_fair_waiting(servers, name):
     # Polling would not retry for 30 s; the release's notification wakes the waiter.
-    rl = redquorum.Redlock(servers, fair=True, retry_delay=30)
+    rl = redquorum.Redlock(
+        servers, fair=True, retry_delay=30, node_timeout=PATIENT_NODE_TIMEOUT
+    )
     holder = rl.acquire(name, 10)
     got = []
     waiter = threading.Thread(target=lambda: got.append(rl.acquire(name, 10, timeout=20)))
@@ -313,7 +317,9 @@ def test_the_gil_is_released_while_waiting(rl, name):
         finally:
             stop.set()
             t.join(5)
-    assert len(ticks) > 50
+    # As in the asyncio test: hundreds of 1 ms ticks on an idle machine, a few dozen on a
+    # loaded one; a wait that held the GIL would let the ticker run once or not at all.
+    assert len(ticks) > 10
 
 
 def test_acl_user(nodes, name):

@@ -35,7 +35,13 @@ pub struct Global {
     pub servers: String,
 
     /// How long each server has to answer one request [default: 100ms]
-    #[arg(long, global = true, value_name = "DUR", value_parser = duration::parse)]
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_NODE_TIMEOUT",
+        value_name = "DUR",
+        value_parser = duration::parse
+    )]
     pub node_timeout: Option<Duration>,
 
     /// The longest TTL any client of these servers uses, and how long a restarted node is

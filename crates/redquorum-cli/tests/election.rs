@@ -39,7 +39,7 @@ fn a_standby_runs_its_command_only_after_the_leader_was_killed() {
     );
     let candidate = |identity: &str| {
         redlock(&servers)
-            .args(["elect", "svc", "--identity", identity, "--ttl", "1s", "--"])
+            .args(["elect", "svc", "--identity", identity, "--ttl", "3s", "--"])
             .args(["sh", "-c", &script])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -4,7 +4,7 @@ mod common;
 
 use std::fs;
 use std::process::Stdio;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::{cluster, finish, redlock, run};
 
@@ -14,40 +14,41 @@ fn shared_runs_overlap_and_exclusive_ones_run_alone() {
     let servers = cluster.servers();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
-    // Readers hold long enough to be together however slowly their processes start; the
-    // writers come a moment later, while the readers hold the lock.
+    // The readers wait for each other inside the lock (bounded: 20 s), so they are together
+    // however slowly their processes start; the writers are started once all three are in, and
+    // come while they still hold it.
     let section = |kind: &str| {
-        let hold = if kind == "shared" { "1" } else { "0.3" };
+        let log = log.display();
+        let hold = if kind == "shared" {
+            format!(
+                "n=0; while [ \"$(grep -c 'enter shared' '{log}')\" -lt 3 ] && [ $n -lt 200 ]; \
+                 do sleep 0.1; n=$((n+1)); done; sleep 1"
+            )
+        } else {
+            "sleep 0.3".to_owned()
+        };
         format!(
-            "echo \"enter {kind} $(date +%s%N)\" >> '{0}'; sleep {hold}; \
-             echo \"exit {kind} $(date +%s%N)\" >> '{0}'",
-            log.display()
+            "echo \"enter {kind} $(date +%s%N)\" >> '{log}'; {hold}; \
+             echo \"exit {kind} $(date +%s%N)\" >> '{log}'"
         )
     };
     let started = Instant::now();
-    let kinds = [
-        "--shared",
-        "--shared",
-        "--shared",
-        "--exclusive",
-        "--exclusive",
-    ];
-    let children: Vec<_> = kinds
-        .iter()
-        .map(|flag| {
-            let kind = flag.trim_start_matches("--");
-            if kind == "exclusive" {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            redlock(&servers)
-                .args(["run", flag, "config", "--ttl", "5s", "--"])
-                .args(["sh", "-c", &section(kind)])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let spawn = |flag: &str| {
+        let kind = flag.trim_start_matches("--");
+        redlock(&servers)
+            .args(["run", flag, "config", "--ttl", "5s", "--"])
+            .args(["sh", "-c", &section(kind)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut children: Vec<_> = (0..3).map(|_| spawn("--shared")).collect();
+    let readers_in = common::eventually(Duration::from_secs(20), || {
+        fs::read_to_string(&log).is_ok_and(|text| text.matches("enter shared").count() == 3)
+    });
+    assert!(readers_in, "three readers hold the lock together");
+    children.extend((0..2).map(|_| spawn("--exclusive")));
     for child in children {
         finish(child, started).expect_code(0);
     }
@@ -78,7 +79,7 @@ fn shared_runs_overlap_and_exclusive_ones_run_alone() {
             _ => writers -= 1,
         }
     }
-    assert!(most_readers >= 2, "readers ran together:\n{text}");
+    assert_eq!(most_readers, 3, "readers ran together:\n{text}");
 }
 
 #[test]
@@ -106,17 +107,24 @@ fn shared_and_exclusive_are_for_one_read_write_lock() {
 fn status_shows_a_read_write_locks_readers() {
     let cluster = cluster(3);
     let servers = cluster.servers();
+    // The readers hold until the test is done looking (bounded: 30 s).
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("done");
+    let hold = format!(
+        "n=0; while [ ! -e '{}' ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done",
+        done.display()
+    );
     let readers: Vec<_> = (0..2)
         .map(|_| {
             redlock(&servers)
-                .args(["run", "--shared", "doc", "--", "sleep", "3"])
+                .args(["run", "--shared", "doc", "--", "sh", "-c", &hold])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    let both_in = common::eventually(std::time::Duration::from_secs(15), || {
+    let both_in = common::eventually(Duration::from_secs(15), || {
         cluster
             .iter()
             .all(|node| node.cli(&["ZCARD", "doc"]).unwrap() == "2")
@@ -134,6 +142,7 @@ fn status_shows_a_read_write_locks_readers() {
     let json: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(json["nodes"][0]["state"], "readers", "{json}");
     assert_eq!(json["nodes"][0]["readers"], 2, "{json}");
+    fs::write(&done, "").unwrap();
     for mut reader in readers {
         assert!(reader.wait().unwrap().success());
     }

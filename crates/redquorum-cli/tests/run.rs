@@ -380,6 +380,16 @@ fn a_signal_while_waiting_ends_the_wait_without_running_the_command() {
     run(redlock(&servers).args(["acquire", "job", "--ttl", "30s"])).expect_code(0);
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
+    let connections = || {
+        let node = cluster.iter().next().unwrap();
+        let stats = node.cli(&["INFO", "stats"]).unwrap();
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap()
+    };
+    let before = connections();
     let started = Instant::now();
     let child = redlock(&servers)
         .args(["run", "job", "--", "touch", marker.to_str().unwrap()])
@@ -387,8 +397,9 @@ fn a_signal_while_waiting_ends_the_wait_without_running_the_command() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Let it connect and start waiting; the signal handler is installed before that.
-    std::thread::sleep(Duration::from_millis(500));
+    // Wait until it has connected (so it waits for the lock): its signal handler is installed
+    // before it connects. A fixed sleep hoped a loaded machine got that far in 500 ms.
+    assert!(eventually(Duration::from_secs(20), || connections() > before));
     Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
