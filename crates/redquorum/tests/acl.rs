@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{apply_acl, as_acl_user, cluster, eventually};
+use common::{PATIENT_NODE_TIMEOUT, apply_acl, as_acl_user, cluster, eventually};
 use redquorum::Retry;
 
 /// What `docs/acl.md` publishes for plain locks on resources `lock:*` (fencing, notification and
@@ -29,7 +29,12 @@ fn the_readme_publishes_these_acls_verbatim() {
 async fn the_plain_acl_is_enough_for_plain_locks() {
     let cluster = cluster(3);
     apply_acl(&cluster, PLAIN_ACL, "pw-plain");
+    // The guard below keeps a 2 s lock alive, and any extension that fails is a loss: a node
+    // timeout of a second is above any answer a healthy node gives on a loaded machine, and the
+    // first extension (a third into the 1.98 s validity) still ends by 1.66 s, before the lock is
+    // given up a tenth of the validity before its deadline (1.78 s).
     let redlock = as_acl_user(&cluster, "pw-plain")
+        .node_timeout(Duration::from_secs(1))
         .fencing(false)
         .notify(false)
         .build()
@@ -68,6 +73,7 @@ async fn the_full_acl_is_enough_for_every_feature() {
     let cluster = cluster(3);
     apply_acl(&cluster, FULL_ACL, "pw-full");
     let redlock = as_acl_user(&cluster, "pw-full")
+        .node_timeout(PATIENT_NODE_TIMEOUT)
         .fair(true)
         .build()
         .expect("valid");
@@ -139,7 +145,10 @@ async fn a_missing_permission_is_named() {
     // Fencing on (the default), but the user may not touch the fencing counters.
     let no_fence = FULL_ACL.replace(" ~redlock-fence:lock:*", "");
     apply_acl(&cluster, &no_fence, "pw-nofence");
-    let redlock = as_acl_user(&cluster, "pw-nofence").build().expect("valid");
+    let redlock = as_acl_user(&cluster, "pw-nofence")
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid");
     let err = redlock
         .try_acquire("lock:1", Duration::from_secs(5))
         .await
@@ -154,7 +163,10 @@ async fn a_missing_permission_is_named() {
     // The quarantine's health check needs INFO.
     let no_info = FULL_ACL.replace(" +info", "");
     apply_acl(&cluster, &no_info, "pw-noinfo");
-    let redlock = as_acl_user(&cluster, "pw-noinfo").build().expect("valid");
+    let redlock = as_acl_user(&cluster, "pw-noinfo")
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid");
     let err = redlock
         .try_acquire("lock:1", Duration::from_secs(5))
         .await

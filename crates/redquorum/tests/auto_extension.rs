@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{cluster, connected, eventually, manager, value_on};
+use common::{
+    PATIENT_NODE_TIMEOUT, cluster, connected, eventually, keeping_alive, manager, value_on,
+};
 use redquorum::{Error, HoldOptions, Limit, LossReason, Redlock, Reply};
 use redquorum_nodes::Cluster;
 
@@ -40,23 +42,27 @@ fn gone_everywhere(cluster: &mut Cluster, key: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_keeps_its_lock_across_many_ttls() {
     let mut cluster = cluster(3);
-    let redlock = connected(&cluster).await;
+    // A TTL of a second (with its node timeout), not less: any extension that fails is a loss,
+    // and a loaded machine's slow answer must not be one.
+    let redlock = keeping_alive(&cluster).await;
     let other = manager(&cluster);
-    let ttl = Duration::from_millis(500);
+    let ttl = Duration::from_secs(1);
     let guard = kept(&redlock, ttl, HoldOptions::new()).await;
     let first_deadline = guard.deadline();
 
-    let job_end = Instant::now() + Duration::from_millis(2500);
+    let job_end = Instant::now() + Duration::from_secs(5);
     while Instant::now() < job_end {
         let err = other.try_acquire("res", ttl).await.unwrap_err();
         assert!(err.is_busy(), "the lock is held throughout: {err}");
         assert!(!guard.is_lost(), "{:?}", guard.loss_reason());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // 2.5 s is five TTLs: without extensions the keys would long be gone.
+    // 5 s is five TTLs: without extensions the keys would long be gone.
     assert!(guard.extensions() >= 3, "{} extensions", guard.extensions());
     assert!(guard.deadline() > first_deadline);
     assert!(!guard.remaining().is_zero());
+    // The last extension's request to the slowest node may still be on its way.
+    redlock.settle().await;
     for i in 0..3 {
         assert_eq!(
             value_on(cluster.node(i), "res").as_deref(),
@@ -72,12 +78,13 @@ async fn a_guard_keeps_its_lock_across_many_ttls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_lock_runs_a_job_longer_than_the_ttl_and_releases() {
     let mut cluster = cluster(3);
-    let redlock = connected(&cluster).await;
+    // As above: a TTL of a second, with its node timeout.
+    let redlock = keeping_alive(&cluster).await;
     let other = manager(&cluster);
-    let ttl = Duration::from_millis(500);
+    let ttl = Duration::from_secs(1);
     let output = redlock
         .with_lock("res", ttl, |info| async move {
-            let job_end = Instant::now() + Duration::from_millis(2500);
+            let job_end = Instant::now() + Duration::from_secs(5);
             let mut refusals = 0;
             while Instant::now() < job_end {
                 let err = other.try_acquire("res", ttl).await.unwrap_err();
@@ -256,7 +263,9 @@ async fn max_extensions_ends_the_hold_while_the_lock_is_still_valid() {
         Some(LossReason::LimitReached(Limit::Extensions(2)))
     );
     assert_eq!(guard.extensions(), 2);
-    // The bound was reached with most of the 3 s validity left; the keys are still ours.
+    // The bound was reached with most of the 3 s validity left; the keys are still ours (once
+    // the acquisition's and the extensions' requests to the slowest node have landed).
+    redlock.settle().await;
     for i in 0..3 {
         assert_eq!(
             value_on(cluster.node(i), "res").as_deref(),
@@ -344,7 +353,11 @@ async fn a_guard_made_late_extends_by_the_lock_s_own_deadline() {
     let ttl = Duration::from_secs(3);
     let lock = redlock.try_acquire("res", ttl).await.expect("free");
     let value = lock.value().to_owned();
-    tokio::time::sleep(Duration::from_millis(2500)).await; // work before keep_alive
+    // Work before keep_alive: 2 s of the 2.968 s validity. An interval (989 ms) from now would be
+    // past the point where the lock is given up (a tenth of the validity before its deadline, at
+    // 2.67 s), so a guard that waited it would lose the lock; the ~970 ms left leave a loaded
+    // machine room for the extension due at once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let guard = lock.keep_alive(ttl);
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(
@@ -353,6 +366,7 @@ async fn a_guard_made_late_extends_by_the_lock_s_own_deadline() {
         guard.loss_reason()
     );
     assert!(guard.extensions() >= 2, "extended {}", guard.extensions());
+    redlock.settle().await;
     for i in 0..3 {
         assert_eq!(
             value_on(cluster.node(i), "res").as_deref(),
@@ -425,7 +439,10 @@ fn a_guard_released_after_its_margin_is_reported_lost_and_keeps_its_lock_delay()
     let cluster = cluster(3);
     runtime.block_on(async {
         let delayed = || {
+            // Fresh managers whose first attempts connect: the patient node timeout. The only
+            // release here is a lost lock's, which the late-release bound does not decide.
             Redlock::builder(cluster.urls())
+                .node_timeout(PATIENT_NODE_TIMEOUT)
                 .max_ttl(Duration::from_secs(10))
                 .lock_delay(Duration::from_secs(3))
                 .build()

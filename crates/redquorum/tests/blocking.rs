@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use common::{cluster, patient, pttl_on, value_on};
+use common::{KEEP_ALIVE_NODE_TIMEOUT, PATIENT_NODE_TIMEOUT, cluster, patient, pttl_on, value_on};
 use redquorum::blocking::Redlock;
 use redquorum::{Error, LossReason, NodeState};
 use redquorum_nodes::Cluster;
@@ -16,13 +16,21 @@ use redquorum_nodes::Cluster;
 /// Generous bound for anything that happens in the background: the machines are small and busy.
 const WITHIN: Duration = Duration::from_secs(10);
 
-/// A node timeout well above the default, so that a busy machine does not turn a slow reply into
-/// a lost vote (these tests check the API, not timeouts).
-const NODE_TIMEOUT: Duration = Duration::from_millis(250);
-
-/// A blocking manager over every node of `cluster`, connected.
+/// A blocking manager over every node of `cluster`, connected, with the patient node timeout: a
+/// busy machine must not turn a slow reply into a lost vote (these tests check the API, not
+/// timeouts).
 fn manager(cluster: &Cluster) -> Redlock {
-    let builder = redquorum::Redlock::builder(cluster.urls()).node_timeout(NODE_TIMEOUT);
+    manager_with(cluster, PATIENT_NODE_TIMEOUT)
+}
+
+/// [`manager`] for the tests that keep a lock of a second alive, where any failed extension is a
+/// loss: a node timeout an extension round can use up before the keeper gives the lock up.
+fn keeping(cluster: &Cluster) -> Redlock {
+    manager_with(cluster, KEEP_ALIVE_NODE_TIMEOUT)
+}
+
+fn manager_with(cluster: &Cluster, node_timeout: Duration) -> Redlock {
+    let builder = redquorum::Redlock::builder(cluster.urls()).node_timeout(node_timeout);
     let redlock = Redlock::new(builder).expect("valid test configuration");
     let replies = redlock.connect().expect("not inside a runtime");
     assert!(
@@ -72,6 +80,8 @@ fn a_held_lock_is_busy_until_released() {
 
     let lock = redlock.acquire("res", ttl).expect("the resource is free");
     assert!(lock.is_valid());
+    // The won round did not wait for the slowest node.
+    redlock.settle().expect("not inside a runtime");
     held_everywhere(&mut cluster, "res", lock.value());
     let err = other.try_acquire("res", ttl).expect_err("held");
     assert!(err.is_busy(), "busy, not unreachable: {err}");
@@ -80,6 +90,7 @@ fn a_held_lock_is_busy_until_released() {
     assert_eq!(released.confirmed, 3, "{released:?}");
     gone_everywhere(&mut cluster, "res");
     let third = other.try_acquire("res", ttl).expect("free again");
+    other.settle().expect("not inside a runtime");
     held_everywhere(&mut cluster, "res", third.value());
 }
 
@@ -91,6 +102,7 @@ fn a_dropped_lock_is_released_before_drop_returns() {
     let ttl = Duration::from_secs(60);
 
     let lock = redlock.acquire("res", ttl).expect("free");
+    redlock.settle().expect("not inside a runtime");
     held_everywhere(&mut cluster, "res", lock.value());
     drop(lock);
     gone_everywhere(&mut cluster, "res");
@@ -98,6 +110,7 @@ fn a_dropped_lock_is_released_before_drop_returns() {
     // A lock outlives its manager: the runtime lives as long as any handle.
     let set = redlock.acquire_many(&["b", "a"], ttl).expect("free");
     assert_eq!(set.resources(), ["a", "b"]);
+    redlock.settle().expect("not inside a runtime");
     drop(redlock);
     held_everywhere(&mut cluster, "a", set.value());
     drop(set);
@@ -116,6 +129,8 @@ fn extend_moves_the_deadline_and_the_keys_ttl() {
 
     lock.extend(Duration::from_secs(40)).expect("extended");
     assert!(lock.deadline() > first + Duration::from_secs(30));
+    // The won rounds did not wait for the slowest node.
+    redlock.settle().expect("not inside a runtime");
     for i in 0..3 {
         let pttl = pttl_on(cluster.node(i), "res");
         assert!(
@@ -132,7 +147,7 @@ fn extend_moves_the_deadline_and_the_keys_ttl() {
 #[test]
 fn a_guard_keeps_its_lock_alive_from_a_plain_thread() {
     let mut cluster = cluster(3);
-    let redlock = manager(&cluster);
+    let redlock = keeping(&cluster);
     let other = manager(&cluster);
     let ttl = Duration::from_secs(1);
     let guard = redlock
@@ -171,6 +186,7 @@ fn a_dropped_guard_is_released_before_drop_returns() {
         .try_acquire("res", ttl)
         .expect("free")
         .keep_alive(ttl);
+    redlock.settle().expect("not inside a runtime");
     held_everywhere(&mut cluster, "res", guard.value());
     let token = guard.lost_token();
     drop(guard);
@@ -181,7 +197,7 @@ fn a_dropped_guard_is_released_before_drop_returns() {
 #[test]
 fn wait_lost_sees_stalled_nodes_from_a_plain_thread() {
     let mut cluster = cluster(3);
-    let redlock = manager(&cluster);
+    let redlock = keeping(&cluster);
     let ttl = Duration::from_secs(1);
     let guard = redlock
         .try_acquire("res", ttl)
@@ -272,7 +288,7 @@ fn inside_a_runtime_calls_return_an_error_and_drops_release_in_the_background() 
 #[test]
 fn with_lock_runs_work_longer_than_the_ttl_and_releases() {
     let mut cluster = cluster(3);
-    let redlock = manager(&cluster);
+    let redlock = keeping(&cluster);
     let other = manager(&cluster);
     let ttl = Duration::from_secs(1);
 
@@ -292,7 +308,7 @@ fn with_lock_runs_work_longer_than_the_ttl_and_releases() {
 #[test]
 fn with_lock_reports_a_loss_during_the_work() {
     let mut cluster = cluster(3);
-    let redlock = manager(&cluster);
+    let redlock = keeping(&cluster);
     let ttl = Duration::from_secs(1);
 
     let result = redlock.with_lock("res", ttl, |info| {
@@ -318,6 +334,7 @@ fn a_detached_lock_is_extended_inspected_and_released_by_value() {
         .expect("free")
         .detach();
     // Detached, not released.
+    redlock.settle().expect("not inside a runtime");
     held_everywhere(&mut cluster, "res", info.value());
 
     let deadline = redlock

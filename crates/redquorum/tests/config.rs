@@ -217,7 +217,13 @@ async fn huge_retry_durations_mean_forever_and_never_panic() {
     let cluster = cluster(3);
     let ttl = Duration::from_secs(10);
     for fair in [false, true] {
-        let redlock = Redlock::builder(cluster.urls()).fair(fair).build().unwrap();
+        // The patient node timeout: with a delay that never polls, the first attempt is the only
+        // one (unless a release wakes the waiter).
+        let redlock = Redlock::builder(cluster.urls())
+            .node_timeout(common::PATIENT_NODE_TIMEOUT)
+            .fair(fair)
+            .build()
+            .unwrap();
         // A delay of Duration::MAX: never poll. The first attempt wins a free lock.
         let never_polls = Retry::forever().delay(Duration::MAX);
         let lock = redlock
@@ -225,7 +231,11 @@ async fn huge_retry_durations_mean_forever_and_never_panic() {
             .await
             .unwrap_or_else(|e| panic!("fair {fair}: {e}"));
         // Busy: max_wait still ends the wait, however long the delay.
-        let other = Redlock::builder(cluster.urls()).fair(fair).build().unwrap();
+        let other = Redlock::builder(cluster.urls())
+            .node_timeout(common::PATIENT_NODE_TIMEOUT)
+            .fair(fair)
+            .build()
+            .unwrap();
         let bounded = never_polls.clone().max_wait(Duration::from_millis(300));
         let err = tokio::time::timeout(
             Duration::from_secs(30),

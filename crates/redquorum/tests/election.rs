@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{cluster, connected, patient};
+use common::{cluster, connected, keeping_alive, patient};
 use redquorum::{ConfigError, Error, Redlock, Retry};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -55,7 +55,8 @@ async fn one_leader_at_a_time_each_term_larger_than_the_last() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_a_crashed_leader_once_its_lock_runs_out() {
     let cluster = cluster(3);
-    let redlock = connected(&cluster).await;
+    // The leader's lock of 800 ms is kept alive: any extension that fails is a loss.
+    let redlock = keeping_alive(&cluster).await;
     let ttl = Duration::from_millis(800);
     let leader = redlock.campaign("primary", "a", ttl).await.unwrap();
     let standby = {

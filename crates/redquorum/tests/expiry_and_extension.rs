@@ -4,7 +4,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{cluster, connected, eventually, manager, patient, pttl_on, value_on};
+use common::{
+    cluster, connected, default_timeout_manager, eventually, keeping_alive, manager, patient,
+    pttl_on, value_on,
+};
 use redquorum::Error;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -20,6 +23,8 @@ async fn validity_is_ttl_minus_elapsed_minus_drift() {
     assert!(lock.deadline() >= before + ttl - Duration::from_millis(102));
     assert!(lock.remaining() <= ttl - Duration::from_millis(102));
     assert!(lock.is_valid());
+    // The won round did not wait for the slowest node.
+    redlock.settle().await;
     for i in 0..3 {
         let pttl = pttl_on(cluster.node(i), "res");
         assert!(pttl > 0 && pttl <= 10_000, "node {i}: PTTL {pttl}");
@@ -33,9 +38,11 @@ async fn validity_is_ttl_minus_elapsed_minus_drift() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lock_lets_the_next_client_in() {
     let cluster = cluster(3);
-    let first = manager(&cluster);
-    let second = manager(&cluster);
-    let ttl = Duration::from_millis(300);
+    // Connected first, with a TTL a slow round does not use up: the first holder's single attempt
+    // wins, and the second's finds its keys still there.
+    let first = connected(&cluster).await;
+    let second = connected(&cluster).await;
+    let ttl = Duration::from_secs(1);
     let lock = first.try_acquire("res", ttl).await.unwrap();
     assert!(second.try_acquire("res", ttl).await.unwrap_err().is_busy());
 
@@ -51,19 +58,22 @@ async fn an_expired_lock_lets_the_next_client_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extending_keeps_the_lock_past_its_first_ttl() {
     let mut cluster = cluster(3);
-    let redlock = connected(&cluster).await;
+    // A TTL of a second with its node timeout: each extension must come while the lock is valid,
+    // and a slow answer must not fail it.
+    let redlock = keeping_alive(&cluster).await;
     let other = manager(&cluster);
-    let ttl = Duration::from_millis(600);
+    let ttl = Duration::from_secs(1);
     let mut lock = redlock.try_acquire("res", ttl).await.unwrap();
     let first_deadline = lock.deadline();
     for _ in 0..6 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         lock.extend(ttl).await.expect("extension while valid");
     }
-    // 1.2 s have passed: without extension the keys would be gone.
+    // 1.8 s have passed: without extension the keys would be gone.
     assert!(lock.deadline() > first_deadline);
     assert!(lock.is_valid());
     assert!(other.try_acquire("res", ttl).await.unwrap_err().is_busy());
+    redlock.settle().await;
     for i in 0..3 {
         assert_eq!(
             value_on(cluster.node(i), "res").as_deref(),
@@ -76,9 +86,10 @@ async fn extending_keeps_the_lock_past_its_first_ttl() {
 async fn extending_after_expiry_fails_and_never_resurrects() {
     let mut cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let ttl = Duration::from_millis(200);
+    // Long enough that a slow round leaves validity; slept through twice over.
+    let ttl = Duration::from_millis(500);
     let mut lock = redlock.try_acquire("res", ttl).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let err = lock.extend(Duration::from_secs(10)).await.unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
     assert!(!lock.is_valid());
@@ -133,6 +144,8 @@ async fn releasing_with_a_wrong_value_deletes_nothing() {
         .unwrap();
     let released = redlock.release_value("res", "not-the-value").await;
     assert_eq!(released.confirmed, 0);
+    // The won round did not wait for the slowest node.
+    redlock.settle().await;
     for i in 0..3 {
         assert_eq!(
             value_on(cluster.node(i), "res").as_deref(),
@@ -182,7 +195,8 @@ fn a_lock_dropped_outside_a_runtime_does_not_panic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_acquisition_leaves_nothing_behind() {
     let mut cluster = cluster(3);
-    let redlock = manager(&cluster);
+    // The library's default node timeout: what a stalled round costs is part of this test.
+    let redlock = default_timeout_manager(&cluster);
     // Two of three stopped: the round cannot finish before we cancel it.
     cluster.node(1).pause().unwrap();
     cluster.node(2).pause().unwrap();

@@ -74,6 +74,8 @@ async fn a_token_is_stored_on_a_quorum_before_it_is_handed_out() {
     let redlock = connected(&cluster).await;
     let lock = redlock.try_acquire("res", TTL).await.unwrap();
     let token = lock.fence().unwrap();
+    // The won round did not wait for the slowest nodes; node 0 may be one of them.
+    redlock.settle().await;
     let nodes: Vec<&RedisNode> = cluster.iter().collect();
     assert!(
         stored_on(&nodes, "res", token) >= 3,
@@ -159,16 +161,15 @@ fn write(storage: &RedisNode, token: u64, value: &str) -> bool {
 async fn a_holder_paused_past_its_validity_is_fenced_off() {
     let cluster = cluster(3);
     let storage = RedisNode::start(redquorum_nodes::NodeSpec::new()).unwrap();
-    let (a, b) = (manager(&cluster), manager(&cluster));
+    // A connected first, and a TTL a slow round cannot use up: its single attempt must win.
+    let (a, b) = (connected(&cluster).await, manager(&cluster));
 
-    let a_lock = a
-        .try_acquire("res", Duration::from_millis(300))
-        .await
-        .unwrap();
+    let a_lock = a.try_acquire("res", Duration::from_secs(1)).await.unwrap();
     let a_token = a_lock.fence().unwrap();
     assert!(write(&storage, a_token, "from A, on time"));
 
-    tokio::time::sleep(Duration::from_millis(500)).await; // A "pauses" past its validity
+    // A "pauses" past its validity.
+    tokio::time::sleep_until(a_lock.deadline().into()).await;
     let b_lock = b.acquire_with("res", TTL, &patient()).await.unwrap();
     let b_token = b_lock.fence().unwrap();
     assert!(a_token < b_token, "A {a_token} must be below B {b_token}");
@@ -183,6 +184,7 @@ async fn a_holder_paused_past_its_validity_is_fenced_off() {
 async fn without_fencing_there_is_no_token() {
     let cluster = cluster(1);
     let redlock = Redlock::builder(cluster.urls())
+        .node_timeout(common::PATIENT_NODE_TIMEOUT)
         .fencing(false)
         .build()
         .unwrap();

@@ -20,6 +20,7 @@ const UNTIL_LONG_RUNNING: Duration = Duration::from_millis(3000 + 1000 + 500);
 
 fn client(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls)
+        .node_timeout(common::PATIENT_NODE_TIMEOUT)
         .max_ttl(MAX_TTL)
         .fence_retention(MAX_TTL * 2)
         .build()

@@ -9,7 +9,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{cluster, connected};
+use common::{
+    KEEP_ALIVE_NODE_TIMEOUT, PATIENT_NODE_TIMEOUT, cluster, connected, connected_with,
+    default_timeout_connected,
+};
 use redquorum::{Error, Redlock, Retry};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -79,7 +82,9 @@ async fn a_writer_that_gave_up_does_not_keep_readers_out_for_its_whole_hold_off(
 async fn a_reader_held_off_by_a_writer_that_gave_up_gets_in_once_the_hold_off_ends() {
     let cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let other = connected(&cluster).await; // another process, as far as waking goes
+    // Another process, as far as waking goes. A writer's hold-off is four retry delays and a
+    // node timeout, at least 1 s: with this node timeout, the 1 s below.
+    let other = connected_with(&cluster, Duration::from_millis(400)).await;
     let first = other.try_acquire_read("doc", TTL).await.unwrap();
     // A writer tries for 300 ms (hold-off: 1 s, renewed by each attempt), then gives up.
     let brief = Retry::forever()
@@ -117,7 +122,11 @@ async fn a_reader_held_off_by_a_writer_that_gave_up_gets_in_once_the_hold_off_en
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_managers_reader_is_woken_by_the_writers_release() {
     let cluster = cluster(3);
-    let fair = Redlock::builder(cluster.urls()).fair(true).build().unwrap();
+    let fair = Redlock::builder(cluster.urls())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .fair(true)
+        .build()
+        .unwrap();
     fair.connect().await;
     let writer = fair.try_acquire_write("page", TTL).await.unwrap();
     let reader = {
@@ -182,7 +191,11 @@ async fn a_dead_reader_leaves_nothing_behind_for_longer_than_its_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_managers_permit_waiter_is_woken_by_a_release() {
     let cluster = cluster(3);
-    let fair = Redlock::builder(cluster.urls()).fair(true).build().unwrap();
+    let fair = Redlock::builder(cluster.urls())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .fair(true)
+        .build()
+        .unwrap();
     fair.connect().await;
     let holder = fair.try_acquire_permit("pool", 1, TTL).await.unwrap();
     let waiter = {
@@ -291,7 +304,10 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_lived_leaders_term_stays_readable() {
     let cluster = cluster(3);
+    // A lock of 900 ms kept alive: any extension that fails is a loss. (The node timeout is
+    // allowed: at most max_ttl.)
     let redlock = Redlock::builder(cluster.urls())
+        .node_timeout(KEEP_ALIVE_NODE_TIMEOUT)
         .max_ttl(Duration::from_secs(1))
         .fence_retention(Duration::from_secs(2))
         .build()
@@ -324,7 +340,8 @@ async fn a_long_lived_leaders_term_stays_readable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_try_at_a_semaphore_with_stalled_nodes_is_not_one_timeout_per_permit() {
     let mut cluster = cluster(3);
-    let redlock = connected(&cluster).await;
+    // Stalled nodes cost their node timeout: the library's default, which this test measures.
+    let redlock = default_timeout_connected(&cluster).await;
     cluster.node(1).pause().unwrap();
     cluster.node(2).pause().unwrap();
     let started = Instant::now();

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cluster, patient, volatile_cluster};
+use common::{PATIENT_NODE_TIMEOUT, cluster, patient, volatile_cluster};
 use redquorum::{Error, Redlock, Reply, Retry};
 use redquorum_nodes::Cluster;
 
@@ -18,6 +18,7 @@ const UNTIL_TRUSTED: Duration = Duration::from_millis(3000 + 1000 + 300);
 
 fn client(cluster: &Cluster, quarantine: bool) -> Redlock {
     Redlock::builder(cluster.urls())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
         .max_ttl(MAX_TTL)
         .fence_retention(MAX_TTL * 2)
         .quarantine(quarantine)
@@ -30,13 +31,8 @@ fn client(cluster: &Cluster, quarantine: bool) -> Redlock {
 async fn a_holds_then_one_of_its_nodes_restarts_empty(cluster: &mut Cluster) -> redquorum::Lock {
     // Let every node reach max_ttl of uptime, so only the restart makes one young.
     tokio::time::sleep(UNTIL_TRUSTED).await;
-    cluster
-        .node(2)
-        .cli(&["SET", "res", "somebody-else", "PX", "300"])
-        .unwrap();
     let a = client(cluster, true);
-    let lock = a.try_acquire("res", MAX_TTL).await.expect("A locks 2 of 3");
-    tokio::time::sleep(Duration::from_millis(400)).await; // node 2's other key expires
+    let lock = common::held_on_nodes_0_and_1(cluster, &a, "res", MAX_TTL).await;
     cluster.node(1).restart_empty().unwrap();
     assert!(lock.is_valid(), "A's lock is still valid when B tries");
     lock
@@ -110,7 +106,10 @@ async fn a_client_that_sees_the_run_id_change_quarantines_the_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durable_nodes_are_trusted_at_once_only_when_configured() {
     let cluster = cluster(3); // AOF with appendfsync always, just started
-    let trusting = Redlock::builder(cluster.urls()).build().unwrap();
+    let trusting = Redlock::builder(cluster.urls())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .build()
+        .unwrap();
     trusting
         .try_acquire("res", Duration::from_secs(1))
         .await
@@ -119,6 +118,7 @@ async fn durable_nodes_are_trusted_at_once_only_when_configured() {
         .await;
 
     let strict = Redlock::builder(cluster.urls())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
         .trust_durable_nodes(false)
         .build()
         .unwrap();

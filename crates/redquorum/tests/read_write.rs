@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{cluster, connected, patient, value_on};
+use common::{cluster, connected, keeping_alive, patient, value_on};
 use redquorum::{Cause, Retry};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -38,7 +38,9 @@ async fn readers_share_and_a_writer_is_alone() {
     }
     let writer = redlock.try_acquire_write("doc", TTL).await.unwrap();
     assert!(!writer.is_read());
-    // The writer's key is a lock's key: the standard format, holding its value.
+    // The writer's key is a lock's key: the standard format, holding its value (on every node,
+    // once the won round's request to the slowest one has landed).
+    redlock.settle().await;
     for node in cluster.iter() {
         assert_eq!(value_on(node, "doc").as_deref(), Some(writer.value()));
     }
@@ -200,8 +202,9 @@ async fn tokens_order_every_writer_after_the_readers_before_it_and_the_other_way
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_is_kept_alive_and_a_dead_reader_only_blocks_for_its_ttl() {
     let cluster = cluster(3);
-    let redlock = connected(&cluster).await;
-    let short = Duration::from_millis(600);
+    // A short TTL of a second, with its node timeout: any extension that fails is a loss.
+    let redlock = keeping_alive(&cluster).await;
+    let short = Duration::from_secs(1);
     let kept = redlock
         .try_acquire_read("rw", short)
         .await
@@ -213,7 +216,7 @@ async fn a_reader_is_kept_alive_and_a_dead_reader_only_blocks_for_its_ttl() {
         .await
         .unwrap()
         .detach();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(
         kept.is_valid() && kept.extensions() >= 2,
         "{:?}",
@@ -231,6 +234,7 @@ async fn a_reader_is_kept_alive_and_a_dead_reader_only_blocks_for_its_ttl() {
     kept.release().await.unwrap();
     // With both gone, the writer gets in at once, and the set is gone.
     let writer = redlock.try_acquire_write("rw", TTL).await.unwrap();
+    redlock.settle().await;
     for node in cluster.iter() {
         assert_eq!(node.cli(&["TYPE", "rw"]).unwrap(), "string");
     }

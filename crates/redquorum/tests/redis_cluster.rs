@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{patient, value_on};
+use common::{eventually, patient, value_on};
 use redquorum::{Cause, Error, Redlock, Reply, Retry};
 use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster};
 
@@ -34,6 +34,18 @@ fn waiting_for_replicas(urls: Vec<String>) -> Redlock {
         .wait_for_replicas(true)
         .build()
         .expect("valid configuration")
+}
+
+/// Whether a writer waits for `resource` on the master that serves it in `cluster`: its
+/// `redlock-writer-waiting:{…}resource` set there has a member.
+fn writer_waits_on_owner(cluster: &mut RedisCluster, resource: &str) -> bool {
+    let owner = cluster.owner_of(resource).expect("a master serves the key");
+    let node = cluster.node(owner);
+    let keys = node
+        .cli(&["KEYS", &format!("redlock-writer-waiting:{{*}}{resource}")])
+        .expect("KEYS");
+    keys.lines()
+        .any(|key| node.cli(&["ZCARD", key]).is_ok_and(|n| n != "0"))
 }
 
 /// `key` on the master that serves it in `cluster`.
@@ -64,6 +76,8 @@ async fn locks_extend_release_and_fence_across_three_clusters() {
     for i in 0..6 {
         let resource = format!("account:{i}");
         let mut lock = redlock.acquire(&resource, TTL).await.expect("acquired");
+        // The won round did not wait for the slowest cluster's reply.
+        redlock.settle().await;
         for cluster in &mut clusters {
             assert_eq!(
                 on_owner(cluster, &resource).as_deref(),
@@ -90,7 +104,7 @@ async fn locks_extend_release_and_fence_across_three_clusters() {
 /// semaphore's permits each live in one slot, so their scripts run on a cluster master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_locks_and_permits_work_across_clusters() {
-    let clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 0)).collect();
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 0)).collect();
     let redlock = manager(clusters.iter().map(RedisCluster::url).collect());
     // Spread over slots, one with a hash tag of its own.
     for name in ["doc:0", "doc:1", "{doc}:2", "doc:3"] {
@@ -109,7 +123,15 @@ async fn read_write_locks_and_permits_work_across_clusters() {
                 .max_wait(Duration::from_secs(30));
             tokio::spawn(async move { redlock.acquire_write_with(name, TTL, &patient).await })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Once the refused writer waits on a majority of the clusters, no reader can win there.
+        assert!(
+            eventually(Duration::from_secs(20), || {
+                let waiting = clusters.iter_mut().map(|c| writer_waits_on_owner(c, name));
+                waiting.filter(|&waits| waits).count() >= 2
+            })
+            .await,
+            "the refused writer never waited"
+        );
         let held_off = redlock
             .try_acquire_read(name, TTL)
             .await

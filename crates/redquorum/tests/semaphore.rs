@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{cluster, connected, patient, value_on};
+use common::{PATIENT_NODE_TIMEOUT, cluster, connected, keeping_alive, patient, value_on};
 use redquorum::{Error, Redlock, Retry};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -115,7 +115,10 @@ async fn a_count_per_node_gives_three_holders_of_two_permits_and_permit_keys_do_
                 }
             })
             .collect();
-        let redlock = Redlock::builder(list).build().unwrap();
+        let redlock = Redlock::builder(list)
+            .node_timeout(PATIENT_NODE_TIMEOUT)
+            .build()
+            .unwrap();
         match redlock.try_acquire_permit("sem", 2, TTL).await {
             Ok(lock) => holders.push(lock),
             Err(e) => assert!(e.is_busy(), "{e}"),
@@ -131,10 +134,13 @@ async fn a_count_per_node_gives_three_holders_of_two_permits_and_permit_keys_do_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_is_a_lock_that_is_fenced_kept_alive_and_released() {
     let cluster = cluster(3);
-    let redlock = connected(&cluster).await;
-    let short = Duration::from_millis(600);
+    // A short TTL of a second, with its node timeout: any extension that fails is a loss.
+    let redlock = keeping_alive(&cluster).await;
+    let short = Duration::from_secs(1);
     let first = redlock.try_acquire_permit("pool", 2, short).await.unwrap();
     let second = redlock.try_acquire_permit("pool", 2, TTL).await.unwrap();
+    // The won rounds did not wait for the slowest node.
+    redlock.settle().await;
     let permits = [first.permit().unwrap(), second.permit().unwrap()];
     assert_eq!(
         {
@@ -161,7 +167,7 @@ async fn a_permit_is_a_lock_that_is_fenced_kept_alive_and_released() {
 
     // Kept alive through extensions well past its first TTL.
     let guard = first.keep_alive(short);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(guard.is_valid() && guard.extensions() >= 2, "{guard:?}");
     let key = format!("pool:permit:{}", permits[0]);
     guard.release().await.unwrap();

@@ -28,6 +28,8 @@ async fn a_held_lock_shows_its_value_and_ttl_on_every_node() {
     let cluster = cluster(3);
     let redlock = connected(&cluster).await;
     let lock = redlock.try_acquire("res", TTL).await.unwrap();
+    // The won round did not wait for the slowest node.
+    redlock.settle().await;
     for status in redlock.status("res").await {
         let NodeState::Held { value, ttl } = &status.state else {
             panic!("expected held: {status:?}");

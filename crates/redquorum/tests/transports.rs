@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
-use common::cluster;
+use common::{PATIENT_NODE_TIMEOUT, cluster};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, date_time_ymd,
 };
@@ -101,7 +101,10 @@ async fn locks_over_tls_with_a_private_certificate_authority() {
         .iter()
         .map(|(_, port)| format!("rediss://127.0.0.1:{port}"))
         .collect();
+    // A fresh manager whose single attempt connects (TLS handshakes included): the patient node
+    // timeout.
     let redlock = Redlock::builder(urls.clone())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
         .tls_root_certificates(ca.pem())
         .build()
         .expect("valid");
@@ -111,6 +114,8 @@ async fn locks_over_tls_with_a_private_certificate_authority() {
         .expect("locks over TLS");
     assert!(lock.fence().is_some());
     lock.extend(Duration::from_secs(5)).await.expect("extends");
+    // The won rounds did not wait for the slowest node.
+    redlock.settle().await;
     for (node, _) in &nodes {
         assert_eq!(node.cli(&["GET", "res"]).expect("GET"), lock.value());
     }
@@ -181,7 +186,11 @@ async fn locks_over_a_unix_socket_alone_or_mixed_with_tcp() {
     )
     .expect("start");
     let url = format!("redis+unix://{}", socket.display());
-    let alone = Redlock::builder([url.clone()]).build().expect("valid");
+    // Fresh managers whose single attempts connect: the patient node timeout.
+    let alone = Redlock::builder([url.clone()])
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid");
     let mut lock = alone
         .try_acquire("res", Duration::from_secs(5))
         .await
@@ -193,11 +202,16 @@ async fn locks_over_a_unix_socket_alone_or_mixed_with_tcp() {
     let tcp = cluster(2);
     let mut urls = tcp.urls();
     urls.push(url);
-    let mixed = Redlock::builder(urls).build().expect("valid");
+    let mixed = Redlock::builder(urls)
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid");
     let lock = mixed
         .try_acquire("mixed", Duration::from_secs(5))
         .await
         .expect("locks on a mixed group");
+    // The won round did not wait for the slowest node.
+    mixed.settle().await;
     assert_eq!(unix.cli(&["GET", "mixed"]).expect("GET"), lock.value());
     assert_eq!(lock.release().await.confirmed, 3);
 }

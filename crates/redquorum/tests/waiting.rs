@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{cluster, eventually, patient};
+use common::{PATIENT_NODE_TIMEOUT, calls, cluster, eventually, patient};
 use redquorum::{Error, Lock, Redlock, Reply, Retry};
 use redquorum_nodes::Cluster;
 use tokio::task::JoinHandle;
@@ -24,6 +24,7 @@ const SOON: Duration = Duration::from_secs(20);
 
 async fn built(cluster: &Cluster, notify: bool, fair: bool) -> Redlock {
     let manager = Redlock::builder(cluster.urls())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
         .notify(notify)
         .fair(fair)
         .build()
@@ -114,9 +115,23 @@ async fn without_notification_a_waiter_only_polls() {
     let holder = built(&cluster, true, false).await;
     let waiter = built(&cluster, false, false).await;
     let lock = holder.acquire("poll", TTL).await.unwrap();
+    holder.settle().await;
+    // Every attempt sends a `SET NX` to every node: the waiter's first one is refused once every
+    // node has counted one more.
+    let sets_before: Vec<u64> = cluster.iter().map(|node| calls(node, "set")).collect();
 
     let retry = Retry::forever().delay(NEVER_POLLS);
     let mut waiting = tokio::spawn(async move { waiter.acquire_with("poll", TTL, &retry).await });
+    assert!(
+        eventually(SOON, || cluster
+            .iter()
+            .zip(&sets_before)
+            .all(|(node, before)| calls(node, "set") > *before))
+        .await,
+        "the waiter's first attempt never reached every node"
+    );
+    // Refused everywhere: whatever the waiter does about it (queue, watch, or sleep out its
+    // delay) follows within moments.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !queued_on_majority(&cluster, "poll", 1) && !watching_on_majority(&cluster),
@@ -250,7 +265,15 @@ async fn a_dead_waiter_at_the_head_blocks_the_queue_only_until_its_lease_ends() 
     assert!(lock.is_valid());
     // The winning round's requests to the slowest node may still be on their way.
     fair.settle().await;
+    // Every node that granted the lock dropped the dead waiter first (it was ahead until then);
+    // a node that ran the winning round's script a moment before the lease ended there refused,
+    // and keeps the dead entry until its next fair attempt.
+    let mut granted = 0;
     for node in cluster.iter() {
+        if common::value_on(node, "dead").as_deref() != Some(lock.value()) {
+            continue;
+        }
+        granted += 1;
         assert_eq!(
             node.cli(&["ZSCORE", "redlock-queue:dead", "deadbeef"])
                 .unwrap(),
@@ -258,6 +281,7 @@ async fn a_dead_waiter_at_the_head_blocks_the_queue_only_until_its_lease_ends() 
             "the dead waiter is dropped from the queue"
         );
     }
+    assert!(granted >= 2, "granted by {granted} nodes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -285,10 +309,14 @@ async fn a_waiter_that_gives_up_leaves_the_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_contenders_each_get_at_least_half_their_share() {
     let cluster = cluster(3);
+    let mut managers = Vec::new();
+    for _ in 0..4 {
+        managers.push(built(&cluster, true, true).await);
+    }
+    // Every contender connected before the 3 s start: none loses its share to setting up.
     let mut contenders = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-    for _ in 0..4 {
-        let manager = built(&cluster, true, true).await;
+    for manager in managers {
         contenders.push(tokio::spawn(async move {
             let mut acquired = 0u64;
             while tokio::time::Instant::now() < deadline {
@@ -339,6 +367,7 @@ async fn a_user_denied_the_queue_still_locks_and_waits_by_polling() {
         .collect();
     let narrow = |fair: bool| {
         Redlock::builder(urls.clone())
+            .node_timeout(PATIENT_NODE_TIMEOUT)
             .fencing(false)
             .fair(fair)
             .build()

@@ -21,16 +21,64 @@ pub fn volatile_cluster(n: usize) -> Cluster {
     Cluster::start(n, NodeSpec::new()).expect("start redis-server nodes")
 }
 
-/// A manager over every node of `cluster`, with default settings (connecting on first use).
+/// The node timeout of tests that measure nothing about timeouts: a loaded 2-core machine running
+/// debug builds has answered after 100 ms (the default); 2 s is far beyond any answer a healthy
+/// local node gives, and only a test that stops a node waits it out.
+pub const PATIENT_NODE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The node timeout of tests that keep a lock of about a second alive (TTLs of 0.8–1 s): above
+/// any answer a healthy local node gives on a loaded machine, and short enough that an extension
+/// round ends by itself before the keeper gives the lock up. The first extension starts a third
+/// of the validity in (`HoldOptions`' default interval) and the lock is given up a tenth of it
+/// before the deadline: for 790 ms of validity (an 800 ms TTL) that leaves 263 + 400 = 663 ms
+/// < 711 ms.
+pub const KEEP_ALIVE_NODE_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// A manager over every node of `cluster`, with the [`PATIENT_NODE_TIMEOUT`] and default settings
+/// otherwise (connecting on first use).
 pub fn manager(cluster: &Cluster) -> Redlock {
     Redlock::builder(cluster.urls())
+        .node_timeout(PATIENT_NODE_TIMEOUT)
         .build()
         .expect("valid test configuration")
 }
 
-/// A manager whose connections to every node are established and checked.
+/// A manager over every node of `cluster` with the library's default node timeout (100 ms), for
+/// the tests that measure how a stopped node counts and how long it costs.
+pub fn default_timeout_manager(cluster: &Cluster) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .node_timeout(redquorum::defaults::NODE_TIMEOUT)
+        .build()
+        .expect("valid test configuration")
+}
+
+/// A manager over every node of `cluster` with the [`KEEP_ALIVE_NODE_TIMEOUT`], connected: for
+/// tests that keep a lock of about a second alive.
+pub async fn keeping_alive(cluster: &Cluster) -> Redlock {
+    connected_with(cluster, KEEP_ALIVE_NODE_TIMEOUT).await
+}
+
+/// A manager over every node of `cluster` with `node_timeout`, connected.
+pub async fn connected_with(cluster: &Cluster, node_timeout: Duration) -> Redlock {
+    let redlock = Redlock::builder(cluster.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .expect("valid test configuration");
+    ready(redlock).await
+}
+
+/// A [`manager`] whose connections to every node are established and checked.
 pub async fn connected(cluster: &Cluster) -> Redlock {
-    let redlock = manager(cluster);
+    ready(manager(cluster)).await
+}
+
+/// [`connected`] with the library's default node timeout: see [`default_timeout_manager`].
+pub async fn default_timeout_connected(cluster: &Cluster) -> Redlock {
+    ready(default_timeout_manager(cluster)).await
+}
+
+/// `redlock`, once its connections to every node are established and checked.
+pub async fn ready(redlock: Redlock) -> Redlock {
     let replies = redlock.connect().await;
     assert!(
         replies.iter().all(|r| r.reply.is_granted()),
@@ -117,8 +165,9 @@ pub fn as_acl_user(cluster: &Cluster, password: &str) -> redquorum::Builder {
 }
 
 /// `client` takes `resource` for `ttl` on nodes 0 and 1 of `cluster` only: node 2 holds somebody
-/// else's key while it tries, which then expires. For schedules that make one of the two lose
-/// the lock while a third node could complete another majority.
+/// else's key while it tries, which is deleted once `client`'s request there has been refused.
+/// For schedules that make one of the two lose the lock while a third node could complete
+/// another majority.
 pub async fn held_on_nodes_0_and_1(
     cluster: &mut Cluster,
     client: &Redlock,
@@ -127,14 +176,34 @@ pub async fn held_on_nodes_0_and_1(
 ) -> redquorum::Lock {
     cluster
         .node(2)
-        .cli(&["SET", resource, "somebody-else", "PX", "300"])
+        .cli(&["SET", resource, "somebody-else"])
         .expect("SET on node 2");
     let lock = client
         .try_acquire(resource, ttl)
         .await
         .expect("held on nodes 0 and 1");
-    tokio::time::sleep(Duration::from_millis(400)).await; // node 2's other key expires
+    // The won round did not wait for node 2; once `settle` returns, our `SET NX` there has run
+    // (and was refused), so the other key can go. (An expiry of the other key, timed by a sleep,
+    // raced the round on a loaded machine: node 2 could be free before our request reached it.)
+    client.settle().await;
+    cluster
+        .node(2)
+        .cli(&["DEL", resource])
+        .expect("DEL on node 2");
     lock
+}
+
+/// Calls of `command` (lower case, e.g. `set`) on `node` since its statistics were last reset,
+/// from `INFO commandstats`.
+pub fn calls(node: &RedisNode, command: &str) -> u64 {
+    let stats = node.cli(&["INFO", "commandstats"]).unwrap_or_default();
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Servers without persistence that nobody marked: what a user's own Redis looks like (the
