@@ -17,6 +17,9 @@ extend or release it.
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import inspect
 import logging
 import threading
 from typing import Any, Callable, Iterator, List, Optional, Tuple, TypeVar
@@ -59,6 +62,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 _log = logging.getLogger("redquorum")
 
@@ -135,23 +139,52 @@ def _release_at_exit(lock: Lock, failing: bool) -> None:
 
 
 class LockContext:
-    """What ``Redlock.lock(...)`` returns: acquires on ``with``, releases when the block ends
-    (raising ``LockLost`` at the end of a block whose lock was lost meanwhile)."""
+    """What ``Redlock.lock(...)``, ``read_lock`` and ``write_lock`` return: acquires on ``with``
+    and releases when the block ends (raising ``LockLost`` at the end of a block whose lock was
+    lost meanwhile).
 
-    __slots__ = ("_acquire", "_lock")
+    One object may be shared, as a module-level lock is, by any number of threads and asyncio
+    tasks at once: each ``with`` takes a lock of its own and releases exactly that one, never
+    another thread's (the lock taken is kept in a context variable, per thread and per task).
+    The object is also a decorator: ``@rl.lock("job", ttl=30)`` runs each call under the lock.
+    """
+
+    __slots__ = ("_acquire", "_held")
 
     def __init__(self, acquire: Callable[[], Lock]) -> None:
         self._acquire = acquire
-        self._lock: Optional[Lock] = None
+        # A stack per thread/task (a tuple: a task's copy of its parent's context never sees
+        # the child's pushes), for the same object entered again in one thread.
+        self._held: contextvars.ContextVar[Tuple[Lock, ...]] = contextvars.ContextVar(
+            "redquorum.LockContext", default=()
+        )
 
     def __enter__(self) -> Lock:
-        self._lock = self._acquire()
-        return self._lock
+        lock = self._acquire()
+        self._held.set(self._held.get() + (lock,))
+        return lock
 
     def __exit__(self, *exc: Any) -> None:
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            _release_at_exit(lock, exc[0] is not None)
+        held = self._held.get()
+        if not held:
+            raise RuntimeError("LockContext.__exit__ without a matching __enter__ in this thread")
+        self._held.set(held[:-1])
+        _release_at_exit(held[-1], exc[0] is not None)
+
+    def __call__(self, function: F) -> F:
+        """Decorates ``function`` (a plain or an ``async`` one): each call runs under the lock."""
+        if inspect.iscoroutinefunction(function):
+            raise ConfigError(
+                "an async function takes the asyncio manager's lock: "
+                "@redquorum.asyncio.Redlock(...).lock(...)"
+            )
+
+        @functools.wraps(function)
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return function(*args, **kwargs)
+
+        return locked  # type: ignore[return-value]
 
 
 class LeaderWatch:
@@ -214,10 +247,13 @@ class Redlock(ManagerBase):
         permits: Optional[int] = None,
         keep_alive: bool = False,
     ) -> Lock:
-        """Acquires ``resource`` for ``ttl`` seconds, retrying by the manager's policy (or
-        until ``timeout`` seconds have passed; ``math.inf``: until acquired). A list of
-        resources is one lock, all-or-nothing; ``permits=K`` takes one of K permits of a
-        semaphore. ``keep_alive=True`` extends it in the background until released.
+        """Acquires ``resource`` for ``ttl`` seconds, waiting as ``threading.Lock`` does:
+        until acquired (``timeout=None``, ``-1`` or ``math.inf``), at most ``timeout``
+        seconds (then ``LockBusy``), or not at all (``blocking=False``). Waiting is for a lock
+        somebody holds: nodes that do not answer, or quarantined ones, end the wait with
+        ``Unavailable`` or ``Quarantined`` after ``retry_attempts`` attempts in a row (3).
+        A list of resources is one lock, all-or-nothing; ``permits=K`` takes one of K permits
+        of a semaphore. ``keep_alive=True`` extends it in the background until released.
         Raises ``LockBusy``, ``Unavailable``, ``Quarantined``, ``WrongType`` or ``TooSlow``."""
         return self._acquire(
             "lock", resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
@@ -304,8 +340,9 @@ class Redlock(ManagerBase):
     def campaign(
         self, election: str, identity: str, ttl: Seconds, *, timeout: Optional[Seconds] = None
     ) -> Lock:
-        """Campaigns in ``election`` until this candidate leads (or ``timeout``); returns the
-        leadership, kept alive: ``fence`` is the term. Release it to resign."""
+        """Campaigns in ``election`` until this candidate leads (or ``timeout`` seconds have
+        passed: ``LockBusy``); returns the leadership, kept alive: ``fence`` is the term.
+        Release it to resign. An outage ends the campaign as it ends ``acquire``'s wait."""
         return self._acquire(
             "campaign", election, ttl, timeout=timeout, identity=identity, keep_alive=False
         )

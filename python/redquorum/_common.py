@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _redquorum
+from .errors import ConfigError
 
 Seconds = Union[float, int, timedelta]
 Resources = Union[str, Sequence[str]]
@@ -21,10 +22,15 @@ def names(resource: Resources) -> List[str]:
 
 
 def wait_args(blocking: bool, timeout: Optional[Seconds]) -> Dict[str, Any]:
-    """``timeout=None``: the manager's retry policy; ``math.inf``: until acquired."""
-    if isinstance(timeout, (int, float)) and math.isinf(timeout) and timeout > 0:
-        return {"blocking": blocking, "timeout": None, "wait_forever": True}
-    return {"blocking": blocking, "timeout": timeout, "wait_forever": False}
+    """As ``threading.Lock.acquire``: wait until acquired (``timeout=None``, ``-1`` or
+    ``math.inf``), at most ``timeout`` seconds, or not at all (``blocking=False``)."""
+    if isinstance(timeout, (int, float)) and (
+        timeout == -1 or (math.isinf(timeout) and timeout > 0)
+    ):
+        timeout = None
+    if not blocking and timeout is not None:
+        raise ConfigError("a timeout cannot be given with blocking=False (one attempt)")
+    return {"blocking": blocking, "timeout": timeout}
 
 
 def manager(servers: Union[str, Sequence[str]], settings: Dict[str, Any]) -> Any:

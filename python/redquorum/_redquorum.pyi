@@ -102,13 +102,11 @@ class Manager:
     def acquire(
         self, kind: str, resources: List[str], ttl: Any, *, permits: Optional[int] = None,
         identity: Optional[str] = None, blocking: bool = True, timeout: Any = None,
-        wait_forever: bool = False,
     ) -> Held:
         """Acquires (``kind``: lock, read, write, campaign); blocks with the GIL released."""
     def acquire_async(
         self, kind: str, resources: List[str], ttl: Any, *, permits: Optional[int] = None,
         identity: Optional[str] = None, blocking: bool = True, timeout: Any = None,
-        wait_forever: bool = False,
     ) -> Awaitable[Held]:
         """``acquire`` as an awaitable."""
     def extend_value(self, resource: str, value: str, ttl: Any) -> float:

@@ -14,6 +14,8 @@ and any task holding the ``Lock`` object can release it.
 from __future__ import annotations
 
 import asyncio as _asyncio
+import contextvars
+import functools
 import inspect
 import logging
 from typing import (
@@ -27,6 +29,7 @@ from .errors import ConfigError, LockLost, RedquorumError, Unavailable
 __all__ = ["Redlock", "Lock", "AsyncLockContext", "LeaderWatch"]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 _log = logging.getLogger("redquorum")
 
@@ -101,22 +104,50 @@ async def _release_at_exit(lock: Lock, failing: bool) -> None:
 
 class AsyncLockContext:
     """What ``Redlock.lock(...)`` returns: acquires on ``async with``, releases at the end of
-    the block (raising ``LockLost`` at the end of a block whose lock was lost meanwhile)."""
+    the block (raising ``LockLost`` at the end of a block whose lock was lost meanwhile).
 
-    __slots__ = ("_acquire", "_lock")
+    One object may be shared by any number of tasks (and threads running loops): each
+    ``async with`` takes a lock of its own and releases exactly that one (kept in a context
+    variable, which every task has a copy of). Also a decorator of ``async`` functions:
+    ``@rl.lock("job", ttl=30)``.
+    """
+
+    __slots__ = ("_acquire", "_held")
 
     def __init__(self, acquire: Callable[[], Awaitable[Lock]]) -> None:
         self._acquire = acquire
-        self._lock: Optional[Lock] = None
+        self._held: contextvars.ContextVar[Tuple[Lock, ...]] = contextvars.ContextVar(
+            "redquorum.asyncio.AsyncLockContext", default=()
+        )
 
     async def __aenter__(self) -> Lock:
-        self._lock = await self._acquire()
-        return self._lock
+        lock = await self._acquire()
+        self._held.set(self._held.get() + (lock,))
+        return lock
 
     async def __aexit__(self, *exc: Any) -> None:
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            await _release_at_exit(lock, exc[0] is not None)
+        held = self._held.get()
+        if not held:
+            raise RuntimeError(
+                "AsyncLockContext.__aexit__ without a matching __aenter__ in this task"
+            )
+        self._held.set(held[:-1])
+        await _release_at_exit(held[-1], exc[0] is not None)
+
+    def __call__(self, function: F) -> F:
+        """Decorates an ``async`` function: each call runs under the lock."""
+        if not inspect.iscoroutinefunction(function):
+            raise ConfigError(
+                "a plain function takes the blocking manager's lock: "
+                "@redquorum.Redlock(...).lock(...)"
+            )
+
+        @functools.wraps(function)
+        async def locked(*args: Any, **kwargs: Any) -> Any:
+            async with self:
+                return await function(*args, **kwargs)
+
+        return locked  # type: ignore[return-value]
 
 
 class LeaderWatch:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from redquorum import LockBusy, LockLost, NotHeld
+from redquorum import ConfigError, LockBusy, LockLost, NotHeld
 from redquorum.asyncio import Redlock
 
 from conftest import PATIENT_NODE_TIMEOUT
@@ -38,6 +38,81 @@ def test_exclusion_under_asyncio_tasks(servers, name):
         return state
 
     assert run(main()) == {"value": 16 * 15, "inside": 0, "overlaps": 0}
+
+
+def test_one_lock_object_shared_by_eight_tasks(servers, nodes, name):
+    """One ``rl.lock(...)`` object, entered by many tasks at once: each ``async with``
+    releases the lock it took, even when a holder whose TTL ran out leaves its block after the
+    next holder came in."""
+
+    async def main():
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+        shared = rl.lock(name, ttl=10)
+        state = {"value": 0, "inside": 0, "overlaps": 0}
+
+        async def work():
+            for _ in range(10):
+                async with shared:
+                    state["inside"] += 1
+                    if state["inside"] != 1:
+                        state["overlaps"] += 1
+                    seen = state["value"]
+                    await asyncio.sleep(0.0005)
+                    state["value"] = seen + 1
+                    state["inside"] -= 1
+
+        await asyncio.gather(*(work() for _ in range(8)))
+
+        short = rl.lock(f"{name}:late", ttl=0.5)
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        seen = {}
+
+        async def a():
+            try:
+                async with short:
+                    a_in.set()
+                    await b_in.wait()  # our lock has expired; B holds it now
+            except NotHeld:
+                seen["a"] = "not held"
+            a_out.set()
+
+        async def b():
+            await a_in.wait()
+            async with short as lock:
+                b_in.set()
+                await a_out.wait()
+                values = [c.get(f"{name}:late") for c in nodes.clients()]
+                seen["b_kept"] = sum(v == lock.value.encode() for v in values)
+                with pytest.raises(LockBusy):
+                    await rl.try_acquire(f"{name}:late", 5)
+
+        await asyncio.gather(a(), b())
+        return state, seen
+
+    state, seen = run(main())
+    assert state == {"value": 80, "inside": 0, "overlaps": 0}
+    assert seen.get("a") == "not held", seen
+    assert seen.get("b_kept", 0) >= 2, seen
+
+
+def test_a_lock_object_is_a_decorator_of_coroutines(servers, name):
+    async def main():
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+
+        @rl.lock(name, ttl=10)
+        async def job(x):
+            return x * 2, await rl.status(name)
+
+        doubled, status = await job(21)
+        with pytest.raises(ConfigError):
+            @rl.lock(name, ttl=10)
+            def not_for_tasks():
+                pass
+        return doubled, status, rl.quorum
+
+    doubled, status, quorum = run(main())
+    assert doubled == 42
+    assert sum(s.state == "held" for s in status) >= quorum, status
 
 
 def test_two_tasks_never_release_each_others_lock(servers, nodes, name):

@@ -80,6 +80,120 @@ def test_exclusion_under_threads(rl, name):
     assert counter == {"value": threads * rounds, "inside": 0, "overlaps": 0}
 
 
+def test_one_lock_object_shared_by_eight_threads(rl, nodes, name):
+    """pottery's and redis-py's module-level lock: one ``rl.lock(...)`` object, entered by many
+    threads at once. Each ``with`` releases the lock it took: a holder whose TTL ran out,
+    leaving its block late, does not release the next holder's lock."""
+    shared = rl.lock(name, ttl=10)
+    counter = {"value": 0, "inside": 0, "overlaps": 0}
+
+    def work():
+        for _ in range(10):
+            with shared:
+                counter["inside"] += 1
+                if counter["inside"] != 1:
+                    counter["overlaps"] += 1
+                seen = counter["value"]
+                time.sleep(0.0005)
+                counter["value"] = seen + 1
+                counter["inside"] -= 1
+
+    pool = [threading.Thread(target=work) for _ in range(8)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(60)
+    assert counter == {"value": 80, "inside": 0, "overlaps": 0}
+
+    # The schedule that let a third client in: A's lock expires in its block, B takes the lock,
+    # A leaves its block. A must release nothing of B's.
+    short = rl.lock(f"{name}:late", ttl=0.5)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        try:
+            with short:
+                a_in.set()
+                b_in.wait(20)  # our lock has expired; B holds it now
+        except NotHeld:
+            seen["a"] = "not held"  # raised at the end of a block whose lock expired
+        a_out.set()
+
+    def b():
+        a_in.wait(20)
+        with short as lock:
+            b_in.set()
+            a_out.wait(20)
+            values = [c.get(f"{name}:late") for c in nodes.clients()]
+            seen["b_kept"] = sum(v == lock.value.encode() for v in values)
+            with pytest.raises(LockBusy):
+                rl.try_acquire(f"{name}:late", 5)  # the third client stays out
+
+    pair = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in pair:
+        t.start()
+    for t in pair:
+        t.join(30)
+    assert seen.get("a") == "not held", seen
+    assert seen.get("b_kept", 0) >= 2, seen  # B's value on a quorum after A left its block
+
+
+def test_a_lock_object_is_a_decorator(rl, name):
+    calls = []
+
+    @rl.lock(name, ttl=10)
+    def job(x):
+        calls.append(rl.status(name))
+        return x * 2
+
+    assert job(21) == 42 and job.__name__ == "job"
+    held = [s for s in calls[0] if s.state == "held"]
+    assert len(held) >= rl.quorum, calls[0]
+    assert all(s.state == "free" for s in rl.status(name))
+
+    with pytest.raises(ConfigError):
+        @rl.lock(name, ttl=10)
+        async def not_for_threads():
+            pass
+
+
+def test_acquire_waits_until_acquired_by_default(rl, name):
+    """As ``threading.Lock``: no timeout is a wait until acquired, ``-1`` too; a timeout bounds
+    it; ``blocking=False`` is one attempt and takes no timeout."""
+    holder = rl.acquire(name, 10)
+    threading.Timer(1.5, holder.release).start()  # well past the old 3 attempts' half second
+    with rl.lock(name, ttl=10) as lock:
+        assert lock.remaining() > 0
+    holder = rl.acquire(name, 10, timeout=-1)
+    with pytest.raises(LockBusy):
+        rl.acquire(name, 10, timeout=0.3)
+    with pytest.raises(LockBusy):
+        rl.acquire(name, 10, blocking=False)
+    with pytest.raises(ConfigError):
+        rl.acquire(name, 10, blocking=False, timeout=1)
+    threading.Timer(0.5, holder.release).start()
+    leader = rl.campaign(f"{name}:e", "a", 10)
+    rival = threading.Timer(0.5, leader.release)
+    rival.start()
+    assert rl.campaign(f"{name}:e", "b", 10).fence > leader.fence  # waits until it leads
+
+
+def test_an_outage_ends_a_wait_at_once(name):
+    """Waiting is for a lock somebody holds: servers that do not answer raise, never hang."""
+    rl = redquorum.Redlock(
+        "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3",
+        connect_timeout=0.2, node_timeout=0.2,
+    )
+    started = time.monotonic()
+    with pytest.raises(Unavailable):
+        rl.acquire(name, 5)  # no timeout: it would wait forever for a held lock
+    with pytest.raises(Unavailable):
+        with rl.lock(name, ttl=5):
+            pass
+    assert time.monotonic() - started < 30  # refused connections: a few attempts, not forever
+
+
 def test_another_thread_releases_the_lock(rl, name):
     lock = rl.acquire(name, 10)
     outcome = []

@@ -55,8 +55,9 @@ pub(crate) fn forked(what: &str, parent: u32) -> PyErr {
     raise(
         "ProcessForked",
         &format!(
-            "{what} belongs to process {parent}, this is a child forked from it: its connections and \
-             background tasks did not survive the fork; create a new Redlock in the child"
+            "{what} belongs to process {parent}, and this is a child forked from it: a lock (or a \
+             watch) stays with the process that took it, and the child never extends or releases \
+             the parent's; acquire anew in the child (a manager made before the fork works there)"
         ),
         &[],
     )

@@ -4,6 +4,7 @@
 //! The Python classes `redquorum.Redlock` (blocking) and `redquorum.asyncio.Redlock` (asyncio)
 //! both wrap this one; only how they wait differs.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -60,11 +61,47 @@ impl Wanted {
 }
 
 /// The library's manager (`redquorum.Redlock` and `redquorum.asyncio.Redlock` wrap it).
+///
+/// A manager made before a fork works in the child (gunicorn `--preload`, Celery's prefork
+/// pool, `multiprocessing`'s fork): the parent's engine, whose connections and tasks did not
+/// survive the fork, is forgotten there (runtime invariant 2), and the child builds its own
+/// from the same settings on first use. Locks are never shared: a parent's `Lock` handle stays
+/// the parent's (`ProcessForked` in the child).
 #[pyclass(module = "redquorum._redquorum", name = "Manager", frozen)]
 pub(crate) struct Manager {
+    /// What the manager is built from, to build it again in a forked child.
+    recipe: (Servers, Settings),
+    /// This process's engine and runtime.
+    local: Mutex<Local>,
+    retry: RetrySettings,
+}
+
+/// A manager's engine, with the process and runtime it belongs to.
+struct Local {
     owner: Owner,
     redlock: Redlock,
-    retry: RetrySettings,
+}
+
+impl Manager {
+    /// This process's engine: the one built here, or in a forked child one built anew from
+    /// the same settings on first use.
+    fn here(&self) -> PyResult<(Owner, Redlock)> {
+        let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        if !local.owner.is_here() {
+            let (servers, settings) = &self.recipe;
+            let (redlock, _) = settings.build(servers)?;
+            let parents = std::mem::replace(
+                &mut *local,
+                Local {
+                    owner: Owner::here()?,
+                    redlock,
+                },
+            );
+            // Runtime invariant 2: nothing of the parent's engine is dropped in a child.
+            std::mem::forget(parents);
+        }
+        Ok((local.owner, local.redlock.clone()))
+    }
 }
 
 impl Manager {
@@ -79,15 +116,11 @@ impl Manager {
         identity: Option<String>,
         blocking: bool,
         timeout: Option<&Bound<'_, PyAny>>,
-        wait_forever: bool,
     ) -> PyResult<impl Future<Output = PyResult<Held>> + Send + 'static> {
         let ttl = seconds("ttl", ttl)?;
-        let timeout = match maybe_seconds("timeout", timeout)? {
-            Some(limit) => Some(Some(limit)),
-            None if wait_forever => Some(None),
-            None => None,
-        };
-        let retry = self.retry.for_call(blocking, timeout);
+        let retry = self
+            .retry
+            .for_call(blocking, maybe_seconds("timeout", timeout)?);
         let one = |resources: Vec<String>| -> PyResult<String> {
             match <[String; 1]>::try_from(resources) {
                 Ok([name]) => Ok(name),
@@ -113,7 +146,7 @@ impl Manager {
                 redquorum::ConfigError::NoResources.into(),
             ));
         }
-        let (owner, redlock) = (self.owner, self.redlock.clone());
+        let (owner, redlock) = self.here()?;
         Ok(async move {
             let acquired = wanted.acquire(redlock, ttl, retry).await.or_raise()?;
             Ok(Held::new(owner, acquired))
@@ -178,28 +211,31 @@ impl Manager {
             wait_for_replicas,
             tls_root_certificates,
         };
-        let (redlock, retry) = settings.build(servers)?;
+        let (redlock, retry) = settings.build(&servers)?;
         Ok(Self {
-            owner: Owner::here()?,
-            redlock,
+            recipe: (servers, settings),
+            local: Mutex::new(Local {
+                owner: Owner::here()?,
+                redlock,
+            }),
             retry,
         })
     }
 
     /// The nodes' addresses, without credentials.
     #[getter]
-    fn nodes(&self) -> Vec<String> {
-        self.redlock.nodes()
+    fn nodes(&self) -> PyResult<Vec<String>> {
+        Ok(self.here()?.1.nodes())
     }
 
     /// How many nodes must grant a request.
     #[getter]
-    fn quorum(&self) -> usize {
-        self.redlock.quorum()
+    fn quorum(&self) -> PyResult<usize> {
+        Ok(self.here()?.1.quorum())
     }
 
     /// Acquires; blocks with the GIL released.
-    #[pyo3(signature = (kind, resources, ttl, *, permits=None, identity=None, blocking=true, timeout=None, wait_forever=false))]
+    #[pyo3(signature = (kind, resources, ttl, *, permits=None, identity=None, blocking=true, timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
         &self,
@@ -211,7 +247,6 @@ impl Manager {
         identity: Option<String>,
         blocking: bool,
         timeout: Option<&Bound<'_, PyAny>>,
-        wait_forever: bool,
     ) -> PyResult<Held> {
         let future = self.request(
             kind,
@@ -221,13 +256,13 @@ impl Manager {
             identity,
             blocking,
             timeout,
-            wait_forever,
         )?;
-        self.owner.wait(py, "Redlock.acquire", future)?
+        let (owner, _) = self.here()?;
+        owner.wait(py, "Redlock.acquire", future)?
     }
 
     /// `acquire` as an awaitable.
-    #[pyo3(signature = (kind, resources, ttl, *, permits=None, identity=None, blocking=true, timeout=None, wait_forever=false))]
+    #[pyo3(signature = (kind, resources, ttl, *, permits=None, identity=None, blocking=true, timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire_async<'py>(
         &self,
@@ -239,7 +274,6 @@ impl Manager {
         identity: Option<String>,
         blocking: bool,
         timeout: Option<&Bound<'py, PyAny>>,
-        wait_forever: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let future = self.request(
             kind,
@@ -249,9 +283,9 @@ impl Manager {
             identity,
             blocking,
             timeout,
-            wait_forever,
         )?;
-        self.owner.awaitable(py, "Redlock.acquire", future)
+        let (owner, _) = self.here()?;
+        owner.awaitable(py, "Redlock.acquire", future)
     }
 
     /// Extends a lock known by its value.
@@ -263,8 +297,8 @@ impl Manager {
         ttl: &Bound<'_, PyAny>,
     ) -> PyResult<f64> {
         let ttl = seconds("ttl", ttl)?;
-        let redlock = self.redlock.clone();
-        let left = self.owner.wait(py, "Redlock.extend_value", async move {
+        let (owner, redlock) = self.here()?;
+        let left = owner.wait(py, "Redlock.extend_value", async move {
             redlock.extend_value(&resource, &value, ttl).await
         })?;
         let deadline = left.or_raise()?;
@@ -275,9 +309,9 @@ impl Manager {
 
     /// Releases a lock known by its value; returns how many nodes confirmed.
     fn release_value(&self, py: Python<'_>, resource: String, value: String) -> PyResult<usize> {
-        let redlock = self.redlock.clone();
+        let (owner, redlock) = self.here()?;
         let name = resource.clone();
-        let released = self.owner.wait(py, "Redlock.release_value", async move {
+        let released = owner.wait(py, "Redlock.release_value", async move {
             redlock.release_value(&resource, &value).await
         })?;
         errors::released(&name, &released)
@@ -285,8 +319,8 @@ impl Manager {
 
     /// Connects to every node; returns (node, reply) pairs.
     fn connect(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
-        let redlock = self.redlock.clone();
-        let replies = self.owner.wait(
+        let (owner, redlock) = self.here()?;
+        let replies = owner.wait(
             py,
             "Redlock.connect",
             async move { redlock.connect().await },
@@ -299,16 +333,16 @@ impl Manager {
 
     /// Waits for the requests still in flight in the background.
     fn settle(&self, py: Python<'_>) -> PyResult<()> {
-        let redlock = self.redlock.clone();
-        self.owner
+        let (owner, redlock) = self.here()?;
+        owner
             .wait(py, "Redlock.settle", async move { redlock.settle().await })
     }
 
     /// Vouches for fresh nodes; returns (node, marked, what happened).
     #[pyo3(signature = (force=false))]
     fn mark_nodes(&self, py: Python<'_>, force: bool) -> PyResult<Vec<(String, bool, String)>> {
-        let redlock = self.redlock.clone();
-        let marks = self.owner.wait(py, "Redlock.mark_nodes", async move {
+        let (owner, redlock) = self.here()?;
+        let marks = owner.wait(py, "Redlock.mark_nodes", async move {
             redlock.mark_nodes(force).await
         })?;
         Ok(marks
@@ -318,18 +352,20 @@ impl Manager {
     }
 
     /// The nodes in quarantine: (node, seconds left, why).
-    fn quarantined_nodes(&self) -> Vec<(String, f64, String)> {
-        self.redlock
+    fn quarantined_nodes(&self) -> PyResult<Vec<(String, f64, String)>> {
+        Ok(self
+            .here()?
+            .1
             .quarantined_nodes()
             .into_iter()
             .map(|(node, q)| (node, q.left.as_secs_f64(), q.to_string()))
-            .collect()
+            .collect())
     }
 
     /// Who holds `resource`, node by node.
     fn status(&self, py: Python<'_>, resource: String) -> PyResult<Vec<NodeStatus>> {
-        let redlock = self.redlock.clone();
-        let statuses = self.owner.wait(py, "Redlock.status", async move {
+        let (owner, redlock) = self.here()?;
+        let statuses = owner.wait(py, "Redlock.status", async move {
             redlock.status(&resource).await
         })?;
         Ok(statuses.into_iter().map(NodeStatus::from).collect())
@@ -337,8 +373,8 @@ impl Manager {
 
     /// `status` as an awaitable.
     fn status_async<'py>(&self, py: Python<'py>, resource: String) -> PyResult<Bound<'py, PyAny>> {
-        let redlock = self.redlock.clone();
-        self.owner.awaitable(py, "Redlock.status", async move {
+        let (owner, redlock) = self.here()?;
+        owner.awaitable(py, "Redlock.status", async move {
             let statuses = redlock.status(&resource).await;
             Ok(statuses
                 .into_iter()
@@ -349,8 +385,8 @@ impl Manager {
 
     /// The leader of `election`, as a majority reports it.
     fn leader(&self, py: Python<'_>, election: String) -> PyResult<Option<Leader>> {
-        let redlock = self.redlock.clone();
-        let leader = self.owner.wait(py, "Redlock.leader", async move {
+        let (owner, redlock) = self.here()?;
+        let leader = owner.wait(py, "Redlock.leader", async move {
             redlock.leader(&election).await
         })?;
         Ok(leader.map(Leader::from))
@@ -358,32 +394,35 @@ impl Manager {
 
     /// `leader` as an awaitable.
     fn leader_async<'py>(&self, py: Python<'py>, election: String) -> PyResult<Bound<'py, PyAny>> {
-        let redlock = self.redlock.clone();
-        self.owner.awaitable(py, "Redlock.leader", async move {
+        let (owner, redlock) = self.here()?;
+        owner.awaitable(py, "Redlock.leader", async move {
             Ok(redlock.leader(&election).await.map(Leader::from))
         })
     }
 
     /// A watch of `election`'s leader.
     fn observe(&self, election: String) -> PyResult<Watch> {
-        self.owner.runtime("Redlock.observe")?;
-        Ok(Watch::new(self.owner, self.redlock.observe(&election)))
+        let (owner, redlock) = self.here()?;
+        owner.runtime("Redlock.observe")?;
+        Ok(Watch::new(owner, redlock.observe(&election)))
     }
 
     fn __repr__(&self) -> String {
+        let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
         format!(
             "Redlock(nodes={:?}, quorum={})",
-            self.redlock.nodes(),
-            self.redlock.quorum()
+            local.redlock.nodes(),
+            local.redlock.quorum()
         )
     }
 }
 
 impl Drop for Manager {
     fn drop(&mut self) {
-        if !self.owner.is_here() {
+        let local = self.local.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if !local.owner.is_here() {
             // Runtime invariant 2: the engine's last reference is never dropped in a child.
-            std::mem::forget(self.redlock.clone());
+            std::mem::forget(local.redlock.clone());
         }
     }
 }

@@ -47,32 +47,36 @@ pub(crate) fn maybe_seconds(
         .transpose()
 }
 
-/// The manager's retry policy, kept so that a call with a `timeout` waits with the same delays.
+/// How the manager's acquisitions wait, as Python waits: until acquired, for a lock that
+/// somebody holds (`threading.Lock`, redis-py's and pottery's locks do the same), but never
+/// silently through an outage.
 #[derive(Debug, Clone)]
 pub(crate) struct RetrySettings {
-    pub(crate) default: Retry,
+    /// `retry_attempts`: how many attempts in a row may fail for anything but a held lock
+    /// (nodes unreachable or quarantined) before a wait gives up (the library's
+    /// `Retry::outage_attempts`); default 3, as the library's attempts.
+    pub(crate) outage_attempts: u32,
+    /// `retry_delay`: the longest wait between attempts when no release wakes the waiter.
     pub(crate) delay: Option<Duration>,
+    /// `retry_max_wait`: the bound of a wait that gives no `timeout`; none by default.
+    pub(crate) max_wait: Option<Duration>,
 }
 
 impl RetrySettings {
-    /// The policy of one call: the manager's; a single attempt (`blocking=False`); or retries
-    /// until `timeout` (`None` inside: forever).
-    pub(crate) fn for_call(&self, blocking: bool, timeout: Option<Option<Duration>>) -> Retry {
+    /// The policy of one call: a single attempt (`blocking=False`), or attempts until acquired,
+    /// until `timeout` has passed (else the manager's `retry_max_wait`, if set), or until an
+    /// outage has failed `outage_attempts` in a row.
+    pub(crate) fn for_call(&self, blocking: bool, timeout: Option<Duration>) -> Retry {
         if !blocking {
             return Retry::once();
         }
-        match timeout {
-            None => self.default.clone(),
-            Some(limit) => {
-                let mut retry = Retry::forever();
-                if let Some(delay) = self.delay {
-                    retry = retry.delay(delay);
-                }
-                match limit {
-                    Some(limit) => retry.max_wait(limit),
-                    None => retry,
-                }
-            }
+        let mut retry = Retry::forever().outage_attempts(self.outage_attempts);
+        if let Some(delay) = self.delay {
+            retry = retry.delay(delay);
+        }
+        match timeout.or(self.max_wait) {
+            Some(limit) => retry.max_wait(limit),
+            None => retry,
         }
     }
 }
@@ -100,10 +104,10 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// The manager, built (and checked) by the library's builder.
-    pub(crate) fn build(self, servers: Servers) -> PyResult<(Redlock, RetrySettings)> {
+    pub(crate) fn build(&self, servers: &Servers) -> PyResult<(Redlock, RetrySettings)> {
         let mut b: Builder = match servers {
-            Servers::List(list) => Redlock::builder_from_list(&list),
-            Servers::Urls(urls) => Redlock::builder(urls),
+            Servers::List(list) => Redlock::builder_from_list(list),
+            Servers::Urls(urls) => Redlock::builder(urls.clone()),
         };
         let mut retry = Retry::new();
         if let Some(n) = self.retry_attempts {
@@ -152,15 +156,16 @@ impl Settings {
         if let Some(v) = self.wait_for_replicas {
             b = b.wait_for_replicas(v);
         }
-        if let Some(pem) = self.tls_root_certificates {
-            b = b.tls_root_certificates(pem);
+        if let Some(pem) = &self.tls_root_certificates {
+            b = b.tls_root_certificates(pem.clone());
         }
         let redlock = b.build().or_raise()?;
         Ok((
             redlock,
             RetrySettings {
-                default: retry,
+                outage_attempts: self.retry_attempts.unwrap_or(3),
                 delay: self.retry_delay,
+                max_wait: self.retry_max_wait,
             },
         ))
     }

@@ -200,7 +200,7 @@ async fn read_marker(
     tag: &str,
     group: Option<&str>,
 ) -> Result<Marker, NodeError> {
-    let fresh = format!("{:016x}", rand::random::<u64>());
+    let fresh = format!("{:016x}", crate::fresh::u64());
     let reply: (String, u8, u64) = redis::cmd("EVAL")
         .arg(MARKER.source)
         .arg(1)

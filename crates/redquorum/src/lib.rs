@@ -115,7 +115,9 @@
 //!   in the lock value, and observers read who leads.
 //! - `semaphore`: why a semaphore's permits are lock keys of their own, not a count, and the
 //!   order an acquisition tries them in.
-//! - `retry`: the retry policy with jittered delays.
+//! - `retry`: the retry policy with jittered delays, and the outage bound of a wait.
+//! - `fresh`: random identifiers that never repeat across processes, a forked child's
+//!   included (lock values, waiter ids, markers).
 //!
 //! What callers hold and read:
 //! - `config`: the [`Builder`]: checks every setting, then hands them to the engine.
@@ -146,6 +148,7 @@ mod election;
 mod engine;
 mod error;
 mod fencing;
+mod fresh;
 mod first_sight;
 mod health;
 mod hold;

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tracing::Instrument;
 
+use crate::fresh;
 use crate::cause::Cause;
 use crate::engine::{Deadline, Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
@@ -39,7 +40,7 @@ use crate::node::Request;
 use crate::quorum::Decision;
 use crate::reply::{NodeReply, Reply};
 use crate::resources::{Access, Resources};
-use crate::retry::Retry;
+use crate::retry::{Failed, Retry};
 use crate::rwlock;
 use crate::scripts::check_resource;
 use crate::semaphore::Permits;
@@ -535,7 +536,12 @@ impl Redlock {
                 set_nowhere,
                 behind,
             } = *lost;
-            let next = schedule.next_delay(Instant::now());
+            let failed = if failure.cause() == Cause::Busy {
+                Failed::Busy
+            } else {
+                Failed::Otherwise
+            };
+            let next = schedule.next_delay(Instant::now(), failed);
             // Invariant 2; the last rollback also gives up the queue place (`waiting` invariant
             // 4) and tells a key of another type from a busy one.
             match next {
@@ -830,8 +836,7 @@ fn campaign_value(identity: &str) -> Arc<str> {
 /// A fresh lock value: 20 bytes from the thread-local CSPRNG (seeded from the OS), as hex.
 fn new_value() -> Arc<str> {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut bytes = [0u8; 20];
-    rand::fill(&mut bytes);
+    let bytes: [u8; 20] = fresh::bytes(); // never repeated by a fork (`fresh` invariant 1)
     let mut hex = [0u8; 40];
     for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
         pair[0] = DIGITS[usize::from(b >> 4)];

@@ -171,7 +171,7 @@ async fn mark(mut conn: MultiplexedConnection, force: bool) -> Mark {
         return Mark::DroppedData(why);
     }
     let run_id = info_field(&info, "run_id").unwrap_or_default();
-    let fresh = format!("{:016x}", rand::random::<u64>());
+    let fresh = format!("{:016x}", crate::fresh::u64());
     match rewrite(&mut conn, "mark", &fresh, run_id, force, 0, "").await {
         Ok((true, found)) => match found.as_str() {
             "none" => Mark::Written,

@@ -10,6 +10,12 @@
 //!    deadline gives up without another attempt (`Schedule::expired`).
 //! 2. No duration is too long: a `max_wait` or a delay too far out to be an instant is no
 //!    deadline, or a wait that only a wake-up (or `max_wait`) ends. Nothing here panics.
+//! 3. **A wait for a held lock is no wait for an outage.** With
+//!    [`outage_attempts`](Retry::outage_attempts), attempts that failed for anything but a lock
+//!    held by someone else are counted apart, and that many in a row end the acquisition, with
+//!    attempts or time left: a caller that waits "until acquired" hears of unreachable or
+//!    quarantined nodes as an error, not as a silent wait. A busy attempt starts the count
+//!    again.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +32,7 @@ pub struct Retry {
     delay: Duration,
     max_wait: Option<Duration>,
     seed: Option<u64>,
+    outage_attempts: Option<u32>,
 }
 
 impl Default for Retry {
@@ -35,8 +42,18 @@ impl Default for Retry {
             delay: Duration::from_millis(200),
             max_wait: None,
             seed: None,
+            outage_attempts: None,
         }
     }
+}
+
+/// Why an attempt failed, as a [`Schedule`] counts it (invariant 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failed {
+    /// Somebody else holds the lock: what waiting is for.
+    Busy,
+    /// Anything else: nodes unreachable or quarantined, a key of another type, no validity left.
+    Otherwise,
 }
 
 impl Retry {
@@ -82,6 +99,17 @@ impl Retry {
         self
     }
 
+    /// Gives up after `attempts` attempts in a row that failed for anything but a lock held by
+    /// someone else (nodes that did not answer, quarantined nodes, a key of another type),
+    /// whatever attempts or time are left (default: no such limit). `0` is treated as `1`.
+    /// `Retry::forever().outage_attempts(3)` waits as long as somebody holds the lock, and
+    /// reports an outage after three attempts instead of waiting it out silently: the
+    /// Python package's default.
+    pub fn outage_attempts(mut self, attempts: u32) -> Self {
+        self.outage_attempts = Some(attempts.max(1));
+        self
+    }
+
     /// Seeds the delay jitter, for reproducible schedules in tests (default: seeded from the OS).
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -99,6 +127,8 @@ impl Retry {
             delay: self.delay,
             // Invariant 2: a deadline too far out to be an instant is none.
             give_up_at: self.max_wait.and_then(|w| started.checked_add(w)),
+            outage_attempts: self.outage_attempts,
+            outages_left: self.outage_attempts,
             seed: self.seed,
             rng: None,
         }
@@ -111,6 +141,9 @@ pub(crate) struct Schedule {
     attempts_left: Option<u32>,
     delay: Duration,
     give_up_at: Option<Instant>,
+    /// The policy's [`Retry::outage_attempts`], and how many are left in a row (invariant 3).
+    outage_attempts: Option<u32>,
+    outages_left: Option<u32>,
     seed: Option<u64>,
     /// Made at the first delay: seeding it costs more than a whole uncontended acquisition's
     /// other bookkeeping, and most acquisitions never wait.
@@ -118,10 +151,22 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    /// Call after a failed attempt that ended at `now`: how long to wait before the next
-    /// attempt, never past the deadline (invariant 1), or `None` to give up: the attempts are
-    /// used up, or the deadline has passed.
-    pub(crate) fn next_delay(&mut self, now: Instant) -> Option<Duration> {
+    /// Call after an attempt that ended at `now` and `failed` so: how long to wait before the
+    /// next attempt, never past the deadline (invariant 1), or `None` to give up: the attempts
+    /// are used up, as many outages in a row as allowed came (invariant 3), or the deadline
+    /// has passed.
+    pub(crate) fn next_delay(&mut self, now: Instant, failed: Failed) -> Option<Duration> {
+        match failed {
+            Failed::Busy => self.outages_left = self.outage_attempts,
+            Failed::Otherwise => {
+                if let Some(left) = self.outages_left.as_mut() {
+                    *left = left.saturating_sub(1);
+                    if *left == 0 {
+                        return None;
+                    }
+                }
+            }
+        }
         if let Some(left) = self.attempts_left.as_mut() {
             *left = left.saturating_sub(1);
             if *left == 0 {
@@ -172,15 +217,34 @@ mod tests {
     fn default_policy_makes_three_attempts() {
         let now = Instant::now();
         let mut s = Retry::new().schedule(now);
-        assert!(s.next_delay(now).is_some(), "after attempt 1");
-        assert!(s.next_delay(now).is_some(), "after attempt 2");
-        assert_eq!(s.next_delay(now), None, "after attempt 3");
+        assert!(s.next_delay(now, Failed::Busy).is_some(), "after attempt 1");
+        assert!(s.next_delay(now, Failed::Busy).is_some(), "after attempt 2");
+        assert_eq!(s.next_delay(now, Failed::Busy), None, "after attempt 3");
+    }
+
+    #[test]
+    fn outages_in_a_row_end_a_wait_that_a_held_lock_does_not() {
+        let now = Instant::now();
+        let mut s = Retry::forever().outage_attempts(3).schedule(now);
+        for _ in 0..100 {
+            assert!(s.next_delay(now, Failed::Busy).is_some(), "a held lock is waited for");
+        }
+        assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 1");
+        assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 2");
+        assert!(s.next_delay(now, Failed::Busy).is_some(), "busy again: the count restarts");
+        assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 1");
+        assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 2");
+        assert_eq!(s.next_delay(now, Failed::Otherwise), None, "outage 3 in a row");
+        let mut plain = Retry::forever().schedule(now);
+        for _ in 0..100 {
+            assert!(plain.next_delay(now, Failed::Otherwise).is_some(), "no limit set");
+        }
     }
 
     #[test]
     fn once_never_retries() {
         let now = Instant::now();
-        assert_eq!(Retry::once().schedule(now).next_delay(now), None);
+        assert_eq!(Retry::once().schedule(now).next_delay(now, Failed::Busy), None);
     }
 
     #[test]
@@ -190,7 +254,7 @@ mod tests {
             .delay(Duration::from_millis(200))
             .schedule(now);
         for _ in 0..1_000 {
-            let d = s.next_delay(now).unwrap();
+            let d = s.next_delay(now, Failed::Busy).unwrap();
             assert!(
                 d >= Duration::from_millis(100) && d <= Duration::from_millis(200),
                 "{d:?}"
@@ -203,7 +267,7 @@ mod tests {
         let now = Instant::now();
         let draw = |seed| {
             let mut s = Retry::forever().seed(seed).schedule(now);
-            (0..10).map(|_| s.next_delay(now)).collect::<Vec<_>>()
+            (0..10).map(|_| s.next_delay(now, Failed::Busy)).collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));
@@ -217,13 +281,13 @@ mod tests {
             .delay(ms(200))
             .max_wait(Duration::from_secs(1))
             .schedule(start);
-        let early = s.next_delay(start + ms(500)).unwrap();
+        let early = s.next_delay(start + ms(500), Failed::Busy).unwrap();
         assert!(early >= ms(100) && early <= ms(200), "{early:?}");
-        assert!(s.next_delay(start + ms(950)).unwrap() <= ms(50));
+        assert!(s.next_delay(start + ms(950), Failed::Busy).unwrap() <= ms(50));
         assert_eq!(s.capped(Duration::MAX, start + ms(900)), ms(100));
         assert!(!s.expired(start + ms(999)));
         assert!(s.expired(start + ms(1000)));
-        assert_eq!(s.next_delay(start + ms(1000)), None);
+        assert_eq!(s.next_delay(start + ms(1000), Failed::Busy), None);
     }
 
     #[test]
@@ -235,7 +299,7 @@ mod tests {
             .schedule(now);
         let far = now + Duration::from_secs(100 * 365 * 24 * 3600);
         assert!(!s.expired(far), "Duration::MAX is no deadline");
-        let delay = s.next_delay(far).unwrap();
+        let delay = s.next_delay(far, Failed::Busy).unwrap();
         assert!(
             delay >= Duration::from_secs(100 * 365 * 24 * 3600),
             "{delay:?}"
@@ -244,6 +308,6 @@ mod tests {
             .delay(Duration::MAX)
             .max_wait(Duration::from_secs(1))
             .schedule(now);
-        assert!(capped.next_delay(now).unwrap() <= Duration::from_secs(1));
+        assert!(capped.next_delay(now, Failed::Busy).unwrap() <= Duration::from_secs(1));
     }
 }

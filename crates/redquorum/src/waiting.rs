@@ -95,7 +95,7 @@ pub(crate) struct WaiterId(u128);
 impl WaiterId {
     /// A fresh random id (the thread-local CSPRNG): ids of different clients must not collide.
     pub(crate) fn new() -> Self {
-        Self(rand::random())
+        Self(u128::from_le_bytes(crate::fresh::bytes()))
     }
 }
 
