@@ -248,15 +248,7 @@ impl Manager {
         blocking: bool,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Held> {
-        let future = self.request(
-            kind,
-            resources,
-            ttl,
-            permits,
-            identity,
-            blocking,
-            timeout,
-        )?;
+        let future = self.request(kind, resources, ttl, permits, identity, blocking, timeout)?;
         let (owner, _) = self.here()?;
         owner.wait(py, "Redlock.acquire", future)?
     }
@@ -275,15 +267,7 @@ impl Manager {
         blocking: bool,
         timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let future = self.request(
-            kind,
-            resources,
-            ttl,
-            permits,
-            identity,
-            blocking,
-            timeout,
-        )?;
+        let future = self.request(kind, resources, ttl, permits, identity, blocking, timeout)?;
         let (owner, _) = self.here()?;
         owner.awaitable(py, "Redlock.acquire", future)
     }
@@ -334,8 +318,7 @@ impl Manager {
     /// Waits for the requests still in flight in the background.
     fn settle(&self, py: Python<'_>) -> PyResult<()> {
         let (owner, redlock) = self.here()?;
-        owner
-            .wait(py, "Redlock.settle", async move { redlock.settle().await })
+        owner.wait(py, "Redlock.settle", async move { redlock.settle().await })
     }
 
     /// Vouches for fresh nodes; returns (node, marked, what happened).

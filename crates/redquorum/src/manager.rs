@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tracing::Instrument;
 
-use crate::fresh;
 use crate::cause::Cause;
 use crate::engine::{Deadline, Engine, Released, Until};
 use crate::error::{Error, RoundFailure};
+use crate::fresh;
 use crate::lock::{Held, Lock};
 use crate::node::Request;
 use crate::quorum::Decision;

@@ -227,24 +227,40 @@ mod tests {
         let now = Instant::now();
         let mut s = Retry::forever().outage_attempts(3).schedule(now);
         for _ in 0..100 {
-            assert!(s.next_delay(now, Failed::Busy).is_some(), "a held lock is waited for");
+            assert!(
+                s.next_delay(now, Failed::Busy).is_some(),
+                "a held lock is waited for"
+            );
         }
         assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 1");
         assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 2");
-        assert!(s.next_delay(now, Failed::Busy).is_some(), "busy again: the count restarts");
+        assert!(
+            s.next_delay(now, Failed::Busy).is_some(),
+            "busy again: the count restarts"
+        );
         assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 1");
         assert!(s.next_delay(now, Failed::Otherwise).is_some(), "outage 2");
-        assert_eq!(s.next_delay(now, Failed::Otherwise), None, "outage 3 in a row");
+        assert_eq!(
+            s.next_delay(now, Failed::Otherwise),
+            None,
+            "outage 3 in a row"
+        );
         let mut plain = Retry::forever().schedule(now);
         for _ in 0..100 {
-            assert!(plain.next_delay(now, Failed::Otherwise).is_some(), "no limit set");
+            assert!(
+                plain.next_delay(now, Failed::Otherwise).is_some(),
+                "no limit set"
+            );
         }
     }
 
     #[test]
     fn once_never_retries() {
         let now = Instant::now();
-        assert_eq!(Retry::once().schedule(now).next_delay(now, Failed::Busy), None);
+        assert_eq!(
+            Retry::once().schedule(now).next_delay(now, Failed::Busy),
+            None
+        );
     }
 
     #[test]
@@ -267,7 +283,9 @@ mod tests {
         let now = Instant::now();
         let draw = |seed| {
             let mut s = Retry::forever().seed(seed).schedule(now);
-            (0..10).map(|_| s.next_delay(now, Failed::Busy)).collect::<Vec<_>>()
+            (0..10)
+                .map(|_| s.next_delay(now, Failed::Busy))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));
