@@ -717,6 +717,7 @@ impl Redlock {
 /// every node that answers within the node timeout (invariant 3); dropped inside a Tokio
 /// runtime, it is released in the background instead.
 #[derive(Debug)]
+#[must_use = "a lock is released as soon as it is dropped: bind it (`let lock = ...`) and release it when the work is done"]
 pub struct Lock {
     /// `None` only once a method consuming the lock has taken it.
     lock: Option<crate::Lock>,
@@ -817,6 +818,7 @@ impl Drop for Lock {
 /// must stop. A guard dropped unreleased stops its keeper and releases the lock before `drop`
 /// returns (invariant 3); dropped inside a Tokio runtime, in the background instead.
 #[derive(Debug)]
+#[must_use = "a guard releases its lock as soon as it is dropped: bind it (`let guard = ...`) for as long as the work runs"]
 pub struct Guard {
     /// `None` only once [`release`](Self::release) has taken it.
     guard: Option<crate::Guard>,

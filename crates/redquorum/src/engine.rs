@@ -114,6 +114,11 @@ pub struct Released {
 }
 
 impl Released {
+    /// Whether a quorum confirmed the release: the lock was ours up to it, and is free now.
+    pub fn is_confirmed(&self) -> bool {
+        self.confirmed >= self.quorum
+    }
+
     /// `None` when a quorum confirmed the release; otherwise why not: the lock was not held
     /// with this value ([`Cause::NotHeld`](crate::Cause::NotHeld)), too few nodes answered to
     /// tell, or the key holds another Redis type.

@@ -454,6 +454,7 @@ fn loss_of(error: Error) -> LossReason {
 /// [`release`](Self::release); a guard dropped unreleased stops its task and releases the lock in
 /// the background, like a dropped [`Lock`].
 #[derive(Debug)]
+#[must_use = "a guard releases its lock as soon as it is dropped: bind it (`let guard = ...`) for as long as the work runs"]
 pub struct Guard {
     info: LockInfo,
     shared: Arc<Engine>,

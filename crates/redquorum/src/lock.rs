@@ -366,7 +366,19 @@ impl LockInfo {
 /// [`release`](Self::release), or hand it to another process with [`detach`](Self::detach); a
 /// handle dropped unreleased is released in the background (best effort, on the current Tokio
 /// runtime; outside a runtime it simply expires with its TTL).
+///
+/// A lock that nobody binds is released at once, so the compiler says so (`#[must_use]`): this
+/// statement, which would hold the lock for no time at all, does not build under
+/// `#![deny(unused_must_use)]`:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # async fn f(manager: redquorum::Redlock) -> Result<(), redquorum::Error> {
+/// manager.acquire("job", std::time::Duration::from_secs(10)).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
+#[must_use = "a lock is released as soon as it is dropped: bind it (`let lock = ...`) and release it when the work is done"]
 pub struct Lock {
     held: Held,
     info: LockInfo,

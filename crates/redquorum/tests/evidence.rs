@@ -208,7 +208,7 @@ async fn a_durable_node_restarted_with_a_wiped_directory_does_not_vote() {
     kept.node(0).restart().expect("restart with data");
     kept.node(1).restart().expect("restart with data");
     trusting.status("res").await; // finds the old connections broken
-    trusting
+    let _held = trusting
         .try_acquire("res", Duration::from_secs(1))
         .await
         .expect("a durable restart that kept its data votes at once");

@@ -124,7 +124,7 @@ async fn a_stopped_node_is_no_vote_and_costs_only_its_timeout() {
 
     cluster.node(0).resume().unwrap();
     cluster.node(1).resume().unwrap();
-    redlock
+    let _held = redlock
         .acquire_with("res2", TTL, &patient())
         .await
         .expect("resumed nodes vote again");

@@ -210,7 +210,7 @@ async fn every_data_dropping_command_keeps_a_long_running_server_quarantined_for
     }
     tokio::time::sleep(UNTIL_LONG_RUNNING).await;
     let trusted = client(vec![control.url()]);
-    trusted
+    let _held = trusted
         .try_acquire("res", MAX_TTL)
         .await
         .expect("the control server is trusted at once");

@@ -76,7 +76,8 @@ async fn with_quarantine_the_restarted_node_does_not_vote_until_max_ttl() {
     assert!(status[0].quarantine.is_none() && status[2].quarantine.is_none());
 
     // Once A's lock has expired and the quarantine has ended, B gets in.
-    b.acquire_with("res", MAX_TTL, &patient())
+    let _held = b
+        .acquire_with("res", MAX_TTL, &patient())
         .await
         .expect("after max_ttl the node votes again");
     assert!(!a_lock.is_valid());

@@ -106,7 +106,7 @@ async fn a_release_wakes_the_waiter_long_before_its_poll_delay() {
     let lock = holder.acquire("wake", TTL).await.unwrap();
     let waiting = never_polling(&cluster, waiter, &["wake"]).await;
     lock.release().await;
-    woken(waiting, "the release").await;
+    let _held = woken(waiting, "the release").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +157,7 @@ async fn a_release_by_another_client_wakes_the_waiter_too() {
     for node in cluster.iter() {
         node.cli(&["DEL", "foreign"]).unwrap();
     }
-    woken(waiting, "another client's release").await;
+    let _held = woken(waiting, "another client's release").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +172,7 @@ async fn an_expiry_wakes_the_waiter() {
         .unwrap();
     lock.detach();
     let waiting = never_polling(&cluster, waiter, &["expiring"]).await;
-    woken(waiting, "the expiry").await;
+    let _held = woken(waiting, "the expiry").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
