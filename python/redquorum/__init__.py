@@ -355,6 +355,13 @@ class Redlock(ManagerBase):
         """A watch that reports each change of ``election``'s leader."""
         return LeaderWatch(self._m.observe(election))
 
+    def locked(self, resource: str) -> Optional[float]:
+        """Whether ``resource`` is held right now (by a quorum of nodes, as a lock or by
+        readers): the seconds it stays held at least, or ``None`` when it is free. Raises
+        ``Unavailable`` when too few nodes answered to tell. A snapshot: to act on a free lock,
+        take it (``blocking=False``) rather than test it first."""
+        return self._m.locked(resource)
+
     def status(self, resource: str) -> List[NodeStatus]:
         """What each node holds for ``resource`` (free, held by which value, quarantined...)."""
         return self._m.status(resource)

@@ -109,6 +109,10 @@ class Manager:
         identity: Optional[str] = None, blocking: bool = True, timeout: Any = None,
     ) -> Awaitable[Held]:
         """``acquire`` as an awaitable."""
+    def locked(self, resource: str) -> Optional[float]:
+        """Seconds a quorum holds ``resource`` at least, None when free."""
+    def locked_async(self, resource: str) -> Awaitable[Optional[float]]:
+        """``locked`` as an awaitable."""
     def extend_value(self, resource: str, value: str, ttl: Any) -> float:
         """Extends a lock known by its value; returns its seconds of validity."""
     def release_value(self, resource: str, value: str) -> int:

@@ -327,6 +327,10 @@ class Redlock(ManagerBase):
         """A watch of ``election``'s leader."""
         return LeaderWatch(self._m.observe(election))
 
+    async def locked(self, resource: str) -> Optional[float]:
+        """As ``redquorum.Redlock.locked``: seconds held at least, or ``None`` when free."""
+        return await self._m.locked_async(resource)
+
     async def status(self, resource: str) -> List[NodeStatus]:
         """What each node holds for ``resource``."""
         return await self._m.status_async(resource)

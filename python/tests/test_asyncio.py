@@ -186,6 +186,18 @@ def test_a_release_short_of_a_quorum_ends_the_block_with_a_warning(servers, node
             r.client_unpause()
 
 
+def test_locked(servers, name):
+    async def main():
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+        free = await rl.locked(name)
+        async with rl.lock(name, ttl=10):
+            held = await rl.locked(name)
+        return free, held
+
+    free, held = run(main())
+    assert free is None and 0 < held <= 10
+
+
 def test_busy_and_fencing(servers, name):
     async def main():
         rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)

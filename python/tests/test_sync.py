@@ -194,6 +194,20 @@ def test_an_outage_ends_a_wait_at_once(name):
     assert time.monotonic() - started < 30  # refused connections: a few attempts, not forever
 
 
+def test_locked_says_whether_a_quorum_holds_it(rl, name):
+    assert rl.locked(name) is None
+    with rl.lock(name, ttl=10):
+        left = rl.locked(name)
+        assert left is not None and 0 < left <= 10
+    assert rl.locked(name) is None
+    dead = redquorum.Redlock(
+        "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3",
+        connect_timeout=0.2, node_timeout=0.2,
+    )
+    with pytest.raises(Unavailable):
+        dead.locked(name)  # cannot tell: never "free" for servers that did not answer
+
+
 def test_another_thread_releases_the_lock(rl, name):
     lock = rl.acquire(name, 10)
     outcome = []

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use redquorum::{Error, Lock, Redlock, Retry};
+use redquorum::{Error, Lock, Locked, Redlock, Retry};
 
 use crate::errors::{self, OrRaise};
 use crate::held::{Acquired, Held};
@@ -354,6 +354,26 @@ impl Manager {
         Ok(statuses.into_iter().map(NodeStatus::from).collect())
     }
 
+    /// Whether `resource` is held by a quorum now: the seconds it stays held at least, or None
+    /// when free; `Unavailable` when too few nodes answered to tell.
+    fn locked(&self, py: Python<'_>, resource: String) -> PyResult<Option<f64>> {
+        let (owner, redlock) = self.here()?;
+        let name = resource.clone();
+        let locked = owner.wait(py, "Redlock.locked", async move {
+            redlock.locked(&resource).await
+        })?;
+        locked_answer(&name, &locked)
+    }
+
+    /// `locked` as an awaitable.
+    fn locked_async<'py>(&self, py: Python<'py>, resource: String) -> PyResult<Bound<'py, PyAny>> {
+        let (owner, redlock) = self.here()?;
+        owner.awaitable(py, "Redlock.locked", async move {
+            let locked = redlock.locked(&resource).await;
+            locked_answer(&resource, &locked)
+        })
+    }
+
     /// `status` as an awaitable.
     fn status_async<'py>(&self, py: Python<'py>, resource: String) -> PyResult<Bound<'py, PyAny>> {
         let (owner, redlock) = self.here()?;
@@ -407,5 +427,23 @@ impl Drop for Manager {
             // Runtime invariant 2: the engine's last reference is never dropped in a child.
             std::mem::forget(local.redlock.clone());
         }
+    }
+}
+
+/// `locked`'s answer for Python: seconds held, None when free, `Unavailable` when unknown.
+fn locked_answer(resource: &str, locked: &Locked) -> PyResult<Option<f64>> {
+    match locked {
+        Locked::Held { remaining, .. } | Locked::Readers { remaining } => {
+            Ok(Some(remaining.as_secs_f64()))
+        }
+        Locked::Unknown { answered, quorum } => Err(errors::raise(
+            "Unavailable",
+            &format!(
+                "cannot tell whether {resource:?} is locked: too few nodes answered \
+                 ({answered} answered, {quorum} needed)"
+            ),
+            &[],
+        )),
+        _ => Ok(None),
     }
 }

@@ -210,7 +210,7 @@ pub use reply::{NodeReply, Reply};
 pub use retry::Retry;
 pub use scripts::check_resource;
 pub use shards::Shard;
-pub use status::{NodeState, NodeStatus};
+pub use status::{Locked, NodeState, NodeStatus};
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

@@ -2,8 +2,9 @@
 //!
 //! [`Redlock::status`] asks every node at once what the resource's key holds (type, value and
 //! time to live, read atomically by one script, `src/scripts/inspect.lua`) and reports each
-//! node's answer as it is. It does not vote and decides nothing: whether a value is held "by a
-//! quorum" is the caller's reading of the list (the CLI prints it as a summary line).
+//! node's answer as it is. It does not vote. [`Redlock::locked`] reads the same answers as a
+//! quorum would: held when a quorum shows one value, free when no value could reach a quorum
+//! even with every silent node on its side, and "cannot tell" in between, never a guess.
 //!
 //! This fan-out is deliberately not the manager's voting round: it has no tally, no early exit
 //! and nothing to roll back, only one answer per node, each bounded by the node timeout.
@@ -19,6 +20,7 @@ use crate::marker::MarkerState;
 use crate::quarantine::Quarantine;
 use crate::reply::{NodeError, Reply};
 use crate::scripts::INSPECT;
+use crate::validity;
 
 /// What one node holds for a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +139,110 @@ impl Redlock {
     }
 }
 
+/// Whether a resource is held right now, as [`Redlock::locked`] reads it from its nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Locked {
+    /// No lock is held on a quorum of nodes, and the nodes that did not answer could not make
+    /// one: an acquisition now would find it free (unless somebody takes it first).
+    Free,
+    /// Held with `value` on a quorum of nodes, for at least `remaining` more: the time until
+    /// fewer than a quorum of them keep the key, less the clock-drift allowance.
+    Held {
+        /// The holder's value (for a leader, `<random>:<identity>`).
+        value: String,
+        /// How long a quorum keeps it at least, by the nodes' own clocks, less the drift.
+        remaining: Duration,
+    },
+    /// A read-write lock held by readers on a quorum of nodes (no writer can take it).
+    Readers {
+        /// How long a quorum keeps a reader at least, less the drift.
+        remaining: Duration,
+    },
+    /// Too few nodes answered to tell: those that did not could be holding it.
+    Unknown {
+        /// How many nodes answered.
+        answered: usize,
+        /// How many make a quorum.
+        quorum: usize,
+    },
+}
+
+impl Locked {
+    /// Whether a quorum holds it (as a lock or as readers).
+    pub fn is_locked(&self) -> bool {
+        matches!(self, Locked::Held { .. } | Locked::Readers { .. })
+    }
+
+    /// What `statuses` (every node's, from [`Redlock::status`]) say, with `quorum` nodes needed
+    /// and the manager's `drift_factor`: held only where a quorum shows the same value; free
+    /// only where no value could reach a quorum even with every silent node on its side.
+    pub(crate) fn of(statuses: &[NodeStatus], quorum: usize, drift_factor: f64) -> Self {
+        let silent = statuses.iter().filter(|s| !s.is_reachable()).count();
+        // The time a quorum keeps a key: the quorum-th longest TTL among the holders (a key with
+        // no expiry is not a Redlock lock's, and is counted as lasting).
+        let kept_by_quorum = |mut ttls: Vec<Duration>| -> Option<Duration> {
+            ttls.sort_unstable_by(|a, b| b.cmp(a));
+            let kept = *ttls.get(quorum.checked_sub(1)?)?;
+            Some(kept.saturating_sub(validity::drift(kept, drift_factor)))
+        };
+        let mut values: Vec<(&str, Vec<Duration>)> = Vec::new();
+        let mut readers = Vec::new();
+        for status in statuses {
+            match &status.state {
+                NodeState::Held { value, ttl } => {
+                    let ttl = ttl.unwrap_or(Duration::MAX);
+                    match values.iter_mut().find(|(v, _)| v == value) {
+                        Some((_, ttls)) => ttls.push(ttl),
+                        None => values.push((value, vec![ttl])),
+                    }
+                }
+                NodeState::Readers { count, ttl } if *count > 0 => {
+                    readers.push(ttl.unwrap_or(Duration::MAX));
+                }
+                _ => {}
+            }
+        }
+        let most = values.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
+        if let Some((value, ttls)) = values.into_iter().find(|(_, t)| t.len() >= quorum)
+            && let Some(remaining) = kept_by_quorum(ttls)
+        {
+            return Locked::Held {
+                value: value.to_owned(),
+                remaining,
+            };
+        }
+        if readers.len() >= quorum
+            && let Some(remaining) = kept_by_quorum(readers.clone())
+        {
+            return Locked::Readers { remaining };
+        }
+        if most.max(readers.len()) + silent >= quorum {
+            return Locked::Unknown {
+                answered: statuses.len() - silent,
+                quorum,
+            };
+        }
+        Locked::Free
+    }
+}
+
+impl Redlock {
+    /// Whether `resource` is held right now: by a quorum of nodes with one value, and for how
+    /// long at least ([`Locked::Held`]); by readers ([`Locked::Readers`]); free; or
+    /// [`Locked::Unknown`] when too few nodes answered to tell. One read of every node, as
+    /// [`status`](Self::status) (a key of another type reads as not held: acquiring it fails
+    /// with `WrongType`). The answer is a snapshot: a lock seen free may be taken a moment
+    /// later, so take the lock rather than test it first when the outcome matters.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future leaves nothing on any server.
+    pub async fn locked(&self, resource: &str) -> Locked {
+        let statuses = self.status(resource).await;
+        Locked::of(&statuses, self.quorum(), self.engine().rules.drift_factor)
+    }
+}
+
 /// Reads the inspect script's `{type, value or nil, pttl}`.
 fn node_state(reply: Value) -> Result<NodeState, NodeError> {
     let unexpected =
@@ -171,4 +277,85 @@ fn node_state(reply: Value) -> Result<NodeState, NodeError> {
         },
         _ => NodeState::OtherType { kind, ttl },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(state: NodeState) -> NodeStatus {
+        NodeStatus {
+            node: "n".into(),
+            state,
+            quarantine: None,
+            marker: None,
+            may_evict: false,
+            shard: None,
+        }
+    }
+
+    fn held(value: &str, secs: u64) -> NodeStatus {
+        node(NodeState::Held {
+            value: value.into(),
+            ttl: Some(Duration::from_secs(secs)),
+        })
+    }
+
+    fn silent() -> NodeStatus {
+        node(NodeState::Unavailable(Reply::Timeout))
+    }
+
+    #[test]
+    fn held_by_a_quorum_for_as_long_as_its_quorum_th_longest_key() {
+        let statuses = [held("v", 10), held("v", 4), held("v", 7)];
+        match Locked::of(&statuses, 2, 0.01) {
+            Locked::Held { value, remaining } => {
+                assert_eq!(value, "v");
+                // The second longest, 7 s, less the drift allowance.
+                assert!(remaining < Duration::from_secs(7), "{remaining:?}");
+                assert!(remaining > Duration::from_millis(6_900), "{remaining:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn free_only_when_silent_nodes_could_not_make_a_quorum() {
+        let free = node(NodeState::Free);
+        assert_eq!(
+            Locked::of(&[free.clone(), free.clone(), silent()], 2, 0.01),
+            Locked::Free
+        );
+        assert_eq!(
+            Locked::of(&[held("v", 5), free.clone(), silent()], 2, 0.01),
+            Locked::Unknown {
+                answered: 2,
+                quorum: 2
+            },
+            "the silent node may hold v too"
+        );
+        assert_eq!(
+            Locked::of(&[held("v", 5), held("w", 5), free], 2, 0.01),
+            Locked::Free,
+            "two values, neither on a quorum"
+        );
+        assert!(matches!(
+            Locked::of(&[silent(), silent(), held("v", 5)], 2, 0.01),
+            Locked::Unknown { answered: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn readers_on_a_quorum_hold_it() {
+        let reader = |secs| {
+            node(NodeState::Readers {
+                count: 2,
+                ttl: Some(Duration::from_secs(secs)),
+            })
+        };
+        assert!(matches!(
+            Locked::of(&[reader(5), reader(6), node(NodeState::Free)], 2, 0.01),
+            Locked::Readers { .. }
+        ));
+    }
 }

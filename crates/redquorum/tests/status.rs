@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{cluster, connected};
-use redquorum::{NodeState, Redlock, Reply};
+use redquorum::{Locked, NodeState, Redlock, Reply};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -132,4 +132,49 @@ async fn the_inspect_script_is_found_again_after_a_script_flush() {
         .unwrap();
     let statuses = redlock.status("res").await;
     assert_eq!(statuses[0].value(), Some("v"), "{statuses:?}");
+}
+
+/// `locked`: free, then held by our value for no longer than the TTL, free again once released;
+/// with two of three nodes stopped it cannot tell, and says so rather than "free".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locked_reads_a_quorum_and_never_guesses() {
+    let mut cluster = cluster(3);
+    let redlock = connected(&cluster).await;
+    assert_eq!(redlock.locked("res").await, Locked::Free);
+    let lock = redlock.acquire("res", TTL).await.unwrap();
+    redlock.settle().await;
+    match redlock.locked("res").await {
+        Locked::Held { value, remaining } => {
+            assert_eq!(value, lock.value());
+            assert!(
+                remaining > Duration::ZERO && remaining <= TTL,
+                "{remaining:?}"
+            );
+        }
+        other => panic!("held by a quorum: {other:?}"),
+    }
+    let reader = redlock.acquire_read("doc", TTL).await.unwrap();
+    redlock.settle().await;
+    assert!(matches!(
+        redlock.locked("doc").await,
+        Locked::Readers { .. }
+    ));
+    drop(reader.release().await);
+
+    cluster.node(0).pause().unwrap();
+    cluster.node(1).pause().unwrap();
+    assert!(
+        matches!(
+            redlock.locked("res").await,
+            Locked::Unknown {
+                answered: 1,
+                quorum: 2
+            }
+        ),
+        "two silent nodes may hold it"
+    );
+    cluster.node(0).resume().unwrap();
+    cluster.node(1).resume().unwrap();
+    assert!(lock.release().await.is_confirmed());
+    assert_eq!(redlock.locked("res").await, Locked::Free);
 }
