@@ -43,9 +43,10 @@ Examples:
   redlock acquire --permits 3 exports --ttl 1m --json
   redlock acquire nightly --ttl 45s --wait 1m --json
 
-Exit status: 0 acquired; 75 not acquired (busy, servers unreachable, or nodes quarantined after a
-restart: the message says which); 65 the resource exists with another Redis type; 64 bad arguments
-(also a TTL above --max-ttl).";
+Exit status: 0 acquired; 75 not acquired, the lock is busy (held by someone else); 69 not acquired
+because of the servers (unreachable, too slow, or nodes quarantined after a restart: the message
+says which); 65 the resource exists with another Redis type; 64 bad arguments (also a TTL above
+--max-ttl).";
 
 /// Take a lock and leave it held; prints its value.
 #[derive(Debug, clap::Args)]

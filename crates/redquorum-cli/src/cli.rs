@@ -8,14 +8,16 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::{self, Failure};
 use crate::global::Global;
-use crate::{acquire, elect, extend, leader, release, run, status};
+use crate::{acquire, elect, extend, leader, nodes, release, run, status};
 #[cfg(feature = "tools")]
-use crate::{bench, chaos, demo, nodes};
+use crate::{bench, chaos, demo};
 
 const AFTER_HELP: &str = "\
 Servers: --servers, else $REDLOCK_SERVERS, else redis://127.0.0.1:6379. A comma-separated list of
 independent Redis masters: redis://[user:password@]host[:port][/db], rediss://... (TLS),
-redis+unix:///path.sock. Passwords are never printed.
+redis+unix:///path.sock. A password in a URL is on the command line, where ps shows it:
+--password-file PATH, else $REDLOCK_PASSWORD, gives one to every URL without its own instead (a
+user in the URL is kept). Passwords are never printed.
 
 Durations: 500ms, 30s, 2m, 1h, 1.5s, 1m30s (a unit is required).
 
@@ -76,7 +78,7 @@ pub enum Command {
     Run(run::Args),
     Elect(elect::Args),
     Leader(leader::Args),
-    #[cfg(feature = "tools")]
+    // In every build: `nodes mark`; with the `tools` feature also `start`, `stop`, `status`.
     Nodes(nodes::Args),
     #[cfg(feature = "tools")]
     Demo(demo::Args),
@@ -172,6 +174,71 @@ mod tests {
                 .unwrap();
         assert!(cli.global.no_notify && cli.global.fair);
         assert!(cli.global.manager().is_ok());
+    }
+
+    /// `nodes mark` is in every build, `--no-default-features` included (CI runs this test's
+    /// target in both builds): it is how an operator vouches for a production server.
+    #[test]
+    fn nodes_mark_is_in_every_build() {
+        let help = Cli::try_parse_from(["redlock", "nodes", "mark", "--help"]).unwrap_err();
+        assert_eq!(help.kind(), ErrorKind::DisplayHelp);
+        let text = help.render().to_string();
+        assert!(
+            text.contains("Exit status: 0 every server carries a marker"),
+            "{text}"
+        );
+        let cli =
+            Cli::try_parse_from(["redlock", "nodes", "mark", "redis://h:1", "--force"]).unwrap();
+        let Command::Nodes(args) = cli.command else {
+            panic!("nodes expected: {cli:?}");
+        };
+        let (urls, force, json) = args.mark().unwrap();
+        assert_eq!(
+            (urls, force, json),
+            (&["redis://h:1".to_owned()][..], true, false)
+        );
+    }
+
+    /// Without the `tools` feature, `nodes start`, `stop` and `status` are known to be missing:
+    /// one line, exit 64, that says so, not a parse error about an unknown word.
+    #[cfg(not(feature = "tools"))]
+    #[test]
+    fn without_tools_nodes_start_stop_and_status_say_this_build_lacks_them() {
+        for action in [
+            &["start", "--count", "5"][..],
+            &["stop"],
+            &["status", "--json"],
+        ] {
+            let cli = Cli::try_parse_from(["redlock", "nodes"].iter().chain(action)).unwrap();
+            let Command::Nodes(args) = cli.command else {
+                panic!("nodes expected: {cli:?}");
+            };
+            let failure = crate::nodes::run(&args).unwrap_err();
+            assert_eq!(failure.status, exit::USAGE);
+            let line = failure.to_string();
+            assert!(
+                line.starts_with(&format!("redlock nodes {} is not in this build", action[0])),
+                "{line}"
+            );
+            assert!(line.contains("`tools` feature (on by default)"), "{line}");
+        }
+        let help = Cli::try_parse_from(["redlock", "nodes", "--help"]).unwrap_err();
+        let text = help.render().to_string();
+        assert!(text.contains("built without its `tools` feature"), "{text}");
+        assert!(text.contains("mark"), "{text}");
+    }
+
+    /// With it, they are parsed as themselves.
+    #[cfg(feature = "tools")]
+    #[test]
+    fn with_tools_nodes_start_is_parsed() {
+        let cli = Cli::try_parse_from(["redlock", "nodes", "start", "--count", "5"]).unwrap();
+        let Command::Nodes(args) = cli.command else {
+            panic!("nodes expected: {cli:?}");
+        };
+        assert!(args.mark().is_none());
+        let help = Cli::try_parse_from(["redlock", "nodes", "start", "--help"]).unwrap_err();
+        assert!(help.render().to_string().contains("--count"));
     }
 
     #[test]

@@ -33,8 +33,9 @@ Examples:
   redlock elect db-failover --identity \"$(hostname)\" --ttl 5s -- ./promote-and-watch.sh
 
 Exit status: COMMAND's own (128+N if it died from signal N); 76 leadership was lost while COMMAND
-ran; 126/127 COMMAND could not be executed / was not found; 64 bad arguments (also --no-fencing:
-terms are fencing tokens); 128+N when signal N ended the wait.";
+ran; 126/127 COMMAND could not be executed / was not found; 69 too few servers reachable to
+campaign (it does not wait then); 64 bad arguments (also --no-fencing: terms are fencing tokens);
+128+N when signal N ended the wait.";
 
 /// Run a command only while this process leads an election (the others wait as standbys).
 #[derive(Debug, clap::Args)]

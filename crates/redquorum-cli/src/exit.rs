@@ -7,8 +7,11 @@
 //!
 //! 76 is `EX_PROTOCOL` in `sysexits.h`; we reuse the number for our own meaning, next to 75.
 //!
-//! A quarantined node (restarted less than `--max-ttl` ago) answers, but its grants are not
-//! votes: for these statuses it is neither "busy" nor "unreachable", and messages say so.
+//! A failed acquisition is 75 only when the lock is busy (held by someone else): waiting, or
+//! trying again later, can get it. When the servers are the reason (unreachable, too slow, or
+//! quarantined: a node restarted less than `--max-ttl` ago answers, but its grants are not
+//! votes), it is 69, as for any other command that could not get a definite answer: a script
+//! can tell a held lock from an outage. The message says which.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -25,12 +28,13 @@ pub const LEFT_TO_DELAY: u8 = 2;
 pub const USAGE: u8 = 64;
 /// `EX_DATAERR`: the resource key has another Redis type.
 pub const WRONG_TYPE: u8 = 65;
-/// `EX_UNAVAILABLE`: too few servers answered.
+/// `EX_UNAVAILABLE`: too few servers answered (or could vote), so there is no definite answer;
+/// for an acquisition, not acquired because of the servers (unreachable, quarantined, too slow).
 pub const UNAVAILABLE: u8 = 69;
 /// `EX_OSERR`: the operating system refused something we needed.
 pub const OS_ERROR: u8 = 71;
-/// `EX_TEMPFAIL`: not acquired in time.
-pub const NOT_ACQUIRED: u8 = 75;
+/// `EX_TEMPFAIL`: not acquired because the lock is busy, held by someone else.
+pub const BUSY: u8 = 75;
 /// The lock was lost while COMMAND ran.
 pub const LOST: u8 = 76;
 /// COMMAND exists but could not be executed.
@@ -47,12 +51,14 @@ Exit status:
   2        release (with --lock-delay): the lock had expired before the release; it is left to
            its lock-delay, unavailable until then
   64       usage error: bad arguments, server URL, duration or TTL (or a TTL above --max-ttl);
-           no COMMAND after --
+           no COMMAND after --; a --password-file that cannot be read or is empty
   65       the resource exists with another Redis type (WRONGTYPE): it is not a lock
-  69       servers unavailable: too few answered (out of quarantine) to give a definite answer
+  69       servers unavailable: too few answered (out of quarantine) to give a definite answer;
+           acquire, run, elect: not acquired because servers are unreachable, too slow, or
+           quarantined (they may have lost data recently; the message says which)
   71       operating-system error (files, processes)
-  75       not acquired in time (busy, servers unreachable, or nodes quarantined: they may have
-           lost data recently; the message says which)
+  75       not acquired: the lock is busy, held by someone else (run: --conflict-exit-code
+           changes it)
   76       run, elect: the lock (leadership) was lost while COMMAND ran (COMMAND was terminated)
   126/127  run, elect: COMMAND could not be executed / was not found
   other    run, elect: COMMAND's own status, 128+N if it died from signal N";
@@ -82,6 +88,13 @@ impl Failure {
 
     pub fn os(message: impl Into<String>) -> Self {
         Self::new(OS_ERROR, message)
+    }
+
+    /// The same failure with status `to` instead, if its status is `from` (`run
+    /// --conflict-exit-code`: another status for a busy lock).
+    pub fn instead_of(self, from: u8, to: u8) -> Self {
+        let status = if self.status == from { to } else { self.status };
+        Self { status, ..self }
     }
 
     /// Prints `redlock: error: MESSAGE` to stderr and returns the status to exit with.
@@ -151,8 +164,8 @@ pub fn others(replies: &[NodeReply]) -> String {
 }
 
 /// Classifies a failed acquisition by the library's [`Cause`]: bad TTL (64), a key of another
-/// type (65), or not acquired because busy, unreachable or quarantined (75, the message says
-/// which).
+/// type (65), busy (75, [`BUSY`]), or not acquired because of the servers: unreachable,
+/// quarantined, or no quorum in time (69, [`UNAVAILABLE`]; the message says which).
 pub fn not_acquired(error: Error) -> Failure {
     match &error {
         Error::NotAcquired {
@@ -160,21 +173,21 @@ pub fn not_acquired(error: Error) -> Failure {
             attempts,
             failure,
         } => {
-            let why = match failure.cause() {
+            let (status, why) = match failure.cause() {
                 Cause::WrongType { node } => {
                     return wrong_type_failure(resource, &node, &failure.replies);
                 }
-                Cause::Busy => format!("{resource:?} is busy, held by someone else"),
-                Cause::Unavailable => "servers unreachable".to_owned(),
+                Cause::Busy => (BUSY, format!("{resource:?} is busy, held by someone else")),
+                Cause::Unavailable => (UNAVAILABLE, "servers unreachable".to_owned()),
                 cause => match Quarantine::blamed(&cause, &failure.replies) {
-                    Some(q) => format!("{q}, so too few nodes could vote"),
+                    Some(q) => (UNAVAILABLE, format!("{q}, so too few nodes could vote")),
                     // E.g. validity used up by slow replies; the details say which.
-                    None => "no quorum".to_owned(),
+                    None => (UNAVAILABLE, "no quorum".to_owned()),
                 },
             };
             let plural = if *attempts == 1 { "" } else { "s" };
             Failure::new(
-                NOT_ACQUIRED,
+                status,
                 format!("not acquired, {why} ({failure}; {attempts} attempt{plural})"),
             )
         }
@@ -266,7 +279,7 @@ mod tests {
     #[test]
     fn unreachable_servers_are_not_called_busy() {
         let f = not_acquired(not_acquired_from_nowhere());
-        assert_eq!(f.status, NOT_ACQUIRED);
+        assert_eq!(f.status, UNAVAILABLE);
         assert!(f.to_string().contains("servers unreachable"), "{f}");
         assert!(f.to_string().contains("127.0.0.1:1"), "{f}");
     }

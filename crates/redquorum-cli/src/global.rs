@@ -1,9 +1,18 @@
-//! The options every subcommand understands (`--servers`, `--node-timeout`, `--max-ttl`,
-//! `--no-quarantine`, `--no-fencing`, `--no-notify`, `--fair`, `--lock-delay`, `--tls-ca`, `-v`), and
-//! the one place
-//! they configure a manager.
+//! The options every subcommand understands (`--servers`, `--password-file`, `--node-timeout`,
+//! `--max-ttl`, `--no-quarantine`, `--no-fencing`, `--no-notify`, `--fair`, `--lock-delay`,
+//! `--tls-ca`, `-v`), and the one place they configure a manager.
+//!
+//! # Passwords
+//! A password inside `--servers` (`redis://:secret@host`) is on the command line, where `ps`
+//! shows it. `--password-file` and `$REDLOCK_PASSWORD` keep it off: the password is put into
+//! every server URL that has none of its own ([`with_password`]), percent-encoded, just before
+//! the list goes to the library. It is never stored in [`Global`] (whose `Debug` would show it),
+//! and no message names it: errors about the file name the path, and the library masks URLs.
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use redquorum::defaults::FENCE_RETENTION;
 use redquorum::{Builder, NodeReply, Redlock, Reply, Retry};
@@ -19,6 +28,11 @@ pub const DEFAULT_SERVERS: &str = "redis://127.0.0.1:6379";
 /// can show it.
 pub const DEFAULT_MAX_TTL: &str = "60s";
 
+/// The environment variable that holds the servers' password, when `--password-file` is not
+/// given. Read where the manager is made, not by clap: so it is not kept in [`Global`], and no
+/// `--help` can show it.
+pub const PASSWORD_ENV: &str = "REDLOCK_PASSWORD";
+
 /// Options every subcommand understands.
 #[derive(Debug, clap::Args)]
 pub struct Global {
@@ -33,6 +47,12 @@ pub struct Global {
         value_name = "URL[,URL...]"
     )]
     pub servers: String,
+
+    /// Read the servers' password from this file (a trailing newline is ignored) and use it for
+    /// every server URL without a password of its own; without this option, $REDLOCK_PASSWORD
+    /// (unless empty) is that password. Either keeps it off the command line, where ps shows it
+    #[arg(long, global = true, value_name = "PATH")]
+    pub password_file: Option<PathBuf>,
 
     /// How long each server has to answer one request [default: 100ms]
     #[arg(
@@ -96,7 +116,7 @@ pub struct Global {
     /// Certificate authorities (PEM file) that rediss:// servers' certificates must chain to,
     /// instead of the system's roots
     #[arg(long, global = true, env = "REDLOCK_TLS_CA", value_name = "FILE")]
-    pub tls_ca: Option<std::path::PathBuf>,
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Global {
@@ -104,9 +124,49 @@ impl Global {
     ///
     /// # Errors
     /// A usage failure for an empty list, a duplicate or an unparsable URL (shown without its
-    /// password) or a zero node timeout.
+    /// password), a password file that cannot be used, or a zero node timeout.
     pub fn manager(&self) -> Result<Redlock, Failure> {
-        self.configure(Redlock::builder_from_list(&self.servers))
+        self.manager_for(&self.servers)
+    }
+
+    /// A manager over `servers` (a comma-separated list, as `--servers` takes it), with the
+    /// password of `--password-file` or `$REDLOCK_PASSWORD` and every other global option.
+    ///
+    /// # Errors
+    /// As [`manager`](Self::manager).
+    pub fn manager_for(&self, servers: &str) -> Result<Redlock, Failure> {
+        let servers = match self.password()? {
+            Some(password) => with_password(servers, &password),
+            None => servers.to_owned(),
+        };
+        self.configure(Redlock::builder_from_list(&servers))
+    }
+
+    /// The password for server URLs without one of their own: the content of `--password-file`
+    /// (without its trailing newlines), else `$REDLOCK_PASSWORD` (empty counts as unset).
+    fn password(&self) -> Result<Option<String>, Failure> {
+        if let Some(path) = &self.password_file {
+            // The errors name the path and the OS's reason, never what the file holds.
+            let cannot =
+                |why: String| Failure::usage(format!("--password-file {}: {why}", path.display()));
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| cannot(format!("cannot read it: {e}")))?;
+            let password = text.trim_end_matches(['\n', '\r']);
+            if password.is_empty() {
+                return Err(cannot(
+                    "it is empty: it should hold the password".to_owned(),
+                ));
+            }
+            return Ok(Some(password.to_owned()));
+        }
+        match std::env::var(PASSWORD_ENV) {
+            Ok(password) if password.is_empty() => Ok(None),
+            Ok(password) => Ok(Some(password)),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => Err(Failure::usage(format!(
+                "${PASSWORD_ENV} is not valid UTF-8 (a Redis password must be)"
+            ))),
+        }
     }
 
     /// Applies every global option to `builder` and builds the manager: the one place the CLI
@@ -225,7 +285,7 @@ impl Global {
     ///
     /// When fewer than a quorum of servers can be reached, the policy becomes a single attempt:
     /// waiting for a lock that cannot be granted would only hang, so the attempt fails at once
-    /// with every node's reply (exit 75, "servers unreachable"), while a TTL that cannot work is
+    /// with every node's reply (exit 69, "servers unreachable"), while a TTL that cannot work is
     /// still reported as such (the library checks it before sending anything). Servers that go
     /// away later, while waiting for a busy lock, are waited for like the lock itself. So are
     /// quarantined servers: they answer, and their quarantine ends by itself within `--max-ttl`.
@@ -263,5 +323,125 @@ impl Global {
             .filter(|r| matches!(r.reply, Reply::Granted | Reply::Quarantined(_)))
             .count();
         Ok((manager, up, replies))
+    }
+}
+
+/// `servers` (a comma-separated list) with `password` in every URL that has no password of its
+/// own: `redis://host` becomes `redis://:PASSWORD@host`, `redis://alice@host`
+/// `redis://alice:PASSWORD@host` (the user is kept), `redis+unix:///path.sock`
+/// `redis+unix:///path.sock?pass=PASSWORD`, and the same for `rediss://` and Redis Cluster URLs.
+/// The password is percent-encoded, so `@`, `:`, `/` or `%` in it cannot end the userinfo or
+/// change the URL. Entries without a scheme (a cluster's further seeds, or a mistake the library
+/// reports) are left as they are.
+fn with_password(servers: &str, password: &str) -> String {
+    servers
+        .split(',')
+        .map(|entry| {
+            let url = entry.trim();
+            if url.contains("://") {
+                url_with_password(url, password)
+            } else {
+                entry.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One URL with `password`, unless it carries a (non-empty) password of its own. The `url`
+/// crate (redis-rs parses server URLs with it too) does the encoding; a URL it cannot parse is
+/// left as given, for the library to refuse with its own message.
+fn url_with_password(given: &str, password: &str) -> String {
+    let Ok(mut url) = url::Url::parse(given) else {
+        return given.to_owned();
+    };
+    // `unix://`, `redis+unix://`, `valkey+unix://`: no host, so the password is the `pass`
+    // query parameter (as redis-rs reads it).
+    if url.scheme() == "unix" || url.scheme().ends_with("+unix") {
+        if url.query_pairs().any(|(k, v)| k == "pass" && !v.is_empty()) {
+            return given.to_owned();
+        }
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(k, _)| k != "pass")
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        url.query_pairs_mut()
+            .clear()
+            .extend_pairs(kept)
+            .append_pair("pass", password);
+        return url.into();
+    }
+    // `set_password` keeps `%XX` as it finds it (the input may be encoded already), so a `%`
+    // in the password must be encoded first, with everything but the unreserved characters.
+    let encoded = utf8_percent_encode(password, NOT_UNRESERVED).to_string();
+    if url.password().is_some_and(|own| !own.is_empty())
+        || url.set_password(Some(&encoded)).is_err()
+    {
+        return given.to_owned();
+    }
+    url.into()
+}
+
+/// Every byte but a URL's unreserved characters (letters, digits, `-._~`).
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_goes_into_every_url_without_one_of_its_own() {
+        let pw = "p@ss:w/rd";
+        let enc = "p%40ss%3Aw%2Frd";
+        for (given, expected) in [
+            ("redis://h:1", format!("redis://:{enc}@h:1")),
+            ("rediss://h:1/2", format!("rediss://:{enc}@h:1/2")),
+            ("redis://alice@h:1", format!("redis://alice:{enc}@h:1")),
+            ("redis://alice:@h:1", format!("redis://alice:{enc}@h:1")),
+            ("redis://alice:own@h:1", "redis://alice:own@h:1".to_owned()),
+            ("redis://:own@[::1]:1", "redis://:own@[::1]:1".to_owned()),
+            (
+                "redis://[::1]:1?protocol=resp3",
+                format!("redis://:{enc}@[::1]:1?protocol=resp3"),
+            ),
+            (
+                "redis+unix:///r.sock",
+                format!("redis+unix:///r.sock?pass={enc}"),
+            ),
+            (
+                "redis+unix:///r.sock?db=1",
+                format!("redis+unix:///r.sock?db=1&pass={enc}"),
+            ),
+            (
+                "redis+unix:///r.sock?pass=own",
+                "redis+unix:///r.sock?pass=own".to_owned(),
+            ),
+        ] {
+            assert_eq!(url_with_password(given, pw), expected, "{given}");
+        }
+        // A cluster's seeds share its one userinfo; entries without a scheme stay as they are.
+        assert_eq!(
+            with_password("redis+cluster://a:1, b:2,redis://c:3", pw),
+            format!("redis+cluster://:{enc}@a:1, b:2,redis://:{enc}@c:3")
+        );
+    }
+
+    #[test]
+    fn a_password_cannot_spill_into_the_host_whatever_it_holds() {
+        for pw in ["@:/?#%+ ,", "é", "a@b.example:1/x"] {
+            let built = url_with_password("redis://h:1/2", pw);
+            let url = url::Url::parse(&built).unwrap();
+            assert_eq!(
+                (url.host_str(), url.port(), url.path()),
+                (Some("h"), Some(1), "/2"),
+                "{built}"
+            );
+            assert!(!built.contains(pw), "{built}");
+        }
     }
 }

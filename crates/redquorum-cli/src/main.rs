@@ -26,9 +26,10 @@
 //! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `elect` (which
 //!   runs its command through `run`'s supervision), `leader`, `nodes` (and `mark`, its
 //!   `nodes mark`), `demo`, `bench`, `chaos`; each holds its arguments, help text and
-//!   examples. The long-running tools (`nodes`, `mark`, `demo`, `bench`, `chaos`, and
-//!   `progress`) sit behind the default-on `tools`
-//!   feature: a production build leaves them out with `--no-default-features`.
+//!   examples. The long-running tools (`nodes start`, `stop` and `status`, `demo`, `bench`,
+//!   `chaos`, and `progress`) sit behind the default-on `tools` feature: a production build
+//!   leaves them out with `--no-default-features`, and keeps `nodes mark`, which operators of
+//!   production servers need.
 
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -47,9 +48,7 @@ mod exit;
 mod extend;
 mod global;
 mod leader;
-#[cfg(feature = "tools")]
 mod mark;
-#[cfg(feature = "tools")]
 mod nodes;
 mod output;
 #[cfg(feature = "tools")]
@@ -77,7 +76,6 @@ fn main() -> ExitCode {
     let global = &cli.global;
     let outcome = match cli.command {
         // Synchronous: redquorum-nodes manages processes with blocking calls, no runtime needed.
-        #[cfg(feature = "tools")]
         Command::Nodes(args) => match args.mark() {
             Some((urls, force, json)) => {
                 with_runtime(|rt| rt.block_on(mark::run(urls, force, json, global)))

@@ -4,10 +4,11 @@
 //! lost data: one just started, or seen for the first time without a marker. An operator who
 //! knows better (the server is brand new, or known good) says so here: each server gets a marker
 //! that vouches at once for its current run, and clients trust it without waiting
-//! ([`Redlock::mark_nodes`] has the rules and the argument). Servers are the URLs given, else
-//! the global `--servers`.
+//! ([`redquorum::Redlock::mark_nodes`] has the rules and the argument). Servers are the URLs given, else
+//! the global `--servers`; either way with the password of `--password-file` or
+//! `$REDLOCK_PASSWORD` where a URL has none.
 
-use redquorum::{Mark, Redlock};
+use redquorum::Mark;
 use serde::Serialize;
 
 use crate::exit::{Failure, NOT_HELD, OK, Outcome, UNAVAILABLE};
@@ -31,7 +32,7 @@ pub async fn run(urls: &[String], force: bool, json: bool, global: &Global) -> O
     } else {
         urls.join(",")
     };
-    let manager = global.configure(Redlock::builder_from_list(&servers))?;
+    let manager = global.manager_for(&servers)?;
     let marks = manager.mark_nodes(force).await;
     for (node, mark) in &marks {
         let line = if json {

@@ -51,7 +51,7 @@ use tokio::signal::unix::SignalKind;
 
 use crate::duration;
 use crate::exit::Outcome;
-use crate::exit::{self, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
+use crate::exit::{self, BUSY, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
 use crate::global::Global;
 use crate::output;
 
@@ -84,14 +84,16 @@ Examples:
   redlock run deploy:prod --wait 5m -- ./deploy.sh
   redlock run acct:1 acct:2 -- ./transfer.sh 1 2      # both accounts, or wait for both
   redlock run cron:cleanup --no-wait -- ./cleanup.sh || echo \"someone else is cleaning up\"
+  redlock run cron:sync --no-wait --conflict-exit-code 3 -- ./sync.sh  # 3 if busy, 69 if down
   redlock run job --ttl 10s -- sh -c 'echo \"$REDLOCK_RESOURCE held as $REDLOCK_VALUE\"'
   redlock run ledger -- sh -c 'psql -c \"... WHERE fence < $REDLOCK_FENCE\"'  # refuse stale writers
 
-Exit status: COMMAND's own (128+N if it died from signal N); 75 not acquired in time (busy,
-servers unreachable, or nodes quarantined: they may have lost data recently); 76 the lock was lost while COMMAND
-ran; 126/127 COMMAND could not be executed / was not found; 65 the resource has another Redis
-type; 64 bad arguments (e.g. no COMMAND after --, a TTL above --max-ttl); 128+N when signal N
-ended the wait for the lock.";
+Exit status: COMMAND's own (128+N if it died from signal N); 75 (or --conflict-exit-code) not
+acquired, the lock is busy (held by someone else); 69 not acquired because of the servers
+(unreachable, too slow, or nodes quarantined: they may have lost data recently); 76 the lock was
+lost while COMMAND ran; 126/127 COMMAND could not be executed / was not found; 65 the resource has
+another Redis type; 64 bad arguments (e.g. no COMMAND after --, a TTL above --max-ttl); 128+N when
+signal N ended the wait for the lock.";
 
 /// Run a command while holding a lock on one or more resources (waits for the lock by default).
 #[derive(Debug, clap::Args)]
@@ -112,6 +114,12 @@ pub struct Args {
     /// Make one attempt; do not wait if the resource is busy.
     #[arg(long)]
     no_wait: bool,
+
+    /// The exit status when the lock is busy (held by someone else) and not acquired, with
+    /// --no-wait or once --wait has run out; 1 to 255. Servers that are unavailable still give
+    /// 69.
+    #[arg(long, value_name = "N", value_parser = conflict_exit_code, default_value_t = BUSY)]
+    conflict_exit_code: u8,
 
     /// Treat RESOURCE as a semaphore with this many permits: up to K holders at once.
     #[arg(long, value_name = "K", value_parser = output::permits, conflicts_with_all = ["shared", "exclusive"])]
@@ -224,7 +232,8 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         }
         .map(|lock| lock.keep_alive(args.ttl))
     };
-    let guard = match until_signalled(acquisition, &mut signals, global).await? {
+    let acquired = until_signalled(acquisition, &mut signals, global).await;
+    let guard = match acquired.map_err(|f| f.instead_of(BUSY, args.conflict_exit_code))? {
         Ok(guard) => guard,
         Err(status) => return Ok(status),
     };
@@ -234,6 +243,15 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         kill_grace: args.kill_grace,
     };
     run_holding(guard, command, options, &[], &mut signals).await
+}
+
+/// `--conflict-exit-code N`: 1 to 255. Not 0: a busy lock must not look like success.
+fn conflict_exit_code(text: &str) -> Result<u8, String> {
+    match text.parse::<u8>() {
+        Ok(0) => Err("0 would make a busy lock look like success: use 1 to 255".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("an exit status is a number from 1 to 255".to_owned()),
+    }
 }
 
 /// COMMAND and its arguments, from what follows `--`.

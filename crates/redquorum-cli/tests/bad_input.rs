@@ -169,7 +169,7 @@ fn a_ttl_above_max_ttl_is_a_usage_error_naming_the_flag_to_raise() {
         "--ttl",
         "20s",
     ]));
-    out.expect_code(75); // past the check: the servers are down
+    out.expect_code(69); // past the check: the servers are down
     // A max-ttl the library refuses is a usage error too.
     rejects(&servers, &["--max-ttl", "0s", "status", "r"], 64, "max_ttl");
     rejects(
@@ -188,19 +188,25 @@ fn unreachable_servers_are_reported_promptly() {
         (
             &servers,
             &["acquire", "r", "--ttl", "10s"][..],
-            75,
+            69,
             "servers unreachable",
         ),
         (
             &servers,
             &["acquire", "r", "--ttl", "10s", "--wait", "1h"],
-            75,
+            69,
             "servers unreachable",
         ),
         (
             &servers,
             &["run", "r", "--", "true"],
-            75,
+            69,
+            "servers unreachable",
+        ),
+        (
+            &servers,
+            &["elect", "e", "--", "true"],
+            69,
             "servers unreachable",
         ),
         (&servers, &["release", "r", "v"], 69, "could not confirm"),
@@ -225,7 +231,7 @@ fn unreachable_servers_are_reported_promptly() {
         (
             &password,
             &["acquire", "r", "--ttl", "10s"],
-            75,
+            69,
             "unreachable",
         ),
     ] {
@@ -325,7 +331,7 @@ fn a_huge_wait_means_until_acquired() {
         &["run", "r", "--wait", HUGE, "--", "true"],
     ] {
         let out = run(redlock(&servers).args(args));
-        assert_eq!(out.code(), 75, "{args:?}: {out:#?}");
+        assert_eq!(out.code(), 69, "{args:?}: {out:#?}");
         out.one_line_error("servers unreachable");
     }
     // A busy lock is waited for until it is freed (here: until it expires).

@@ -130,6 +130,6 @@ fn a_long_running_redis_that_nobody_marked_serves_the_first_lock_at_once() {
     // flush, so it waits, and says why.
     node.cli(&["FLUSHALL"]).expect("FLUSHALL");
     let out = run(redlock(&node.url()).args(["--max-ttl", "3s", "acquire", "x", "--ttl", "2s"]));
-    out.expect_code(75);
+    out.expect_code(69);
     out.one_line_error("first seen without a marker");
 }

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{cluster, redlock, run};
+use common::{cluster, dead_url, redlock, run};
 use serde_json::Value;
 
 fn json(text: &str) -> Value {
@@ -156,6 +156,28 @@ fn a_busy_resource_is_not_acquired_and_says_busy() {
     let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s", "--wait", "300ms"]));
     out.expect_code(75);
     out.one_line_error("busy");
+}
+
+/// A script can tell a held lock from an outage: the same single attempt exits 75 against a lock
+/// someone else holds, and 69 against servers that are down (both used to be 75).
+#[test]
+fn one_attempt_is_75_when_the_lock_is_busy_and_69_when_the_servers_are_down() {
+    let cluster = cluster(3);
+    let up = cluster.servers();
+    let down = format!("{},{},{}", dead_url(), dead_url(), dead_url());
+    run(redlock(&up).args(["acquire", "held", "--ttl", "30s"])).expect_code(0);
+    for args in [
+        &["acquire", "held", "--ttl", "10s", "--wait", "0s"][..],
+        &["run", "held", "--no-wait", "--", "true"],
+    ] {
+        let busy = run(redlock(&up).args(args));
+        assert_eq!(busy.code(), 75, "{args:?}: {busy:#?}");
+        busy.one_line_error("is busy, held by someone else");
+        let unavailable = run(redlock(&down).args(args));
+        assert_eq!(unavailable.code(), 69, "{args:?}: {unavailable:#?}");
+        let line = unavailable.one_line_error("servers unreachable");
+        assert!(!line.contains("busy"), "{line}");
+    }
 }
 
 #[test]

@@ -53,7 +53,8 @@ fn a_fresh_volatile_node_shows_as_quarantined_and_cannot_vote() {
         &["run", "r", "--no-wait", "--", "true"],
     ] {
         let out = run(redlock(&servers).args(MAX_TTL).args(args));
-        assert_eq!(out.code(), 75, "{args:?}: {out:#?}");
+        // Not busy (75): the servers are the reason, as for `status` above.
+        assert_eq!(out.code(), 69, "{args:?}: {out:#?}");
         let line = out.one_line_error("1 node is quarantined (");
         assert!(!line.contains("busy"), "{line}");
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cluster, eventually, finish, redlock, run};
+use common::{cluster, dead_url, eventually, finish, redlock, run};
 
 /// A shell command that logs its critical section, with timestamps, to `log`.
 fn critical_section(log: &Path) -> String {
@@ -156,6 +156,58 @@ fn no_wait_on_a_busy_resource_exits_75_without_running_the_command() {
     let out = run(redlock(&servers).args(["run", "busy", "--wait", "300ms", "--", "true"]));
     out.expect_code(75);
     out.one_line_error("busy");
+}
+
+/// `--conflict-exit-code N` (as `flock -E`): N instead of 75 when the lock is busy, with
+/// `--no-wait` or once `--wait` has run out; servers that are down still give 69; 0 (a conflict
+/// that looks like success) and anything above 255 are usage errors.
+#[test]
+fn conflict_exit_code_replaces_75_for_a_busy_lock_only() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    run(redlock(&servers).args(["acquire", "busy", "--ttl", "30s"])).expect_code(0);
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    for wait in [&["--no-wait"][..], &["--wait", "300ms"]] {
+        let out = run(redlock(&servers)
+            .args(["run", "busy", "--conflict-exit-code", "3"])
+            .args(wait)
+            .args(touch));
+        assert_eq!(out.code(), 3, "{wait:?}: {out:#?}");
+        out.one_line_error("busy");
+    }
+    assert!(!marker.exists(), "the command ran without the lock");
+    let down = format!("{},{},{}", dead_url(), dead_url(), dead_url());
+    let out = run(redlock(&down)
+        .args(["run", "busy", "--no-wait", "--conflict-exit-code", "3"])
+        .args(touch));
+    out.expect_code(69);
+    out.one_line_error("servers unreachable");
+    // Acquired: COMMAND's own status, whatever N is.
+    let out = run(redlock(&servers).args([
+        "run",
+        "free",
+        "--no-wait",
+        "--conflict-exit-code",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        "exit 7",
+    ]));
+    out.expect_code(7);
+    for (n, needle) in [
+        ("0", "0 would make a busy lock look like success"),
+        ("256", "a number from 1 to 255"),
+        ("-1", "a number from 1 to 255"),
+        ("x", "a number from 1 to 255"),
+    ] {
+        let flag = format!("--conflict-exit-code={n}");
+        let out = run(redlock(&servers).args(["run", "busy", &flag, "--", "true"]));
+        assert_eq!(out.code(), 64, "{n}: {out:#?}");
+        out.one_line_error(needle);
+    }
 }
 
 #[test]
