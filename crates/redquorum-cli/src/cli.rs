@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::{self, Failure};
 use crate::global::Global;
-use crate::{acquire, elect, extend, leader, nodes, release, run, status};
+use crate::{acquire, elect, extend, leader, locked, nodes, release, run, status};
 #[cfg(feature = "tools")]
 use crate::{bench, chaos, demo};
 
@@ -42,6 +42,7 @@ Examples:
   redlock run nightly-report -- ./make-report.sh      # one at a time, waits its turn
   value=$(redlock acquire invoice:42 --ttl 30s) && ... && redlock release invoice:42 \"$value\"
   redlock status invoice:42
+  redlock locked invoice:42 && echo busy              # 0 held, 1 free, 69 cannot tell
   redlock elect scheduler -- ./scheduler              # one leader at a time, hot standbys
   redlock run --permits 4 encoders -- ./encode.sh     # at most 4 at once
   redlock demo                                        # 5 local nodes, contenders, a crash
@@ -75,6 +76,7 @@ pub enum Command {
     Release(release::Args),
     Extend(extend::Args),
     Status(status::Args),
+    Locked(locked::Args),
     Run(run::Args),
     Elect(elect::Args),
     Leader(leader::Args),

@@ -46,8 +46,8 @@ pub const COMMAND_NOT_FOUND: u8 = 127;
 pub const HELP: &str = "\
 Exit status:
   0        success
-  1        release/extend: the lock is not held with that value; leader: nobody leads; demo,
-           chaos: a violation was found
+  1        release/extend: the lock is not held with that value; locked: it is free; leader:
+           nobody leads; demo, chaos: a violation was found
   2        release (with --lock-delay): the lock had expired before the release; it is left to
            its lock-delay, unavailable until then
   64       usage error: bad arguments, server URL, duration or TTL (or a TTL above --max-ttl);

@@ -23,8 +23,8 @@
 //! - `duration`: `30s`, `500ms`, `2m`, `1h`.
 //! - `progress`: the live progress line of `demo` and `bench`.
 //! - `waiting`: says on stderr why an acquisition waits when quarantined nodes hold it up.
-//! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `run`, `elect` (which
-//!   runs its command through `run`'s supervision), `leader`, `nodes` (and `mark`, its
+//! - one file per subcommand: `acquire`, `release`, `extend`, `status`, `locked`, `run`, `elect`
+//!   (which runs its command through `run`'s supervision), `leader`, `nodes` (and `mark`, its
 //!   `nodes mark`), `demo`, `bench`, `chaos`; each holds its arguments, help text and
 //!   examples. The long-running tools (`nodes start`, `stop` and `status`, `demo`, `bench`,
 //!   `chaos`, and `progress`) sit behind the default-on `tools` feature: a production build
@@ -48,6 +48,7 @@ mod exit;
 mod extend;
 mod global;
 mod leader;
+mod locked;
 mod mark;
 mod nodes;
 mod output;
@@ -90,6 +91,7 @@ fn main() -> ExitCode {
         Command::Release(args) => with_runtime(|rt| rt.block_on(release::run(&args, global))),
         Command::Extend(args) => with_runtime(|rt| rt.block_on(extend::run(&args, global))),
         Command::Status(args) => with_runtime(|rt| rt.block_on(status::run(&args, global))),
+        Command::Locked(args) => with_runtime(|rt| rt.block_on(locked::run(&args, global))),
         Command::Run(args) => with_runtime(|rt| rt.block_on(run::run(args, global))),
         Command::Elect(args) => with_runtime(|rt| rt.block_on(elect::run(args, global))),
         Command::Leader(args) => with_runtime(|rt| rt.block_on(leader::run(&args, global))),

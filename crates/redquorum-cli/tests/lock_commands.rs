@@ -348,3 +348,39 @@ fn a_release_after_the_validity_under_a_lock_delay_is_left_to_the_delay_and_says
     out.expect_code(75);
     out.one_line_error("busy");
 }
+
+/// `locked`: 1 and `free` for a free resource, 0 and the holder's value while held, 69 when the
+/// servers do not answer (never "free" for an outage).
+#[test]
+fn locked_answers_in_its_exit_status_and_never_calls_an_outage_free() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let out = run(redlock(&servers).args(["locked", "job"]));
+    out.expect_code(1);
+    assert_eq!(out.stdout.trim(), "free", "{out:#?}");
+    let value = run(redlock(&servers).args(["acquire", "job", "--ttl", "30s"]));
+    value.expect_code(0);
+    let value = value.stdout.trim().to_owned();
+    let out = run(redlock(&servers).args(["locked", "job"]));
+    out.expect_code(0);
+    assert!(
+        out.stdout
+            .starts_with(&format!("held by {value} for at least ")),
+        "{out:#?}"
+    );
+    let out = run(redlock(&servers).args(["locked", "job", "--json"]));
+    out.expect_code(0);
+    let json: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(json["locked"], true, "{json}");
+    assert_eq!(json["value"], value.as_str(), "{json}");
+    assert!(
+        json["remaining_ms"].as_u64().is_some_and(|ms| ms <= 30_000),
+        "{json}"
+    );
+    run(redlock(&servers).args(["release", "job", &value])).expect_code(0);
+    run(redlock(&servers).args(["locked", "job"])).expect_code(1);
+    let dead = format!("{},{},{}", dead_url(), dead_url(), dead_url());
+    run(redlock(&dead).args(["locked", "job"]))
+        .expect_code(69)
+        .one_line_error("cannot tell whether \"job\" is locked");
+}

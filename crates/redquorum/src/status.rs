@@ -176,9 +176,13 @@ impl Locked {
 
     /// What `statuses` (every node's, from [`Redlock::status`]) say, with `quorum` nodes needed
     /// and the manager's `drift_factor`: held only where a quorum shows the same value; free
-    /// only where no value could reach a quorum even with every silent node on its side.
+    /// only where no value could reach a quorum even with every silent node on its side. A
+    /// quarantined node counts as silent, as the CLI's `status` summary does not count it.
     pub(crate) fn of(statuses: &[NodeStatus], quorum: usize, drift_factor: f64) -> Self {
-        let silent = statuses.iter().filter(|s| !s.is_reachable()).count();
+        // A quarantined node's answer says nothing either way (it may have restarted without the
+        // keys it held, and its grants are not votes): it counts as silent.
+        let counts = |s: &&NodeStatus| s.is_reachable() && s.quarantine.is_none();
+        let silent = statuses.iter().filter(|s| !counts(s)).count();
         // The time a quorum keeps a key: the quorum-th longest TTL among the holders (a key with
         // no expiry is not a Redlock lock's, and is counted as lasting).
         let kept_by_quorum = |mut ttls: Vec<Duration>| -> Option<Duration> {
@@ -188,7 +192,7 @@ impl Locked {
         };
         let mut values: Vec<(&str, Vec<Duration>)> = Vec::new();
         let mut readers = Vec::new();
-        for status in statuses {
+        for status in statuses.iter().filter(counts) {
             match &status.state {
                 NodeState::Held { value, ttl } => {
                     let ttl = ttl.unwrap_or(Duration::MAX);
@@ -230,7 +234,8 @@ impl Locked {
 impl Redlock {
     /// Whether `resource` is held right now: by a quorum of nodes with one value, and for how
     /// long at least ([`Locked::Held`]); by readers ([`Locked::Readers`]); free; or
-    /// [`Locked::Unknown`] when too few nodes answered to tell. One read of every node, as
+    /// [`Locked::Unknown`] when too few nodes answered to tell (a quarantined node's answer
+    /// does not count: it may have lost what it held). One read of every node, as
     /// [`status`](Self::status) (a key of another type reads as not held: acquiring it fails
     /// with `WrongType`). The answer is a snapshot: a lock seen free may be taken a moment
     /// later, so take the lock rather than test it first when the outcome matters.
@@ -342,6 +347,20 @@ mod tests {
         assert!(matches!(
             Locked::of(&[silent(), silent(), held("v", 5)], 2, 0.01),
             Locked::Unknown { answered: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn a_quarantined_nodes_answer_counts_for_nothing() {
+        let mut forgetful = node(NodeState::Free);
+        forgetful.quarantine = Some(Quarantine {
+            left: Duration::from_secs(30),
+            reason: crate::QuarantineReason::Restarted,
+            up: None,
+        });
+        assert!(matches!(
+            Locked::of(&[forgetful, held("v", 5), node(NodeState::Free)], 2, 0.01),
+            Locked::Unknown { answered: 2, .. }
         ));
     }
 
