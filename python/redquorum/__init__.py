@@ -17,15 +17,16 @@ extend or release it.
 
 from __future__ import annotations
 
-import contextvars
 import functools
-import inspect
 import logging
 import threading
 from typing import Any, Callable, Iterator, List, Optional, Tuple, TypeVar
 
 from . import _redquorum
-from ._common import LockView, ManagerBase, Resources, Seconds, names, wait_args
+from ._common import (
+    LockView, ManagerBase, Resources, Seconds, decorable, entered, leaving, lost_at_release,
+    names, not_entered, wait_args,
+)
 from ._redquorum import Leader, NodeStatus
 from .errors import (
     ConfigError,
@@ -125,13 +126,18 @@ class Lock(LockView):
 
 
 def _release_at_exit(lock: Lock, failing: bool) -> None:
+    lost = lock.is_lost()  # before the release, which may wait for slow nodes
     try:
         lock.release()
     except Unavailable as e:
-        # The work is done and nothing can be done about nodes that did not answer within the
-        # release's patience: what they hold expires with its TTL. Logged, never raised out of
-        # a block whose work succeeded (docs/python.md, "Releasing").
-        _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
+        # Too few nodes answered within the release's patience. A lock still valid when the
+        # block ended was ours for all its work: what those nodes hold expires with its TTL, so
+        # this is logged, never raised out of a block whose work succeeded (docs/python.md,
+        # "Releasing"). One whose validity had run out may have been taken meanwhile: raised.
+        if not lost:
+            _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
+        elif not failing:
+            raise lost_at_release(lock, e) from e
     except RedquorumError:
         # An exception from the work wins; a lost lock after successful work is raised.
         if not failing:
@@ -143,41 +149,31 @@ class LockContext:
     and releases when the block ends (raising ``LockLost`` at the end of a block whose lock was
     lost meanwhile).
 
-    One object may be shared, as a module-level lock is, by any number of threads and asyncio
-    tasks at once: each ``with`` takes a lock of its own and releases exactly that one, never
-    another thread's (the lock taken is kept in a context variable, per thread and per task).
-    The object is also a decorator: ``@rl.lock("job", ttl=30)`` runs each call under the lock.
+    One object may be shared, as a module-level lock is, by any number of threads at once:
+    each ``with`` takes a lock of its own and releases exactly that one, never another
+    thread's (the lock taken is kept in a context variable, per thread and per task). It is not
+    reentrant: entering it again inside its own block raises ``RuntimeError`` (the inner block
+    would wait for the outer one's lock). The object is also a decorator of plain functions:
+    ``@rl.lock("job", ttl=30)`` runs each call under the lock.
     """
 
-    __slots__ = ("_acquire", "_held")
+    __slots__ = ("_acquire",)
 
     def __init__(self, acquire: Callable[[], Lock]) -> None:
         self._acquire = acquire
-        # A stack per thread/task (a tuple: a task's copy of its parent's context never sees
-        # the child's pushes), for the same object entered again in one thread.
-        self._held: contextvars.ContextVar[Tuple[Lock, ...]] = contextvars.ContextVar(
-            "redquorum.LockContext", default=()
-        )
 
     def __enter__(self) -> Lock:
+        not_entered(self)
         lock = self._acquire()
-        self._held.set(self._held.get() + (lock,))
+        entered(self, lock)
         return lock
 
     def __exit__(self, *exc: Any) -> None:
-        held = self._held.get()
-        if not held:
-            raise RuntimeError("LockContext.__exit__ without a matching __enter__ in this thread")
-        self._held.set(held[:-1])
-        _release_at_exit(held[-1], exc[0] is not None)
+        _release_at_exit(leaving(self), exc[0] is not None)
 
     def __call__(self, function: F) -> F:
-        """Decorates ``function`` (a plain or an ``async`` one): each call runs under the lock."""
-        if inspect.iscoroutinefunction(function):
-            raise ConfigError(
-                "an async function takes the asyncio manager's lock: "
-                "@redquorum.asyncio.Redlock(...).lock(...)"
-            )
+        """Decorates a plain function: each call runs under the lock."""
+        decorable(function, asynchronous=False)
 
         @functools.wraps(function)
         def locked(*args: Any, **kwargs: Any) -> Any:

@@ -3,12 +3,14 @@ module's, and the read-only parts of a lock handle."""
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import math
 from datetime import timedelta
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _redquorum
-from .errors import ConfigError
+from .errors import ConfigError, LockLost, RedquorumError
 
 Seconds = Union[float, int, timedelta]
 Resources = Union[str, Sequence[str]]
@@ -30,6 +32,10 @@ def wait_args(blocking: bool, timeout: Optional[Seconds]) -> Dict[str, Any]:
         timeout = None
     if not blocking and timeout is not None:
         raise ConfigError("a timeout cannot be given with blocking=False (one attempt)")
+    if isinstance(timeout, (int, float)) and timeout == 0:
+        # One attempt, as `blocking=False`: with a deadline already passed, a semaphore would
+        # give up after its first busy permit instead of trying each.
+        return {"blocking": False, "timeout": None}
     return {"blocking": blocking, "timeout": timeout}
 
 
@@ -150,3 +156,66 @@ class ManagerBase:
 
     def __repr__(self) -> str:
         return repr(self._m)
+
+
+# The locks the `with` blocks of this thread or task are inside, as (context object, lock)
+# pairs, newest last. One variable for the module (a variable per object would stay in every
+# context it was ever set in: one entry per `rl.lock(...)` ever entered); a tuple, so a task's
+# copy of its parent's context never sees the child's entries.
+_ENTERED: contextvars.ContextVar[Tuple[Tuple[object, Any], ...]] = contextvars.ContextVar(
+    "redquorum.entered", default=()
+)
+
+
+def not_entered(context: object) -> None:
+    """Refuses to enter `context` again in a thread or task that is inside it already: a lock
+    object is not reentrant (the inner block would wait for the outer one's lock), and two
+    entries of one object in one context could not tell their locks apart at exit."""
+    if any(c is context for c, _ in _ENTERED.get()):
+        raise RuntimeError(
+            "this lock object is already held in this thread or task: it is not reentrant "
+            "(use a second rl.lock(...) object to take another lock)"
+        )
+
+
+def entered(context: object, lock: Any) -> None:
+    """Records that this thread or task is inside `context`, holding `lock`."""
+    _ENTERED.set(_ENTERED.get() + ((context, lock),))
+
+
+def leaving(context: object) -> Any:
+    """The lock this thread or task took when it entered `context`, forgotten."""
+    held = _ENTERED.get()
+    for i in range(len(held) - 1, -1, -1):
+        if held[i][0] is context:
+            _ENTERED.set(held[:i] + held[i + 1 :])
+            return held[i][1]
+    raise RuntimeError("a lock object's block ends where it was not entered (another thread?)")
+
+
+def decorable(function: Any, asynchronous: bool) -> None:
+    """Refuses what a lock object cannot decorate: a generator (its body would run after the
+    call returned, with the lock released), or a function of the other API."""
+    if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
+        raise ConfigError(
+            "a generator runs after the call that made it has returned: hold the lock inside "
+            "it (`with rl.lock(...):`) rather than decorate it"
+        )
+    if asynchronous and not inspect.iscoroutinefunction(function):
+        raise ConfigError(
+            "a plain function takes the blocking manager's lock: @redquorum.Redlock(...).lock(...)"
+        )
+    if not asynchronous and inspect.iscoroutinefunction(function):
+        raise ConfigError(
+            "an async function takes the asyncio manager's lock: "
+            "@redquorum.asyncio.Redlock(...).lock(...)"
+        )
+
+
+def lost_at_release(lock: "LockView", e: RedquorumError) -> LockLost:
+    """The end of a block whose lock ran out of validity, with a release too few nodes
+    answered: the work may have overlapped another holder's."""
+    return LockLost(
+        f"lock on {lock.resource!r} ran out of validity before the block ended, and too few "
+        f"nodes answered its release: the work may have overlapped another holder's ({e})"
+    )

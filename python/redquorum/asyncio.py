@@ -14,7 +14,6 @@ and any task holding the ``Lock`` object can release it.
 from __future__ import annotations
 
 import asyncio as _asyncio
-import contextvars
 import functools
 import inspect
 import logging
@@ -22,7 +21,10 @@ from typing import (
     Any, AsyncIterator, Awaitable, Callable, List, Optional, Tuple, TypeVar, Union,
 )
 
-from ._common import LockView, ManagerBase, Resources, Seconds, names, wait_args
+from ._common import (
+    LockView, ManagerBase, Resources, Seconds, decorable, entered, leaving, lost_at_release,
+    names, not_entered, wait_args,
+)
 from ._redquorum import Leader, NodeStatus
 from .errors import ConfigError, LockLost, RedquorumError, Unavailable
 
@@ -92,11 +94,16 @@ class Lock(LockView):
 
 
 async def _release_at_exit(lock: Lock, failing: bool) -> None:
+    lost = lock.is_lost()
     try:
         await lock.release()
     except Unavailable as e:
-        # As in the blocking API: the work is done, what is left expires with its TTL.
-        _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
+        # As in the blocking API: a lock valid to the end of the block was ours for all its
+        # work, and what is left expires with its TTL; one that ran out may have been taken.
+        if not lost:
+            _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
+        elif not failing:
+            raise lost_at_release(lock, e) from e
     except RedquorumError:
         if not failing:
             raise
@@ -108,39 +115,28 @@ class AsyncLockContext:
 
     One object may be shared by any number of tasks (and threads running loops): each
     ``async with`` takes a lock of its own and releases exactly that one (kept in a context
-    variable, which every task has a copy of). Also a decorator of ``async`` functions:
+    variable, which every task has a copy of). Not reentrant: entering it again inside its own
+    block raises ``RuntimeError``. Also a decorator of ``async`` functions:
     ``@rl.lock("job", ttl=30)``.
     """
 
-    __slots__ = ("_acquire", "_held")
+    __slots__ = ("_acquire",)
 
     def __init__(self, acquire: Callable[[], Awaitable[Lock]]) -> None:
         self._acquire = acquire
-        self._held: contextvars.ContextVar[Tuple[Lock, ...]] = contextvars.ContextVar(
-            "redquorum.asyncio.AsyncLockContext", default=()
-        )
 
     async def __aenter__(self) -> Lock:
+        not_entered(self)
         lock = await self._acquire()
-        self._held.set(self._held.get() + (lock,))
+        entered(self, lock)
         return lock
 
     async def __aexit__(self, *exc: Any) -> None:
-        held = self._held.get()
-        if not held:
-            raise RuntimeError(
-                "AsyncLockContext.__aexit__ without a matching __aenter__ in this task"
-            )
-        self._held.set(held[:-1])
-        await _release_at_exit(held[-1], exc[0] is not None)
+        await _release_at_exit(leaving(self), exc[0] is not None)
 
     def __call__(self, function: F) -> F:
         """Decorates an ``async`` function: each call runs under the lock."""
-        if not inspect.iscoroutinefunction(function):
-            raise ConfigError(
-                "a plain function takes the blocking manager's lock: "
-                "@redquorum.Redlock(...).lock(...)"
-            )
+        decorable(function, asynchronous=True)
 
         @functools.wraps(function)
         async def locked(*args: Any, **kwargs: Any) -> Any:

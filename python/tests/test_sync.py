@@ -139,6 +139,45 @@ def test_one_lock_object_shared_by_eight_threads(rl, nodes, name):
     assert seen.get("b_kept", 0) >= 2, seen  # B's value on a quorum after A left its block
 
 
+def test_a_lock_object_is_not_reentrant_and_decorates_no_generator(rl, name):
+    shared = rl.lock(name, ttl=10)
+    with shared:
+        with pytest.raises(RuntimeError):
+            with shared:  # would wait for its own lock: said at once
+                pass
+    with shared:  # the refusal took nothing and left the object usable
+        pass
+    with pytest.raises(ConfigError):
+        @shared
+        def rows():  # its body would run after the call returned, unlocked
+            yield 1
+
+
+def test_timeout_zero_is_one_attempt_at_every_permit(rl, name):
+    held = [rl.acquire(name, 10, permits=3, blocking=False) for _ in range(2)]
+    third = rl.acquire(name, 10, permits=3, timeout=0)  # the free permit, wherever it is
+    assert sorted(h.permit for h in held + [third]) == [0, 1, 2]
+    with pytest.raises(LockBusy):
+        rl.acquire(name, 10, permits=3, timeout=0)
+    for h in held + [third]:
+        h.release()
+
+
+def test_a_block_that_outlived_its_lock_and_could_not_release_it_raises(rl, nodes, name):
+    """The warning for a release short of a quorum is for a lock still valid when the block
+    ended. One whose validity ran out in the block may have been taken meanwhile: raised."""
+    slow = nodes.clients()[:2]
+    try:
+        with pytest.raises(LockLost):
+            with rl.lock(name, ttl=0.5):
+                time.sleep(0.8)  # past the validity
+                for r in slow:
+                    r.client_pause(3000, all=False)
+    finally:
+        for r in slow:
+            r.client_unpause()
+
+
 def test_a_lock_object_is_a_decorator(rl, name):
     calls = []
 

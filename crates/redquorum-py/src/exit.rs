@@ -73,7 +73,9 @@ impl Pass {
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        INSIDE.fetch_sub(1, Ordering::SeqCst);
+        // Saturating: a pass taken before a fork (an `on_lost` callback that forks) is dropped
+        // in a child whose count started at zero (invariant 4).
+        let _ = INSIDE.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
     }
 }
 

@@ -168,6 +168,15 @@ impl Owner {
         T: for<'a> IntoPyObject<'a> + Send + 'static,
     {
         self.runtime(what)?;
+        if exit::closing() {
+            // Invariant 3: nothing of ours would complete it once the exit has begun (an
+            // `atexit` hook registered before redquorum's runs after it): said at once rather
+            // than an awaitable that never finishes. The blocking API still works there.
+            return Err(PyRuntimeError::new_err(format!(
+                "{what}: the interpreter is exiting, so an awaitable cannot complete; \
+                 use the blocking API (redquorum.Redlock) in an atexit hook"
+            )));
+        }
         pyo3_async_runtimes::generic::future_into_py::<Tokio, _, T>(py, future)
     }
 }

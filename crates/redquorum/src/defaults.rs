@@ -13,8 +13,9 @@ pub const NODE_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a release may wait for the answers that decide it (engine invariant 7): one whose
 /// outcome is still open at the node timeout (fewer than a quorum confirmed, enough nodes still
 /// out) goes on waiting for those nodes up to this long from its start, or the node timeout if
-/// that is longer. A release decided by then (a quorum confirmed, or too few nodes can) returns
-/// at once; only a release that needs a slow or unreachable node waits this long.
+/// that is longer, and returns as soon as it is decided (a quorum confirmed, or too few nodes
+/// can): only a release that needs an unreachable node waits this long. A failed attempt's
+/// rollback, whose outcome nobody reads, waits the node timeout only.
 ///
 /// 1 s: ten default node timeouts, so a healthy node slowed down by a loaded host answers
 /// within it, and short enough that the end of a `with` block, or of `redlock run`, does not

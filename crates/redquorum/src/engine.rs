@@ -58,7 +58,8 @@
 //!    late vote is worth nothing; a late answer to a release is worth as much as an early one.
 //!    So a release round whose outcome is still open at the node timeout (fewer than a quorum
 //!    confirmed, and enough nodes still out to make one) goes on waiting for those nodes, up to
-//!    [`RELEASE_PATIENCE`] from its start (or the node timeout, if longer). It waits for the
+//!    [`RELEASE_PATIENCE`] from its start (or the node timeout, if longer), and stops as soon as
+//!    the outcome is decided (a quorum confirmed, or too few nodes can). It waits for the
 //!    requests already sent, never sends one again: a compare-and-delete sent twice would find
 //!    its own first copy's work done and answer "not held". A node that answers within the
 //!    patience is not counted as timed out (`server` invariant 6). Measured on a loaded 2-core
@@ -220,8 +221,8 @@ pub(crate) enum Until {
     /// Wait for every node or its timeout (connect), to report them all.
     AllReplied,
     /// As [`AllReplied`](Self::AllReplied), and past the timeout, while the outcome is still
-    /// open, go on waiting for the nodes still out, up to [`RELEASE_PATIENCE`] from the start
-    /// (a release: invariant 7).
+    /// open, go on waiting for the nodes still out, until it is decided or up to
+    /// [`RELEASE_PATIENCE`] from the start (a release: invariant 7).
     Decided,
 }
 
@@ -447,6 +448,13 @@ impl Engine {
         let mut deadline = Alarm::new(node_deadline);
         // Whether a release's deadline has been moved to its patience already (invariant 7).
         let mut patient = false;
+        let time_out = |fanout: &Fanout| {
+            fanout.count().time_out_the_rest(|i| {
+                if let Some(node) = self.nodes.get(i) {
+                    node.timed_out(&fanout.resources); // server invariant 6
+                }
+            });
+        };
         // Whether requests are left on their way: only when the round was won before they all
         // replied.
         let left_behind = poll_fn(|cx| {
@@ -458,6 +466,12 @@ impl Engine {
             if !waits_for_all && fanout.count().tally.decision() == Decision::Won {
                 return Poll::Ready(true); // invariant 2
             }
+            if patient && fanout.count().tally.decision() != Decision::Open {
+                // Invariant 7: decided within the patience (a quorum confirmed, or too few
+                // can): the nodes still out are not waited for.
+                time_out(&fanout);
+                return Poll::Ready(false);
+            }
             if deadline.poll(cx).is_ready() && until == Until::Decided && !patient {
                 patient = true;
                 if fanout.count().tally.decision() == Decision::Open {
@@ -465,11 +479,7 @@ impl Engine {
                 }
             }
             if deadline.poll(cx).is_ready() {
-                fanout.count().time_out_the_rest(|i| {
-                    if let Some(node) = self.nodes.get(i) {
-                        node.timed_out(&fanout.resources); // server invariant 6
-                    }
-                });
+                time_out(&fanout);
                 return Poll::Ready(false); // the requests still pending are cancelled
             }
             Poll::Pending
@@ -531,6 +541,7 @@ impl Engine {
         value: &Arc<str>,
         leave: Option<WaiterId>,
         deadline: Deadline,
+        until: Until,
     ) -> Released {
         let span = tracing::debug_span!("release", resource = %resources);
         let late_ms = if self.rules.release_ignores_delay {
@@ -550,7 +561,8 @@ impl Engine {
             announce: self.rules.fair,
             late_ms,
         };
-        self.release_round(release, resources, value, span).await
+        self.release_round(until, release, resources, value, span)
+            .await
     }
 
     /// What a release becomes for a lock that was lost while a lock-delay is set (invariant 5):
@@ -564,25 +576,23 @@ impl Engine {
         let linger = Request::Linger {
             ttl_ms: self.rules.lock_delay_ms,
         };
-        self.release_round(linger, resources, value, span).await
+        self.release_round(Until::Decided, linger, resources, value, span)
+            .await
     }
 
-    /// A release round (`request` is a release or a linger): every node's answer awaited.
+    /// A release round (`request` is a release or a linger): every node's answer awaited, up to
+    /// the node timeout ([`Until::AllReplied`], a failed attempt's rollback, whose outcome
+    /// nobody reads) or as long as the outcome needs them ([`Until::Decided`], invariant 7).
     async fn release_round(
         self: &Arc<Self>,
+        until: Until,
         request: Request,
         resources: &Resources,
         value: &Arc<str>,
         span: tracing::Span,
     ) -> Released {
         let round = self
-            .round(
-                Until::Decided,
-                request,
-                resources,
-                value,
-                self.rules.node_timeout,
-            )
+            .round(until, request, resources, value, self.rules.node_timeout)
             .instrument(span)
             .await;
         self.released(round)

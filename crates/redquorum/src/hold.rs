@@ -54,7 +54,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::engine::Engine;
-use crate::engine::{Deadline, Released};
+use crate::engine::{Deadline, Released, Until};
 use crate::error::{ConfigError, Error, Limit, LossReason};
 use crate::lock::{KeptAlive, Lock, LockInfo};
 use crate::manager::Redlock;
@@ -554,7 +554,13 @@ impl Guard {
                 // Its queue place, if any, runs out with its lease.
                 shared
                     // Its deadline is the task's, which is gone: released as by value.
-                    .release(resources, &Arc::from(info.value()), None, Deadline::Unknown)
+                    .release(
+                        resources,
+                        &Arc::from(info.value()),
+                        None,
+                        Deadline::Unknown,
+                        Until::Decided,
+                    )
                     .await
             }
         };

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Deadline, Engine, Released};
+use crate::engine::{Deadline, Engine, Released, Until};
 use crate::error::Error;
 use crate::resources::Resources;
 use crate::stragglers::LeftBehind;
@@ -102,13 +102,20 @@ impl Held {
             return self.release_lost().await;
         }
         let leave = self.queued;
-        self.release_leaving(leave).await
+        self.release_leaving(leave, Until::Decided).await
+    }
+
+    /// The last rollback of an acquisition that gives up: its outcome only explains refusals,
+    /// so it waits no longer than the node timeout (engine invariant 7 is for releases).
+    pub(crate) async fn give_up(self) -> Released {
+        let leave = self.queued;
+        self.release_leaving(leave, Until::AllReplied).await
     }
 
     /// Rolls back a failed round: releases, but keeps the queue place for the next attempt
     /// ([`waiting`](crate::waiting) invariant 3).
     pub(crate) async fn roll_back(self) -> Released {
-        self.release_leaving(None).await
+        self.release_leaving(None, Until::AllReplied).await
     }
 
     /// Forgets the value without releasing it: for a round that every node refused, so that it
@@ -151,7 +158,7 @@ impl Held {
         released
     }
 
-    async fn release_leaving(mut self, leave: Option<WaiterId>) -> Released {
+    async fn release_leaving(mut self, leave: Option<WaiterId>, until: Until) -> Released {
         // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
         // the same signal again (a finished oneshot receiver panics when polled twice).
         let stragglers = self.stragglers.take();
@@ -161,6 +168,7 @@ impl Held {
             &self.value,
             leave,
             stragglers,
+            until,
         )
         .await;
         self.armed = false;
@@ -177,13 +185,14 @@ async fn release_after(
     value: &Arc<str>,
     leave: Option<WaiterId>,
     stragglers: Option<LeftBehind>,
+    until: Until,
 ) -> Released {
     let ahead = match stragglers {
         Some(stragglers) => stragglers.before_release().await,
         None => None,
     };
     let released = shared
-        .release(resources, value, leave, Deadline::Known)
+        .release(resources, value, leave, Deadline::Known, until)
         .await;
     drop(ahead);
     released
@@ -212,7 +221,9 @@ impl Drop for Held {
                             shared.linger(&resources, &value).await;
                             drop(ahead);
                         } else {
-                            release_after(&shared, &resources, &value, leave, stragglers).await;
+                            let until = Until::Decided; // a dropped lock's: a release
+                            release_after(&shared, &resources, &value, leave, stragglers, until)
+                                .await;
                         }
                     },
                     &runtime,

@@ -548,7 +548,7 @@ impl Redlock {
                 Some(_) if set_nowhere => held.set_nowhere(),
                 Some(_) => drop(held.roll_back().await),
                 None => {
-                    let rollback = held.release().await;
+                    let rollback = held.give_up().await;
                     self.explain_refusals(&mut failure, &rollback, wanted.probed())
                         .await;
                 }
@@ -598,7 +598,7 @@ impl Redlock {
                     let probed = wanted.probed().clone();
                     Held::new(Arc::clone(engine), probed, new_value(), None)
                 });
-                let rollback = last.release().await;
+                let rollback = last.give_up().await;
                 self.explain_refusals(&mut failure, &rollback, wanted.probed())
                     .await;
                 return Err(not_acquired(failure));
@@ -621,7 +621,8 @@ impl Redlock {
             }
             Wanted::Permit(permits) => permits,
         };
-        let ((mut permit, mut resources), mut rest) = permits.from(rand::random());
+        let ((mut permit, mut resources), mut rest) =
+            permits.from(u32::from_le_bytes(fresh::bytes()));
         loop {
             let lost = match self.attempt(resources, tries).await {
                 Ok(lock) => return Ok(lock.with_permit(permit)),
@@ -787,6 +788,7 @@ impl Redlock {
                 &Arc::from(value),
                 None,
                 Deadline::Unknown,
+                Until::Decided,
             )
             .await
     }

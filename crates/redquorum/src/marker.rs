@@ -32,6 +32,12 @@
 //!    (a manager over one node of three, inspecting it alone). So a group's vouch names the group
 //!    (a fingerprint of its nodes' addresses) and when it was made: for a manager of another
 //!    group it vouches only `max_ttl` after that, as a marker written on first sight would.
+//! 5. **Only a drawn id tells servers apart.** Invariant 1 reads "the same id" as "the same
+//!    marker", which holds for ids drawn at random (64 bits: no two servers draw the same) and
+//!    not for a word written by hand: every server an operator marked `manual` carries the same
+//!    id, and a server replaced behind the same address and marked the same way would pass for
+//!    the old one. So a restart is forgiven on the strength of a marker (`quarantine`
+//!    invariant 4) only when its id was drawn ([`MarkerValue::tells_servers_apart`]).
 
 use std::time::Duration;
 
@@ -200,6 +206,23 @@ pub(crate) fn extended(seen: &str, read: &str) -> Option<Duration> {
         .then(|| Duration::from_millis(read.vouches_from_ms - seen.vouches_from_ms))
 }
 
+impl MarkerValue<'_> {
+    /// Whether the id can tell one server from another (invariant 5): it holds a run of at
+    /// least [`DRAWN_DIGITS`] hex digits, as every id this library, `redlock nodes mark` and
+    /// the node launcher write does. A hand-written word (`manual`, `fresh`) does not.
+    pub(crate) fn tells_servers_apart(&self) -> bool {
+        let mut run = 0;
+        self.id.bytes().any(|b| {
+            run = if b.is_ascii_hexdigit() { run + 1 } else { 0 };
+            run >= DRAWN_DIGITS
+        })
+    }
+}
+
+/// How many hex digits in a row make an id drawn at random (64 bits): see
+/// [`MarkerValue::tells_servers_apart`].
+pub(crate) const DRAWN_DIGITS: usize = 16;
+
 /// The identity of a marker value (invariant 1).
 pub fn id_of(value: &str) -> &str {
     MarkerValue::parse(value).id
@@ -241,6 +264,29 @@ mod tests {
         );
         let fresh = MarkerValue::parse("fresh:0");
         assert_eq!((fresh.id, fresh.vouches_from_ms), ("fresh", 0));
+    }
+
+    #[test]
+    fn only_drawn_ids_tell_servers_apart() {
+        for drawn in [
+            "9f0c1b2a3d4e5f60:0",
+            "ok.abc.00ff00ff00ff00ff:0",
+            "fresh-6379-4242-1732665600123456789:0",
+        ] {
+            assert!(MarkerValue::parse(drawn).tells_servers_apart(), "{drawn}");
+        }
+        for by_hand in [
+            "manual",
+            "manual:1700",
+            "fresh:0",
+            "ok.abc.9f0c:0",
+            "set by me",
+        ] {
+            assert!(
+                !MarkerValue::parse(by_hand).tells_servers_apart(),
+                "{by_hand}"
+            );
+        }
     }
 
     #[test]

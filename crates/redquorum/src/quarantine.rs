@@ -48,15 +48,18 @@
 //!    written), and every client that reads it before then is quarantined until then. So a
 //!    client that never saw the loss (a new process, another machine) still waits, and a loss
 //!    after the marker was written takes the marker with it (then invariant 2 again). A marker
-//!    whose value does not carry a time (`redquorum-nodes` writes `fresh:0` on a brand-new node;
-//!    an operator may write one by hand) vouches at once.
+//!    whose value does not carry a time (`redquorum-nodes` writes `fresh-<port>-<pid>-<ns>:0`
+//!    on a brand-new node; `redlock nodes mark` vouches likewise) vouches at once.
 //! 4. A node whose configuration cannot lose acknowledged writes (`appendonly yes` with
 //!    `appendfsync always`, read with `CONFIG GET`) is trusted at once after a restart, but only
 //!    when the manager is configured to trust such nodes (an explicit setting), and only when it
 //!    shows the marker we knew (or, on first sight, any marker that vouches): a wiped AOF
 //!    directory, a new volume or a `FLUSHALL` leaves a durable node without its marker, which
 //!    is evidence of a loss (invariant 2). If `CONFIG` is not allowed, the node is not known to
-//!    be durable. Nor is a replica promoted to master (`INFO replication` shows a
+//!    be durable. Across a restart, only a marker whose id was drawn at random counts as "the
+//!    marker we knew" (`marker` invariant 5): `manual`, written by hand on every server, would
+//!    also be on a server replaced behind the same address. Nor is a replica promoted to
+//!    master (`INFO replication` shows a
 //!    `second_repl_offset`): it carries the master's marker by replication, but perhaps not the
 //!    master's last keys.
 //! 5. With quarantine disabled every node is trusted: plain Redlock. No marker is read or
@@ -110,7 +113,9 @@ pub const MARKER_KEY: &str = "redlock-node-marker";
 /// clusters, as `redquorum-nodes` does; write it with `SET … NX`.
 pub fn cluster_marker(lowest_slot: u16, info: &str) -> (String, String) {
     let owner = marker_owner(info, info, true);
-    (cluster_marker_key(lowest_slot), format!("{owner}/fresh:0"))
+    // A drawn id, as every marker of ours has (`marker` invariant 5).
+    let id = format!("{:016x}", crate::fresh::u64());
+    (cluster_marker_key(lowest_slot), format!("{owner}/{id}:0"))
 }
 
 /// Who a Redis Cluster master's marker names (invariant 6): the process (`run_id`) and its
@@ -410,7 +415,12 @@ impl Memory {
             }
             _ => None,
         };
-        let durable = policy.trust_durable && seen.durable && marker_loss.is_none();
+        // Invariant 4; across a restart only on a marker whose id tells servers apart (`marker`
+        // invariant 5): a hand-written word is on the replacement too.
+        let durable = policy.trust_durable
+            && seen.durable
+            && marker_loss.is_none()
+            && (!restarted || value.tells_servers_apart());
         let loss = marker_loss.or((restarted && !durable).then_some(QuarantineReason::Restarted));
         let mut until = (now, QuarantineReason::Started);
         if let Some(reason) = loss {
@@ -676,8 +686,9 @@ mod tests {
     fn durable_nodes_with_their_marker_are_trusted_only_when_configured_to_be() {
         let now = Instant::now();
         let mut memory = Memory::default();
-        judged(&mut memory, &seen("a", 99_999, true, found("m")), now);
-        let restarted_durable = seen("b", 1, true, found("m"));
+        let drawn = "9f0c1b2a3d4e5f60";
+        judged(&mut memory, &seen("a", 99_999, true, found(drawn)), now);
+        let restarted_durable = seen("b", 1, true, found(drawn));
         assert_eq!(
             judged(&mut memory.clone(), &restarted_durable, now),
             Duration::ZERO
@@ -690,6 +701,20 @@ mod tests {
             memory.judge(&strict, &restarted_durable, now).trusted_from - now,
             MAX_TTL
         );
+    }
+
+    /// `marker` invariant 5: every server an operator marked by hand carries the same word, so
+    /// a durable server replaced behind the same address and marked the same way must not pass
+    /// for the old one.
+    #[test]
+    fn a_hand_written_marker_never_forgives_a_restart() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, true, found("manual")), now);
+        let replaced = seen("b", 99_999, true, found("manual"));
+        let verdict = memory.judge(&policy(), &replaced, now);
+        assert_eq!(verdict.trusted_from - now, MAX_TTL);
+        assert_eq!(verdict.loss, Some(QuarantineReason::Restarted));
     }
 
     #[test]

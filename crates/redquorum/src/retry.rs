@@ -203,7 +203,8 @@ impl Schedule {
         let seed = self.seed;
         let rng = self.rng.get_or_insert_with(|| match seed {
             Some(seed) => StdRng::seed_from_u64(seed),
-            None => rand::make_rng(),
+            // Drawn from the OS: forked workers must not retry in lockstep (`fresh`).
+            None => StdRng::from_seed(crate::fresh::bytes()),
         });
         Duration::from_micros(rng.random_range(max / 2..=max))
     }

@@ -434,3 +434,38 @@ async fn a_promoted_replica_behind_the_same_address_is_not_trusted_for_its_durab
         "the promoted replica does not vote at once: {status:?}"
     );
 }
+
+/// A review's schedule 1: every server an operator marked by hand (`SET redlock-node-marker
+/// manual`) carries the same marker id. Two durable servers of three are replaced behind their
+/// addresses (new servers, no data) and marked the same way: a client that knew the old ones
+/// must not take them for the old ones (before the fix it did: durable, same marker id, so the
+/// new `run_id` was forgiven, and they voted at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_written_marker_cannot_make_a_replaced_server_pass_for_the_old_one() {
+    const MAX_TTL: Duration = Duration::from_secs(8);
+    let mut cluster = common::cluster(3);
+    for node in cluster.iter() {
+        node.cli(&["SET", redquorum::MARKER_KEY, "manual"]).unwrap();
+    }
+    let client = client(&cluster, MAX_TTL);
+    common::ready(client.clone()).await;
+    drop(
+        client
+            .try_acquire("warm", Duration::from_secs(1))
+            .await
+            .expect("durable servers marked by hand vote at once"),
+    );
+    for i in 0..2 {
+        cluster.node(i).restart_empty().expect("replaced");
+        cluster
+            .node(i)
+            .cli(&["SET", redquorum::MARKER_KEY, "manual"])
+            .unwrap();
+    }
+    client.status("res").await; // finds the old connections broken
+    let err = client
+        .try_acquire("res", Duration::from_secs(1))
+        .await
+        .expect_err("the replaced servers do not vote");
+    assert_eq!(quarantined_in(&err), 2, "{err}");
+}

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{cluster, connected, default_timeout_connected, patient, value_on};
+use common::{cluster, connected, default_timeout_connected, eventually, patient, value_on};
 use redquorum::{Error, Redlock, Reply, Retry};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -151,11 +151,19 @@ async fn a_release_waits_for_the_slow_nodes_it_needs() {
     cluster.node(0).resume().unwrap();
     cluster.node(1).resume().unwrap();
     let released = release.await.unwrap();
+    // Decided once a quorum confirmed: the last node's answer may not be waited for, but its
+    // release was sent and runs once it is resumed.
     assert_eq!(released.cause(), None, "{released:?}");
-    assert_eq!(released.confirmed, 3, "{released:?}");
-    for i in 0..3 {
-        assert_eq!(value_on(cluster.node(i), "res"), None, "node {i}");
-    }
+    assert!(released.confirmed >= 2, "{released:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || (0..3).all(|i| value_on(
+            cluster.node(i),
+            "res"
+        )
+        .is_none()))
+        .await,
+        "every node's key deleted"
+    );
 }
 
 /// ... and no longer than its patience: with two of three nodes stopped for good, the release
