@@ -9,28 +9,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cluster, counter_on, patient, volatile_cluster};
+use common::{calls, cluster, counter_on, patient, volatile_cluster};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redquorum::defaults::SHORTEST_FENCE_RETENTION;
 use redquorum::{Redlock, Retry};
-use redquorum_nodes::{Cluster, RedisNode};
+use redquorum_nodes::Cluster;
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// Calls of `command` on `node` since its statistics were last reset. Every script the library
-/// runs on a warm connection (a token store, a release) is an `evalsha`; a fenced acquisition of
-/// one resource is plain commands, one `incr` among them.
-fn calls(node: &RedisNode, command: &str) -> u64 {
-    let stats = node.cli(&["INFO", "commandstats"]).unwrap_or_default();
-    let prefix = format!("cmdstat_{command}:calls=");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
 
 /// Whether a quorum of `cluster`'s nodes hold `token` as `resource`'s counter.
 fn quorum_holds(cluster: &Cluster, resource: &str, token: u64) -> bool {
