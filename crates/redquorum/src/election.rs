@@ -62,18 +62,6 @@ pub struct Leader {
     pub ttl: Duration,
 }
 
-/// The identity a lock value carries: what follows the 40 random hex digits and the `:`; the
-/// whole value when it is not a campaign's.
-fn identity_of(value: &str) -> &str {
-    match value.split_at_checked(40) {
-        Some((random, rest))
-            if random.bytes().all(|b| b.is_ascii_hexdigit()) && rest.starts_with(':') =>
-        {
-            &rest[1..]
-        }
-        _ => value,
-    }
-}
 
 /// Checks a candidate's identity.
 fn check_identity(identity: &str) -> Result<(), ConfigError> {
@@ -127,7 +115,7 @@ fn leader_of(seen: &[Seen], nodes: usize) -> Option<Leader> {
         (agree >= quorum).then_some(counter)
     });
     Some(Leader {
-        identity: identity_of(&value).to_owned(),
+        identity: crate::value::identity(&value).to_owned(),
         value,
         term,
         ttl,
@@ -314,19 +302,6 @@ mod tests {
             value: value.map(|v| (v.to_owned(), Duration::from_secs(5))),
             counter,
         }
-    }
-
-    #[test]
-    fn the_identity_follows_the_random_part() {
-        // As the manager writes a campaign's value.
-        let value = format!("{RANDOM}:host-a:42");
-        assert_eq!(identity_of(&value), "host-a:42");
-        assert_eq!(identity_of(&format!("{RANDOM}:")), "");
-        assert_eq!(
-            identity_of("some other client's value"),
-            "some other client's value"
-        );
-        assert_eq!(identity_of(RANDOM), RANDOM);
     }
 
     #[test]

@@ -48,7 +48,9 @@
 //!    (at most the node timeout) left. So a sender that knows the deadline (the holder, whose own
 //!    late release lingers anyway) tests against the delay plus the node timeout, and one that
 //!    does not against the delay plus the drift allowance of `max_ttl`, the longest any lock may
-//!    have, plus the node timeout. A release near the deadline may then be judged late: the safe
+//!    have, plus the node timeout: the holder's, carried in the lock's value, or its own if
+//!    larger (`value` invariant 1; a sender without a lock-delay of its own still judges by the
+//!    holder's). A release near the deadline may then be judged late: the safe
 //!    side (a release by value of a lock whose TTL is shorter than that allowance plus the node
 //!    timeout, 702 ms at the defaults, is always judged late). The model checker found the lag
 //!    (`docs/model.md`): without it, a release that reached a node after the deadline freed a
@@ -98,6 +100,7 @@ use crate::subscriber::Watch;
 use crate::sync::lock;
 use crate::telemetry;
 use crate::validity;
+use crate::value;
 use crate::vouch::FirstSight;
 use crate::waiting::{WaiterId, Waiters};
 
@@ -191,6 +194,21 @@ pub(crate) struct Rules {
     /// Whether acquisition metrics name the resource
     /// ([`Builder::metrics_resource_label`](crate::Builder::metrics_resource_label)).
     pub(crate) resource_label: bool,
+}
+
+impl Rules {
+    /// The late-release bound for a sender that does not know a lock's deadline, from these
+    /// settings (invariant 6); 0 without a lock-delay. Our lock values carry it (`value`
+    /// invariant 1).
+    pub(crate) fn value_bound_ms(&self) -> u64 {
+        validity::late_release_bound(
+            self.lock_delay_ms,
+            false,
+            self.node_timeout,
+            self.max_ttl,
+            self.drift_factor,
+        )
+    }
 }
 
 /// The round engine, and what every lock handle shares with its manager.
@@ -544,16 +562,20 @@ impl Engine {
         until: Until,
     ) -> Released {
         let span = tracing::debug_span!("release", resource = %resources);
-        let late_ms = if self.rules.release_ignores_delay {
-            0
-        } else {
-            validity::late_release_bound(
+        let late_ms = match deadline {
+            _ if self.rules.release_ignores_delay => 0,
+            Deadline::Known => validity::late_release_bound(
                 self.rules.lock_delay_ms,
-                deadline == Deadline::Known,
+                true,
                 self.rules.node_timeout,
                 self.rules.max_ttl,
                 self.rules.drift_factor,
-            )
+            ),
+            // `value` invariant 1: the holder's bound, whatever ours.
+            Deadline::Unknown => self
+                .rules
+                .value_bound_ms()
+                .max(value::carried_bound(value)),
         };
         let release = Request::Release {
             leave,

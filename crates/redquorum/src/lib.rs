@@ -177,6 +177,7 @@ mod subscriber;
 mod sync;
 mod telemetry;
 mod validity;
+mod value;
 mod vouch;
 mod waiting;
 

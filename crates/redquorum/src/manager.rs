@@ -45,6 +45,7 @@ use crate::rwlock;
 use crate::scripts::check_resource;
 use crate::semaphore::Permits;
 use crate::telemetry::{self, Acquisition, Waiting};
+use crate::value;
 use crate::waiting::Turn;
 
 /// One acquisition as the application sees it: in its span (wrapped only when a subscriber
@@ -500,7 +501,7 @@ impl Redlock {
         // holds (invariant 3), which only leaves the queue.
         let place_kept = turn.id().map(|id| {
             let resources = wanted.named().clone();
-            Held::new(Arc::clone(engine), resources, new_value(), Some(id))
+            Held::new(Arc::clone(engine), resources, value::new(0), Some(id))
         });
         // How long a refused writer keeps new readers out (`rwlock` invariant 2).
         let hold_off_ms = if writer {
@@ -596,7 +597,7 @@ impl Redlock {
                 // one, as the last rollback does.
                 let last = place_kept.unwrap_or_else(|| {
                     let probed = wanted.probed().clone();
-                    Held::new(Arc::clone(engine), probed, new_value(), None)
+                    Held::new(Arc::clone(engine), probed, value::new(0), None)
                 });
                 let rollback = last.give_up().await;
                 self.explain_refusals(&mut failure, &rollback, wanted.probed())
@@ -669,8 +670,9 @@ impl Redlock {
         // Armed before the first request: dropping this future mid-round releases (invariant 3
         // keeps that release from touching anybody else's lock).
         let value = match identity {
-            None => new_value(),
-            Some(identity) => campaign_value(identity),
+            // `value` invariant 1: the holder's late-release bound travels with the value.
+            None => value::new(engine.rules.value_bound_ms()),
+            Some(identity) => value::campaign(identity, engine.rules.value_bound_ms()),
         };
         let mut held = Held::new(Arc::clone(engine), resources.clone(), value, turn.id());
         let set = match (turn.place(), resources.access()) {
@@ -829,35 +831,3 @@ impl Redlock {
     }
 }
 
-/// A campaign's lock value (`election` invariant 3): a fresh value as [`new_value`]'s, a `:`,
-/// and the candidate's identity, which observers read back from the key.
-fn campaign_value(identity: &str) -> Arc<str> {
-    Arc::from(format!("{}:{identity}", new_value()))
-}
-
-/// A fresh lock value: 20 bytes from the thread-local CSPRNG (seeded from the OS), as hex.
-fn new_value() -> Arc<str> {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let bytes: [u8; 20] = fresh::bytes(); // never repeated by a fork (`fresh` invariant 1)
-    let mut hex = [0u8; 40];
-    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 0xf)];
-    }
-    // Built on the stack, so the `Arc` is the only allocation; ASCII, so nothing is replaced.
-    Arc::from(&*String::from_utf8_lossy(&hex))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn values_are_40_hex_chars_and_fresh() {
-        let a = new_value();
-        let b = new_value();
-        assert_eq!(a.len(), 40);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
-    }
-}

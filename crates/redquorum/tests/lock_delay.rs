@@ -192,6 +192,42 @@ async fn a_fair_release_by_value_after_the_validity_leaves_the_lock_to_its_delay
     late_release_by_value(true).await;
 }
 
+/// The holder's lock-delay and timing bound a late release by value, whoever sends it (`value`
+/// invariant 1): a process with no lock-delay of its own, and a node timeout far shorter than
+/// the holder's, releases after the validity; the nodes keep the key for the holder's delay all
+/// the same. (Judged by the releaser's settings, nothing would be late and the lock would be free
+/// at once.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_release_by_value_is_judged_by_the_holders_settings_not_the_senders() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let info = holder
+        .try_acquire("handed", Duration::from_millis(500))
+        .await
+        .unwrap()
+        .detach();
+    holder.settle().await;
+    let ends = info.deadline() + DELAY;
+
+    // No lock-delay, and a node timeout a tenth of the holder's.
+    let releaser = common::ready(
+        Redlock::builder(cluster.urls())
+            .node_timeout(NODE_TIMEOUT / 10)
+            .build()
+            .unwrap(),
+    )
+    .await;
+    tokio::time::sleep_until((info.deadline() + Duration::from_millis(100)).into()).await;
+    let released = releaser.release_value("handed", info.value()).await;
+    assert_eq!(
+        released.cause(),
+        Some(redquorum::Cause::LeftToDelay),
+        "a late release is not a release, whoever sends it: {released:?}"
+    );
+    let other = connected(&cluster).await;
+    next_holder_not_before(&other, "handed", ends).await;
+}
+
 async fn late_release_by_value(fair: bool) {
     let cluster = cluster(3);
     let built = |fair: bool| {
