@@ -371,10 +371,15 @@ class Redlock(ManagerBase):
         exits)."""
         self._m.settle()
 
-    def mark_nodes(self, force: bool = False) -> List[Tuple[str, bool, str]]:
-        """Vouches that fresh servers lost nothing, so they vote at once instead of after the
-        restart quarantine; returns ``(node, marked, what happened)`` for each."""
-        return self._m.mark_nodes(force)
+    def mark_nodes(
+        self, force: bool = False, brand_new: bool = False
+    ) -> List[Tuple[str, bool, str]]:
+        """Vouches, as an operator, that the servers lost nothing, so they vote at once instead
+        of after the restart quarantine; returns ``(node, marked, what happened)`` for each.
+        A server up for less than ``max_ttl`` is marked only with ``brand_new=True`` (a new
+        server that never held a lock; never after a restart); ``force=True`` marks whatever
+        the evidence says."""
+        return self._m.mark_nodes(force, brand_new)
 
     def extend_value(self, resource: str, value: str, ttl: Seconds) -> float:
         """Extends a lock known only by its value; returns the seconds of validity."""

@@ -128,6 +128,7 @@ class ManagerBase:
         lock_delay: Optional[Seconds] = None,
         quarantine: Optional[bool] = None,
         trust_durable_nodes: Optional[bool] = None,
+        trust_first_sight: Optional[bool] = None,
         fencing: Optional[bool] = None,
         fence_retention: Optional[Seconds] = None,
         notify: Optional[bool] = None,

@@ -121,8 +121,10 @@ class Manager:
         """Connects to every node; returns (node, reply) pairs."""
     def settle(self) -> None:
         """Waits for the requests still in flight in the background."""
-    def mark_nodes(self, force: bool = False) -> List[Tuple[str, bool, str]]:
-        """Vouches for fresh nodes; returns (node, marked, what happened)."""
+    def mark_nodes(
+        self, force: bool = False, brand_new: bool = False
+    ) -> List[Tuple[str, bool, str]]:
+        """Vouches for nodes as an operator; returns (node, marked, what happened)."""
     def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
         """The nodes in quarantine: (node, seconds left, why)."""
     def status(self, resource: str) -> List[NodeStatus]:

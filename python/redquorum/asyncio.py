@@ -331,7 +331,10 @@ class Redlock(ManagerBase):
         """What each node holds for ``resource``."""
         return await self._m.status_async(resource)
 
-    async def mark_nodes(self, force: bool = False) -> List[Tuple[str, bool, str]]:
-        """Vouches for fresh servers; returns (node, marked, what happened). Runs in a worker
-        thread, so the event loop goes on meanwhile."""
-        return await _asyncio.to_thread(self._m.mark_nodes, force)
+    async def mark_nodes(
+        self, force: bool = False, brand_new: bool = False
+    ) -> List[Tuple[str, bool, str]]:
+        """Vouches for servers as an operator, as the sync ``Redlock.mark_nodes``; returns
+        (node, marked, what happened). Runs in a worker thread, so the event loop goes on
+        meanwhile."""
+        return await _asyncio.to_thread(self._m.mark_nodes, force, brand_new)

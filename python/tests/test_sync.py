@@ -369,7 +369,10 @@ def test_quarantined_says_when_it_ends(name):
         assert 0 < e.value.ready_in <= 30
         assert e.value.ready_at > time.time()
         assert rl.quarantined_nodes()
-        assert all(marked for _, marked, _ in rl.mark_nodes())  # an operator vouches
+        # Just started: refused unless the operator says they are brand new.
+        refused = rl.mark_nodes()
+        assert all(not marked and "--brand-new" in why for _, marked, why in refused), refused
+        assert all(marked for _, marked, _ in rl.mark_nodes(brand_new=True))  # an operator vouches
         rl.acquire(name, 5, timeout=15).release()  # trusted at the next health check
     finally:
         fresh.stop()

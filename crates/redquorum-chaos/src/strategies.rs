@@ -302,10 +302,13 @@ impl Strategy {
     pub(crate) fn design(self, urls: &[String], lock_delay: Duration) -> Design {
         // The library's defaults otherwise, durable-node trust included: restart, flush and
         // replace faults take a node's data although it runs with appendfsync always, and the
-        // marker key is what must tell.
+        // marker key is what must tell. First-sight trust is on (an opt-in): late joiners meet
+        // `replace` spares that look long-running and unmarked, which only the group rule tells
+        // apart, and no fault here steps a clock (the opt-in's premise).
         let builder = Redlock::builder(urls.iter().cloned())
             .max_ttl(max_ttl(lock_delay))
-            .lock_delay(lock_delay);
+            .lock_delay(lock_delay)
+            .trust_first_sight(true);
         match self {
             Strategy::Redlock | Strategy::SingleInstance => Design::Library(Box::new(builder)),
             Strategy::RedlockReleaseIgnoresDelay => {

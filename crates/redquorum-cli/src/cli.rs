@@ -132,6 +132,7 @@ mod tests {
     use crate::duration;
     use crate::global::DEFAULT_MAX_TTL;
     use clap::CommandFactory;
+    use redquorum::Vouch;
 
     #[test]
     fn the_command_line_definition_is_consistent() {
@@ -189,16 +190,23 @@ mod tests {
             text.contains("Exit status: 0 every server carries a marker"),
             "{text}"
         );
-        let cli =
-            Cli::try_parse_from(["redlock", "nodes", "mark", "redis://h:1", "--force"]).unwrap();
-        let Command::Nodes(args) = cli.command else {
-            panic!("nodes expected: {cli:?}");
-        };
-        let (urls, force, json) = args.mark().unwrap();
-        assert_eq!(
-            (urls, force, json),
-            (&["redis://h:1".to_owned()][..], true, false)
-        );
+        for (flags, vouch) in [
+            (&[][..], Vouch::Checked),
+            (&["--brand-new"][..], Vouch::BrandNew),
+            (&["--force"][..], Vouch::Forced),
+            (&["--brand-new", "--force"][..], Vouch::Forced),
+        ] {
+            let words = ["redlock", "nodes", "mark", "redis://h:1"];
+            let cli = Cli::try_parse_from(words.iter().chain(flags)).unwrap();
+            let Command::Nodes(args) = cli.command else {
+                panic!("nodes expected: {cli:?}");
+            };
+            assert_eq!(
+                args.mark(),
+                Some((&["redis://h:1".to_owned()][..], vouch, false)),
+                "{flags:?}"
+            );
+        }
     }
 
     /// Without the `tools` feature, `nodes start`, `stop` and `status` are known to be missing:

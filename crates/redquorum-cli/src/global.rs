@@ -82,6 +82,13 @@ pub struct Global {
     #[arg(long, global = true)]
     pub no_quarantine: bool,
 
+    /// Trust servers seen for the first time without a marker at once when each shows, by its
+    /// uptime and counters, that it has been a clean master for longer than --max-ttl, instead
+    /// of waiting that long once. Only where no server's clock can step forward after it starts
+    /// (Redis's uptime is a wall-clock difference)
+    #[arg(long, global = true, env = "REDLOCK_TRUST_FIRST_SIGHT")]
+    pub trust_first_sight: bool,
+
     /// Hand out no fencing tokens (one round trip less per acquisition)
     #[arg(long, global = true)]
     pub no_fencing: bool,
@@ -179,6 +186,7 @@ impl Global {
         let mut builder = builder
             .max_ttl(self.max_ttl)
             .quarantine(!self.no_quarantine)
+            .trust_first_sight(self.trust_first_sight)
             .fencing(!self.no_fencing)
             .notify(!self.no_notify)
             .fair(self.fair)
@@ -299,7 +307,8 @@ impl Global {
         waits: bool,
     ) -> Result<(Redlock, Retry, Option<crate::waiting::Notice>), Failure> {
         let (manager, up, replies) = self.connect_all().await?;
-        let notice = waits.then(|| crate::waiting::watch(&manager, &self.servers));
+        let notice = waits
+            .then(|| crate::waiting::watch(&manager, &self.servers, self.password_file.as_deref()));
         if up < manager.quorum() {
             tracing::debug!(up, "too few servers reachable; one attempt only");
             return Ok((manager, Retry::once(), notice));

@@ -78,8 +78,8 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         // Synchronous: redquorum-nodes manages processes with blocking calls, no runtime needed.
         Command::Nodes(args) => match args.mark() {
-            Some((urls, force, json)) => {
-                with_runtime(|rt| rt.block_on(mark::run(urls, force, json, global)))
+            Some((urls, vouch, json)) => {
+                with_runtime(|rt| rt.block_on(mark::run(urls, vouch, json, global)))
             }
             None => nodes::run(&args),
         },

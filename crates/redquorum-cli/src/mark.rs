@@ -1,14 +1,16 @@
-//! `redlock nodes mark [URL...] [--force]`: an operator vouches that servers lost nothing.
+//! `redlock nodes mark [URL...] [--brand-new] [--force]`: an operator vouches that servers lost
+//! nothing.
 //!
 //! The restart quarantine keeps a node out of the vote for up to `--max-ttl` when it may have
 //! lost data: one just started, or seen for the first time without a marker. An operator who
-//! knows better (the server is brand new, or known good) says so here: each server gets a marker
-//! that vouches at once for its current run, and clients trust it without waiting
-//! ([`redquorum::Redlock::mark_nodes`] has the rules and the argument). Servers are the URLs given, else
-//! the global `--servers`; either way with the password of `--password-file` or
-//! `$REDLOCK_PASSWORD` where a URL has none.
+//! knows better says so here: each server gets a marker that vouches at once for its current
+//! run, and clients trust it without waiting ([`redquorum::Redlock::mark_nodes`] has the rules
+//! and the argument). A server up for less than `--max-ttl` is marked only with `--brand-new`
+//! (a restarted one may have lost locks still held). Servers are the URLs given, else the global
+//! `--servers`; either way with the password of `--password-file` or `$REDLOCK_PASSWORD` where a
+//! URL has none.
 
-use redquorum::Mark;
+use redquorum::{Mark, Vouch};
 use serde::Serialize;
 
 use crate::exit::{Failure, NOT_HELD, OK, Outcome, UNAVAILABLE};
@@ -24,16 +26,16 @@ struct Marked<'a> {
 }
 
 /// Marks `urls` (or the global servers); exit 0 when every node carries a marker that vouches,
-/// 1 when one was refused (a replica, or a marker that records a loss), 69 when one could not
-/// be reached.
-pub async fn run(urls: &[String], force: bool, json: bool, global: &Global) -> Outcome {
+/// 1 when one was refused (each line says why and what overrides it), 69 when one could not be
+/// reached.
+pub async fn run(urls: &[String], vouch: Vouch, json: bool, global: &Global) -> Outcome {
     let servers = if urls.is_empty() {
         global.servers.clone()
     } else {
         urls.join(",")
     };
     let manager = global.manager_for(&servers)?;
-    let marks = manager.mark_nodes(force).await;
+    let marks = manager.mark_nodes(vouch).await;
     for (node, mark) in &marks {
         let line = if json {
             output::json(&Marked {
@@ -56,7 +58,7 @@ pub async fn run(urls: &[String], force: bool, json: bool, global: &Global) -> O
     if !marks.iter().all(|(_, m)| vouched(m)) {
         return Err(Failure::new(
             NOT_HELD,
-            "not every server was marked (see above); --force marks them anyway",
+            "not every server was marked (see above)",
         ));
     }
     Ok(OK)

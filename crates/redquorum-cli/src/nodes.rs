@@ -34,6 +34,7 @@ pub use local::launch_failure;
 use std::path::PathBuf;
 
 use crate::exit::{Failure, Outcome, USAGE};
+use redquorum::Vouch;
 
 #[cfg(feature = "tools")]
 const AFTER_HELP: &str = "\
@@ -60,11 +61,14 @@ installed, or (status) a recorded node is not running; 71 a file or process coul
 const MARK_HELP: &str = "\
 A node that may have lost data less than --max-ttl ago (one just started, or seen for the first
 time without a marker) does not vote until that time has passed: the restart quarantine. If you
-know a server lost nothing (it is brand new, or known good), mark it: it gets a marker that
-vouches for it at once (for its current run: a restart is judged again), and clients trust it
-without waiting; clients already waiting see it within a few seconds. A server whose marker a
-client wrote on first sight is marked the same way.
+know a server lost nothing, mark it: it gets a marker that vouches for it at once (for its
+current run: a restart is judged again), and clients trust it without waiting; clients already
+waiting see it within a few seconds. A server whose marker a client wrote on first sight is
+marked the same way.
 
+Refused unless --brand-new: a server started less than --max-ttl ago (by its uptime). It may have
+restarted without locks that are still held; say --brand-new only for a new server that never
+held a lock, never after a restart.
 Refused without --force: a replica (locks go to masters); a server whose marker records a data
 loss less than --max-ttl ago, or whose counters show one since it started (a flush, an eviction,
 a promotion); and a server without a marker among the given servers that carry one (new to the
@@ -74,7 +78,7 @@ not marked (each master carries its own marker).
 
 Examples:
   redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark
-  redlock nodes mark redis://127.0.0.1:6379
+  redlock nodes mark --brand-new redis://127.0.0.1:6379
 
 Exit status: 0 every server carries a marker that vouches for it; 1 one was refused (see its
 line); 69 one could not be reached.";
@@ -147,7 +151,12 @@ enum Action {
         /// The servers [default: the global --servers].
         #[arg(value_name = "URL")]
         urls: Vec<String>,
-        /// Mark a replica, or a server whose marker records a data loss, anyway.
+        /// The servers are new and never held a lock: mark them although they started less
+        /// than --max-ttl ago (never after a restart).
+        #[arg(long)]
+        brand_new: bool,
+        /// Mark whatever the evidence says: a replica, a server whose marker or counters record
+        /// a data loss, or one new to a marked group.
         #[arg(long)]
         force: bool,
         /// Print one JSON object per server instead.
@@ -227,10 +236,23 @@ fn not_in_this_build(words: &[String]) -> Failure {
 }
 
 impl Args {
-    /// `mark`'s servers, force and json flags, when the action is `mark`.
-    pub fn mark(&self) -> Option<(&[String], bool, bool)> {
+    /// `mark`'s servers, what the operator vouches and the json flag, when the action is
+    /// `mark`.
+    pub fn mark(&self) -> Option<(&[String], Vouch, bool)> {
         match &self.action {
-            Action::Mark { urls, force, json } => Some((urls, *force, *json)),
+            Action::Mark {
+                urls,
+                brand_new,
+                force,
+                json,
+            } => {
+                let vouch = match (force, brand_new) {
+                    (true, _) => Vouch::Forced,
+                    (false, true) => Vouch::BrandNew,
+                    (false, false) => Vouch::Checked,
+                };
+                Some((urls, vouch, *json))
+            }
             _ => None,
         }
     }

@@ -16,6 +16,7 @@
 //! second.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,10 +39,11 @@ impl Drop for Notice {
 }
 
 /// Starts watching `manager`'s nodes for an acquisition; `servers` is the server list as
-/// given, for the hint (left out when it carries credentials).
-pub fn watch(manager: &Redlock, servers: &str) -> Notice {
+/// given and `password_file` the global option, for the hint (the list is left out when it
+/// carries credentials).
+pub fn watch(manager: &Redlock, servers: &str, password_file: Option<&Path>) -> Notice {
     let manager = manager.clone();
-    let hint = mark_hint(servers);
+    let command = mark_command(servers, password_file);
     let task = tokio::spawn(async move {
         let mut told = false;
         let mut bar: Option<Bar> = None;
@@ -61,15 +63,7 @@ pub fn watch(manager: &Redlock, servers: &str) -> Notice {
                         "redlock: waiting for {}",
                         describe(&quarantined, manager.quorum())
                     );
-                    // Only for nodes that may simply be new: vouching for one that lost data
-                    // (restarted, flushed, promoted) is how a lock is given twice.
-                    let new = quarantined.iter().all(|(_, q)| {
-                        matches!(
-                            q.reason,
-                            QuarantineReason::Started | QuarantineReason::FirstSeenWithoutMarker
-                        )
-                    });
-                    if new {
+                    if let Some(hint) = mark_hint(&quarantined, &command) {
                         eprintln!("redlock: {hint}");
                     }
                     bar = Bar::new();
@@ -104,17 +98,50 @@ fn describe(quarantined: &[(String, redquorum::Quarantine)], quorum: usize) -> S
     )
 }
 
-/// How to skip the wait: `redlock nodes mark`, with the servers when they carry no password.
-fn mark_hint(servers: &str) -> String {
-    let command = if servers.contains('@') {
-        "redlock nodes mark (with the same --servers)".to_owned()
+/// `redlock nodes mark` for these servers: with the list when it carries no password, and the
+/// password file when one was given.
+fn mark_command(servers: &str, password_file: Option<&Path>) -> String {
+    if servers.contains('@') {
+        return "redlock nodes mark (with the same --servers)".to_owned();
+    }
+    match password_file {
+        Some(file) => format!(
+            "redlock --servers {servers} --password-file {} nodes mark",
+            file.display()
+        ),
+        None => format!("redlock --servers {servers} nodes mark"),
+    }
+}
+
+/// How to skip the wait, only where the nodes may simply be new: each was first seen without a
+/// marker, or started a moment ago. Vouching for one that lost data under our eyes (its
+/// `run_id` changed, its marker went, it was promoted) is how a lock is given twice, so there is
+/// no hint for those; and for a server up for less than `--max-ttl` the hint is `--brand-new`,
+/// with what that means, since a restart looks the same.
+fn mark_hint(quarantined: &[(String, redquorum::Quarantine)], command: &str) -> Option<String> {
+    let new = quarantined.iter().all(|(_, q)| {
+        matches!(
+            q.reason,
+            QuarantineReason::Started | QuarantineReason::FirstSeenWithoutMarker
+        )
+    });
+    if !new {
+        return None;
+    }
+    let just_started =
+        |q: &redquorum::Quarantine| q.up.is_some() || q.reason == QuarantineReason::Started;
+    Some(if quarantined.iter().any(|(_, q)| just_started(q)) {
+        format!(
+            "if these servers are new and never held a lock, skip the wait with: {command} \
+             --brand-new (not after a restart: a restarted server may have lost locks still held)"
+        )
     } else {
-        format!("redlock --servers {servers} nodes mark")
-    };
-    format!(
-        "if you know these servers lost nothing (brand new, or known good), skip the wait with: \
-         {command}"
-    )
+        format!(
+            "if no lock was taken on these servers in the last --max-ttl before they lost their \
+             marker (they are new, or nothing restarted or flushed them), skip the wait with: \
+             {command}"
+        )
+    })
 }
 
 /// The countdown line, in a terminal only.
@@ -173,16 +200,55 @@ mod tests {
     }
 
     #[test]
-    fn the_hint_never_repeats_a_password() {
-        let hint = mark_hint("redis://u:secret@10.0.0.1:6379");
-        assert!(!hint.contains("secret"), "{hint}");
-        assert!(hint.contains("redlock nodes mark"), "{hint}");
-        let plain = mark_hint("redis://10.0.0.1:6379,redis://10.0.0.2:6379");
+    fn the_hint_never_repeats_a_password_and_names_the_password_file() {
+        let command = mark_command("redis://u:secret@10.0.0.1:6379", None);
+        assert!(!command.contains("secret"), "{command}");
+        assert!(command.contains("redlock nodes mark"), "{command}");
+        let plain = mark_command("redis://10.0.0.1:6379,redis://10.0.0.2:6379", None);
+        assert_eq!(
+            plain,
+            "redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark"
+        );
+        let filed = mark_command("redis://10.0.0.1:6379", Some(Path::new("/run/pw")));
+        assert_eq!(
+            filed,
+            "redlock --servers redis://10.0.0.1:6379 --password-file /run/pw nodes mark"
+        );
+    }
+
+    #[test]
+    fn a_restart_gets_no_hint_and_a_server_just_started_only_the_brand_new_one() {
+        let node = |reason, up: Option<u64>| {
+            let mut q = Quarantine::new(Duration::from_secs(50), reason);
+            q.up = up.map(Duration::from_secs);
+            vec![("127.0.0.1:7001".to_owned(), q)]
+        };
+        for reason in [
+            QuarantineReason::Restarted,
+            QuarantineReason::LostMarker,
+            QuarantineReason::Promoted,
+        ] {
+            assert_eq!(mark_hint(&node(reason, Some(3)), "mark"), None, "{reason}");
+        }
+        for reason in [
+            QuarantineReason::Started,
+            QuarantineReason::FirstSeenWithoutMarker,
+        ] {
+            let just_started = mark_hint(&node(reason, Some(3)), "mark").unwrap_or_default();
+            assert!(just_started.contains("mark --brand-new"), "{just_started}");
+            assert!(
+                just_started.contains("not after a restart"),
+                "{just_started}"
+            );
+        }
+        let long_running = mark_hint(
+            &node(QuarantineReason::FirstSeenWithoutMarker, None),
+            "mark",
+        )
+        .unwrap_or_default();
         assert!(
-            plain.ends_with(
-                "redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark"
-            ),
-            "{plain}"
+            long_running.ends_with("skip the wait with: mark"),
+            "{long_running}"
         );
     }
 }

@@ -78,7 +78,7 @@ fn a_password_file_and_redlock_password_authenticate_every_command() {
     };
     with_env(&["release", "r", &value]).expect_code(0);
     with_env(&["run", "r", "--no-wait", "--", "true"]).expect_code(0);
-    let out = with_env(&["nodes", "mark", &servers]);
+    let out = with_env(&["nodes", "mark", "--brand-new", &servers]);
     out.expect_code(0);
     never_shown(&out, &[PASSWORD, ENCODED]);
     // --password-file wins over the environment.

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use redquorum::{Error, Lock, Locked, Redlock, Retry};
+use redquorum::{Error, Lock, Locked, Redlock, Retry, Vouch};
 
 use crate::errors::{self, OrRaise};
 use crate::held::{Acquired, Held};
@@ -160,7 +160,7 @@ impl Manager {
     #[pyo3(signature = (
         servers_, *, node_timeout=None, connect_timeout=None, drift_factor=None,
         retry_attempts=None, retry_delay=None, retry_max_wait=None, max_ttl=None, lock_delay=None,
-        quarantine=None, trust_durable_nodes=None, fencing=None, fence_retention=None,
+        quarantine=None, trust_durable_nodes=None, trust_first_sight=None, fencing=None, fence_retention=None,
         notify=None, fair=None, wait_for_replicas=None, tls_root_certificates=None
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -176,6 +176,7 @@ impl Manager {
         lock_delay: Option<&Bound<'_, PyAny>>,
         quarantine: Option<bool>,
         trust_durable_nodes: Option<bool>,
+        trust_first_sight: Option<bool>,
         fencing: Option<bool>,
         fence_retention: Option<&Bound<'_, PyAny>>,
         notify: Option<bool>,
@@ -204,6 +205,7 @@ impl Manager {
             lock_delay: maybe_seconds("lock_delay", lock_delay)?,
             quarantine,
             trust_durable_nodes,
+            trust_first_sight,
             fencing,
             fence_retention: maybe_seconds("fence_retention", fence_retention)?,
             notify,
@@ -321,12 +323,22 @@ impl Manager {
         owner.wait(py, "Redlock.settle", async move { redlock.settle().await })
     }
 
-    /// Vouches for fresh nodes; returns (node, marked, what happened).
-    #[pyo3(signature = (force=false))]
-    fn mark_nodes(&self, py: Python<'_>, force: bool) -> PyResult<Vec<(String, bool, String)>> {
+    /// Vouches for nodes as an operator; returns (node, marked, what happened).
+    #[pyo3(signature = (force=false, brand_new=false))]
+    fn mark_nodes(
+        &self,
+        py: Python<'_>,
+        force: bool,
+        brand_new: bool,
+    ) -> PyResult<Vec<(String, bool, String)>> {
+        let vouch = match (force, brand_new) {
+            (true, _) => Vouch::Forced,
+            (false, true) => Vouch::BrandNew,
+            (false, false) => Vouch::Checked,
+        };
         let (owner, redlock) = self.here()?;
         let marks = owner.wait(py, "Redlock.mark_nodes", async move {
-            redlock.mark_nodes(force).await
+            redlock.mark_nodes(vouch).await
         })?;
         Ok(marks
             .into_iter()

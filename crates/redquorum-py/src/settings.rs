@@ -94,6 +94,7 @@ pub(crate) struct Settings {
     pub(crate) lock_delay: Option<Duration>,
     pub(crate) quarantine: Option<bool>,
     pub(crate) trust_durable_nodes: Option<bool>,
+    pub(crate) trust_first_sight: Option<bool>,
     pub(crate) fencing: Option<bool>,
     pub(crate) fence_retention: Option<Duration>,
     pub(crate) notify: Option<bool>,
@@ -140,6 +141,9 @@ impl Settings {
         }
         if let Some(v) = self.trust_durable_nodes {
             b = b.trust_durable_nodes(v);
+        }
+        if let Some(v) = self.trust_first_sight {
+            b = b.trust_first_sight(v);
         }
         if let Some(v) = self.fencing {
             b = b.fencing(v);

@@ -36,6 +36,7 @@ pub struct Builder {
     lock_delay: Duration,
     quarantine: bool,
     trust_durable_nodes: bool,
+    trust_first_sight: bool,
     marker_names_history: bool,
     release_ignores_delay: bool,
     fencing: bool,
@@ -59,6 +60,7 @@ impl Builder {
             lock_delay: Duration::ZERO,
             quarantine: true,
             trust_durable_nodes: true,
+            trust_first_sight: false,
             marker_names_history: true,
             release_ignores_delay: false,
             fencing: true,
@@ -152,6 +154,20 @@ impl Builder {
     /// restart (default `true`). A node where `CONFIG` is not allowed is never taken as durable.
     pub fn trust_durable_nodes(mut self, on: bool) -> Self {
         self.trust_durable_nodes = on;
+        self
+    }
+
+    /// Whether a group of servers seen for the first time without markers is trusted at once
+    /// when every one of them shows, by its own `INFO`, that it has been a clean master for
+    /// longer than `max_ttl` (default `false`: such servers wait out the quarantine once, or an
+    /// operator marks them). Turn it on only where no server's clock can step forward after the
+    /// server starts: Redis's uptime is a wall-clock difference, so a server that restarted
+    /// empty a moment ago on a host whose clock then stepped forward (started before time
+    /// sync, a VM restored from a snapshot) looks long-running, and is trusted while a lock it
+    /// held is still valid elsewhere (`docs/guarantees.md`'s *First use and the restart
+    /// quarantine*; the rule is in `first_sight.rs`).
+    pub fn trust_first_sight(mut self, on: bool) -> Self {
+        self.trust_first_sight = on;
         self
     }
 
@@ -295,6 +311,7 @@ impl Builder {
             check_certificates(pem)?;
         }
         let settings = Settings {
+            first_sight: self.trust_first_sight,
             servers: self.servers,
             tls_root_certificates: self.tls_root_certificates,
             trust: TrustPolicy {

@@ -62,7 +62,6 @@ pub struct Leader {
     pub ttl: Duration,
 }
 
-
 /// Checks a candidate's identity.
 fn check_identity(identity: &str) -> Result<(), ConfigError> {
     if identity.len() > MAX_IDENTITY {

@@ -164,6 +164,9 @@ pub(crate) struct Settings {
     pub(crate) servers: Vec<String>,
     pub(crate) tls_root_certificates: Option<Vec<u8>>,
     pub(crate) trust: TrustPolicy,
+    /// Whether a group seen without markers may be trusted on first sight
+    /// ([`Builder::trust_first_sight`](crate::Builder::trust_first_sight)).
+    pub(crate) first_sight: bool,
     pub(crate) rules: Rules,
 }
 
@@ -403,8 +406,9 @@ impl Engine {
             nodes.push(node);
         }
         let plain: Option<Vec<&Server>> = nodes.iter().map(Node::plain_server).collect();
-        if let (true, Some(servers)) = (settings.trust.enabled, plain) {
-            // `first_sight` invariant 5: only a group of plain servers, with the quarantine on.
+        if let (true, true, Some(servers)) = (settings.trust.enabled, settings.first_sight, plain) {
+            // `first_sight` invariants 5 and 7: only a group of plain servers, with the
+            // quarantine on, and only where the deployment says uptimes cannot lie.
             let group = Arc::new(FirstSight::new(
                 servers
                     .iter()
@@ -572,10 +576,7 @@ impl Engine {
                 self.rules.drift_factor,
             ),
             // `value` invariant 1: the holder's bound, whatever ours.
-            Deadline::Unknown => self
-                .rules
-                .value_bound_ms()
-                .max(value::carried_bound(value)),
+            Deadline::Unknown => self.rules.value_bound_ms().max(value::carried_bound(value)),
         };
         let release = Request::Release {
             leave,

@@ -58,6 +58,17 @@
 //!    addresses) and when it was made, and for a manager of any other group it vouches only
 //!    `max_ttl` after that, as a first-sight marker would (`marker` invariant 4). Clients that
 //!    list the same servers under other addresses are another group: they wait once.
+//! 7. **Only on the deployment's word that uptimes do not lie** (opt-in,
+//!    [`Builder::trust_first_sight`](crate::Builder::trust_first_sight)). Redis reports its
+//!    uptime as the difference of two wall-clock readings, and nothing in `INFO` is monotonic
+//!    (CPU time and event counts grow with load as well as age, so neither bounds it from
+//!    below). A server that restarted empty a moment ago on a host whose clock stepped forward
+//!    afterwards (started before time sync, a VM restored from a snapshot) reports the step as
+//!    uptime, and with no marker and clean counters is indistinguishable from a long-running
+//!    server no client of ours used. So by default a node seen without a marker waits out the
+//!    quarantine, timed by the client's own monotonic clock, or an operator marks it; the rule
+//!    above runs only where the deployment says no server's clock steps forward after the
+//!    server starts.
 
 use std::time::Duration;
 

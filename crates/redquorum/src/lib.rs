@@ -204,7 +204,7 @@ pub use error::{ConfigError, Error, Limit, LossReason, RoundFailure};
 pub use hold::{Guard, HoldOptions};
 pub use lock::{Lock, LockInfo};
 pub use manager::Redlock;
-pub use mark::Mark;
+pub use mark::{Mark, Vouch};
 pub use marker::MarkerState;
 pub use quarantine::{MARKER_KEY, Quarantine, QuarantineReason, cluster_marker};
 pub use reply::{NodeReply, Reply};

@@ -830,4 +830,3 @@ impl Redlock {
         }
     }
 }
-

@@ -11,7 +11,7 @@ use redis::aio::MultiplexedConnection;
 use crate::Redlock;
 use crate::connect::connect_once;
 use crate::first_sight::dropped_data;
-use crate::quarantine::info_field;
+use crate::quarantine::{UPTIME_SLACK, info_field};
 use crate::reply::NodeError;
 use crate::vouch::rewrite;
 
@@ -32,6 +32,14 @@ pub enum Mark {
     HasMarker {
         /// Whether that marker already vouches for the node.
         vouches: bool,
+    },
+    /// Not marked: the server started less than `max_ttl` ago (`uptime`), so it may have
+    /// restarted without locks that other clients still count on. [`Vouch::BrandNew`] marks it,
+    /// on the operator's word that it is a new server that never held a lock; so does
+    /// [`Vouch::Forced`].
+    RecentlyStarted {
+        /// How long the server has been up.
+        uptime: Duration,
     },
     /// Not marked: the server is a replica, not a master (`force` marks it anyway).
     Replica,
@@ -70,6 +78,15 @@ impl std::fmt::Display for Mark {
                 "not marked: its marker records a data loss less than max_ttl ago; \
                  --force if you know it lost nothing"
             }
+            Mark::RecentlyStarted { uptime } => {
+                return write!(
+                    f,
+                    "not marked: it started {} s ago, less than max_ttl, so it may have \
+                     restarted without locks that are still held; --brand-new if it is a new \
+                     server that never held a lock, else wait until it has been up for max_ttl",
+                    uptime.as_secs()
+                );
+            }
             Mark::Replica => "not marked: it is a replica; locks go to masters (--force to mark it anyway)",
             Mark::DroppedData(why) => {
                 return write!(
@@ -88,25 +105,47 @@ impl std::fmt::Display for Mark {
     }
 }
 
+/// What an operator's mark ([`Redlock::mark_nodes`]) says about the servers, and so which
+/// evidence against them it overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Vouch {
+    /// The servers lost nothing: marked unless the evidence says otherwise (a start less than
+    /// `max_ttl` ago, a replica, dropped data, a marker that records a loss, new to a marked
+    /// group).
+    Checked,
+    /// Also: they are new servers that never held a lock, so a recent start is no reason to
+    /// refuse (a restart is: it may have dropped locks still held). Every other evidence still
+    /// refuses.
+    BrandNew,
+    /// Marked whatever the evidence says (`--force`).
+    Forced,
+}
+
 impl Redlock {
-    /// Vouches, as an operator, that every node of this manager lost nothing (brand-new, or
-    /// known good): each gets a marker that vouches at once for its current run, so clients
-    /// trust it without waiting out the restart quarantine (`redlock nodes mark`). A node that
-    /// is a replica, or whose marker already vouches or records a loss, is left alone unless
-    /// `force`. A first-sight marker still pending (a client saw the node without one) is
-    /// vouched for under the same id, so clients already waiting trust it at their next health
-    /// check (within 2 s).
+    /// Vouches, as an operator, that every node of this manager lost nothing: each gets a
+    /// marker that vouches at once for its current run, so clients trust it without waiting out
+    /// the restart quarantine (`redlock nodes mark`). What is refused, and what overrides it, is
+    /// [`Vouch`]'s: a node that started less than `max_ttl` ago only as [`Vouch::BrandNew`]
+    /// (its uptime is the one evidence that it did not restart empty while a lock was held);
+    /// a replica, dropped data, a marker that records a loss or a node new to a marked group only
+    /// as [`Vouch::Forced`]. A marker that already vouches is left as it is. A first-sight
+    /// marker still pending (a client saw the node without one) is vouched for under the same
+    /// id, so clients already waiting trust it at their next health check (within 2 s).
     ///
     /// Vouching for a server that did lose data less than `max_ttl` ago (flushed, restarted
     /// without persistence) lets a lock be granted twice: this is the operator's word against the
-    /// evidence.
+    /// evidence. The uptime is the server's own, a wall-clock difference: on a host whose clock
+    /// stepped forward since the server started it overstates (`docs/guarantees.md`).
     ///
     /// Returns each node's address (without credentials) and what was done there.
     ///
     /// # Cancel safety
     /// Each node's marker is written by one script call: dropping the future leaves every node
     /// either marked or as it was.
-    pub async fn mark_nodes(&self, force: bool) -> Vec<(String, Mark)> {
+    pub async fn mark_nodes(&self, vouch: Vouch) -> Vec<(String, Mark)> {
+        let force = vouch == Vouch::Forced;
+        let max_ttl = self.engine().rules.max_ttl;
         let timeout = self.engine().rules.connect_timeout;
         let nodes = &self.engine().nodes;
         // A node without a marker in a group whose other nodes carry one is new to the group:
@@ -124,10 +163,17 @@ impl Redlock {
         join_all(nodes.iter().zip(peeked).map(|(node, peeked)| async move {
             let mark = match peeked {
                 Err(mark) => mark,
+                // Told before the evidence against the server: a marker that vouches already
+                // needs nothing (the script checks again, atomically).
+                Ok((_, found)) if !force && (found == "vouched" || found == "other") => {
+                    Mark::HasMarker {
+                        vouches: found == "vouched",
+                    }
+                }
                 Ok((_, found)) if group_marked && !force && (found == "none" || found == "new") => {
                     Mark::NewToGroup
                 }
-                Ok((conn, _)) => self::mark(conn, force).await,
+                Ok((conn, _)) => self::mark(conn, vouch, max_ttl).await,
             };
             (node.label().to_owned(), mark)
         }))
@@ -152,10 +198,9 @@ async fn peek(
 }
 
 /// Vouches for one server as an operator: a marker that vouches at once for its current run
-/// (`marker` invariant 3), unless it is a replica, its counters show a data loss since it
-/// started, or it already has a marker (other than a pending first-sight one), where only
-/// `force` writes.
-async fn mark(mut conn: MultiplexedConnection, force: bool) -> Mark {
+/// (`marker` invariant 3), unless the evidence refuses it ([`Vouch`]).
+async fn mark(mut conn: MultiplexedConnection, vouch: Vouch, max_ttl: Duration) -> Mark {
+    let force = vouch == Vouch::Forced;
     let failed = |e: &redis::RedisError| Mark::Failed(NodeError::from_redis(e).reply().to_string());
     let info: String = match redis::cmd("INFO").arg("all").query_async(&mut conn).await {
         Ok(info) => info,
@@ -169,6 +214,14 @@ async fn mark(mut conn: MultiplexedConnection, force: bool) -> Mark {
     }
     if let (Some(why), false) = (dropped_data(&info), force) {
         return Mark::DroppedData(why);
+    }
+    if vouch == Vouch::Checked {
+        // As the quarantine judges a start (its invariant 1), with the same slack.
+        let uptime = info_field(&info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
+        let uptime = Duration::from_secs(uptime.unwrap_or(0));
+        if uptime.saturating_sub(UPTIME_SLACK) < max_ttl {
+            return Mark::RecentlyStarted { uptime };
+        }
     }
     let run_id = info_field(&info, "run_id").unwrap_or_default();
     let fresh = format!("{:016x}", crate::fresh::u64());

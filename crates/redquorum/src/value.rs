@@ -62,7 +62,9 @@ fn parts(value: &str) -> Option<(&str, Option<u64>, &str)> {
     let Some(tagged) = rest.strip_prefix('-') else {
         return Some((random, None, rest));
     };
-    let digits = tagged.find(|c: char| !c.is_ascii_digit()).unwrap_or(tagged.len());
+    let digits = tagged
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(tagged.len());
     let bound = tagged[..digits].parse().ok()?;
     Some((random, Some(bound), &tagged[digits..]))
 }

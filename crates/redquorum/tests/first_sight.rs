@@ -9,7 +9,7 @@ use common::{marker_on, unmarked};
 
 use std::time::{Duration, Instant};
 
-use redquorum::{Cause, Error, Mark, MarkerState, QuarantineReason, Redlock, Reply, Retry};
+use redquorum::{Cause, Error, Mark, MarkerState, QuarantineReason, Redlock, Reply, Retry, Vouch};
 use redquorum_nodes::{Cluster, RedisNode};
 
 const MAX_TTL: Duration = Duration::from_secs(3);
@@ -23,6 +23,7 @@ fn client(urls: Vec<String>) -> Redlock {
         .node_timeout(common::PATIENT_NODE_TIMEOUT)
         .max_ttl(MAX_TTL)
         .fence_retention(MAX_TTL * 2)
+        .trust_first_sight(true)
         .build()
         .unwrap()
 }
@@ -253,7 +254,15 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
         }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let marks = waiter.mark_nodes(false).await;
+    // Just started: the operator must say they are brand new (a restart looks the same).
+    let refused = waiter.mark_nodes(Vouch::Checked).await;
+    assert!(
+        refused
+            .iter()
+            .all(|(_, m)| matches!(m, Mark::RecentlyStarted { .. }) && !m.is_marked()),
+        "{refused:?}"
+    );
+    let marks = waiter.mark_nodes(Vouch::BrandNew).await;
     assert!(
         marks
             .iter()
@@ -271,7 +280,7 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
         "within its health rechecks, not the 60 s quarantine: {waited:?}"
     );
     // Marked again: nothing to do; a marker that records a loss is refused without force.
-    let again = waiter.mark_nodes(false).await;
+    let again = waiter.mark_nodes(Vouch::Checked).await;
     assert!(
         again
             .iter()
@@ -282,13 +291,13 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
         .node(0)
         .cli(&["SET", "redlock-node-marker", "lost:99999999999999"])
         .unwrap();
-    let refused = waiter.mark_nodes(false).await;
+    let refused = waiter.mark_nodes(Vouch::Checked).await;
     assert_eq!(
         refused[0].1,
         Mark::HasMarker { vouches: false },
         "{refused:?}"
     );
-    let forced = waiter.mark_nodes(true).await;
+    let forced = waiter.mark_nodes(Vouch::Forced).await;
     assert_eq!(forced[0].1, Mark::Overwritten, "{forced:?}");
     // A plain marker whose time has come (a launcher writes `…:0`) vouches already: nothing to
     // do, not "a loss".
@@ -296,7 +305,7 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
         .node(0)
         .cli(&["SET", "redlock-node-marker", "fresh-by-a-launcher:0"])
         .unwrap();
-    let launched = waiter.mark_nodes(false).await;
+    let launched = waiter.mark_nodes(Vouch::Checked).await;
     assert_eq!(
         launched[0].1,
         Mark::HasMarker { vouches: true },
@@ -311,7 +320,7 @@ async fn a_replica_is_not_marked_without_force() {
     replica
         .cli(&["REPLICAOF", "127.0.0.1", &master.port().to_string()])
         .unwrap();
-    let marks = client(vec![replica.url()]).mark_nodes(false).await;
+    let marks = client(vec![replica.url()]).mark_nodes(Vouch::Checked).await;
     assert_eq!(marks[0].1, Mark::Replica, "{marks:?}");
     assert!(!marks[0].1.is_marked());
 }

@@ -9,8 +9,8 @@ use common::{marker_on, unmarked};
 
 use std::time::{Duration, Instant};
 
-use redquorum::{Lock, Redlock, Retry};
-use redquorum_nodes::{Cluster, RedisNode};
+use redquorum::{Lock, Mark, Redlock, Retry, Vouch};
+use redquorum_nodes::{Cluster, NodeSpec, RedisNode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -22,11 +22,13 @@ const UNTIL_LONG_RUNNING: Duration = Duration::from_millis(3000 + 1000 + 500);
 
 const MARKER: &str = "redlock-node-marker";
 
+/// A client that trusts a group on first sight, whose rule these tests attack.
 fn client(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls)
         .node_timeout(common::PATIENT_NODE_TIMEOUT)
         .max_ttl(MAX_TTL)
         .fence_retention(MAX_TTL * 2)
+        .trust_first_sight(true)
         .build()
         .unwrap()
 }
@@ -272,7 +274,108 @@ async fn on_redis_6_a_flush_hidden_by_config_resetstat_is_not_taken_for_clean() 
     );
 }
 
-/// **Hole (operator path): `mark_nodes(false)` vouches for a node that was just flushed, when the
+/// **Review schedule 3: a server's uptime may lie.** Redis reports its uptime as a wall-clock
+/// difference, so a server that restarted empty a moment ago, on a host whose clock then stepped
+/// forward (started before time sync, a VM restored from a snapshot), shows an uptime longer than
+/// `max_ttl`, no marker, and clean counters: to a client, exactly what a long-running server that
+/// no client of ours ever used shows. Here a different long-running server put behind the
+/// address stands for it (libfaketime aside, no test can step a server's clock; the client sees
+/// the same `INFO`). By default a server seen without a marker waits out the quarantine, timed by
+/// the client's own monotonic clock; first-sight trust, which rests on that uptime, is an opt-in
+/// for deployments whose clocks cannot step ([`Builder::trust_first_sight`]).
+///
+/// Schedule (N = 1, marked): A holds `res`; the server is replaced by one that looks
+/// long-running and shows no marker; B, a new process, asks for `res`.
+///
+/// [`Builder::trust_first_sight`]: redquorum::Builder::trust_first_sight
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_uptime_lies_is_not_trusted_on_first_sight_by_default() {
+    let mut node = RedisNode::start(NodeSpec::new()).unwrap();
+    let stand_in = RedisNode::start(unmarked()).unwrap();
+    tokio::time::sleep(UNTIL_LONG_RUNNING).await;
+    let a = client(vec![node.url()]);
+    let a_lock = a
+        .try_acquire("res", MAX_TTL)
+        .await
+        .expect("setup: A holds res");
+    let port = node.port().to_string();
+    node.kill().unwrap();
+    stand_in.cli(&["CONFIG", "SET", "port", &port]).unwrap();
+
+    let by_default = Redlock::builder([node.url()])
+        .node_timeout(common::PATIENT_NODE_TIMEOUT)
+        .max_ttl(MAX_TTL)
+        .build()
+        .unwrap();
+    let b_lock = by_default.try_acquire("res", MAX_TTL).await;
+    let b_at = Instant::now();
+    assert_exclusive(&a_lock, &b_lock, b_at, "restarted empty, uptime overstated");
+    let quarantined = by_default.quarantined_nodes();
+    assert!(
+        quarantined
+            .iter()
+            .all(|(_, q)| q.reason == redquorum::QuarantineReason::FirstSeenWithoutMarker)
+            && quarantined.len() == 1,
+        "waits out the quarantine as first seen without a marker: {quarantined:?}"
+    );
+
+    // Opted in, the same evidence is trusted at once: the hazard the opt-in's rule excludes.
+    let trusting = client(vec![node.url()]);
+    let trusted = trusting.try_acquire("res", MAX_TTL).await;
+    assert!(
+        trusted.is_ok(),
+        "first-sight trust rests on the uptime alone: {trusted:?}"
+    );
+    drop(a_lock);
+}
+
+/// **Review schedule 2: an unforced mark vouches for a server that restarted empty a moment
+/// ago.** Marked one URL at a time, the "new to the group" refusal sees a group of one; and a
+/// whole group restarted at once shows no marker anywhere. The server's uptime is the evidence:
+/// a mark of a server up for less than `max_ttl` needs the operator's word that it is brand new
+/// (`Vouch::BrandNew`), which a restarted server is not.
+///
+/// Schedule (N = 3, marked): A holds `res`; n0 and n1 restart without their data; the operator
+/// marks each by its own URL, unforced; B, a new process, takes `res` on n0 and n1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unforced_mark_refuses_a_server_that_just_restarted_empty() {
+    let mut nodes = Cluster::start(3, NodeSpec::new()).unwrap();
+    tokio::time::sleep(UNTIL_LONG_RUNNING).await;
+    let a = client(nodes.urls());
+    let a_lock = a
+        .try_acquire("res", MAX_TTL)
+        .await
+        .expect("setup: A holds res");
+    let mut marks = Vec::new();
+    for i in [0, 1] {
+        nodes.node(i).restart_empty().unwrap();
+        let one = client(vec![nodes.node(i).url()]);
+        marks.extend(one.mark_nodes(Vouch::Checked).await);
+    }
+    let b = client(nodes.urls());
+    let b_lock = b
+        .acquire_with(
+            "res",
+            MAX_TTL,
+            &Retry::forever().max_wait(Duration::from_secs(2)),
+        )
+        .await;
+    let b_at = Instant::now();
+    assert_exclusive(
+        &a_lock,
+        &b_lock,
+        b_at,
+        &format!("n0, n1 restarted empty, each marked alone: {marks:?}"),
+    );
+    assert!(
+        marks
+            .iter()
+            .all(|(_, m)| matches!(m, Mark::RecentlyStarted { .. })),
+        "a server up for less than max_ttl is marked only as brand new: {marks:?}"
+    );
+}
+
+/// **Hole (operator path): `mark_nodes(Vouch::Checked)` vouches for a node that was just flushed, when the
 /// client that found its marker missing happened to be a newcomer.** A loss seen by a client
 /// that knew the marker is written as a plain marker, which `mark` refuses without `force` ("a
 /// marker that records a recent loss"); the same loss seen first by a new process is written as
@@ -284,7 +387,7 @@ async fn on_redis_6_a_flush_hidden_by_config_resetstat_is_not_taken_for_clean() 
 ///
 /// Schedule (N = 3, long-running, never marked): A takes `res` on all three (vouched on first
 /// sight); n0 and n1 are flushed; client B (a new process) writes `new.` markers on them and
-/// waits ("first seen without a marker"); the operator runs `mark_nodes(false)`: n0 and n1 are
+/// waits ("first seen without a marker"); the operator runs `mark_nodes(Vouch::Checked)`: n0 and n1 are
 /// `Mark::Vouched`; B takes `res` on n0 and n1 while A's lock is valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unforced_mark_refuses_a_flushed_node_a_newcomer_saw_first() {
@@ -296,6 +399,7 @@ async fn an_unforced_mark_refuses_a_flushed_node_a_newcomer_saw_first() {
             .node_timeout(common::PATIENT_NODE_TIMEOUT)
             .max_ttl(max_ttl)
             .fence_retention(max_ttl * 2)
+            .trust_first_sight(true)
             .build()
             .unwrap()
     };
@@ -325,7 +429,7 @@ async fn an_unforced_mark_refuses_a_flushed_node_a_newcomer_saw_first() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let why = b.quarantined_nodes();
-    let marks = client(nodes.urls()).mark_nodes(false).await;
+    let marks = client(nodes.urls()).mark_nodes(Vouch::Checked).await;
     eprintln!("B waits for {why:?}; marks: {marks:?}");
     let (b_lock, b_at) = waiting.await.unwrap();
     eprintln!(
@@ -337,7 +441,9 @@ async fn an_unforced_mark_refuses_a_flushed_node_a_newcomer_saw_first() {
         &a_lock,
         &b_lock,
         b_at,
-        &format!("n0, n1 flushed, re-marked by a newcomer, then mark_nodes(false): {marks:?}"),
+        &format!(
+            "n0, n1 flushed, re-marked by a newcomer, then mark_nodes(Vouch::Checked): {marks:?}"
+        ),
     );
 }
 
