@@ -82,6 +82,7 @@ use futures_util::future::join_all;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::aliases::RunIds;
 use crate::cause::Asked;
 use crate::deadlines::Alarm;
 use crate::defaults::RELEASE_PATIENCE;
@@ -404,6 +405,10 @@ impl Engine {
                 return Err(ConfigError::DuplicateServer(node.server_identity()));
             }
             nodes.push(node);
+        }
+        let run_ids = Arc::new(RunIds::default());
+        for node in &mut nodes {
+            node.share_run_ids(&run_ids); // `aliases` invariant 1
         }
         let plain: Option<Vec<&Server>> = nodes.iter().map(Node::plain_server).collect();
         if let (true, true, Some(servers)) = (settings.trust.enabled, settings.first_sight, plain) {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
+use crate::aliases::RunIds;
 use crate::marker::{MarkerValue, Tag};
 use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, marker_owner};
 use crate::reply::NodeError;
@@ -47,6 +48,7 @@ pub(crate) async fn check_health(
     memory: &Mutex<Memory>,
     marker: &MarkerKey,
     first_sight: Option<&Arc<FirstSight>>,
+    claim: Option<(&RunIds, &str)>,
 ) -> Result<Health, NodeError> {
     let config = read_config(conn).await;
     let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
@@ -133,6 +135,15 @@ pub(crate) async fn check_health(
     let durable = durable_config && replication.as_deref().is_some_and(never_promoted);
     let seen = Observation::from_info(&info, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
+    if let Some((run_ids, label)) = claim {
+        // `aliases` invariant 1: one server, one vote.
+        run_ids.claim(label, &seen.run_id).map_err(|other| {
+            NodeError::Server(format!(
+                "the same server as {other} (the same run_id): it would vote twice; list each \
+                 server once"
+            ))
+        })?;
+    }
     let now = Instant::now();
     let verdict = lock(memory).judge(trust, &seen, now);
     let quarantined_ms = verdict

@@ -138,6 +138,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod aliases;
 pub mod blocking;
 mod cause;
 mod config;

@@ -23,6 +23,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use redis::Value;
 
+use crate::aliases::RunIds;
 use crate::cause::Asked;
 use crate::fencing::{Advance, Proposal};
 use crate::marker::MarkerState;
@@ -301,6 +302,13 @@ impl Node {
         match &self.target {
             Target::Plain(server) => read(server),
             Target::Cluster(shards) => read(&*shards.owner_now(slot_of(key.as_bytes()))?),
+        }
+    }
+
+    /// Shares the manager's record of its servers' `run_id`s (a plain server only: `aliases`).
+    pub(crate) fn share_run_ids(&mut self, run_ids: &Arc<RunIds>) {
+        if let Target::Plain(server) = &mut self.target {
+            server.set_run_ids(Arc::clone(run_ids));
         }
     }
 

@@ -90,6 +90,7 @@ use futures_util::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 
+use crate::aliases::RunIds;
 use crate::error::{ConfigError, redact_url, secrets_in};
 use crate::fencing::ClockEstimate;
 use crate::health::{Health, MarkerKey, check_health};
@@ -287,6 +288,8 @@ pub(crate) struct Server {
     /// The manager's first-sight protocol, for a plain server of a manager whose nodes are all
     /// plain servers (`first_sight` invariant 5).
     first_sight: Option<Arc<FirstSight>>,
+    /// The `run_id`s the manager's plain servers showed (`aliases` invariant 1).
+    run_ids: Option<Arc<RunIds>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -346,12 +349,18 @@ impl Server {
             generations: AtomicU64::new(0),
             cluster: None,
             first_sight: None,
+            run_ids: None,
         })
     }
 
     /// Joins the manager's first-sight protocol.
     pub(crate) fn set_first_sight(&mut self, group: Arc<FirstSight>) {
         self.first_sight = Some(group);
+    }
+
+    /// Shares the manager's record of its servers' `run_id`s (`aliases` invariant 1).
+    pub(crate) fn set_run_ids(&mut self, run_ids: Arc<RunIds>) {
+        self.run_ids = Some(run_ids);
     }
 
     /// The client this server connects with (credentials and TLS included).
@@ -463,6 +472,7 @@ impl Server {
         let epoch = self.epoch;
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
+        let claim = self.run_ids.clone().map(|ids| (ids, self.label.clone()));
         async move {
             let attempt = async {
                 let config = AsyncConnectionConfig::new()
@@ -486,6 +496,7 @@ impl Server {
                     &memory,
                     &marker,
                     first_sight.as_ref(),
+                    claim.as_ref().map(|(ids, label)| (&**ids, label.as_str())),
                 )
                 .await?;
                 Ok(Arc::new(Live::new(
@@ -517,9 +528,18 @@ impl Server {
         let timeout = self.settings.connect_timeout;
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
+        let claim = self.run_ids.clone().map(|ids| (ids, self.label.clone()));
         tokio::spawn(async move {
             let mut conn = live.conn.clone();
-            let check = check_health(&mut conn, &trust, &memory, &marker, first_sight.as_ref());
+            let claim = claim.as_ref().map(|(ids, label)| (&**ids, label.as_str()));
+            let check = check_health(
+                &mut conn,
+                &trust,
+                &memory,
+                &marker,
+                first_sight.as_ref(),
+                claim,
+            );
             match tokio::time::timeout(timeout, check).await {
                 Ok(Ok(health)) => live.set_health(&health, &memory),
                 // A server that cannot be checked is not trusted on this connection any more:

@@ -469,3 +469,44 @@ async fn a_hand_written_marker_cannot_make_a_replaced_server_pass_for_the_old_on
         .expect_err("the replaced servers do not vote");
     assert_eq!(quarantined_in(&err), 2, "{err}");
 }
+
+/// Item: two URLs of one manager that reach the same server (`127.0.0.1` and `localhost`: the
+/// written-duplicate check cannot see it) would let that server vote twice: with three URLs for
+/// two servers, it alone would make the majority. The second URL to show the server's `run_id`
+/// fails its health check, naming the first, and the lock needs the other server too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_listed_twice_under_two_names_votes_once() {
+    let mut cluster = cluster(2);
+    let port = cluster.node(0).port();
+    let urls = vec![
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://localhost:{port}"),
+        cluster.node(1).url(),
+    ];
+    let redlock = Redlock::builder(urls)
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid: the URLs differ as written");
+    let replies = redlock.connect().await;
+    let refused: Vec<String> = replies
+        .iter()
+        .filter(|r| !r.reply.is_granted())
+        .map(|r| r.reply.to_string())
+        .collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "one of the two names is refused: {replies:?}"
+    );
+    assert!(
+        refused[0].contains("the same server as") && refused[0].contains(&port.to_string()),
+        "the refusal names the other URL: {refused:?}"
+    );
+    // With the other server down, the one server listed twice is no majority.
+    cluster.node(1).kill().expect("stop the second server");
+    let err = redlock
+        .try_acquire("res", Duration::from_secs(5))
+        .await
+        .expect_err("one server cannot make a majority of three URLs alone");
+    assert!(matches!(err, Error::NotAcquired { .. }), "{err}");
+}
