@@ -69,7 +69,8 @@ marked the same way.
 Refused unless --brand-new: a server started less than --max-ttl ago (by its uptime). It may have
 restarted without locks that are still held; say --brand-new only for a new server that never
 held a lock, never after a restart.
-Refused without --force: a replica (locks go to masters); a server whose marker records a data
+Refused without --force: a Redis before 7 (its counters cannot show a flush that CONFIG RESETSTAT
+erased); a replica (locks go to masters); a server whose marker records a data
 loss less than --max-ttl ago, or whose counters show one since it started (a flush, an eviction,
 a promotion); and a server without a marker among the given servers that carry one (new to the
 group: if it replaces a node that held locks less than --max-ttl ago, wait that long instead).

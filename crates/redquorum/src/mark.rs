@@ -206,22 +206,8 @@ async fn mark(mut conn: MultiplexedConnection, vouch: Vouch, max_ttl: Duration) 
         Ok(info) => info,
         Err(e) => return failed(&e),
     };
-    if info_field(&info, "cluster_enabled") == Some("1") {
-        return Mark::Cluster;
-    }
-    if info_field(&info, "role") != Some("master") && !force {
-        return Mark::Replica;
-    }
-    if let (Some(why), false) = (dropped_data(&info), force) {
-        return Mark::DroppedData(why);
-    }
-    if vouch == Vouch::Checked {
-        // As the quarantine judges a start (its invariant 1), with the same slack.
-        let uptime = info_field(&info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
-        let uptime = Duration::from_secs(uptime.unwrap_or(0));
-        if uptime.saturating_sub(UPTIME_SLACK) < max_ttl {
-            return Mark::RecentlyStarted { uptime };
-        }
+    if let Some(refusal) = refused(&info, vouch, max_ttl) {
+        return refusal;
     }
     let run_id = info_field(&info, "run_id").unwrap_or_default();
     let fresh = format!("{:016x}", crate::fresh::u64());
@@ -235,5 +221,100 @@ async fn mark(mut conn: MultiplexedConnection, vouch: Vouch, max_ttl: Duration) 
             vouches: found == "vouched",
         },
         Err(e) => Mark::Failed(e.reply().to_string()),
+    }
+}
+
+/// What the server's own `INFO all` says against an operator's `vouch`, if anything: a cluster
+/// node is never marked; unless forced, a replica, data dropped since the start, or a Redis
+/// before 7 (whose counters cannot show `CONFIG RESETSTAT`, which erases a flush from them,
+/// as first sight judges: `first_sight::unclean`); unless brand new or forced, a start less than
+/// `max_ttl` ago.
+fn refused(info: &str, vouch: Vouch, max_ttl: Duration) -> Option<Mark> {
+    if info_field(info, "cluster_enabled") == Some("1") {
+        return Some(Mark::Cluster);
+    }
+    if vouch == Vouch::Forced {
+        return None;
+    }
+    if info_field(info, "role") != Some("master") {
+        return Some(Mark::Replica);
+    }
+    if let Some(why) = dropped_data(info) {
+        return Some(Mark::DroppedData(why));
+    }
+    let major = info_field(info, "redis_version")
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    if major.is_none_or(|major| major < 7) {
+        return Some(Mark::DroppedData(
+            "Redis before 7 cannot show a flush hidden by CONFIG RESETSTAT".to_owned(),
+        ));
+    }
+    if vouch == Vouch::Checked {
+        // As the quarantine judges a start (its invariant 1), with the same slack.
+        let uptime = info_field(info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
+        let uptime = Duration::from_secs(uptime.unwrap_or(0));
+        if uptime.saturating_sub(UPTIME_SLACK) < max_ttl {
+            return Some(Mark::RecentlyStarted { uptime });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+
+    fn info(version: &str, uptime: u64, role: &str) -> String {
+        format!(
+            "# Server\r\nredis_version:{version}\r\nrun_id:abc\r\nuptime_in_seconds:{uptime}\r\n\
+             # Replication\r\nrole:{role}\r\nsecond_repl_offset:-1\r\n# Stats\r\nevicted_keys:0\r\n\
+             # Commandstats\r\ncmdstat_get:calls=3,usec=1\r\n"
+        )
+    }
+
+    #[test]
+    fn a_long_running_clean_master_is_marked() {
+        assert_eq!(
+            refused(&info("7.0.15", 3_600, "master"), Vouch::Checked, MINUTE),
+            None
+        );
+    }
+
+    #[test]
+    fn a_recent_start_needs_the_word_brand_new() {
+        let young = info("7.0.15", 10, "master");
+        assert_eq!(
+            refused(&young, Vouch::Checked, MINUTE),
+            Some(Mark::RecentlyStarted {
+                uptime: Duration::from_secs(10)
+            })
+        );
+        assert_eq!(refused(&young, Vouch::BrandNew, MINUTE), None);
+        assert_eq!(refused(&young, Vouch::Forced, MINUTE), None);
+    }
+
+    #[test]
+    fn redis_before_7_is_marked_only_when_forced_as_first_sight_refuses_it() {
+        let old = info("6.2.14", 3_600, "master");
+        for vouch in [Vouch::Checked, Vouch::BrandNew] {
+            let refusal = refused(&old, vouch, MINUTE);
+            assert!(
+                matches!(&refusal, Some(Mark::DroppedData(why)) if why.contains("before 7")),
+                "{refusal:?}"
+            );
+        }
+        assert_eq!(refused(&old, Vouch::Forced, MINUTE), None);
+    }
+
+    #[test]
+    fn brand_new_does_not_override_a_replica() {
+        let replica = info("7.0.15", 10, "slave");
+        assert_eq!(
+            refused(&replica, Vouch::BrandNew, MINUTE),
+            Some(Mark::Replica)
+        );
     }
 }
