@@ -11,7 +11,8 @@
 //!    (a random id a Redis process draws at start); a node whose `run_id` another node of the
 //!    same manager claimed first fails its health check, naming that node, and so never votes.
 //!    The first to claim keeps voting. A node that shows a new `run_id` (a restart, a
-//!    replacement) gives up its old claim. Read with the quarantine on, which reads `INFO`
+//!    replacement) gives up its old claim, and so does a refused one (two names swapped behind
+//!    the manager are each taken again once the other has moved). Read with the quarantine on, which reads `INFO`
 //!    anyway; a manager with the quarantine off is plain Redlock and does not check.
 //!
 //! [`ConfigError::DuplicateServer`]: crate::ConfigError::DuplicateServer
@@ -31,7 +32,11 @@ impl RunIds {
     pub(crate) fn claim(&self, label: &str, run_id: &str) -> Result<(), String> {
         let mut claims = lock(&self.0);
         if let Some((other, _)) = claims.iter().find(|(l, r)| *l != label && *r == run_id) {
-            return Err(other.clone());
+            let other = other.clone();
+            // Its old claim goes: the server it used to reach may now be reached through
+            // another label (names swapped), which must not be refused for it.
+            claims.remove(label);
+            return Err(other);
         }
         claims.insert(label.to_owned(), run_id.to_owned());
         Ok(())
@@ -55,5 +60,19 @@ mod tests {
         assert_eq!(ids.claim("127.0.0.1:6379", "a"), Ok(()));
         assert_eq!(ids.claim("127.0.0.1:6379", "a2"), Ok(()));
         assert_eq!(ids.claim("localhost:6379", "a"), Ok(()));
+    }
+
+    #[test]
+    fn two_names_swapped_behind_the_manager_are_both_taken_again() {
+        let ids = RunIds::default();
+        assert_eq!(ids.claim("redis-a:6379", "s1"), Ok(()));
+        assert_eq!(ids.claim("redis-b:6379", "s2"), Ok(()));
+        // The names now reach each other's server: a reconnects first, then b.
+        assert_eq!(
+            ids.claim("redis-a:6379", "s2"),
+            Err("redis-b:6379".to_owned())
+        );
+        assert_eq!(ids.claim("redis-b:6379", "s1"), Ok(()));
+        assert_eq!(ids.claim("redis-a:6379", "s2"), Ok(()));
     }
 }

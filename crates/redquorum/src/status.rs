@@ -149,7 +149,7 @@ pub enum Locked {
     /// Held with `value` on a quorum of nodes, for at least `remaining` more: the time until
     /// fewer than a quorum of them keep the key, less the clock-drift allowance.
     Held {
-        /// The holder's value (for a leader, `<random>:<identity>`).
+        /// The holder's value (for a leader, `<random>:<identity>`; `value.rs` has the form).
         value: String,
         /// How long a quorum keeps it at least, by the nodes' own clocks, less the drift.
         remaining: Duration,
