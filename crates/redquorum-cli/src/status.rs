@@ -75,7 +75,8 @@ struct NodeJson<'a> {
     /// Why the node is quarantined, in the library's words.
     quarantine_reason: Option<String>,
     /// The node's marker as this client saw it: "vouched for", "written on first sight",
-    /// "present", or null (not read: quarantine off, or unreachable).
+    /// "written on first sight, quarantine waited out", "present", or null (not read:
+    /// quarantine off, or unreachable).
     marker: Option<String>,
     may_evict: bool,
     error: Option<String>,

@@ -172,16 +172,23 @@ pub enum MarkerState {
     /// Vouched for: by an operator (`redlock nodes mark`), or by the group's evidence on first
     /// sight.
     Vouched,
-    /// Written by a client that saw the node for the first time without a marker.
+    /// Written by a client that saw the node for the first time without a marker, and still
+    /// pending: the node waits out its quarantine, unless vouched for.
     FirstSight,
+    /// Written on first sight, and nobody vouched for the node: its quarantine was waited out,
+    /// and the marker vouches by its time, as a plain one.
+    WaitedOut,
     /// Written after a data loss was seen, by an earlier version, or by hand.
     Plain,
 }
 
 impl MarkerState {
-    pub(crate) fn of(value: &str) -> Self {
+    /// The state of `value`, on a node this client trusts now (`trusted`) or not: a first-sight
+    /// marker on a trusted node is one whose time has come (no vouch rewrote it).
+    pub(crate) fn of(value: &str, trusted: bool) -> Self {
         match MarkerValue::parse(value).tag {
             Tag::Vouched { .. } | Tag::GroupVouched { .. } => MarkerState::Vouched,
+            Tag::New if trusted => MarkerState::WaitedOut,
             Tag::New => MarkerState::FirstSight,
             Tag::Plain => MarkerState::Plain,
         }
@@ -193,6 +200,7 @@ impl std::fmt::Display for MarkerState {
         f.write_str(match self {
             MarkerState::Vouched => "vouched for",
             MarkerState::FirstSight => "written on first sight",
+            MarkerState::WaitedOut => "written on first sight, quarantine waited out",
             MarkerState::Plain => "present",
         })
     }

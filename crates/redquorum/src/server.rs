@@ -608,7 +608,8 @@ impl Server {
     pub(crate) fn marker_state(&self) -> Option<MarkerState> {
         let live = self.live.load_full()?;
         let value = live.marker.load_full()?;
-        Some(MarkerState::of(&value))
+        let trusted = live.quarantined_for(live.tick(Instant::now())).is_none();
+        Some(MarkerState::of(&value, trusted))
     }
 
     /// A quarantine of `left` at `now`, with the reason the last verdict gave.

@@ -363,3 +363,33 @@ async fn a_client_waiting_out_a_quarantine_sends_a_handful_of_commands_a_second(
         "{sent} commands in {elapsed:?} ({per_second:.0}/s) while waiting"
     );
 }
+
+/// Review item: a first-sight marker that nobody vouched for, once its quarantine has been
+/// waited out, vouches by its time like a plain one; it is reported so, not as still pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_sight_marker_whose_quarantine_was_waited_out_is_reported_so() {
+    let cluster = Cluster::start(1, unmarked()).unwrap();
+    let a = client(cluster.urls());
+    a.connect().await;
+    let before = a.status("res").await;
+    assert_eq!(
+        before[0].marker,
+        Some(MarkerState::FirstSight),
+        "{before:?}"
+    );
+    assert!(before[0].quarantine.is_some(), "{before:?}");
+    let deadline = Instant::now() + MAX_TTL + Duration::from_secs(10);
+    while a.status("res").await[0].quarantine.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the quarantine ends after max_ttl"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = a.status("res").await;
+    assert_eq!(after[0].marker, Some(MarkerState::WaitedOut), "{after:?}");
+    assert_eq!(
+        after[0].marker.map(|m| m.to_string()).as_deref(),
+        Some("written on first sight, quarantine waited out")
+    );
+}
