@@ -72,6 +72,17 @@ pub(crate) async fn check_health(
     // its replica was promoted in its place.
     let cluster_trust;
     let trust = if marker.owned {
+        let unread = config.cluster_node_timeout.is_none();
+        let reported = std::mem::replace(&mut lock(memory).node_timeout_unread_reported, unread);
+        if unread && !reported {
+            tracing::warn!(
+                assumed_ms = DEFAULT_CLUSTER_NODE_TIMEOUT.as_millis(),
+                "cannot read this Redis Cluster master's cluster-node-timeout (CONFIG GET \
+                 refused: allow +config|get, see docs/cluster.md): Redis's default 15 s is \
+                 assumed; with a longer one the quarantine after a failover is too short and a \
+                 lock can be given twice"
+            );
+        }
         let extra = config
             .cluster_node_timeout
             .unwrap_or(DEFAULT_CLUSTER_NODE_TIMEOUT);

@@ -333,6 +333,9 @@ pub struct Memory {
     /// Whether the node was already reported as able to evict keys (warned once, not every
     /// health check).
     pub(crate) eviction_reported: bool,
+    /// Whether the node was already reported as a Redis Cluster master whose
+    /// `cluster-node-timeout` cannot be read (warned once).
+    pub(crate) node_timeout_unread_reported: bool,
 }
 
 /// A health check's judgement: from when the node's votes count, why not before, and the new

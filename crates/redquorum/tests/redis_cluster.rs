@@ -6,24 +6,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{eventually, patient, value_on};
+use common::{eventually, patient, redis_cluster, value_on};
 use redquorum::{Cause, Error, Redlock, Reply, Retry};
 use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster};
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// A Redis Cluster of `masters` masters with `replicas` replicas each; AOF with `fsync always`
-/// on every node and each master's marker written, so that the restart quarantine trusts the
-/// masters it starts with.
-fn redis_cluster(masters: usize, replicas: usize) -> RedisCluster {
-    let spec = NodeSpec::new().persistence(Persistence::AofAlways);
-    let mut cluster = RedisCluster::start(masters, replicas, spec).expect("start a Redis Cluster");
-    cluster
-        .mark_masters(redquorum::cluster_marker)
-        .expect("markers written");
-    cluster
-}
-
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls).build().expect("valid configuration")
 }

@@ -7,40 +7,14 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redquorum::Retry;
-use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::FmtSpan;
-
-/// Everything the formatter writes, kept for the test to read.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_attempt_is_one_line_and_the_span_counts_attempts_once() {
-    let captured = Captured::default();
+    let captured = common::Captured::default();
     tracing_subscriber::fmt()
         .with_env_filter("redquorum=trace")
         .with_span_events(FmtSpan::CLOSE)
@@ -60,7 +34,7 @@ async fn each_attempt_is_one_line_and_the_span_counts_attempts_once() {
         .expect_err("held by someone else");
     assert!(err.is_busy(), "{err}");
 
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     let attempts: Vec<&str> = text.lines().filter(|l| l.contains("attempt n=")).collect();
     assert_eq!(attempts.len(), 6, "{text}");
     for line in text.lines() {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redquorum::{Redlock, Retry};
-use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisNode};
+use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster, RedisNode};
 
 /// `n` fresh, independent masters on free loopback ports, stopped on drop. They run with AOF and
 /// `appendfsync always`, so the restart quarantine trusts them from the start, as it trusts the
@@ -216,4 +216,50 @@ pub fn unmarked() -> NodeSpec {
 pub fn marker_on(node: &RedisNode) -> String {
     node.cli(&["GET", "redlock-node-marker"])
         .expect("GET the marker")
+}
+
+/// A Redis Cluster of `masters` masters with `replicas` replicas each; AOF with `fsync always`
+/// on every node and each master's marker written, so that the restart quarantine trusts the
+/// masters it starts with.
+pub fn redis_cluster(masters: usize, replicas: usize) -> RedisCluster {
+    let spec = NodeSpec::new().persistence(Persistence::AofAlways);
+    let mut cluster = RedisCluster::start(masters, replicas, spec).expect("start a Redis Cluster");
+    cluster
+        .mark_masters(redquorum::cluster_marker)
+        .expect("markers written");
+    cluster
+}
+
+/// Everything a `tracing-subscriber` formatter writes, kept for a test to read (one subscriber
+/// per test binary: it is global to the process).
+#[derive(Clone, Default)]
+pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Captured {
+    /// What was written so far.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut bytes) = self.0.lock() {
+            bytes.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
 }
