@@ -102,22 +102,21 @@ pub(crate) async fn check_health(
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
     // `INFO replication`, read once for what needs it: an owned marker names this process and
-    // its replication history (quarantine invariant 6), and a durable node is trusted only if it
-    // was never promoted (invariant 4; `None`, not trusted, when it cannot be read).
+    // its replication history (quarantine invariant 6), a durable node is trusted only if it
+    // was never promoted (invariant 4; `None`, not trusted, when it cannot be read), and a
+    // history that changed under the same run is a loss (invariant 7).
     let durable_config = trust.trust_durable && config.durable;
-    let replication: Option<String> = if marker.owned || durable_config {
-        match redis::cmd("INFO")
-            .arg("replication")
-            .query_async(conn)
-            .await
-        {
-            Ok(replication) => Some(replication),
-            Err(e) if marker.owned => return Err(needs(&e, "INFO", "+info")),
-            Err(_) => None,
-        }
-    } else {
-        None
+    let replication: Option<String> = match redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await
+    {
+        Ok(replication) => Some(replication),
+        Err(e) if marker.owned => return Err(needs(&e, "INFO", "+info")),
+        Err(_) => None,
     };
+    // `INFO stats`, for the evicted keys (invariant 7); best effort like the above.
+    let stats: Option<String> = redis::cmd("INFO").arg("stats").query_async(conn).await.ok();
     let owner = match &replication {
         Some(replication) if marker.owned => marker_owner(&info, replication, trust.owner_history),
         _ => String::new(),
@@ -144,7 +143,13 @@ pub(crate) async fn check_health(
     // maybe not its last keys: its own durability says nothing about them (quarantine
     // invariant 4).
     let durable = durable_config && replication.as_deref().is_some_and(never_promoted);
-    let seen = Observation::from_info(&info, durable, marker)
+    let sections = [
+        Some(info.as_str()),
+        replication.as_deref(),
+        stats.as_deref(),
+    ];
+    let observed: String = sections.into_iter().flatten().collect();
+    let seen = Observation::from_info(&observed, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
     if let Some((run_ids, label)) = claim {
         // `aliases` invariant 1: one server, one vote.

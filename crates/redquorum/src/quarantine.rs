@@ -95,6 +95,16 @@
 //!    importing master's lowest, and then it names another owner and is rewritten, with its
 //!    quarantine, as above. Harmless, so it is left there rather than deleted by a client that
 //!    cannot tell a stray marker from a live one.
+//! 7. **Within one run, an eviction or a change of replication history is a loss**, seen by
+//!    every client that checked the node before. A server that evicted keys since our last
+//!    check (`INFO stats`'s `evicted_keys` grew: a `maxmemory-policy` other than `noeviction`)
+//!    may have evicted a lock key and kept its marker (the marker has no TTL, so `volatile-*`
+//!    policies never take it); a plain server whose `master_replid` changed under the same
+//!    `run_id` was made a replica, whose full resync replaces its data (perhaps with a copy of
+//!    its own marker), or was promoted (`REPLICAOF NO ONE`) with a replica's data. Neither
+//!    shows in the marker, so the health check reads both. A client that meets the node for the
+//!    first time has nothing to compare with: first sight reads the run's whole record instead
+//!    (`first_sight::dropped_data`).
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -178,6 +188,11 @@ pub enum QuarantineReason {
     /// A Redis Cluster master that held another master's marker: a promoted replica, or a master
     /// that took over the marker's slot.
     Promoted,
+    /// It evicted keys since our last check (invariant 7): a lock key may be gone.
+    Evicted,
+    /// Its replication history changed since our last check, in the same run (invariant 7): it
+    /// was made a replica (whose full resync replaces its data) or promoted.
+    Resynchronised,
 }
 
 impl fmt::Display for QuarantineReason {
@@ -188,6 +203,10 @@ impl fmt::Display for QuarantineReason {
             QuarantineReason::Restarted => "restarted (its run_id changed)",
             QuarantineReason::LostMarker => "lost its marker (data loss without a restart)",
             QuarantineReason::Promoted => "promoted replica (it holds another master's marker)",
+            QuarantineReason::Evicted => "evicted keys (a lock key may be gone)",
+            QuarantineReason::Resynchronised => {
+                "its replication history changed (made a replica, or promoted)"
+            }
         })
     }
 }
@@ -288,10 +307,15 @@ pub struct Observation {
     pub durable: bool,
     /// The marker as the check found or wrote it.
     pub marker: Marker,
+    /// `INFO stats`'s `evicted_keys`, when it was read (invariant 7).
+    pub evicted_keys: Option<u64>,
+    /// `INFO replication`'s `master_replid`, when it was read (invariant 7).
+    pub replid: Option<String>,
 }
 
 impl Observation {
-    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply.
+    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply, and `evicted_keys`
+    /// and `master_replid` when the reply also holds `INFO stats` and `INFO replication`.
     pub fn from_info(info: &str, durable: bool, marker: Marker) -> Option<Self> {
         let field = |name: &str| info_field(info, name);
         Some(Self {
@@ -299,6 +323,8 @@ impl Observation {
             uptime: Duration::from_secs(field("uptime_in_seconds")?.parse().ok()?),
             durable,
             marker,
+            evicted_keys: field("evicted_keys").and_then(|n| n.parse().ok()),
+            replid: field("master_replid").map(str::to_owned),
         })
     }
 }
@@ -330,6 +356,9 @@ pub struct Memory {
     /// The last verdict, for reports: until when the node is out and why, and until when its
     /// uptime alone keeps it out.
     last: Option<(Until, Option<Instant>)>,
+    /// `evicted_keys` and `master_replid` at the last check of the current run (invariant 7).
+    evicted_keys: Option<u64>,
+    replid: Option<String>,
     /// Whether the node was already reported as able to evict keys (warned once, not every
     /// health check).
     pub(crate) eviction_reported: bool,
@@ -418,6 +447,17 @@ impl Memory {
             }
             _ => None,
         };
+        // Invariant 7: within one run, keys evicted or a replication history that changed.
+        let same_run = self.run_id.is_some() && !restarted;
+        let grew = |before: Option<u64>, now: Option<u64>| matches!((before, now), (Some(b), Some(n)) if n > b);
+        let changed = |before: &Option<String>, now: &Option<String>| matches!((before, now), (Some(b), Some(n)) if b != n);
+        let marker_loss = marker_loss
+            .or((same_run && grew(self.evicted_keys, seen.evicted_keys))
+                .then_some(QuarantineReason::Evicted))
+            .or((same_run && changed(&self.replid, &seen.replid))
+                .then_some(QuarantineReason::Resynchronised));
+        self.evicted_keys = seen.evicted_keys;
+        self.replid.clone_from(&seen.replid);
         // Invariant 4; across a restart only on a marker whose id tells servers apart (`marker`
         // invariant 5): a hand-written word is on the replacement too.
         let durable = policy.trust_durable
@@ -512,6 +552,8 @@ mod tests {
             uptime: Duration::from_secs(uptime_s),
             durable,
             marker,
+            evicted_keys: Some(0),
+            replid: Some("r1".into()),
         }
     }
 
@@ -521,6 +563,39 @@ mod tests {
             .judge(&policy(), observation, now)
             .trusted_from
             .saturating_duration_since(now)
+    }
+
+    #[test]
+    fn keys_evicted_or_a_new_replication_history_in_the_same_run_are_a_loss() {
+        let now = Instant::now();
+        let long_running = || seen("a", 3_600, false, found("m"));
+        for (change, reason) in [
+            (
+                Box::new(|o: &mut Observation| o.evicted_keys = Some(1))
+                    as Box<dyn Fn(&mut Observation)>,
+                QuarantineReason::Evicted,
+            ),
+            (
+                Box::new(|o: &mut Observation| o.replid = Some("r2".into())),
+                QuarantineReason::Resynchronised,
+            ),
+        ] {
+            let mut memory = Memory::default();
+            assert_eq!(judged(&mut memory, &long_running(), now), Duration::ZERO);
+            let mut later = long_running();
+            change(&mut later);
+            let verdict = memory.judge(&policy(), &later, now);
+            assert_eq!(verdict.loss, Some(reason));
+            assert_eq!(verdict.trusted_from.saturating_duration_since(now), MAX_TTL);
+            // Seen first in that state, by a client with nothing to compare: no evidence here.
+            assert_eq!(judged(&mut Memory::default(), &later, now), Duration::ZERO);
+        }
+        // Unread (a server that refuses INFO stats): nothing is inferred.
+        let mut memory = Memory::default();
+        judged(&mut memory, &long_running(), now);
+        let mut unread = long_running();
+        unread.evicted_keys = None;
+        assert_eq!(judged(&mut memory, &unread, now), Duration::ZERO);
     }
 
     #[test]
@@ -756,8 +831,17 @@ mod tests {
     #[test]
     fn info_server_is_parsed() {
         let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:7f3a9c\r\ntcp_port:6379\r\nuptime_in_seconds:42\r\nuptime_in_days:0\r\n";
+        let mut server_only = seen("7f3a9c", 42, false, found("m"));
+        (server_only.evicted_keys, server_only.replid) = (None, None);
         assert_eq!(
             Observation::from_info(info, false, found("m")),
+            Some(server_only)
+        );
+        let all = format!(
+            "{info}# Replication\r\nrole:master\r\nmaster_replid:r1\r\n# Stats\r\nevicted_keys:0\r\n"
+        );
+        assert_eq!(
+            Observation::from_info(&all, false, found("m")),
             Some(seen("7f3a9c", 42, false, found("m")))
         );
         assert_eq!(

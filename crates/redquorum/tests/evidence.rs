@@ -510,3 +510,118 @@ async fn a_server_listed_twice_under_two_names_votes_once() {
         .expect_err("one server cannot make a majority of three URLs alone");
     assert!(matches!(err, Error::NotAcquired { .. }), "{err}");
 }
+
+/// Breaks every library connection to `node`, so that the next request reconnects and runs the
+/// health check first.
+fn reconnect_to(node: &RedisNode) {
+    for id in library_connections(node) {
+        // A connection gone already is fine.
+        let _ = node.cli(&["CLIENT", "KILL", "ID", &id]);
+    }
+}
+
+/// The quarantine reason `client` reports for its first node, once it has looked again: its
+/// first status after a broken connection may find the node not connected yet (no reason).
+async fn reason_on_node_0(client: &Redlock) -> Option<redquorum::QuarantineReason> {
+    let mut reason = None;
+    for _ in 0..50 {
+        reason = client.status("res").await[0].quarantine.map(|q| q.reason);
+        if reason.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    reason
+}
+
+/// Review item: a node that evicted keys since a client's last check may have evicted a lock
+/// key and kept its marker (which has no TTL, so `volatile-*` policies never take it): that
+/// client's next health check quarantines it. (`quarantine` invariant 7.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_evicted_keys_since_the_last_check_does_not_vote() {
+    let mut cluster = cluster(3); // durable: trusted at once, until the evidence says otherwise
+    let other = client(&cluster, Duration::from_secs(30));
+    assert!(other.connect().await.iter().all(|r| r.reply.is_granted()));
+    assert_eq!(other.status("res").await[0].quarantine, None);
+    let node = cluster.node(0);
+    let marker = node.cli(&["GET", redquorum::MARKER_KEY]).expect("marker");
+    // Only keys with a TTL go, as lock keys do: the marker (no TTL) stays, and shows nothing.
+    node.cli(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"])
+        .expect("policy");
+    node.cli(&["CONFIG", "SET", "maxmemory", "2mb"])
+        .expect("limit");
+    // One script writes past the limit (a script is checked once, at its start); the next
+    // write evicts.
+    node.cli(&[
+        "EVAL",
+        "for i = 1, 4000 do redis.call('SET', 'filler:' .. i, string.rep('x', 1000), 'PX', 600000) end",
+        "0",
+    ])
+    .expect("fill");
+    let _ = node.cli(&["SET", "one-more", "x", "PX", "600000"]);
+    let stats = node.cli(&["INFO", "stats"]).expect("INFO stats");
+    assert!(
+        !stats.contains("evicted_keys:0\r") && stats.contains("evicted_keys:"),
+        "setup: the node evicted keys"
+    );
+    node.cli(&["CONFIG", "SET", "maxmemory", "0"])
+        .expect("no limit");
+    assert_eq!(
+        node.cli(&["GET", redquorum::MARKER_KEY]).expect("marker"),
+        marker,
+        "setup: the marker stayed"
+    );
+    reconnect_to(node);
+    assert_eq!(
+        reason_on_node_0(&other).await,
+        Some(redquorum::QuarantineReason::Evicted)
+    );
+}
+
+/// Review item: a standalone master made a replica (its full resync replaces its data, here
+/// with a copy of its own marker) and promoted again (`REPLICAOF NO ONE`) is the same process
+/// with the same marker, and its locks are gone: its `master_replid` changed, and a client that
+/// checked it before quarantines it. (`quarantine` invariant 7.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_resynchronised_and_promoted_in_place_does_not_vote() {
+    let mut cluster = cluster(3);
+    let spare = RedisNode::start(NodeSpec::new().marked(false)).expect("start spare");
+    let other = client(&cluster, Duration::from_secs(30));
+    assert!(other.connect().await.iter().all(|r| r.reply.is_granted()));
+    let holder = client(&cluster, Duration::from_secs(30));
+    let held = holder
+        .try_acquire("res", Duration::from_secs(20))
+        .await
+        .expect("the first client locks");
+    let node = cluster.node(0);
+    let marker = node.cli(&["GET", redquorum::MARKER_KEY]).expect("marker");
+    spare
+        .cli(&["SET", redquorum::MARKER_KEY, &marker])
+        .expect("copy the marker");
+    node.cli(&["REPLICAOF", "127.0.0.1", &spare.port().to_string()])
+        .expect("REPLICAOF");
+    let synced = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        node.cli(&["INFO", "replication"])
+            .is_ok_and(|info| info.contains("master_link_status:up"))
+    });
+    assert!(synced, "setup: the resync finished");
+    node.cli(&["REPLICAOF", "NO", "ONE"])
+        .expect("promoted again");
+    assert_eq!(
+        node.cli(&["GET", "res"]).expect("GET").trim(),
+        "",
+        "setup: the lock is gone from node 0"
+    );
+    assert_eq!(
+        node.cli(&["GET", redquorum::MARKER_KEY]).expect("GET"),
+        marker,
+        "setup: the same marker"
+    );
+    reconnect_to(node);
+    assert_eq!(
+        reason_on_node_0(&other).await,
+        Some(redquorum::QuarantineReason::Resynchronised)
+    );
+    assert!(held.is_valid());
+}
