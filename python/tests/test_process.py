@@ -71,3 +71,55 @@ def test_a_manager_made_before_fork_works_in_four_children(servers, nodes, name)
     assert r.get(f"{name}:held") == held.value.encode()
     held.release()
     rl.acquire(name, 5).release()
+
+
+def test_a_fork_while_threads_lock_gives_a_child_that_locks(servers, name):
+    """A process whose threads lock all the time forks (a pre-forking server that keeps working
+    while it forks its workers). Each child must lock at once: a lock of the library that one
+    of the parent's threads held at the fork stays held in the child for good, and its first
+    lock waited forever (measured: 12 children of 2,000 hung on the table of round deadlines;
+    `fork.rs`). 300 forks, each child one lock, each bounded; the threads stop by themselves."""
+    import threading
+    import warnings
+
+    rl = redquorum.Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+    rl.acquire(name, 5).release()
+    stop = threading.Event()
+
+    def work(i: int) -> None:
+        deadline = time.monotonic() + 120  # bounded, whatever happens below
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                with rl.lock(f"{name}:{i}", ttl=5):
+                    pass
+            except redquorum.RedquorumError:
+                pass
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(16)]
+    for t in threads:
+        t.start()
+    hung = []
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12 warns that forking a threaded process may deadlock: this is that test.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for k in range(300):
+                pid = os.fork()
+                if pid == 0:
+                    code = 0
+                    try:
+                        rl.acquire(f"{name}:child:{k}", 5).release()
+                    except BaseException:
+                        code = 3
+                    os._exit(code)
+                try:
+                    assert wait_child(pid, limit=20.0) == 0, f"child {k} failed"
+                except AssertionError as e:
+                    hung.append(f"child {k}: {e}")
+                    if len(hung) >= 3:
+                        break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+    assert not hung, hung

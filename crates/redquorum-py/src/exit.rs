@@ -27,7 +27,7 @@
 //!    once it has it (see [`Pass`]'s users in `runtime`).
 //! 3. **`_at_exit` never waits forever**: it gives the passes out [`DRAIN_LIMIT`] (a callback stuck
 //!    in Python code cannot hold the exit up), then lets finalization go on.
-//! 4. **A forked child starts with the gate open and empty** ([`_after_fork_in_child`]): the
+//! 4. **A forked child starts with the gate open and empty** ([`after_fork_in_child`], run by `fork`'s hook): the
 //!    threads whose passes the parent counted do not exist in the child.
 //! 5. **The thread that finalizes is never stopped.** It runs the `atexit` hook and then the
 //!    interpreter's teardown, where a `__del__` may still call us; CPython lets that thread (and
@@ -117,9 +117,8 @@ pub(crate) fn _at_exit(py: Python<'_>) {
     });
 }
 
-/// `os.register_at_fork(after_in_child=...)`: the child's gate is open and empty (invariant 4).
-#[pyfunction]
-pub(crate) fn _after_fork_in_child() {
+/// In a forked child (`fork`'s hook): the child's gate is open and empty (invariant 4).
+pub(crate) fn after_fork_in_child() {
     INSIDE.store(0, Ordering::SeqCst);
     CLOSING.store(false, Ordering::SeqCst);
 }

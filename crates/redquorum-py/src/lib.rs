@@ -19,6 +19,7 @@
 
 mod errors;
 mod exit;
+mod fork;
 mod held;
 mod manager;
 mod runtime;
@@ -36,14 +37,19 @@ fn _redquorum(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<views::NodeStatus>()?;
     m.add_class::<views::Watch>()?;
     m.add_function(wrap_pyfunction!(exit::_at_exit, m)?)?;
-    m.add_function(wrap_pyfunction!(exit::_after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::_before_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::_after_fork_in_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::_after_fork_in_child, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     let py = m.py();
     // `exit` invariant 1: no thread of ours enters Python once the interpreter is exiting.
     py.import("atexit")?
         .call_method1("register", (m.getattr("_at_exit")?,))?;
-    // `exit` invariant 4: a forked child's gate is open and empty.
+    // `fork`'s invariants: the library's locks cross a fork free, and a child's exit gate is
+    // open and empty.
     let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("before", m.getattr("_before_fork")?)?;
+    kwargs.set_item("after_in_parent", m.getattr("_after_fork_in_parent")?)?;
     kwargs.set_item("after_in_child", m.getattr("_after_fork_in_child")?)?;
     py.import("os")?
         .call_method("register_at_fork", (), Some(&kwargs))?;

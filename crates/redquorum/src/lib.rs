@@ -150,6 +150,7 @@ mod engine;
 mod error;
 mod fencing;
 mod first_sight;
+pub mod fork;
 mod fresh;
 mod health;
 mod hold;
