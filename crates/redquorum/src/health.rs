@@ -227,19 +227,28 @@ async fn read_marker(
     tag: &str,
     group: Option<&str>,
 ) -> Result<Marker, NodeError> {
-    let fresh = format!("{:016x}", crate::fresh::u64());
-    let reply: (String, u8, u64) = redis::cmd("EVAL")
-        .arg(MARKER.source)
-        .arg(1)
-        .arg(marker_key)
-        .arg(fresh)
-        .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
-        .arg(owner)
-        .arg(tag)
-        .query_async(conn)
-        .await
-        .map_err(|e| needs(&e, "the marker script", &format!("+eval ~{marker_key}")))?;
-    let (value, written, node_ms) = reply;
+    let call = |undrawn: &str| {
+        let fresh = format!("{:016x}", crate::fresh::u64());
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(MARKER.source)
+            .arg(1)
+            .arg(marker_key)
+            .arg(fresh)
+            .arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
+            .arg(owner)
+            .arg(tag)
+            .arg(undrawn);
+        cmd
+    };
+    let failed =
+        |e: redis::RedisError| needs(&e, "the marker script", &format!("+eval ~{marker_key}"));
+    let (mut value, mut written, mut node_ms): (String, u8, u64) =
+        call("").query_async(conn).await.map_err(failed)?;
+    if written == 0 && !MarkerValue::parse(&value).tells_servers_apart() {
+        // `marker` invariant 5: a word written by hand is on any server it was written on, so it
+        // vouches for none; it is replaced as if missing, with its quarantine.
+        (value, written, node_ms) = call(&value).query_async(conn).await.map_err(failed)?;
+    }
     Ok(Marker::from_reply(value, written, node_ms, group, max_ttl))
 }
 

@@ -36,8 +36,11 @@
 //!    marker", which holds for ids drawn at random (64 bits: no two servers draw the same) and
 //!    not for a word written by hand: every server an operator marked `manual` carries the same
 //!    id, and a server replaced behind the same address and marked the same way would pass for
-//!    the old one. So a restart is forgiven on the strength of a marker (`quarantine`
-//!    invariant 4) only when its id was drawn ([`MarkerValue::tells_servers_apart`]).
+//!    the old one, to a client that knew the old one (a durable server's restart is forgiven on
+//!    the strength of its marker: `quarantine` invariant 4) and to a new one alike. So a marker
+//!    whose id was not drawn ([`MarkerValue::tells_servers_apart`]) vouches for nothing: the
+//!    health check replaces it as if it were missing (`scripts/marker.lua`), with its
+//!    quarantine, and a restart is forgiven only on a drawn id.
 
 use std::time::Duration;
 

@@ -276,8 +276,9 @@ impl Marker {
     }
 
     /// Reads the marker script's reply: the value, whether it wrote it (1: where there was
-    /// none, 2: over another owner's), and the node's time; for a manager of the first-sight
-    /// group `group` (`marker` invariant 4), with the quarantine `max_ttl`.
+    /// none, 2: over another owner's, 3: over a word written by hand, which counts as none:
+    /// `marker` invariant 5), and the node's time; for a manager of the first-sight group
+    /// `group` (`marker` invariant 4), with the quarantine `max_ttl`.
     pub fn from_reply(
         value: String,
         written: u8,

@@ -436,24 +436,41 @@ async fn a_promoted_replica_behind_the_same_address_is_not_trusted_for_its_durab
 }
 
 /// A review's schedule 1: every server an operator marked by hand (`SET redlock-node-marker
-/// manual`) carries the same marker id. Two durable servers of three are replaced behind their
-/// addresses (new servers, no data) and marked the same way: a client that knew the old ones
-/// must not take them for the old ones (before the fix it did: durable, same marker id, so the
-/// new `run_id` was forgiven, and they voted at once).
+/// manual`) carries the same marker id, so the word tells no server from another (`marker`
+/// invariant 5): a health check replaces it as if it were missing, with its quarantine. Two
+/// durable servers of three are then replaced behind their addresses (new servers, no data) and
+/// marked by hand the same way: neither a client that knew the old ones nor a new client takes
+/// them for the old ones. (Before the fix, the first did: durable, same marker id, so the new
+/// `run_id` was forgiven and they voted at once; and any client trusted the word.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_written_marker_cannot_make_a_replaced_server_pass_for_the_old_one() {
-    const MAX_TTL: Duration = Duration::from_secs(8);
+    const MAX_TTL: Duration = Duration::from_secs(3);
     let mut cluster = common::cluster(3);
     for node in cluster.iter() {
         node.cli(&["SET", redquorum::MARKER_KEY, "manual"]).unwrap();
     }
     let client = client(&cluster, MAX_TTL);
-    common::ready(client.clone()).await;
+    let replies = client.connect().await;
+    assert!(
+        replies
+            .iter()
+            .all(|r| matches!(r.reply, Reply::Quarantined(_))),
+        "a word written by hand vouches for nothing: {replies:?}"
+    );
+    for node in cluster.iter() {
+        let marker = node.cli(&["GET", redquorum::MARKER_KEY]).unwrap();
+        assert!(
+            marker != "manual" && redquorum::pure::id_of(&marker).len() >= 16,
+            "replaced by a drawn one: {marker}"
+        );
+    }
+    // Once the quarantine is over, the client trusts the servers it knows.
+    tokio::time::sleep(MAX_TTL + Duration::from_millis(500)).await;
     drop(
         client
-            .try_acquire("warm", Duration::from_secs(1))
+            .acquire_with("warm", Duration::from_secs(1), &common::patient())
             .await
-            .expect("durable servers marked by hand vote at once"),
+            .expect("trusted after the quarantine"),
     );
     for i in 0..2 {
         cluster.node(i).restart_empty().expect("replaced");
@@ -466,8 +483,14 @@ async fn a_hand_written_marker_cannot_make_a_replaced_server_pass_for_the_old_on
     let err = client
         .try_acquire("res", Duration::from_secs(1))
         .await
-        .expect_err("the replaced servers do not vote");
+        .expect_err("the replaced servers do not vote for a client that knew the old ones");
     assert_eq!(quarantined_in(&err), 2, "{err}");
+    let newcomer = self::client(&cluster, MAX_TTL);
+    let err = newcomer
+        .try_acquire("res", Duration::from_secs(1))
+        .await
+        .expect_err("nor for a new client");
+    assert!(quarantined_in(&err) >= 2, "{err}");
 }
 
 /// Item: two URLs of one manager that reach the same server (`127.0.0.1` and `localhost`: the

@@ -6,8 +6,11 @@
 -- or moved here with its slot) is not this server's: it is written anew, as if it were missing.
 -- ARGV[4]: the tag of a marker this call writes: "new." when the caller never saw a marker on
 -- this node (first sight), "" when it saw one that is gone (a loss).
+-- ARGV[5]: optional, a value read before whose id was not drawn (a word written by hand, which
+-- tells no server from another: `marker` invariant 5): replaced as if missing when the key still
+-- holds exactly it.
 -- Returns {value, 1 if this call wrote it where there was none, 2 if it replaced another owner's,
--- else 0, node time in milliseconds}.
+-- 3 if it replaced that hand-written one, else 0, node time in milliseconds}.
 -- Needs Redis >= 5 when it writes: TIME comes before the write (effects replication).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -16,11 +19,14 @@ if owner ~= '' then
   owner = owner .. '/'
 end
 local value = redis.call('GET', KEYS[1])
-if value and string.sub(value, 1, #owner) == owner then
+local undrawn = value and ARGV[5] and ARGV[5] ~= '' and value == ARGV[5]
+if value and not undrawn and string.sub(value, 1, #owner) == owner then
   return {value, 0, now}
 end
 local written = 1
-if value then
+if undrawn then
+  written = 3
+elseif value then
   written = 2
 end
 value = owner .. (ARGV[4] or '') .. ARGV[1] .. ':' .. string.format('%d', now + tonumber(ARGV[2]))
