@@ -4,7 +4,7 @@
 //!
 //! # The plan
 //! The first fault starts [`FIRST_AT`] into the run, then one every 1–3 s; each lasts 0.5–2 s (a
-//! partition a TTL longer, a failover [`FAILOVER_LAG`]) and is over [`QUIET_END`] before the run
+//! partition a TTL longer, a failover [`FAILOVER_LAG`], a replacement at most [`REPLACE_AT_MOST`]) and is over [`QUIET_END`] before the run
 //! ends, so recovery is part of the record. Each fault is of
 //! one of the enabled kinds, drawn at random:
 //!
@@ -20,6 +20,7 @@
 //! | `restart-burst` | a majority of nodes, one after the other: `SIGKILL`, then a restart with its data deleted | (instant) |
 //! | `flush` | `FLUSHALL` on a majority of nodes, over a connection of its own: data lost by a running server (an operator's mistake, eviction) | (instant) |
 //! | `replace` | a majority of proxies switch to their spares: different, long-running servers without data, behind the same addresses; open connections are closed | switched back |
+//! | `replace-marked` | as `replace`, and each spare is first marked by hand the way an operator once did (`SET redlock-node-marker manual`), the same word on every spare: a replacement that passes for a marked server unless a word written by hand vouches for nothing (the library's `marker` invariant 5) | switched back |
 //! | `blackhole` | its proxy stops forwarding on every open connection, which stays open; new connections work | the black-holed connections are closed |
 //! | `partition` | independent masters only: every client is cut off from a minority of the nodes, a different one per client group (a *ring of majorities*: group `g` reaches the majority of consecutive slots from `g + offset` on, `offset` drawn per fault); its connections to the others are closed and new ones refused, through ports of the proxies that only that group uses; it lasts 2.5–4 s ([`PARTITION_EXTRA`]) | healed: every client reaches every node |
 //! | `failover` | cluster layout only: a majority of the Redis Clusters stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`), missing every write of that window |
@@ -127,6 +128,18 @@ pub const STAYS: Duration = Duration::from_millis(250);
 pub const FAILOVER_LAG: Duration =
     crate::strategies::TTL.saturating_add(Duration::from_millis(500));
 
+/// The longest a `replace` keeps the spares behind the addresses: less than a TTL (the shortest
+/// `max_ttl`), so that every client still quarantines the spares when the old servers are put
+/// back. Putting a server back after its stand-in was trusted and voted is a replacement of its
+/// own, by a server that shows its old marker and its durability, without the stand-in's locks:
+/// a client that meets it for the first time (a late joiner) cannot tell it from a server that
+/// never left, the documented limit of a marker restored with old data
+/// (`docs/guarantees.md`). Found by `replace-marked` runs (seed 3): a 2 s replacement's spares
+/// were trusted a few ms before the switch back, and a late joiner got the lock again from the
+/// old servers.
+pub const REPLACE_AT_MOST: Duration =
+    crate::strategies::TTL.saturating_sub(Duration::from_millis(500));
+
 /// How long a `failback` keeps the replicas from replicating before they take over: short, so
 /// that the old masters lead again (in about 50 ms more, measured) while the lock they granted
 /// in that window, and their replicas never got, is still valid.
@@ -169,6 +182,8 @@ pub enum Fault {
     Flush,
     /// A majority of proxies switch to different, empty, long-running servers.
     Replace,
+    /// As `Replace`, each spare marked by hand with the same word.
+    ReplaceMarked,
     /// A proxy stops forwarding on its open connections.
     Blackhole,
     /// A majority of Redis Clusters promote a replica that missed more than a TTL of writes.
@@ -184,7 +199,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 15] = [
         Fault::Kill,
         Fault::Restart,
         Fault::Pause,
@@ -194,6 +209,7 @@ impl Fault {
         Fault::RestartBurst,
         Fault::Flush,
         Fault::Replace,
+        Fault::ReplaceMarked,
         Fault::Blackhole,
         Fault::Failover,
         Fault::Failback,
@@ -228,6 +244,7 @@ impl Fault {
             Fault::RestartBurst => "restart-burst",
             Fault::Flush => "flush",
             Fault::Replace => "replace",
+            Fault::ReplaceMarked => "replace-marked",
             Fault::Blackhole => "blackhole",
             Fault::Failover => "failover",
             Fault::Failback => "failback",
@@ -272,7 +289,12 @@ impl Fault {
     fn hits_a_majority(self) -> bool {
         matches!(
             self,
-            Fault::RestartBurst | Fault::Flush | Fault::Replace | Fault::Failover | Fault::Failback
+            Fault::RestartBurst
+                | Fault::Flush
+                | Fault::Replace
+                | Fault::ReplaceMarked
+                | Fault::Failover
+                | Fault::Failback
         )
     }
 
@@ -346,6 +368,8 @@ pub enum Action {
         first: usize,
         /// How many.
         count: usize,
+        /// Whether each spare is first marked by hand (`replace-marked`).
+        marked: bool,
     },
     /// Black-hole the slot's open connections, then close them.
     Blackhole {
@@ -405,7 +429,8 @@ impl Action {
             Action::ClientPause { .. } => Fault::ClientPause,
             Action::RestartBurst { .. } => Fault::RestartBurst,
             Action::Flush { .. } => Fault::Flush,
-            Action::Replace { .. } => Fault::Replace,
+            Action::Replace { marked: false, .. } => Fault::Replace,
+            Action::Replace { marked: true, .. } => Fault::ReplaceMarked,
             Action::Blackhole { .. } => Fault::Blackhole,
             Action::Failover { .. } => Fault::Failover,
             Action::Failback { .. } => Fault::Failback,
@@ -427,7 +452,7 @@ impl Action {
             | Action::Blackhole { slot } => vec![slot],
             Action::RestartBurst { first, count }
             | Action::Flush { first, count }
-            | Action::Replace { first, count }
+            | Action::Replace { first, count, .. }
             | Action::Failover { first, count }
             | Action::Failback { first, count, .. } => {
                 (0..count).map(|i| (first + i) % slots.max(1)).collect()
@@ -495,6 +520,7 @@ pub fn plan(
             // Longer than a TTL: the releases the cut-off clients could not deliver leave keys
             // that expire within it, and the ring's own views decide the rest (the module docs).
             Fault::Partition => (lasts + PARTITION_EXTRA).min(last_end - at),
+            Fault::Replace | Fault::ReplaceMarked => lasts.min(REPLACE_AT_MOST),
             _ => lasts,
         };
         let action = match kind {
@@ -523,7 +549,7 @@ pub fn plan(
                 let early = kind == Fault::Failback && at < FAILBACK_FROM;
                 if !early && busy_until.iter().all(|&until| until <= at) && at + lasts <= last_end {
                     let busy = match kind {
-                        Fault::Replace => at + lasts + SLACK,
+                        Fault::Replace | Fault::ReplaceMarked => at + lasts + SLACK,
                         Fault::Failover | Fault::Failback => at + lasts + SLACK + SLACK,
                         _ => at + SLACK + SLACK,
                     };
@@ -539,7 +565,11 @@ pub fn plan(
                             count,
                             client: rng.random_range(0..clients.max(1)),
                         },
-                        _ => Action::Replace { first, count },
+                        _ => Action::Replace {
+                            first,
+                            count,
+                            marked: kind == Fault::ReplaceMarked,
+                        },
                     })
                 } else {
                     None
@@ -641,6 +671,7 @@ pub(crate) fn inject<T>(
                         | Fault::RestartBurst
                         | Fault::Flush
                         | Fault::Replace
+                        | Fault::ReplaceMarked
                 ) {
                     stopped = aim(record, topology, stop);
                     if stopped {
@@ -861,16 +892,22 @@ fn start(
             }
             Ok(None)
         }
-        Action::Replace { first, .. } => {
+        Action::Replace { first, marked, .. } => {
             let mut replaced = false;
             for slot in action.slots(topology.slots()) {
-                if let Some(node) = topology.replace(slot)? {
+                if let Some(node) = topology.replace(slot, marked)? {
                     replaced = true;
+                    let detail = if marked {
+                        "proxy switched to a different, empty, long-running server, marked by \
+                         hand (SET redlock-node-marker manual)"
+                    } else {
+                        "proxy switched to a different, empty, long-running server"
+                    };
                     event(
                         record,
                         Some(node),
                         FaultKind::Replace { back: false },
-                        "proxy switched to a different, empty, long-running server".to_owned(),
+                        detail.to_owned(),
                     );
                 }
             }

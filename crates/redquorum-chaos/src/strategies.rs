@@ -8,6 +8,7 @@
 //! | `redlock` | `--nodes` independent masters | this library with its defaults: quarantine on, durable nodes trusted when they show their marker key (restart, flush and replace faults take their data although they run AOF), fencing on |
 //! | `redlock-no-quarantine` | same | the same with `.quarantine(false)`: plain Redlock |
 //! | `redlock-release-ignores-delay` | same | our defaults, but a release frees the lock whenever it comes (`replaced_rule_release_ignores_delay`, feature `replaced-rules`): the rule a late release defeated under `--lock-delay` |
+//! | `redlock-hand-marker-vouches` | same | our defaults, but a marker written by hand vouches like a drawn one (`replaced_rule_hand_markers_vouch`, feature `replaced-rules`): the rule that `replace-marked` defeats |
 //! | `single-instance` | 1 | this library on one node (quarantine and fencing on) |
 //! | `single-with-failover` | 1 master + 1 replica | this library on one node that fails over to a replica whose replication lags 2.5 s, longer than the TTL; quarantine off, as any single-instance client |
 //! | `setnx-getset` | 1 | the old recipe: `SETNX lock <expiry>`, `GET`/`GETSET` to take over an expired one, `DEL` to release; no fencing |
@@ -89,6 +90,9 @@ pub enum Strategy {
     /// This library's defaults, but a release frees the lock whenever it comes: the rule a late
     /// release defeats under a lock-delay.
     RedlockReleaseIgnoresDelay,
+    /// This library's defaults, but a marker written by hand vouches: the rule a replacement
+    /// marked by hand the same way defeats.
+    RedlockHandMarkerVouches,
     /// This library on a single node.
     SingleInstance,
     /// This library on a single master that fails over to its asynchronous replica.
@@ -157,10 +161,11 @@ impl Layout {
 
 impl Strategy {
     /// Every strategy, in the order the CLI lists them.
-    pub const ALL: [Strategy; 11] = [
+    pub const ALL: [Strategy; 12] = [
         Strategy::Redlock,
         Strategy::RedlockNoQuarantine,
         Strategy::RedlockReleaseIgnoresDelay,
+        Strategy::RedlockHandMarkerVouches,
         Strategy::SingleInstance,
         Strategy::SingleWithFailover,
         Strategy::SetnxGetset,
@@ -178,6 +183,7 @@ impl Strategy {
             Strategy::Redlock => "redlock",
             Strategy::RedlockNoQuarantine => "redlock-no-quarantine",
             Strategy::RedlockReleaseIgnoresDelay => "redlock-release-ignores-delay",
+            Strategy::RedlockHandMarkerVouches => "redlock-hand-marker-vouches",
             Strategy::SingleInstance => "single-instance",
             Strategy::SingleWithFailover => "single-with-failover",
             Strategy::SetnxGetset => "setnx-getset",
@@ -199,6 +205,9 @@ impl Strategy {
             Strategy::RedlockNoQuarantine => "this library with .quarantine(false): plain Redlock",
             Strategy::RedlockReleaseIgnoresDelay => {
                 "this library's defaults, but a release frees the lock even after its validity under a lock-delay (the replaced rule)"
+            }
+            Strategy::RedlockHandMarkerVouches => {
+                "this library's defaults, but a marker written by hand vouches like a drawn one (the replaced rule)"
             }
             Strategy::SingleInstance => "this library on one node",
             Strategy::SingleWithFailover => {
@@ -247,6 +256,7 @@ impl Strategy {
             Strategy::Redlock
             | Strategy::RedlockNoQuarantine
             | Strategy::RedlockReleaseIgnoresDelay
+            | Strategy::RedlockHandMarkerVouches
             | Strategy::SemaphoreCounting => Layout::Independent(nodes),
             Strategy::SingleInstance | Strategy::SetnxGetset => Layout::Independent(1),
             Strategy::SingleWithFailover => Layout::Failover,
@@ -290,9 +300,10 @@ impl Strategy {
     /// once.
     pub(crate) fn warm_up(self, lock_delay: Duration) -> Duration {
         match self {
-            Strategy::Redlock | Strategy::RedlockReleaseIgnoresDelay | Strategy::SingleInstance => {
-                max_ttl(lock_delay) + Duration::from_secs(1)
-            }
+            Strategy::Redlock
+            | Strategy::RedlockReleaseIgnoresDelay
+            | Strategy::RedlockHandMarkerVouches
+            | Strategy::SingleInstance => max_ttl(lock_delay) + Duration::from_secs(1),
             _ => Duration::ZERO,
         }
     }
@@ -313,6 +324,9 @@ impl Strategy {
             Strategy::Redlock | Strategy::SingleInstance => Design::Library(Box::new(builder)),
             Strategy::RedlockReleaseIgnoresDelay => {
                 Design::Library(Box::new(builder.replaced_rule_release_ignores_delay()))
+            }
+            Strategy::RedlockHandMarkerVouches => {
+                Design::Library(Box::new(builder.replaced_rule_hand_markers_vouch()))
             }
             Strategy::RedlockNoQuarantine | Strategy::SingleWithFailover => {
                 Design::Library(Box::new(builder.quarantine(false)))
@@ -921,7 +935,13 @@ mod tests {
         for strategy in Strategy::ALL {
             let cluster = matches!(strategy.layout(5), Layout::Clusters(_));
             assert_eq!(strategy.supports(Fault::Failover), cluster, "{strategy}");
-            for fault in [Fault::Delay, Fault::Drop, Fault::Blackhole, Fault::Replace] {
+            for fault in [
+                Fault::Delay,
+                Fault::Drop,
+                Fault::Blackhole,
+                Fault::Replace,
+                Fault::ReplaceMarked,
+            ] {
                 assert_eq!(strategy.supports(fault), !cluster, "{strategy} {fault}");
             }
             assert!(

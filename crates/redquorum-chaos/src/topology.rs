@@ -56,7 +56,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redquorum_nodes::{LaunchError, NodeSpec, Persistence, RedisCluster, RedisNode};
+use redquorum_nodes::{LaunchError, MARKER_KEY, NodeSpec, Persistence, RedisCluster, RedisNode};
 
 use crate::ChaosError;
 use crate::proxy::Proxy;
@@ -344,13 +344,17 @@ impl Topology {
         Ok(node)
     }
 
-    /// Puts `slot`'s spare, emptied, behind its proxy, closing the connections open now;
-    /// returns the node the slot had. `false` when the layout has no spares.
-    pub(crate) fn replace(&self, slot: usize) -> Result<Option<usize>, LaunchError> {
+    /// Puts `slot`'s spare, emptied (and, if `marked`, marked by hand with the word every
+    /// spare gets), behind its proxy, closing the connections open now; returns the node the
+    /// slot had. `None` when the layout has no spares.
+    pub(crate) fn replace(&self, slot: usize, marked: bool) -> Result<Option<usize>, LaunchError> {
         let Some(spare) = self.spares.get(slot) else {
             return Ok(None);
         };
         spare.cli(&["EVAL", EMPTY_KEY_BY_KEY, "0"])?;
+        if marked {
+            spare.cli(&["SET", MARKER_KEY, "manual"])?;
+        }
         self.proxies[slot].set_upstream(spare.port());
         Ok(Some(self.node_of(slot)))
     }

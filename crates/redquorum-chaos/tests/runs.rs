@@ -271,6 +271,42 @@ async fn redlock_holds_when_a_majority_loses_its_data() {
     }
 }
 
+/// Review schedule 1 under faults: a majority of nodes replaced by servers an operator marked
+/// by hand, all with the same word. Ours treats the word as no marker (`marker` invariant 5):
+/// safe, late joiners included. With the word vouching (the replaced rule), a client takes the
+/// replacements for marked servers and a lock is granted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_marked_by_hand_is_no_marked_server() {
+    let config = |strategy| ChaosConfig {
+        strategy,
+        nodes: 5,
+        clients: 6,
+        resources: 2,
+        duration: Duration::from_secs(8),
+        faults: vec![Fault::ReplaceMarked],
+        seed: SEED,
+        ..ChaosConfig::default()
+    };
+    let (history, verdict) = run(config(Strategy::Redlock)).await;
+    let why = explain(&history, &verdict);
+    assert!(verdict.is_safe(), "{why}");
+    assert!(history.sections.len() >= 10, "too little work: {why}");
+    assert!(
+        history
+            .faults
+            .iter()
+            .any(|f| f.detail.contains("marked by hand")),
+        "no replace-marked applied: {why}"
+    );
+    let (history, verdict) =
+        until_caught(&config(Strategy::RedlockHandMarkerVouches), unsafe_run).await;
+    let why = explain(&history, &verdict);
+    assert!(
+        !verdict.is_safe(),
+        "the replaced rule was not caught: {why}"
+    );
+}
+
 /// Each data-loss fault catches plain Redlock (no quarantine) granting a lock twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_redlock_is_caught_by_every_data_loss_fault() {

@@ -68,6 +68,9 @@ Strategies (--strategy):
                           redlock, but a release frees the lock even after its validity (the
                           rule a late release defeats under --lock-delay; restored to show that
                           client-pause catches it)
+  redlock-hand-marker-vouches
+                          redlock, but a marker written by hand vouches like a drawn one
+                          (restored to show that replace-marked catches it)
   single-instance         this library on one node
   single-with-failover    one master, one replica whose replication lags 2.5 s (more than a
                           TTL); a kill promotes the replica (quarantine off, as a
@@ -88,7 +91,8 @@ Strategies (--strategy):
                           a majority of grants (three majorities need not share a node)
 All use a 2 s TTL (and max-ttl); --nodes applies to redlock, redlock-no-quarantine,
 redlock-release-ignores-delay and semaphore-counting only. The global --servers,
---node-timeout, --max-ttl, --no-quarantine and --no-fencing do not apply here.
+--node-timeout, --max-ttl, --no-quarantine, --no-fencing and --trust-first-sight do not apply
+here (the library's strategies trust first sight: no fault here steps a clock).
 
 Faults (--faults, comma-separated, or none):
   kill          SIGKILL a node, restart it later with its data (AOF); failover pair: fail over
@@ -101,6 +105,9 @@ Faults (--faults, comma-separated, or none):
   flush         FLUSHALL on a majority of nodes (a running server loses its data)
   replace       a majority of proxies switch to different, empty, long-running servers, and
                 back later
+  replace-marked  as replace, each new server first marked by hand with the same word
+                (SET redlock-node-marker manual), as an operator once did (not in the
+                default list)
   blackhole     a node's proxy stops forwarding on its open connections, which stay open;
                 new connections work
   failover      redlock-cluster* only: a majority of the Redis Clusters stop replicating to

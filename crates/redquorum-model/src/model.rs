@@ -224,6 +224,7 @@ impl Protocol {
                 max_ttl,
                 trust_durable: false,
                 owner_history: rules.marker_names_replid,
+                hand_markers_vouch: false,
             },
             advance,
             cluster: bounds.cluster,

@@ -38,6 +38,7 @@ pub struct Builder {
     trust_durable_nodes: bool,
     trust_first_sight: bool,
     marker_names_history: bool,
+    hand_markers_vouch: bool,
     release_ignores_delay: bool,
     fencing: bool,
     fence_retention: Duration,
@@ -62,6 +63,7 @@ impl Builder {
             trust_durable_nodes: true,
             trust_first_sight: false,
             marker_names_history: true,
+            hand_markers_vouch: false,
             release_ignores_delay: false,
             fencing: true,
             fence_retention: FENCE_RETENTION,
@@ -137,6 +139,16 @@ impl Builder {
     #[cfg(feature = "replaced-rules")]
     pub fn replaced_rule_marker_names_process_only(mut self) -> Self {
         self.marker_names_history = false;
+        self
+    }
+
+    /// **Unsafe; for `redlock chaos` only** (feature `replaced-rules`): a marker written by
+    /// hand (an id not drawn) vouches like any other (`marker` invariant 5 off), the rule a
+    /// replacement marked by hand the same way defeats, so that the chaos run's
+    /// `replace-marked` fault can show it.
+    #[cfg(feature = "replaced-rules")]
+    pub fn replaced_rule_hand_markers_vouch(mut self) -> Self {
+        self.hand_markers_vouch = true;
         self
     }
 
@@ -319,6 +331,7 @@ impl Builder {
                 max_ttl: self.max_ttl,
                 trust_durable: self.trust_durable_nodes,
                 owner_history: self.marker_names_history,
+                hand_markers_vouch: self.hand_markers_vouch,
             },
             rules: Rules {
                 node_timeout: self.node_timeout,

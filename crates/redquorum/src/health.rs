@@ -131,13 +131,15 @@ pub(crate) async fn check_health(
     };
     let (key, max_ttl) = (&marker.key, trust.max_ttl);
     let fingerprint = first_sight.map(|g| g.fingerprint());
-    let mut marker = read_marker(conn, max_ttl, key, owner, tag, fingerprint).await?;
+    let undrawn_vouch = trust.hand_markers_vouch;
+    let mut marker =
+        read_marker(conn, max_ttl, key, owner, tag, fingerprint, undrawn_vouch).await?;
     if let (true, Some(group)) = (first_seen && unmarked(&marker), first_sight) {
         // The group's evidence may vouch for every node at once (`first_sight`): waited for a
         // part of the connect timeout at most, then the marker is read again, vouched or not.
         // Only for a node without a marker of its own: one that shows one is judged at once.
         let _ = tokio::time::timeout(group.patience(), group.settle()).await;
-        marker = read_marker(conn, max_ttl, key, owner, tag, fingerprint).await?;
+        marker = read_marker(conn, max_ttl, key, owner, tag, fingerprint, undrawn_vouch).await?;
     }
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
@@ -226,6 +228,7 @@ async fn read_marker(
     owner: &str,
     tag: &str,
     group: Option<&str>,
+    undrawn_vouch: bool,
 ) -> Result<Marker, NodeError> {
     let call = |undrawn: &str| {
         let fresh = format!("{:016x}", crate::fresh::u64());
@@ -244,7 +247,7 @@ async fn read_marker(
         |e: redis::RedisError| needs(&e, "the marker script", &format!("+eval ~{marker_key}"));
     let (mut value, mut written, mut node_ms): (String, u8, u64) =
         call("").query_async(conn).await.map_err(failed)?;
-    if written == 0 && !MarkerValue::parse(&value).tells_servers_apart() {
+    if written == 0 && !undrawn_vouch && !MarkerValue::parse(&value).tells_servers_apart() {
         // `marker` invariant 5: a word written by hand is on any server it was written on, so it
         // vouches for none; it is replaced as if missing, with its quarantine.
         (value, written, node_ms) = call(&value).query_async(conn).await.map_err(failed)?;

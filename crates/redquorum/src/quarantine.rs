@@ -167,6 +167,9 @@ pub struct TrustPolicy {
     /// Whether a cluster master's marker names its replication history besides its process
     /// (invariant 6); `false` only for the chaos run's replaced rule.
     pub owner_history: bool,
+    /// Whether a marker whose id was not drawn (a word written by hand) vouches like any other
+    /// (`marker` invariant 5 off); `true` only for the chaos run's replaced rule.
+    pub hand_markers_vouch: bool,
 }
 
 /// Why a node's votes do not count yet: the evidence that keeps it out longest.
@@ -537,6 +540,7 @@ mod tests {
             max_ttl: MAX_TTL,
             trust_durable: true,
             owner_history: true,
+            hand_markers_vouch: false,
         }
     }
 
