@@ -289,7 +289,11 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
     );
     cluster
         .node(0)
-        .cli(&["SET", "redlock-node-marker", "lost:99999999999999"])
+        .cli(&[
+            "SET",
+            "redlock-node-marker",
+            "lost-5f0c2a9e7d13b846:99999999999999",
+        ])
         .unwrap();
     let refused = waiter.mark_nodes(Vouch::Checked).await;
     assert_eq!(
@@ -303,7 +307,7 @@ async fn an_operator_marks_new_servers_and_waiting_clients_see_it_within_seconds
     // do, not "a loss".
     cluster
         .node(0)
-        .cli(&["SET", "redlock-node-marker", "fresh-by-a-launcher:0"])
+        .cli(&["SET", "redlock-node-marker", "fresh-5f0c2a9e7d13b846:0"])
         .unwrap();
     let launched = waiter.mark_nodes(Vouch::Checked).await;
     assert_eq!(

@@ -130,8 +130,12 @@ async fn a_first_sight_marker_extended_by_a_broken_protocol_is_no_vote_for_an_ea
     let mut nodes = Cluster::start(3, unmarked()).unwrap();
     let x = RedisNode::start(unmarked()).unwrap();
     let replacement = RedisNode::start(unmarked()).unwrap();
-    // n0 carries a marker that vouches at once (as `redquorum-nodes` writes on a new server).
-    nodes.node(0).cli(&["SET", MARKER, "fresh:0"]).unwrap();
+    // n0 carries a marker that vouches at once (as `redquorum-nodes` writes on a new server: a
+    // drawn id, since a word written by hand vouches for nothing).
+    nodes
+        .node(0)
+        .cli(&["SET", MARKER, "fresh-5f0c2a9e7d13b846:0"])
+        .unwrap();
     tokio::time::sleep(UNTIL_LONG_RUNNING).await;
 
     // 1. C: first sight of n1, n2; the group waits (n0 shows a marker).
