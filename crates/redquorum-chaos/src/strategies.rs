@@ -360,12 +360,15 @@ pub(crate) type ClusterMarker = fn(u16, &str) -> (String, String);
 
 /// [`redquorum::cluster_marker`] as the replaced rule writes it: naming the `run_id` alone.
 fn process_only_marker(lowest_slot: u16, info: &str) -> (String, String) {
-    let (key, _) = redquorum::cluster_marker(lowest_slot, info);
+    let (key, value) = redquorum::cluster_marker(lowest_slot, info);
     let run_id = info
         .lines()
         .find_map(|line| line.trim().strip_prefix("run_id:"))
         .unwrap_or_default();
-    (key, format!("{run_id}/fresh:0"))
+    // The library's drawn id and time (a word written by hand would vouch for nothing), under
+    // an owner that names the process alone.
+    let id_and_time = value.split_once('/').map_or("", |(_, rest)| rest);
+    (key, format!("{run_id}/{id_and_time}"))
 }
 
 /// How a strategy's clients are made.
