@@ -286,7 +286,8 @@ impl LockInfo {
         self.resources.keys()
     }
 
-    /// The random value that identifies this acquisition (40 hex characters).
+    /// The random value that identifies this acquisition: 40 hex characters, followed under a
+    /// lock-delay by `-` and the holder's late-release bound in milliseconds (`value.rs`).
     pub fn value(&self) -> &str {
         &self.value
     }
