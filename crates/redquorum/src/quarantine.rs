@@ -97,7 +97,8 @@
 //!    cannot tell a stray marker from a live one.
 //! 7. **Within one run, an eviction or a change of replication history is a loss**, seen by
 //!    every client that checked the node before. A server that evicted keys since our last
-//!    check (`INFO stats`'s `evicted_keys` grew: a `maxmemory-policy` other than `noeviction`)
+//!    check (`INFO stats`'s `evicted_keys` moved: it grew under a `maxmemory-policy` other than
+//!    `noeviction`, or went down with a `CONFIG RESETSTAT` that may hide an eviction)
 //!    may have evicted a lock key and kept its marker (the marker has no TTL, so `volatile-*`
 //!    policies never take it); a plain server whose `master_replid` changed under the same
 //!    `run_id` was made a replica, whose full resync replaces its data (perhaps with a copy of
@@ -453,10 +454,11 @@ impl Memory {
         };
         // Invariant 7: within one run, keys evicted or a replication history that changed.
         let same_run = self.run_id.is_some() && !restarted;
-        let grew = |before: Option<u64>, now: Option<u64>| matches!((before, now), (Some(b), Some(n)) if n > b);
+        // A count that went down was reset (`CONFIG RESETSTAT`), which may hide an eviction.
+        let moved = |before: Option<u64>, now: Option<u64>| matches!((before, now), (Some(b), Some(n)) if n != b);
         let changed = |before: &Option<String>, now: &Option<String>| matches!((before, now), (Some(b), Some(n)) if b != n);
         let marker_loss = marker_loss
-            .or((same_run && grew(self.evicted_keys, seen.evicted_keys))
+            .or((same_run && moved(self.evicted_keys, seen.evicted_keys))
                 .then_some(QuarantineReason::Evicted))
             .or((same_run && changed(&self.replid, &seen.replid))
                 .then_some(QuarantineReason::Resynchronised));
@@ -595,6 +597,13 @@ mod tests {
             // Seen first in that state, by a client with nothing to compare: no evidence here.
             assert_eq!(judged(&mut Memory::default(), &later, now), Duration::ZERO);
         }
+        // A count that went down was reset (`CONFIG RESETSTAT`), which may hide an eviction.
+        let mut memory = Memory::default();
+        let mut evicting = long_running();
+        evicting.evicted_keys = Some(5);
+        assert_eq!(judged(&mut memory, &evicting, now), Duration::ZERO);
+        let reset = memory.judge(&policy(), &long_running(), now);
+        assert_eq!(reset.loss, Some(QuarantineReason::Evicted));
         // Unread (a server that refuses INFO stats): nothing is inferred.
         let mut memory = Memory::default();
         judged(&mut memory, &long_running(), now);
