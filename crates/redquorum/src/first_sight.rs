@@ -109,26 +109,41 @@ pub(crate) const DROPPING: [&str; 12] = [
 /// Why a node is not clean, or `None` when it is (the module's rule), from its `INFO server`,
 /// `INFO replication`, `INFO stats` and `INFO commandstats` replies, read after its marker.
 pub(crate) fn unclean(info: &str, max_ttl: Duration) -> Option<String> {
-    // Before Redis 7, commandstats count `CONFIG RESETSTAT` and `MODULE LOAD` under `config` and
-    // `module`, with every `CONFIG GET` (the health check's own): the record that erases the
-    // record cannot be told apart, so such a server shows no evidence.
-    let major = info_field(info, "redis_version")
-        .and_then(|v| v.split('.').next())
-        .and_then(|m| m.parse::<u32>().ok());
-    if major.is_none_or(|major| major < 7) {
-        return Some("Redis before 7 does not count CONFIG RESETSTAT on its own".to_owned());
+    if let Some(why) = counters_blind(info) {
+        return Some(why);
     }
-    let uptime = info_field(info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
-    let Some(uptime) = uptime.map(Duration::from_secs) else {
+    if info_field(info, "uptime_in_seconds").is_none() {
         return Some("INFO shows no uptime".to_owned());
-    };
-    if uptime.saturating_sub(UPTIME_SLACK) < max_ttl {
+    }
+    if let Some(uptime) = started_within(info, max_ttl) {
         return Some(format!("started {} s ago", uptime.as_secs()));
     }
     if info_field(info, "role") != Some("master") {
         return Some("it is a replica".to_owned());
     }
     dropped_data(info)
+}
+
+/// Why a server's counters cannot show that it dropped data, or `None` (Redis 7 and later).
+/// Before Redis 7, commandstats count `CONFIG RESETSTAT` and `MODULE LOAD` under `config` and
+/// `module`, with every `CONFIG GET` (the health check's own): the record that erases the record
+/// cannot be told apart, so such a server shows no evidence. Also `mark`'s rule.
+pub(crate) fn counters_blind(info: &str) -> Option<String> {
+    let major = info_field(info, "redis_version")
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    major
+        .is_none_or(|major| major < 7)
+        .then(|| "Redis before 7 does not count CONFIG RESETSTAT on its own".to_owned())
+}
+
+/// The server's uptime when it is less than `max_ttl` (with the quarantine's slack, its
+/// invariant 1), so that its start may have dropped locks still held; a missing uptime counts as
+/// none. Also `mark`'s rule.
+pub(crate) fn started_within(info: &str, max_ttl: Duration) -> Option<Duration> {
+    let uptime = info_field(info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
+    let uptime = Duration::from_secs(uptime.unwrap_or(0));
+    (uptime.saturating_sub(UPTIME_SLACK) < max_ttl).then_some(uptime)
 }
 
 /// What in a server's `INFO` shows that it dropped or replaced data since it started: a

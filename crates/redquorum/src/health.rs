@@ -95,31 +95,27 @@ pub(crate) async fn check_health(
         trust
     };
     let first_seen = lock(memory).is_first_sight();
-    let info: String = redis::cmd("INFO")
+    // One round trip for the three sections (one permission, `+info`, covers them all):
+    // `INFO server` (run_id, uptime, version); `INFO replication`, for an owned marker's owner
+    // and replication history (quarantine invariant 6), a durable node never promoted
+    // (invariant 4), and a history that changed under the same run (invariant 7); `INFO stats`,
+    // for the evicted keys (invariant 7).
+    let (info, replication, stats): (String, String, String) = redis::pipe()
+        .cmd("INFO")
         .arg("server")
+        .cmd("INFO")
+        .arg("replication")
+        .cmd("INFO")
+        .arg("stats")
         .query_async(conn)
         .await
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
-    // `INFO replication`, read once for what needs it: an owned marker names this process and
-    // its replication history (quarantine invariant 6), a durable node is trusted only if it
-    // was never promoted (invariant 4; `None`, not trusted, when it cannot be read), and a
-    // history that changed under the same run is a loss (invariant 7).
     let durable_config = trust.trust_durable && config.durable;
-    let replication: Option<String> = match redis::cmd("INFO")
-        .arg("replication")
-        .query_async(conn)
-        .await
-    {
-        Ok(replication) => Some(replication),
-        Err(e) if marker.owned => return Err(needs(&e, "INFO", "+info")),
-        Err(_) => None,
-    };
-    // `INFO stats`, for the evicted keys (invariant 7); best effort like the above.
-    let stats: Option<String> = redis::cmd("INFO").arg("stats").query_async(conn).await.ok();
-    let owner = match &replication {
-        Some(replication) if marker.owned => marker_owner(&info, replication, trust.owner_history),
-        _ => String::new(),
+    let owner = if marker.owned {
+        marker_owner(&info, &replication, trust.owner_history)
+    } else {
+        String::new()
     };
     let owner = owner.as_str();
     // A marker written on first sight says so (`marker`), outside clusters (`first_sight`
@@ -144,13 +140,8 @@ pub(crate) async fn check_health(
     // A replica promoted in place of a master has the master's marker (it was replicated) but
     // maybe not its last keys: its own durability says nothing about them (quarantine
     // invariant 4).
-    let durable = durable_config && replication.as_deref().is_some_and(never_promoted);
-    let sections = [
-        Some(info.as_str()),
-        replication.as_deref(),
-        stats.as_deref(),
-    ];
-    let observed: String = sections.into_iter().flatten().collect();
+    let durable = durable_config && never_promoted(&replication);
+    let observed = [info.as_str(), &replication, &stats].concat();
     let seen = Observation::from_info(&observed, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
     if let Some((run_ids, label)) = claim {

@@ -10,8 +10,8 @@ use redis::aio::MultiplexedConnection;
 
 use crate::Redlock;
 use crate::connect::connect_once;
-use crate::first_sight::dropped_data;
-use crate::quarantine::{UPTIME_SLACK, info_field};
+use crate::first_sight::{counters_blind, dropped_data, started_within};
+use crate::quarantine::info_field;
 use crate::reply::NodeError;
 use crate::vouch::rewrite;
 
@@ -242,23 +242,13 @@ fn refused(info: &str, vouch: Vouch, max_ttl: Duration) -> Option<Mark> {
     if let Some(why) = dropped_data(info) {
         return Some(Mark::DroppedData(why));
     }
-    let major = info_field(info, "redis_version")
-        .and_then(|v| v.split('.').next())
-        .and_then(|m| m.parse::<u32>().ok());
-    if major.is_none_or(|major| major < 7) {
-        return Some(Mark::DroppedData(
-            "Redis before 7 cannot show a flush hidden by CONFIG RESETSTAT".to_owned(),
-        ));
+    if let Some(why) = counters_blind(info) {
+        return Some(Mark::DroppedData(why));
     }
-    if vouch == Vouch::Checked {
-        // As the quarantine judges a start (its invariant 1), with the same slack.
-        let uptime = info_field(info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
-        let uptime = Duration::from_secs(uptime.unwrap_or(0));
-        if uptime.saturating_sub(UPTIME_SLACK) < max_ttl {
-            return Some(Mark::RecentlyStarted { uptime });
-        }
+    match started_within(info, max_ttl) {
+        Some(uptime) if vouch == Vouch::Checked => Some(Mark::RecentlyStarted { uptime }),
+        _ => None,
     }
-    None
 }
 
 #[cfg(test)]

@@ -28,28 +28,37 @@ use crate::fresh;
 /// not know the deadline (invariant 1), 0 without a lock-delay (the value is then the plain 40
 /// hex digits every Redlock client uses).
 pub(crate) fn new(late_bound_ms: u64) -> Arc<str> {
-    Arc::from(random(late_bound_ms))
+    // Built on the stack, so the `Arc` is the only allocation of an acquisition's value.
+    let mut buf = [0u8; 61]; // 40 digits, `-`, and at most 20 for a u64
+    let len = random(&mut buf, late_bound_ms);
+    Arc::from(std::str::from_utf8(&buf[..len]).unwrap_or_default())
 }
 
 /// A campaign's lock value (`election` invariant 3): a fresh value as [`new`]'s, a `:`, and the
 /// candidate's identity, which observers read back from the key.
 pub(crate) fn campaign(identity: &str, late_bound_ms: u64) -> Arc<str> {
-    Arc::from(format!("{}:{identity}", random(late_bound_ms)))
+    let mut buf = [0u8; 61];
+    let len = random(&mut buf, late_bound_ms);
+    let random = std::str::from_utf8(&buf[..len]).unwrap_or_default();
+    Arc::from(format!("{random}:{identity}"))
 }
 
-fn random(late_bound_ms: u64) -> String {
+/// Writes 40 random hex digits (and `-` with the bound, if any) into `buf`; returns the length.
+fn random(buf: &mut [u8; 61], late_bound_ms: u64) -> usize {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let bytes: [u8; 20] = fresh::bytes(); // never repeated by a fork (`fresh` invariant 1)
-    let mut value = String::with_capacity(60);
-    for b in bytes {
-        value.push(char::from(DIGITS[usize::from(b >> 4)]));
-        value.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    for (pair, b) in buf.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
     }
-    if late_bound_ms > 0 {
-        value.push('-');
-        value.push_str(&late_bound_ms.to_string());
+    if late_bound_ms == 0 {
+        return 40;
     }
-    value
+    buf[40] = b'-';
+    let mut cursor = &mut buf[41..];
+    // A u64 has at most 20 digits: the write cannot run out of room.
+    let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{late_bound_ms}"));
+    61 - cursor.len()
 }
 
 /// The 40 random digits, the bound (if any) and the rest (a campaign's `:identity`, or empty) of
@@ -107,6 +116,8 @@ mod tests {
         assert_eq!(identity(&campaign), "worker-7:eu");
         assert_eq!(identity(&super::campaign("w", 0)), "w");
         assert_eq!(identity(&super::campaign("", 0)), "");
+        // The largest bound fits the value's buffer.
+        assert_eq!(carried_bound(&new(u64::MAX)), u64::MAX);
     }
 
     #[test]
