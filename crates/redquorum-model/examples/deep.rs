@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use redquorum_model::{Bounds, FaultKinds, Rules, check};
+use redquorum_model::{Bounds, FaultKinds, Rules, check, check_symmetric};
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -40,9 +40,20 @@ fn main() {
         ..Bounds::CI
     };
     let base = if flag("--ci") { Bounds::CI } else { deep };
+    let small = |name: &str, default: u16| u16::try_from(arg(name, u64::from(default))).unwrap_or(default);
     let bounds = Bounds {
         faults: u8::try_from(arg("--faults", u64::from(base.faults))).unwrap_or(base.faults),
+        horizon: small("--horizon", base.horizon),
+        ttl_ms: small("--ttl", base.ttl_ms),
+        lock_delay_ms: small("--delay", base.lock_delay_ms),
+        drift: u8::try_from(arg("--drift", u64::from(base.drift))).unwrap_or(base.drift),
+        prompt_network: flag("--prompt-network"),
         ..base
+    };
+    let check = if flag("--symmetric") {
+        check_symmetric
+    } else {
+        check
     };
     let report = check(
         bounds,

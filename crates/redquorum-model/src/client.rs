@@ -108,7 +108,18 @@ pub struct Settings {
     pub cluster: bool,
 }
 
+/// How many acquisitions a client may start at most: its values are `client × VALUES + k`.
+pub const VALUES: u8 = 16;
+
 impl Client {
+    /// The value of the acquisition client `index` starts now, once `attempts_left` was counted
+    /// down: values are never reused (`manager` invariant 3), and each names its client, so
+    /// that renaming clients renames their values ([`crate::symmetry`]).
+    pub fn next_value(&self, index: usize) -> u8 {
+        let index = u8::try_from(index).unwrap_or(u8::MAX);
+        index.saturating_mul(VALUES) + (VALUES - 1 - self.attempts_left)
+    }
+
     /// The client's clock (ms) at real time `t`.
     pub fn clock(&self, t: u16) -> u16 {
         t.saturating_sub(self.lag)

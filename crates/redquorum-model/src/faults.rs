@@ -53,22 +53,13 @@ impl FaultKinds {
     }
 }
 
-/// Fresh identities drawn by faults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Fresh {
-    /// The next `run_id`.
-    pub run: u8,
-    /// The next `master_replid`.
-    pub replid: u8,
-}
-
 /// Applies `fault` to `node` at node time `now`; `false` when it does not apply (a failover of
 /// a node without a replica).
-pub fn apply(fault: Fault, node: &mut Node, now: u16, fresh: &mut Fresh) -> bool {
+pub fn apply(fault: Fault, node: &mut Node, now: u16) -> bool {
     match fault {
         Fault::RestartKept | Fault::RestartLost => {
-            node.master.run = fresh.run;
-            fresh.run = fresh.run.wrapping_add(1);
+            node.master.run = node.next.run;
+            node.next.run = node.next.run.wrapping_add(1);
             node.master.started = i32::from(now);
             if fault == Fault::RestartLost {
                 node.master.data = Data::default();
@@ -83,8 +74,8 @@ pub fn apply(fault: Fault, node: &mut Node, now: u16, fresh: &mut Fresh) -> bool
             let Some(mut promoted) = node.replica else {
                 return false;
             };
-            promoted.replid = fresh.replid;
-            fresh.replid = fresh.replid.wrapping_add(1);
+            promoted.replid = node.next.replid;
+            node.next.replid = node.next.replid.wrapping_add(1);
             let mut demoted = node.master;
             // A full resynchronisation: the demoted master takes the new master's data and
             // replication id.

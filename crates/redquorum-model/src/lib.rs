@@ -48,6 +48,7 @@ pub mod model;
 pub mod node;
 pub mod properties;
 pub mod rules;
+pub mod symmetry;
 pub mod trace;
 
 pub use faults::{Fault, FaultKinds};
@@ -90,6 +91,29 @@ pub fn check_until(
     timeout: Option<Duration>,
     first: bool,
 ) -> Report {
+    run(bounds, rules, threads, timeout, first, false)
+}
+
+/// [`check`] with the symmetry reduction ([`symmetry`]): depth first (stateright reduces
+/// symmetry only there), so a counterexample is not the shortest; for the all-rules checks,
+/// where the point is to find none.
+pub fn check_symmetric(
+    bounds: Bounds,
+    rules: Rules,
+    threads: usize,
+    timeout: Option<Duration>,
+) -> Report {
+    run(bounds, rules, threads, timeout, false, true)
+}
+
+fn run(
+    bounds: Bounds,
+    rules: Rules,
+    threads: usize,
+    timeout: Option<Duration>,
+    first: bool,
+    symmetric: bool,
+) -> Report {
     let started = Instant::now();
     let model = Protocol::new(bounds, rules);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
@@ -100,11 +124,28 @@ pub fn check_until(
     if let Some(timeout) = timeout {
         builder = builder.timeout(timeout);
     }
-    let checker = builder.spawn_bfs().join();
+    if symmetric {
+        let checker = builder
+            .symmetry_fn(symmetry::representative)
+            .spawn_dfs()
+            .join();
+        report(&checker, &names, started, timeout, first)
+    } else {
+        report(&builder.spawn_bfs().join(), &names, started, timeout, first)
+    }
+}
+
+fn report(
+    checker: &impl Checker<Protocol>,
+    names: &[&'static str],
+    started: Instant,
+    timeout: Option<Duration>,
+    first: bool,
+) -> Report {
     let elapsed = started.elapsed();
     let mut counterexamples = Vec::new();
     let mut live = false;
-    for name in names {
+    for &name in names {
         let found = checker.discovery(name);
         if name == properties::LIVENESS {
             live = found.is_some();

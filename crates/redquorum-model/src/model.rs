@@ -10,7 +10,7 @@ use stateright::{Model, Property};
 
 use crate::client::{self, Client, Conn, Phase, Settings};
 use crate::clock::instant;
-use crate::faults::{self, Fault, FaultKinds, Fresh};
+use crate::faults::{self, Fault, FaultKinds};
 use crate::node::{AcquireReply, Node};
 use crate::properties;
 use crate::rules::Rules;
@@ -52,6 +52,11 @@ pub struct Bounds {
     /// waits for still happen at any time). Off, the network may hold any request for as long
     /// as the horizon allows.
     pub prompt_rounds: bool,
+    /// Time does not pass while any request is in flight: every request, a release or a
+    /// roll-back included, runs within the millisecond it was sent (in any order, or, with
+    /// `late_delivery`, after its sender stopped waiting, within that millisecond). The checks
+    /// that let time pass far use it; late requests are the holes' and the deep run's.
+    pub prompt_network: bool,
 }
 
 impl Bounds {
@@ -80,6 +85,7 @@ impl Bounds {
         lock_delay_ms: 3,
         node_timeout_ms: 2,
         prompt_rounds: true,
+        prompt_network: false,
     };
 }
 
@@ -136,12 +142,6 @@ pub struct State {
     pub faults_left: u8,
     /// `Lag` steps left.
     pub drift_left: u8,
-    /// Fresh identities.
-    pub fresh: Fresh,
-    /// The next marker id.
-    pub next_marker: u8,
-    /// The next lock value.
-    pub next_value: u8,
     /// The largest token handed out.
     pub last_token: Option<u64>,
     /// Broken guarantees seen on the way (see [`properties`]).
@@ -577,7 +577,7 @@ impl Model for Protocol {
 
     fn init_states(&self) -> Vec<State> {
         let mut nodes: Vec<Node> = (0..self.bounds.nodes)
-            .map(|i| Node::new(i, self.bounds.cluster, self.rules.marker_names_replid))
+            .map(|_| Node::new(self.bounds.cluster, self.rules.marker_names_replid))
             .collect();
         let mut clients = Vec::new();
         for _ in 0..self.bounds.clients {
@@ -589,7 +589,9 @@ impl Model for Protocol {
                     trusted_from: None,
                     marker: None,
                 };
-                client::health_check(&mut conn, node, 0, 0, &self.settings, &self.rules, 200);
+                let id = node.next.marker;
+                node.next.marker = id.wrapping_add(1);
+                client::health_check(&mut conn, node, 0, 0, &self.settings, &self.rules, id);
                 conns.push(conn);
             }
             clients.push(Client {
@@ -607,12 +609,6 @@ impl Model for Protocol {
             net: Vec::new(),
             faults_left: self.bounds.faults,
             drift_left: self.bounds.drift,
-            fresh: Fresh {
-                run: 100,
-                replid: 100,
-            },
-            next_marker: 10,
-            next_value: 1,
             last_token: None,
             broken: properties::Broken::default(),
             acquired_after_faults: false,
@@ -623,7 +619,8 @@ impl Model for Protocol {
         if s.broken != properties::Broken::default() {
             return; // a counterexample already: nothing after it is explored
         }
-        let waiting = self.bounds.prompt_rounds && s.net.iter().any(|m| m.awaited);
+        let waiting = (self.bounds.prompt_rounds && s.net.iter().any(|m| m.awaited))
+            || (self.bounds.prompt_network && !s.net.is_empty());
         if s.t < self.bounds.horizon && !waiting {
             actions.push(Action::Tick);
             if s.drift_left > 0 {
@@ -710,8 +707,8 @@ impl Model for Protocol {
                 let (c, n) = (usize::from(c), usize::from(n));
                 let node_now = s.nodes[n].clock(s.t);
                 let now = s.clients[c].clock(s.t);
-                let id = s.next_marker;
-                s.next_marker = s.next_marker.wrapping_add(1);
+                let id = s.nodes[n].next.marker;
+                s.nodes[n].next.marker = id.wrapping_add(1);
                 client::health_check(
                     &mut s.clients[c].conns[n],
                     &mut s.nodes[n],
@@ -724,10 +721,9 @@ impl Model for Protocol {
             }
             Action::Acquire(c) => {
                 let c = usize::from(c);
-                let value = s.next_value;
-                s.next_value = s.next_value.wrapping_add(1);
                 let client = &mut s.clients[c];
                 client.attempts_left -= 1;
+                let value = client.next_value(c);
                 let start = client.clock(s.t);
                 client.phase = Phase::Acquiring {
                     value,
@@ -780,7 +776,7 @@ impl Model for Protocol {
             Action::Fault(fault, n) => {
                 let n = usize::from(n);
                 let now = s.nodes[n].clock(s.t);
-                if !faults::apply(fault, &mut s.nodes[n], now, &mut s.fresh) {
+                if !faults::apply(fault, &mut s.nodes[n], now) {
                     return None;
                 }
                 s.faults_left -= 1;

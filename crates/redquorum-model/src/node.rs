@@ -89,6 +89,23 @@ pub struct Node {
     pub replica: Option<Process>,
     /// How many ms this node's clock is behind real time.
     pub lag: u16,
+    /// The next identities this node's events draw: a `run_id` (a restart), a `master_replid`
+    /// (a promotion), a marker id (a health check that writes one). Identities are compared only
+    /// within one node, so each node draws its own: two nodes in the same situation are then
+    /// the same up to their place in the list, which the checker's symmetry reduction uses
+    /// ([`crate::symmetry`]).
+    pub next: Fresh,
+}
+
+/// The next identities a node draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fresh {
+    /// The next `run_id`.
+    pub run: u8,
+    /// The next `master_replid`.
+    pub replid: u8,
+    /// The next marker id.
+    pub marker: u8,
 }
 
 /// What a node answered to a native fenced acquisition (`node::set_fenced_natively`'s pipeline:
@@ -110,31 +127,33 @@ pub struct AcquireReply {
 
 impl Node {
     /// A node up for an hour, with a marker that vouches at once (naming its owner as
-    /// `names_replid` says, on a cluster node).
-    pub fn new(index: u8, cluster: bool, names_replid: bool) -> Self {
+    /// `names_replid` says, on a cluster node). Every node starts alike: its identities are its
+    /// own ([`Node::next`]).
+    pub fn new(cluster: bool, names_replid: bool) -> Self {
         let marker = MarkerKey {
-            owner: cluster.then_some((index * 2, names_replid.then_some(index * 2))),
-            id: index,
+            owner: cluster.then_some((0, names_replid.then_some(0))),
+            id: 0,
             from_ms: 0,
         };
         let master = Process {
-            run: index * 2,
-            replid: index * 2,
+            run: 0,
+            replid: 0,
             started: -3_600_000,
             data: Data {
                 marker: Some(marker),
                 ..Data::default()
             },
         };
-        let replica = cluster.then_some(Process {
-            run: index * 2 + 1,
-            replid: index * 2,
-            ..master
-        });
+        let replica = cluster.then_some(Process { run: 1, ..master });
         Node {
             master,
             replica,
             lag: 0,
+            next: Fresh {
+                run: 2,
+                replid: 1,
+                marker: 1,
+            },
         }
     }
 

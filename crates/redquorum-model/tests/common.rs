@@ -28,6 +28,7 @@ pub const STILL: Bounds = Bounds {
     lock_delay_ms: 3,
     node_timeout_ms: 2,
     prompt_rounds: true,
+    prompt_network: false,
 };
 
 /// Checks `bounds` under `rules` on two threads, and prints the report.

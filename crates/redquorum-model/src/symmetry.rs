@@ -1,0 +1,192 @@
+//! Symmetry reduction: states that differ only in which client or which node is which are
+//! checked once.
+//!
+//! # Why it is sound
+//! The model treats every client alike and every node alike, so renaming them maps every run to
+//! a run, and a broken guarantee to the same broken guarantee:
+//! - clients share one [`Settings`](crate::client::Settings) (a scenario whose clients differ
+//!   turns this reduction off: [`Protocol::symmetric`](crate::Protocol::symmetric)), and their
+//!   lock values name them (`client × VALUES + k`, [`Client::next_value`]), so renaming a
+//!   client renames its values wherever they are (keys, requests, phases);
+//! - nodes start alike ([`Node::new`]) and draw their identities (`run_id`, `master_replid`,
+//!   marker ids) from counters of their own, and a client compares a node's identities only
+//!   with that node's (its connection to it), so renaming nodes needs no renaming of identities;
+//! - the properties count holders, tokens and hand-outs, never who or where.
+//!
+//! The checker keeps one representative per class: the renaming of the state whose hash is the
+//! smallest. Any choice made from the class alone works; a hash collision between two renamings
+//! of one state only spares less.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::client::{Client, Phase, VALUES};
+use crate::model::State;
+
+/// Every permutation of `0..n` (n ≤ 4 in any bound the model uses).
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut all = Vec::new();
+    for smaller in permutations(n - 1) {
+        for at in 0..=smaller.len() {
+            let mut p = smaller.clone();
+            p.insert(at, n - 1);
+            all.push(p);
+        }
+    }
+    all
+}
+
+/// A value renamed by the client permutation `p` (client `i` becomes `p[i]`).
+fn value(v: u8, p: &[usize]) -> u8 {
+    let client = usize::from(v / VALUES);
+    let renamed = p.get(client).copied().unwrap_or(client);
+    u8::try_from(renamed).unwrap_or(u8::MAX) * VALUES + v % VALUES
+}
+
+fn phase(phase: &Phase, p: &[usize]) -> Phase {
+    let mut phase = phase.clone();
+    match &mut phase {
+        Phase::Idle => {}
+        Phase::Acquiring { value: v, .. }
+        | Phase::Storing { value: v, .. }
+        | Phase::Holding { value: v, .. } => *v = value(*v, p),
+    }
+    phase
+}
+
+/// `s` with client `i` renamed `p[i]` and node `j` renamed `q[j]`.
+pub fn renamed(s: &State, p: &[usize], q: &[usize]) -> State {
+    let mut out = s.clone();
+    for (i, client) in s.clients.iter().enumerate() {
+        let mut c: Client = client.clone();
+        for (j, conn) in client.conns.iter().enumerate() {
+            c.conns[q[j]] = conn.clone();
+        }
+        c.phase = phase(&client.phase, p);
+        if let Some(hold) = c.last_hold.as_mut() {
+            hold.0 = value(hold.0, p);
+        }
+        out.clients[p[i]] = c;
+    }
+    for (j, node) in s.nodes.iter().enumerate() {
+        let mut n = *node;
+        for data in [
+            Some(&mut n.master.data),
+            n.replica.as_mut().map(|r| &mut r.data),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(key) = data.lock.as_mut() {
+                key.value = value(key.value, p);
+            }
+        }
+        out.nodes[q[j]] = n;
+    }
+    for m in out.net.iter_mut() {
+        let (c, n) = (usize::from(m.client), usize::from(m.node));
+        m.client = u8::try_from(p[c]).unwrap_or(u8::MAX);
+        m.node = u8::try_from(q[n]).unwrap_or(u8::MAX);
+        m.value = value(m.value, p);
+    }
+    out.net.sort();
+    out
+}
+
+/// The class's representative. For each renaming of the clients, the nodes are put in the order
+/// of a signature of everything that belongs to each (the node, each client's connection to it
+/// in the renamed clients' order, the requests to it): nodes with equal signatures are
+/// interchangeable, so any order among them gives the same state. Of these, the renaming with
+/// the smallest hash. (All `n!` node orders would give the same classes, at `n!` times the cost.)
+pub fn representative(s: &State) -> State {
+    let mut best: Option<(u64, State)> = None;
+    for p in &permutations(s.clients.len()) {
+        let mut order: Vec<(u64, usize)> = (0..s.nodes.len())
+            .map(|j| (signature(s, p, j), j))
+            .collect();
+        order.sort_unstable();
+        // q[j]: where node j goes.
+        let mut q = vec![0; order.len()];
+        for (to, &(_, j)) in order.iter().enumerate() {
+            q[j] = to;
+        }
+        let candidate = renamed(s, p, &q);
+        let h = hash(&candidate);
+        if best.as_ref().is_none_or(|(b, _)| h < *b) {
+            best = Some((h, candidate));
+        }
+    }
+    best.map_or_else(|| s.clone(), |(_, s)| s)
+}
+
+fn hash(x: &impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    x.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Everything of node `j`, with clients renamed by `p`, in an order that does not depend on
+/// the clients' or the nodes' places.
+fn signature(s: &State, p: &[usize], j: usize) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    let mut node = s.nodes[j];
+    for data in [
+        Some(&mut node.master.data),
+        node.replica.as_mut().map(|r| &mut r.data),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if let Some(key) = data.lock.as_mut() {
+            key.value = value(key.value, p);
+        }
+    }
+    node.hash(&mut hasher);
+    let mut conns: Vec<(usize, &crate::client::Conn)> = s
+        .clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (p[i], &c.conns[j]))
+        .collect();
+    conns.sort_unstable_by_key(|(i, _)| *i);
+    conns.hash(&mut hasher);
+    let mut msgs: Vec<_> = s
+        .net
+        .iter()
+        .filter(|m| usize::from(m.node) == j)
+        .map(|m| {
+            let mut m = *m;
+            m.client = u8::try_from(p[usize::from(m.client)]).unwrap_or(u8::MAX);
+            m.node = 0;
+            m.value = value(m.value, p);
+            m
+        })
+        .collect();
+    msgs.sort_unstable();
+    msgs.hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_permutation_once() {
+        let all = permutations(3);
+        assert_eq!(all.len(), 6);
+        let mut sorted = all.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 6);
+    }
+
+    #[test]
+    fn values_keep_their_attempt_and_follow_their_client() {
+        assert_eq!(value(3, &[1, 0]), VALUES + 3);
+        assert_eq!(value(VALUES + 5, &[1, 0]), 5);
+        assert_eq!(value(VALUES + 5, &[0, 1]), VALUES + 5);
+    }
+}
