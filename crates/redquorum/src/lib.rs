@@ -64,12 +64,40 @@
 //! clients share. The separate names keep that visible, at the cost of three more methods.
 //!
 //! # Layout
-//! Every async type is exported here, at the crate root, and only here. Two modules are public:
-//! [`defaults`], the settings' default values, and [`blocking`], the same API for synchronous
-//! code (its types share names with the async ones, so they keep their module path). A third,
-//! `pure`, is hidden: the pure rules re-exported for the model checker, not a stable API.
+//! Every async type is exported here, at the crate root, and only here. Three modules are
+//! public: [`defaults`], the settings' default values; [`blocking`], the same API for synchronous
+//! code (its types share names with the async ones, so they keep their module path); and
+//! [`fork`], what to call around `fork()`. Two are hidden, not a stable API: `protocol`, which
+//! the model checker imports, and `pure`, the rules it uses re-exported by their old names.
 //!
-//! Where bytes go to Redis:
+//! The source is in five folders. `protocol` imports from none of the others: every arrow
+//! into it runs one way.
+//!
+//! `protocol/`: the pure decisions, unit-tested without a server. No I/O, no imports from
+//! outside the folder (its `mod.rs` has the rule); the model checker runs these very functions.
+//! - `quorum`: vote counting; decides won, lost or still open.
+//! - `validity`: deadline arithmetic (`start + ttl − drift`).
+//! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
+//! - `quarantine`: when a node that may have lost its data votes again, and the marker key that
+//!   is the evidence.
+//! - `first_sight`: when a group of nodes first seen without markers is trusted at once.
+//! - `marker`: the marker's value grammar: who wrote it, and from when it vouches.
+//! - `mark`: what refuses an operator's vouch ([`Redlock::mark_nodes`]), and what the vouch
+//!   came to on each node ([`Mark`], [`Vouch`]).
+//! - `cause`: why a round that was not won failed (busy, not held, unavailable, quarantined,
+//!   a key of another type, too slow).
+//! - `reply`: what each node answered ([`Reply`], [`NodeReply`]).
+//! - `value`: the lock value's grammar: the random digits, the holder's late-release bound, a
+//!   candidate's identity.
+//! - `rwlock`: readers or one writer on one key; why writers are not starved, and how readers'
+//!   and writers' fencing tokens are ordered.
+//! - `lease`: how long a fair waiter's queue place, or a waiting writer's entry, outlives its
+//!   last renewal.
+//! - `aliases`: one server, one vote, whatever names it is reached by.
+//! - `slots`: Redis Cluster's hash slots, and the tags that keep a lock's keys in its slot.
+//! - `sync`: locking a mutex without a poison path.
+//!
+//! `nodes/`: where bytes go to Redis.
 //! - `node`: one Redlock node: what each request of a round (`Request`) means in commands and
 //!   replies (`Answer`). The seam between the algorithm and the wire: a node that is a whole
 //!   Redis Cluster routes each request to the `server` of the lock key's slot behind the same
@@ -77,60 +105,55 @@
 //! - `server`: one Redis server: the one multiplexed connection to it, its health verdict,
 //!   timeouts and replacement, and the order requests run in. The only module that sends lock
 //!   commands.
-//! - `scripts`: the Lua scripts (`src/scripts/*.lua`) and the keys each takes.
+//! - `shards`: a node that is a Redis Cluster: its slot map, routing, `WAIT` for replicas.
+//! - `replica_acks`: the replicas' acknowledgements a cluster master's vote waits for.
+//! - `scripts`: the Lua scripts (`src/nodes/scripts/*.lua`) and the keys each takes.
 //! - `health`: the health check a connection passes before its replies count (`INFO`, the
 //!   marker key, `CONFIG GET`), judged by `quarantine`.
 //! - `vouch`: the only rewrites of a marker in place: first sight's I/O, and the script step an
 //!   operator's mark uses.
-//! - `mark`: an operator's vouch that servers lost nothing, [`Redlock::mark_nodes`].
+//! - `mark`: an operator's vouch that servers lost nothing, [`Redlock::mark_nodes`]; and
+//!   [`cluster_marker`], for tools that prepare new clusters.
 //! - `connect`: a connection of its own to a server, outside its shared one (slot maps, first
 //!   sight, marks).
 //! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
 //!   tracking) and fair releases announced, and reports them to a `Listener`; only ever a hint.
+//! - `stragglers`: the requests a won round leaves behind: kept by the lock, or finished by one
+//!   task per runtime.
+//! - `node_error`: why a node gave no usable answer, from a Redis error.
 //!
-//! The algorithm, and the machinery it runs on:
+//! `round/`: the algorithm, and the machinery it runs on.
 //! - `manager`: the algorithm, readable top to bottom: attempt, decide, roll back, wait.
 //! - `engine`: the round engine (every node at once, replies counted as they come, decided as
 //!   soon as known) and what every lock shares; built from the validated settings.
 //! - `deadlines`: one thread that wakes rounds past their node timeout (no timer per round).
-//! - `stragglers`: the requests a won round leaves behind: kept by the lock, or finished by one
-//!   task per runtime.
 //! - `waiting`: waiting for a busy lock: one acquisition's `Turn`, woken by releases, in arrival
 //!   order when fair.
-//!
-//! Pure rules, unit-tested without a server:
-//! - `quorum`: vote counting; decides won, lost or still open.
-//! - `cause`: why a round that was not won failed (busy, not held, unavailable, quarantined,
-//!   a key of another type, too slow).
-//! - `quarantine`: when a node that may have lost its data votes again, and the marker key that
-//!   is the evidence.
-//! - `first_sight`: when a group of nodes first seen without markers is trusted at once.
-//! - `marker`: the marker's value grammar: who wrote it, and from when it vouches.
-//! - `validity`: deadline arithmetic (`start + ttl − drift`).
-//! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
-//! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
-//! - `rwlock`: readers or one writer on one key; why writers are not starved, and how readers'
-//!   and writers' fencing tokens are ordered.
-//! - `election`: leader election on a lock: the term is the fencing token, the identity rides
-//!   in the lock value, and observers read who leads.
-//! - `semaphore`: why a semaphore's permits are lock keys of their own, not a count, and the
-//!   order an acquisition tries them in.
 //! - `retry`: the retry policy with jittered delays, and the outage bound of a wait.
 //! - `fresh`: random identifiers that never repeat across processes, a forked child's
 //!   included (lock values, waiter ids, markers).
+//! - [`fork`] (public): what to call around `fork()`.
 //!
-//! What callers hold and read:
+//! `primitives/`: beyond one lock, on the same quorum, validity, quarantine and fencing.
+//! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
+//! - `semaphore`: why a semaphore's permits are lock keys of their own, not a count, and the
+//!   order an acquisition tries them in. Pure, but not in `protocol`: it builds `Resources` and
+//!   reports a [`ConfigError`], the caller-facing error type (so does `resources`).
+//! - `election`: leader election on a lock: the term is the fencing token, the identity rides
+//!   in the lock value, and observers read who leads.
+//!
+//! `handles/`: what callers hold and read.
 //! - `config`: the [`Builder`]: checks every setting, then hands them to the engine.
+//! - [`defaults`] (public): the settings' default values and bounds.
 //! - `lock`: the held [`Lock`] and its clean-up on drop.
 //! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
 //!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
 //! - [`blocking`] (public): the same manager, lock and guard for synchronous code, on a Tokio
 //!   runtime of their own that keeps their background work running between calls.
 //! - `status`: a read-only look at who holds a resource, node by node (the CLI's `status`).
-//! - `error`, `reply`: the one [`Error`] type, and what each node answered.
+//! - `error`: the one [`Error`] type.
 //! - `telemetry`: every metric name and label, and the tracing spans' shape: what the
 //!   application's recorder and subscriber receive.
-//! - `sync`: locking a mutex without a poison path.
 //!
 //! No two modules import each other, directly or through others: the arrows run one way.
 
@@ -138,82 +161,53 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-mod aliases;
-pub mod blocking;
-mod cause;
-mod config;
-mod connect;
-mod deadlines;
-pub mod defaults;
-mod election;
-mod engine;
-mod error;
-mod fencing;
-mod first_sight;
-pub mod fork;
-mod fresh;
-mod health;
-mod hold;
-mod lock;
-mod manager;
-mod mark;
-mod marker;
-mod node;
-#[cfg(test)]
-mod paused_client;
-mod quarantine;
-mod quorum;
-mod replica_acks;
-mod reply;
-mod resources;
-mod retry;
-mod rwlock;
-mod scripts;
-mod semaphore;
-mod server;
-mod shards;
-mod slots;
-mod status;
-mod stragglers;
-mod subscriber;
-mod sync;
-mod telemetry;
-mod validity;
-mod value;
-mod vouch;
-mod waiting;
+mod handles;
+mod nodes;
+mod primitives;
+#[doc(hidden)]
+pub mod protocol;
+mod round;
+
+pub use handles::{blocking, defaults};
+pub use round::fork;
 
 /// The library's pure decision rules, for the model checker (`crates/redquorum-model`) only.
 ///
 /// Not a stable API: it exists so that the model runs the very functions the library runs
 /// (vote counting, validity, the quarantine's memory and verdicts, the marker's owner and
 /// identity, the fencing proposals and trust window) instead of a copy of them. Items may change
-/// or go with any release.
+/// or go with any release. The same items as in `protocol`, where they now live, under the
+/// paths the model used so far; it goes once the model imports from `protocol`.
 #[doc(hidden)]
 pub mod pure {
-    pub use crate::fencing::{Advance, Proposal, Proposals, Token, clock_grain, trust_window};
-    pub use crate::marker::id_of;
-    pub use crate::quarantine::{Marker, Memory, Observation, TrustPolicy, Verdict, marker_owner};
-    pub use crate::quorum::{Decision, Tally, majority};
-    pub use crate::validity::{DRIFT_FLOOR, deadline, drift, late_release_bound};
+    pub use crate::protocol::fencing::{
+        Advance, Proposal, Proposals, Token, clock_grain, trust_window,
+    };
+    pub use crate::protocol::marker::id_of;
+    pub use crate::protocol::quarantine::{
+        Marker, Memory, Observation, TrustPolicy, Verdict, marker_owner,
+    };
+    pub use crate::protocol::quorum::{Decision, Tally, majority};
+    pub use crate::protocol::validity::{DRIFT_FLOOR, deadline, drift, late_release_bound};
 }
 
-pub use cause::Cause;
-pub use config::Builder;
-pub use election::{Leader, LeaderWatch};
-pub use engine::Released;
-pub use error::{ConfigError, Error, Limit, LossReason, RoundFailure};
-pub use hold::{Guard, HoldOptions};
-pub use lock::{Lock, LockInfo};
-pub use manager::Redlock;
-pub use mark::{Mark, Vouch};
-pub use marker::MarkerState;
-pub use quarantine::{MARKER_KEY, Quarantine, QuarantineReason, cluster_marker};
-pub use reply::{NodeReply, Reply};
-pub use retry::Retry;
-pub use scripts::check_resource;
-pub use shards::Shard;
-pub use status::{Locked, NodeState, NodeStatus};
+pub use handles::config::Builder;
+pub use handles::error::{ConfigError, Error, Limit, LossReason, RoundFailure};
+pub use handles::hold::{Guard, HoldOptions};
+pub use handles::lock::{Lock, LockInfo};
+pub use handles::status::{Locked, NodeState, NodeStatus};
+pub use nodes::mark::cluster_marker;
+pub use nodes::scripts::check_resource;
+pub use nodes::shards::Shard;
+pub use primitives::election::{Leader, LeaderWatch};
+pub use protocol::cause::Cause;
+pub use protocol::mark::{Mark, Vouch};
+pub use protocol::marker::MarkerState;
+pub use protocol::quarantine::{MARKER_KEY, Quarantine, QuarantineReason};
+pub use protocol::reply::{NodeReply, Reply};
+pub use round::engine::Released;
+pub use round::manager::Redlock;
+pub use round::retry::Retry;
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

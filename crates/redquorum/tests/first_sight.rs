@@ -1,7 +1,7 @@
 //! First sight: a group of long-running servers that no client of ours ever marked is trusted at
 //! once; anything that may have dropped data, or a node new to a group that others marked, still
 //! waits out the quarantine. And an operator's `mark_nodes`. The rule and its argument are in
-//! `src/first_sight.rs`.
+//! `src/protocol/first_sight.rs`.
 
 mod common;
 

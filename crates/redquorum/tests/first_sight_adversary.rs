@@ -1,7 +1,7 @@
-//! Adversarial schedules against the first-sight trust (`src/first_sight.rs`, `src/vouch.rs`),
-//! the id-only marker read-back (`server.rs` invariant 7) and `mark_nodes`. Each test asserts
-//! mutual exclusion (or a node staying quarantined): it fails when the hole it describes is
-//! there.
+//! Adversarial schedules against the first-sight trust (`src/protocol/first_sight.rs`,
+//! `src/nodes/vouch.rs`), the id-only marker read-back (`server.rs` invariant 7) and
+//! `mark_nodes`. Each test asserts mutual exclusion (or a node staying quarantined): it fails
+//! when the hole it describes is there.
 
 mod common;
 

@@ -1,0 +1,375 @@
+//! The one error type, and the record of a failed round it carries (node by node: see
+//! [`reply`](crate::protocol::reply)).
+//!
+//! A failed lock operation says *why*, node by node: "held by someone else" is a different story
+//! from "node unreachable", and a caller (or the CLI's exit status) acts differently on each.
+//! Server addresses are shown without credentials; passwords never reach a message.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::protocol::cause::{Asked, Cause};
+use crate::protocol::reply::NodeReply;
+
+/// The record of a round that did not reach a quorum in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RoundFailure {
+    /// How many grants a win needed.
+    pub quorum: usize,
+    /// Every node's reply, in configuration order.
+    pub replies: Vec<NodeReply>,
+    /// What the round asked, which decides what a refusal means.
+    pub(crate) asked: Asked,
+}
+
+impl RoundFailure {
+    /// How many nodes granted.
+    pub fn granted(&self) -> usize {
+        self.replies.iter().filter(|r| r.reply.is_granted()).count()
+    }
+
+    /// Why the round failed: busy, not held, unavailable, quarantined, a key of another type,
+    /// or too slow to leave any validity.
+    pub fn cause(&self) -> Cause {
+        let replies = self.replies.iter().map(|r| (r.node.as_str(), &r.reply));
+        Cause::of(self.asked, replies, self.quorum)
+    }
+}
+
+impl fmt::Display for RoundFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of {} nodes granted, {} needed",
+            self.granted(),
+            self.replies.len(),
+            self.quorum
+        )?;
+        if self.cause() == Cause::TooSlow {
+            f.write_str(", but no validity was left")?;
+        }
+        let mut others = self.replies.iter().filter(|r| !r.reply.is_granted());
+        if let Some(first) = others.next() {
+            write!(f, " ({}: {}", first.node, first.reply)?;
+            for r in others {
+                write!(f, "; {}: {}", r.node, r.reply)?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong, in one type.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration or a call's arguments are invalid; nothing was sent to any server.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    /// The lock could not be acquired: busy, unreachable, or too slow to leave any validity.
+    /// The failure describes the last attempt.
+    #[error("could not lock {resource:?} after {attempts} attempt(s): {failure}")]
+    NotAcquired {
+        /// The resource that was asked for; for a set, its members sorted and joined by `, `.
+        resource: String,
+        /// How many rounds were tried.
+        attempts: u32,
+        /// The last round, node by node.
+        failure: Box<RoundFailure>,
+    },
+
+    /// The lock is no longer ours to rely on: an extension did not reach a quorum within the
+    /// validity, or the validity ran out before the extension started.
+    #[error("lock on {resource:?} is lost: {}", lost_reason(.failure))]
+    LockLost {
+        /// The resource of the lost lock; for a set, its members sorted and joined by `, `.
+        resource: String,
+        /// The extension round that failed, if one was sent.
+        failure: Option<Box<RoundFailure>>,
+    },
+
+    /// A lock kept alive by a [`Guard`](crate::Guard) was lost before its holder released it:
+    /// an extension failed, its validity ran out while an extension was under way, or a bound of
+    /// its [`HoldOptions`](crate::HoldOptions) was reached.
+    #[error("lock on {resource:?} is lost: {reason}")]
+    HoldLost {
+        /// The resource of the lost lock; for a set, its members sorted and joined by `, `.
+        resource: String,
+        /// Why the guard stopped keeping it.
+        reason: LossReason,
+    },
+
+    /// A [`blocking`](crate::handles::blocking) method was called where a Tokio runtime is current
+    /// (an async task, `block_on`, `spawn_blocking`), where it would block the runtime's thread.
+    /// The call sent nothing; `Lock::release` and `Guard::release` consumed their handle, which
+    /// is then released in the background, as when dropped there.
+    #[error(
+        "redquorum::blocking::{method} would block a thread of a Tokio runtime (an async task, \
+         block_on or spawn_blocking): use redquorum::{method}(..).await there"
+    )]
+    InsideRuntime {
+        /// The method, as `Type::method`; the async one has the same name.
+        method: &'static str,
+    },
+}
+
+fn lost_reason(failure: &Option<Box<RoundFailure>>) -> String {
+    match failure {
+        Some(f) => format!("extension failed, {f}"),
+        None => "its validity ran out".to_owned(),
+    }
+}
+
+impl Error {
+    /// Whether the lock was not acquired because somebody else holds it (as opposed to the
+    /// servers being unreachable or the configuration being wrong).
+    pub fn is_busy(&self) -> bool {
+        self.cause() == Some(Cause::Busy)
+    }
+
+    /// Why a round failed, for [`Error::NotAcquired`] and for [`Error::LockLost`] when an
+    /// extension round was sent.
+    pub fn cause(&self) -> Option<Cause> {
+        match self {
+            Error::NotAcquired { failure, .. }
+            | Error::LockLost {
+                failure: Some(failure),
+                ..
+            } => Some(failure.cause()),
+            _ => None,
+        }
+    }
+
+    /// Whether a lock that was held can no longer be relied on ([`Error::LockLost`] from an
+    /// extension, [`Error::HoldLost`] from a guard), as opposed to one that was never acquired.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::LockLost { .. } | Error::HoldLost { .. })
+    }
+}
+
+/// Why a [`Guard`](crate::Guard) stopped keeping its lock alive. Every reason means the same to
+/// the holder: stop relying on the lock now.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// An extension round did not reach a quorum within the new validity (keys deleted or taken
+    /// over, nodes down); every node's reply.
+    ExtensionFailed(Box<RoundFailure>),
+    /// No extension succeeded before the safety margin ahead of the validity deadline
+    /// ([`HoldOptions::margin`](crate::HoldOptions::margin)), e.g. because the nodes stalled and
+    /// the round could not finish in time.
+    ValidityRanOut,
+    /// A bound set in [`HoldOptions`](crate::HoldOptions) was reached. The keys were not
+    /// released: they stay until the guard is released or dropped, or until they expire.
+    LimitReached(Limit),
+    /// The TTL or the interval cannot keep a lock alive; reported at once, before any extension
+    /// was sent.
+    Invalid(ConfigError),
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LossReason::ExtensionFailed(failure) => write!(f, "extension failed, {failure}"),
+            LossReason::ValidityRanOut => f.write_str(
+                "its validity ran out (to within the safety margin) before an extension succeeded",
+            ),
+            LossReason::LimitReached(limit) => write!(f, "{limit} reached"),
+            LossReason::Invalid(e) => write!(f, "it cannot be kept alive, {e}"),
+        }
+    }
+}
+
+/// A bound on how long a [`Guard`](crate::Guard) keeps its lock alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// [`HoldOptions::max_extensions`](crate::HoldOptions::max_extensions): this many extensions
+    /// were made and another one was due.
+    Extensions(u32),
+    /// [`HoldOptions::max_hold`](crate::HoldOptions::max_hold): this long has passed since the
+    /// guard was created.
+    Hold(Duration),
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Extensions(n) => write!(f, "the limit of {n} extension(s)"),
+            Limit::Hold(d) => write!(f, "the maximum hold of {d:?}"),
+        }
+    }
+}
+
+/// A configuration or argument that cannot work, reported before any request is sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The server list is empty.
+    #[error("no Redis servers given: pass at least one URL such as redis://127.0.0.1:6379")]
+    NoServers,
+    /// The same server appears twice; Redlock needs independent servers.
+    #[error(
+        "server {0} is listed more than once: every Redlock node must be a distinct, independent Redis server"
+    )]
+    DuplicateServer(String),
+    /// A server URL could not be parsed. The URL is shown with its password masked.
+    #[error("invalid server URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL as given, with any password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A TTL that leaves no validity after the clock-drift allowance, or does not fit Redis.
+    #[error("invalid TTL {ttl:?}: {reason}")]
+    InvalidTtl {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// Why it cannot work.
+        reason: String,
+    },
+    /// A lock on several resources was asked for with an empty list.
+    #[error("no resources given: a lock needs at least one resource")]
+    NoResources,
+    /// A resource name that the library's own keys use
+    /// ([`RESERVED_PREFIXES`](crate::handles::defaults::RESERVED_PREFIXES)): its lock would share a
+    /// key with a fencing counter, a waiting queue or a node's marker.
+    #[error(
+        "the resource name {name:?} is reserved: names starting with {prefix:?} are the \
+         library's own keys"
+    )]
+    ReservedName {
+        /// The name asked for.
+        name: String,
+        /// The reserved prefix it starts with.
+        prefix: &'static str,
+    },
+    /// Another setting is out of range.
+    #[error("invalid {setting}: {reason}")]
+    InvalidSetting {
+        /// The builder setting, e.g. `node_timeout`.
+        setting: &'static str,
+        /// Why it cannot work.
+        reason: String,
+    },
+}
+
+/// Masks the password in a Redis URL, for messages and logs:
+/// `redis://user:secret@host` → `redis://user:***@host`, and `?password=secret` → `?password=***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let authority_start = scheme_end + 3;
+        let authority_end = out[authority_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| authority_start + i);
+        if let Some(at) = out[authority_start..authority_end].rfind('@') {
+            let userinfo = &out[authority_start..authority_start + at];
+            let masked = match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_owned(),
+            };
+            out.replace_range(authority_start..authority_start + at, &masked);
+        }
+    }
+    if let Some(query_start) = out.find('?') {
+        let (head, query) = out.split_at(query_start + 1);
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", masked.join("&"));
+    }
+    out
+}
+
+/// The passwords a URL carries (userinfo and `pass`/`password` query parameters), so they can be
+/// scrubbed from any message.
+pub(crate) fn secrets_in(url: &str) -> Vec<String> {
+    let redacted = redact_url(url);
+    let mut secrets = Vec::new();
+    // Walk both strings: wherever the redacted one says `***`, the original has a secret, followed
+    // by the same text the redacted one has up to its next `***`.
+    let mut rest_url = url;
+    let mut rest_red = redacted.as_str();
+    while let Some(i) = rest_red.find("***") {
+        let after = &rest_red[i + 3..];
+        let tail = &after[..after.find("***").unwrap_or(after.len())];
+        let start = &rest_url[i..];
+        let end = if tail.is_empty() {
+            start.len()
+        } else {
+            start.find(tail).unwrap_or(start.len())
+        };
+        if end > 0 {
+            secrets.push(start[..end].to_owned());
+        }
+        rest_url = &start[end..];
+        rest_red = after;
+    }
+    secrets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::reply::Reply;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(
+            redact_url("redis://alice:s3cret@db.example:6380/2"),
+            "redis://alice:***@db.example:6380/2"
+        );
+        assert_eq!(
+            redact_url("rediss://:s3cret@db.example"),
+            "rediss://:***@db.example"
+        );
+        assert_eq!(
+            redact_url("redis+unix:///run/redis.sock?db=1&pass=s3cret"),
+            "redis+unix:///run/redis.sock?db=1&pass=***"
+        );
+        assert_eq!(redact_url("redis://127.0.0.1"), "redis://127.0.0.1");
+    }
+
+    #[test]
+    fn secrets_are_found_for_scrubbing() {
+        assert_eq!(secrets_in("redis://alice:s3cret@h:1/2"), vec!["s3cret"]);
+        assert_eq!(secrets_in("redis+unix:///x.sock?pass=pw&db=1"), vec!["pw"]);
+        assert!(secrets_in("redis://h:1").is_empty());
+    }
+
+    #[test]
+    fn a_failure_names_every_node_that_did_not_grant() {
+        let failure = RoundFailure {
+            quorum: 2,
+            replies: vec![
+                NodeReply {
+                    node: "a:1".into(),
+                    reply: Reply::Granted,
+                },
+                NodeReply {
+                    node: "b:2".into(),
+                    reply: Reply::Refused,
+                },
+                NodeReply {
+                    node: "c:3".into(),
+                    reply: Reply::Timeout,
+                },
+            ],
+            asked: Asked::Acquire,
+        };
+        assert_eq!(
+            failure.to_string(),
+            "1 of 3 nodes granted, 2 needed (b:2: refused; c:3: timed out)"
+        );
+        assert_eq!(failure.cause(), Cause::Busy);
+    }
+}

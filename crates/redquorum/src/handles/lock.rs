@@ -1,0 +1,522 @@
+//! The held lock: its value, its deadline, and the promise to clean up.
+//!
+//! All state of one acquisition lives in its handle, never in the manager: there is no reusable
+//! mutex object that could report "valid" before locking or after unlocking. `release(self)`
+//! consumes the handle, so a released lock cannot be used again.
+//!
+//! # Invariants
+//! 1. A handle is valid only while its deadline is in the future and no extension has failed.
+//!    Once invalid it stays invalid: [`Lock::extend`] never revives it.
+//! 2. A handle (or an acquisition round in progress) that is dropped without being released
+//!    starts a best-effort release on every node, in the background, on the current Tokio
+//!    runtime. `Drop` never blocks, never awaits, and never panics: outside a runtime it only
+//!    logs, and the keys expire with their TTL.
+//! 3. **An extension never leaves the deadline later than the keys allow.** Before an extension
+//!    to `ttl` is sent, the deadline becomes `min(deadline, now + ttl − drift)`: a shorter TTL
+//!    may already have shortened the keys on a majority by the time the round is cancelled or
+//!    fails, and every node that applies it does so after `now` (validity invariant 1). A
+//!    longer TTL cannot shorten any key, so the old deadline stays a safe bound until the round
+//!    is won.
+
+use std::fmt;
+use std::sync::{Arc, PoisonError};
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::handles::error::Error;
+use crate::nodes::stragglers::LeftBehind;
+use crate::primitives::resources::Resources;
+use crate::protocol::validity;
+use crate::round::engine::{Deadline, Engine, Released, Until};
+use crate::round::waiting::WaiterId;
+
+/// Resources and a value that may be set on some nodes, released on drop unless disarmed
+/// (invariant 2). Shared by an acquisition in progress and the [`Lock`] it becomes.
+#[derive(Debug)]
+pub(crate) struct Held {
+    shared: Arc<Engine>,
+    resources: Resources,
+    value: Arc<str>,
+    /// The acquisition's place in the fair queue, given up by the release
+    /// ([`waiting`](crate::round::waiting) invariant 4).
+    queued: Option<WaiterId>,
+    /// The acquisition's requests still in flight; a release follows them (engine invariant 2).
+    stragglers: Option<LeftBehind>,
+    /// Once a lock: until when it may be relied on, and whether it was lost before that. A
+    /// release after either keeps the keys for the lock-delay instead (engine invariant 5).
+    valid_until: Option<Instant>,
+    lost: bool,
+    armed: bool,
+}
+
+impl Held {
+    pub(crate) fn new(
+        shared: Arc<Engine>,
+        resources: Resources,
+        value: Arc<str>,
+        queued: Option<WaiterId>,
+    ) -> Self {
+        Self {
+            shared,
+            resources,
+            value,
+            queued,
+            stragglers: None,
+            valid_until: None,
+            lost: false,
+            armed: true,
+        }
+    }
+
+    /// Whether the lock this became was lost (its validity ran out, or it was given up).
+    fn is_lost(&self) -> bool {
+        self.lost
+            || self
+                .valid_until
+                .is_some_and(|until| Instant::now() >= until)
+    }
+
+    /// Whether releasing now keeps the keys for the lock-delay (engine invariant 5).
+    fn lingers(&self) -> bool {
+        self.shared.rules.lock_delay_ms > 0 && self.is_lost()
+    }
+
+    /// Makes the release follow `stragglers`, the requests of the acquisition still in flight.
+    pub(crate) fn follows(&mut self, stragglers: Option<LeftBehind>) {
+        if stragglers.is_some() {
+            self.stragglers = stragglers;
+        }
+    }
+
+    pub(crate) fn value(&self) -> &Arc<str> {
+        &self.value
+    }
+
+    /// Releases on every node and waits for the replies, giving up the queue place. Stays armed
+    /// until the replies are in, so dropping this future half-way still releases in the
+    /// background.
+    pub(crate) async fn release(self) -> Released {
+        if self.lingers() {
+            return self.release_lost().await;
+        }
+        let leave = self.queued;
+        self.release_leaving(leave, Until::Decided).await
+    }
+
+    /// The last rollback of an acquisition that gives up: its outcome only explains refusals,
+    /// so it waits no longer than the node timeout (engine invariant 7 is for releases).
+    pub(crate) async fn give_up(self) -> Released {
+        let leave = self.queued;
+        self.release_leaving(leave, Until::AllReplied).await
+    }
+
+    /// Rolls back a failed round: releases, but keeps the queue place for the next attempt
+    /// ([`waiting`](crate::round::waiting) invariant 3).
+    pub(crate) async fn roll_back(self) -> Released {
+        self.release_leaving(None, Until::AllReplied).await
+    }
+
+    /// Forgets the value without releasing it: for a round that every node refused, so that it
+    /// is set nowhere (a refusal is an answer: the node did not set our fresh value).
+    pub(crate) fn set_nowhere(self) {
+        debug_assert!(self.stragglers.is_none(), "every node answered");
+        self.disarm();
+    }
+
+    /// Drops the promise to release: somebody else keeps it, or there is nothing to release.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// Drops the promise to release, but lets the acquisition's requests still in flight land:
+    /// those queued on their connections are handed to the runtime's driver, which polls them to
+    /// their reply (dropped unpolled, redis-rs would skip them; `server` invariant 5).
+    fn detach(mut self) {
+        if let Some(LeftBehind::Queued(requests)) = self.stragglers.take() {
+            let requests = requests
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner);
+            let deadline = Instant::now() + self.shared.rules.node_timeout;
+            let token = self.shared.background.token();
+            drop(self.shared.stragglers.hand_off(requests, deadline, token));
+        }
+        self.armed = false;
+    }
+
+    /// The release of a lock that was lost, with a lock-delay: the keys are kept for the delay
+    /// instead of deleted (engine invariant 5).
+    async fn release_lost(mut self) -> Released {
+        let ahead = match self.stragglers.take() {
+            Some(stragglers) => stragglers.before_release().await,
+            None => None,
+        };
+        let released = self.shared.linger(&self.resources, &self.value).await;
+        drop(ahead);
+        self.armed = false;
+        released
+    }
+
+    async fn release_leaving(mut self, leave: Option<WaiterId>, until: Until) -> Released {
+        // Taken, not borrowed: if this future is dropped while waiting, `Drop` must not await
+        // the same signal again (a finished oneshot receiver panics when polled twice).
+        let stragglers = self.stragglers.take();
+        let released = release_after(
+            &self.shared,
+            &self.resources,
+            &self.value,
+            leave,
+            stragglers,
+            until,
+        )
+        .await;
+        self.armed = false;
+        released
+    }
+}
+
+/// Releases `value` behind the acquisition's `stragglers` (engine invariant 2): waits for those
+/// still driven (bounded by the node timeout), and keeps the queued ones until the release is
+/// queued behind them.
+async fn release_after(
+    shared: &Arc<Engine>,
+    resources: &Resources,
+    value: &Arc<str>,
+    leave: Option<WaiterId>,
+    stragglers: Option<LeftBehind>,
+    until: Until,
+) -> Released {
+    let ahead = match stragglers {
+        Some(stragglers) => stragglers.before_release().await,
+        None => None,
+    };
+    let released = shared
+        .release(resources, value, leave, Deadline::Known, until)
+        .await;
+    drop(ahead);
+    released
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let shared = Arc::clone(&self.shared);
+                let resources = self.resources.clone();
+                let value = Arc::clone(&self.value);
+                let leave = self.queued;
+                let stragglers = self.stragglers.take();
+                let lingers = self.lingers();
+                self.shared.background.spawn_on(
+                    async move {
+                        if lingers {
+                            let ahead = match stragglers {
+                                Some(stragglers) => stragglers.before_release().await,
+                                None => None,
+                            };
+                            shared.linger(&resources, &value).await;
+                            drop(ahead);
+                        } else {
+                            let until = Until::Decided; // a dropped lock's: a release
+                            release_after(&shared, &resources, &value, leave, stragglers, until)
+                                .await;
+                        }
+                    },
+                    &runtime,
+                );
+            }
+            Err(_) => tracing::warn!(
+                resource = %self.resources,
+                "lock dropped outside a Tokio runtime; it will expire with its TTL"
+            ),
+        }
+    }
+}
+
+/// What a lock knows about itself: its resources, its value, its fencing token, and how long it
+/// may be relied on. Written once for every handle: a [`Lock`] and a
+/// [`Guard`](crate::Guard) dereference to theirs, and [`Redlock::with_lock`]'s work gets a
+/// clone.
+///
+/// [`Redlock::with_lock`]: crate::Redlock::with_lock
+#[derive(Debug, Clone)]
+pub struct LockInfo {
+    resources: Resources,
+    value: Arc<str>,
+    fence: Option<u64>,
+    permit: Option<u32>,
+    time: Time,
+}
+
+/// How a lock's validity is known.
+#[derive(Debug, Clone)]
+enum Time {
+    /// A lock nobody extends in the background: valid until `deadline` unless an extension
+    /// failed (invariant 1).
+    Fixed { deadline: Instant, lost: bool },
+    /// A lock kept alive by a guard's task ([`hold`](crate::handles::hold)).
+    Kept(Arc<dyn KeptAlive>),
+}
+
+/// What a keep-alive task tells about the lock it keeps.
+pub(crate) trait KeptAlive: fmt::Debug + Send + Sync {
+    /// The deadline the last extension reached.
+    fn deadline(&self) -> Instant;
+    /// The time left before the lock counts as lost at `now`; zero once it is.
+    fn remaining(&self, now: Instant) -> Duration;
+    /// A token that fires when the lock is lost.
+    fn lost_token(&self) -> CancellationToken;
+}
+
+impl LockInfo {
+    /// The locked resource (the Redis key); for a lock on several resources, the first of
+    /// [`resources`](Self::resources).
+    pub fn resource(&self) -> &str {
+        self.resources.first()
+    }
+
+    /// Every locked resource, sorted and without duplicates (one for [`Redlock::acquire`]).
+    ///
+    /// [`Redlock::acquire`]: crate::Redlock::acquire
+    pub fn resources(&self) -> &[String] {
+        self.resources.keys()
+    }
+
+    /// The random value that identifies this acquisition: 40 hex characters, followed under a
+    /// lock-delay by `-` and the holder's late-release bound in milliseconds (`value.rs`).
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The fencing token of this acquisition (`None` when the manager has fencing off): larger
+    /// than every token handed out for this resource before. Pass it to the protected resource,
+    /// which must refuse any write carrying a smaller token than the largest it has seen.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
+    }
+
+    /// Whether this is a reader's hold on a read-write lock
+    /// ([`Redlock::acquire_read`](crate::Redlock::acquire_read)); a writer's, a permit and a lock
+    /// are exclusive.
+    pub fn is_read(&self) -> bool {
+        self.resources.access() == crate::primitives::resources::Access::Read
+    }
+
+    /// For a semaphore's permit ([`Redlock::acquire_permit`]), which one it is, in
+    /// `0..permits`; `None` for a lock. Its [`fence`](Self::fence) grows per permit: a
+    /// resource the holders share keeps the largest token it has seen *for each permit*.
+    ///
+    /// [`Redlock::acquire_permit`]: crate::Redlock::acquire_permit
+    pub fn permit(&self) -> Option<u32> {
+        self.permit
+    }
+
+    /// The monotonic instant until which the lock's keys are valid on a quorum, moved forward by
+    /// every successful extension. A kept-alive lock is given up a safety margin earlier
+    /// ([`HoldOptions::margin`](crate::HoldOptions::margin)); see
+    /// [`remaining`](Self::remaining).
+    pub fn deadline(&self) -> Instant {
+        match &self.time {
+            Time::Fixed { deadline, .. } => *deadline,
+            Time::Kept(kept) => kept.deadline(),
+        }
+    }
+
+    /// The time left before the lock counts as lost: up to the deadline, or for a kept-alive
+    /// lock up to the margin before it; zero once lost.
+    pub fn remaining(&self) -> Duration {
+        let now = Instant::now();
+        match &self.time {
+            Time::Fixed { lost: true, .. } => Duration::ZERO,
+            Time::Fixed { deadline, .. } => deadline.saturating_duration_since(now),
+            Time::Kept(kept) => kept.remaining(now),
+        }
+    }
+
+    /// Whether the lock may still be relied on (invariant 1); check it before each step. Time
+    /// alone makes it false, even if a keep-alive task could not run.
+    pub fn is_valid(&self) -> bool {
+        !self.remaining().is_zero()
+    }
+
+    /// `!is_valid()`: the holder must stop relying on the lock. Final.
+    pub fn is_lost(&self) -> bool {
+        !self.is_valid()
+    }
+
+    /// A token that fires when a kept-alive lock is lost (and once its guard is released or
+    /// dropped, or `with_lock` returns); `None` for a [`Lock`] nobody keeps alive, which only
+    /// time and its own extensions end.
+    pub fn lost_token(&self) -> Option<CancellationToken> {
+        match &self.time {
+            Time::Fixed { .. } => None,
+            Time::Kept(kept) => Some(kept.lost_token()),
+        }
+    }
+
+    /// The same lock, now kept alive by a task that reports through `kept`.
+    pub(crate) fn kept(&self, kept: Arc<dyn KeptAlive>) -> Self {
+        Self {
+            time: Time::Kept(kept),
+            ..self.clone()
+        }
+    }
+
+    pub(crate) fn resource_set(&self) -> &Resources {
+        &self.resources
+    }
+}
+
+/// A lock held on a quorum of nodes; what it knows about itself is its [`LockInfo`], which it
+/// dereferences to (`lock.value()`, `lock.is_valid()`, ...).
+///
+/// Valid until [`deadline`](LockInfo::deadline) unless an extension fails. Release it with
+/// [`release`](Self::release), or hand it to another process with [`detach`](Self::detach); a
+/// handle dropped unreleased is released in the background (best effort, on the current Tokio
+/// runtime; outside a runtime it simply expires with its TTL).
+///
+/// A lock that nobody binds is released at once, so the compiler says so (`#[must_use]`): this
+/// statement, which would hold the lock for no time at all, does not build under
+/// `#![deny(unused_must_use)]`:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # async fn f(manager: redquorum::Redlock) -> Result<(), redquorum::Error> {
+/// manager.acquire("job", std::time::Duration::from_secs(10)).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "a lock is released as soon as it is dropped: bind it (`let lock = ...`) and release it when the work is done"]
+pub struct Lock {
+    held: Held,
+    info: LockInfo,
+}
+
+impl std::ops::Deref for Lock {
+    type Target = LockInfo;
+
+    fn deref(&self) -> &LockInfo {
+        &self.info
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(mut held: Held, deadline: Instant, fence: Option<u64>) -> Self {
+        held.valid_until = Some(deadline);
+        let info = LockInfo {
+            resources: held.resources.clone(),
+            value: Arc::clone(&held.value),
+            fence,
+            permit: None,
+            time: Time::Fixed {
+                deadline,
+                lost: false,
+            },
+        };
+        Self { held, info }
+    }
+
+    /// The same lock, as permit `permit` of a semaphore.
+    pub(crate) fn with_permit(mut self, permit: u32) -> Self {
+        self.info.permit = Some(permit);
+        self
+    }
+
+    /// The manager this lock belongs to: its drift factor, and its nodes for a release by value.
+    pub(crate) fn shared(&self) -> &Arc<Engine> {
+        &self.held.shared
+    }
+
+    /// This lock's info, kept alive from now on by a task that reports through `kept`.
+    pub(crate) fn info_kept(&self, kept: Arc<dyn KeptAlive>) -> LockInfo {
+        self.info.kept(kept)
+    }
+
+    /// Moves the deadline (only a [`Time::Fixed`] one: a lock is kept alive only by value).
+    fn set_time(&mut self, deadline: Instant, lost: bool) {
+        self.info.time = Time::Fixed { deadline, lost };
+        self.held.valid_until = Some(deadline);
+        self.held.lost = lost;
+    }
+
+    /// Marks the lock lost although its deadline has not passed (its guard gave it up at the
+    /// margin): a release from now on is a lost lock's (engine invariant 5).
+    pub(crate) fn mark_lost(&mut self) {
+        self.set_time(self.deadline(), true);
+    }
+
+    /// Gives the lock up without releasing it: it stays held until its TTL runs out, or until
+    /// somebody who knows its value releases it ([`Redlock::release_value`], the CLI's
+    /// `release`). For handing a lock to another process; returns what identifies it.
+    ///
+    /// The acquisition's requests still in flight are finished in the background;
+    /// [`Redlock::settle`] waits for them, so that the lock is on every node that answers
+    /// before this process exits.
+    ///
+    /// [`Redlock::release_value`]: crate::Redlock::release_value
+    /// [`Redlock::settle`]: crate::Redlock::settle
+    pub fn detach(self) -> LockInfo {
+        let Lock { held, info } = self;
+        held.detach();
+        info
+    }
+
+    /// Resets the lock's TTL to `ttl` from now on every node that still holds our value (for a
+    /// set: on every node where all of its keys still do; the others change nothing).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] if the lock was no longer valid, or fewer than a quorum extended it
+    /// within the new validity; the handle is then invalid for good.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the handle's deadline at the earlier of the old one and what
+    /// the new TTL allows (invariant 3), which is safe whichever nodes applied it: with a
+    /// shorter TTL, some nodes may already have shortened their key.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        if !self.is_valid() {
+            self.set_time(self.deadline(), true);
+            return Err(Error::LockLost {
+                resource: self.held.resources.to_string(),
+                failure: None,
+            });
+        }
+        // Invariant 3. A TTL that leaves no validity is refused before anything is sent.
+        if let Some(bound) =
+            validity::deadline(Instant::now(), ttl, self.held.shared.rules.drift_factor)
+        {
+            self.set_time(self.deadline().min(bound), false);
+        }
+        match self
+            .held
+            .shared
+            .extend(&self.held.resources, &self.held.value, ttl)
+            .await
+        {
+            Ok(deadline) => {
+                self.set_time(deadline, false);
+                Ok(())
+            }
+            Err(e @ Error::Config(_)) => Err(e),
+            Err(e) => {
+                self.set_time(self.deadline(), true);
+                Err(e)
+            }
+        }
+    }
+
+    /// Releases the lock on every node and reports how many confirmed. A lock that is already
+    /// lost ([`is_lost`](LockInfo::is_lost)) while the manager has a
+    /// [`lock_delay`](crate::Builder::lock_delay) is not deleted: its keys are kept for the delay
+    /// from now, since this holder's last writes may still be in flight (so is a lost lock
+    /// dropped unreleased).
+    ///
+    /// # Cancel safety
+    /// Dropping the future half-way starts the same release again in the background.
+    pub async fn release(self) -> Released {
+        self.held.release().await
+    }
+}

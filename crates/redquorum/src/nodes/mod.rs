@@ -1,0 +1,20 @@
+//! The nodes: where bytes go to Redis. Every connection to a server lives here (the shared one
+//! per server, the subscriber's, the short-lived ones of slot maps, first sight and marks), with
+//! the Lua scripts, the health check and the Redis Cluster routing. What a node answers is
+//! handed up as plain data ([`Reply`](crate::Reply), a health check's observation) for the
+//! protocol to judge, so that the rules never see a connection.
+
+pub(crate) mod connect;
+pub(crate) mod health;
+pub(crate) mod mark;
+pub(crate) mod node;
+pub(crate) mod node_error;
+#[cfg(test)]
+mod paused_client;
+pub(crate) mod replica_acks;
+pub(crate) mod scripts;
+pub(crate) mod server;
+pub(crate) mod shards;
+pub(crate) mod stragglers;
+pub(crate) mod subscriber;
+pub(crate) mod vouch;
