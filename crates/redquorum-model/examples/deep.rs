@@ -40,7 +40,8 @@ fn main() {
         ..Bounds::CI
     };
     let base = if flag("--ci") { Bounds::CI } else { deep };
-    let small = |name: &str, default: u16| u16::try_from(arg(name, u64::from(default))).unwrap_or(default);
+    let small =
+        |name: &str, default: u16| u16::try_from(arg(name, u64::from(default))).unwrap_or(default);
     let bounds = Bounds {
         faults: u8::try_from(arg("--faults", u64::from(base.faults))).unwrap_or(base.faults),
         horizon: small("--horizon", base.horizon),

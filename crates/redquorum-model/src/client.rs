@@ -1,14 +1,15 @@
 //! A client: its connections with their health verdicts, and the rounds of one acquisition. The
-//! decisions are the library's ([`redquorum::pure`]): the quarantine's [`Memory`] and verdict,
+//! decisions are the library's ([`redquorum::protocol`]): the quarantine's [`Memory`] and verdict,
 //! the marker's owner, the [`Tally`], the validity [`deadline`], the fencing [`Proposals`] and
 //! [`Advance::proposal`]. What is modelled here is only when a client takes each step.
 
 use std::time::{Duration, Instant};
 
-use redquorum::pure::{
-    Advance, Decision, Marker, Memory, Observation, Proposal, Proposals, Tally, TrustPolicy,
-    deadline, id_of, marker_owner,
-};
+use redquorum::protocol::fencing::{Advance, Proposal, Proposals};
+use redquorum::protocol::marker::id_of;
+use redquorum::protocol::quarantine::{Marker, Memory, Observation, TrustPolicy, marker_owner};
+use redquorum::protocol::quorum::{Decision, Tally};
+use redquorum::protocol::validity::deadline;
 
 use crate::clock::instant;
 use crate::node::{AcquireReply, MarkerKey, Node};

@@ -71,6 +71,8 @@ pub struct Report {
     pub counterexamples: Vec<Trace>,
     /// Whether the liveness property (`sometimes`) was reached.
     pub live: bool,
+    /// The witnesses of time passing ([`properties::WITNESSES`]) that were reached.
+    pub witnessed: Vec<&'static str>,
     /// Whether the checker visited every reachable state: it was not stopped by the time cap,
     /// nor at a first counterexample. Only then does an empty `counterexamples` mean that no
     /// schedule within the bounds breaks a guarantee.
@@ -145,10 +147,15 @@ fn report(
     let elapsed = started.elapsed();
     let mut counterexamples = Vec::new();
     let mut live = false;
+    let mut witnessed = Vec::new();
     for &name in names {
         let found = checker.discovery(name);
         if name == properties::LIVENESS {
             live = found.is_some();
+        } else if properties::WITNESSES.contains(&name) {
+            if found.is_some() {
+                witnessed.push(name);
+            }
         } else if let Some(path) = found {
             counterexamples.push(Trace::of(name, path));
         }
@@ -161,5 +168,6 @@ fn report(
         exhausted: !capped && !stopped_early,
         counterexamples,
         live,
+        witnessed,
     }
 }

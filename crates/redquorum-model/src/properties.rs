@@ -36,6 +36,25 @@ pub struct Broken {
     pub lock_delay_cut_short: bool,
 }
 
+/// What the bounds let time do, recorded when it happens: witnesses (`sometimes` properties)
+/// that a check's horizon reaches past each time-bound rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Seen {
+    /// A client won after another's unreleased lock's deadline plus the lock-delay.
+    pub lock_delay_ended: bool,
+    /// A node counted a vote after a quarantine.
+    pub quarantine_ended: bool,
+}
+
+/// Property name: a validity ran out.
+pub const VALIDITY_RAN_OUT: &str = "a holder's validity runs out";
+/// Property name: a lock-delay ended.
+pub const LOCK_DELAY_ENDED: &str = "a client wins once another's lock-delay is over";
+/// Property name: a quarantine ended.
+pub const QUARANTINE_ENDED: &str = "a quarantined node votes again";
+/// The witnesses of time passing.
+pub const WITNESSES: [&str; 3] = [VALIDITY_RAN_OUT, LOCK_DELAY_ENDED, QUARANTINE_ENDED];
+
 /// Property name: at most one holder.
 pub const ONE_HOLDER: &str = "at most one valid holder";
 /// Property name: tokens increase.
@@ -64,5 +83,12 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::always(RELEASE_FREES, |_, s: &State| !s.broken.timely_release_kept),
         Property::always(LOCK_DELAY, |_, s: &State| !s.broken.lock_delay_cut_short),
         Property::sometimes(LIVENESS, |_, s: &State| s.acquired_after_faults),
+        Property::sometimes(VALIDITY_RAN_OUT, |_, s: &State| {
+            s.clients.iter().any(|c| {
+                matches!(c.phase, crate::client::Phase::Holding { .. }) && !c.valid(c.clock(s.t))
+            })
+        }),
+        Property::sometimes(LOCK_DELAY_ENDED, |_, s: &State| s.seen.lock_delay_ended),
+        Property::sometimes(QUARANTINE_ENDED, |_, s: &State| s.seen.quarantine_ended),
     ]
 }

@@ -7,14 +7,16 @@
 
 use std::time::Duration;
 
-use redquorum_model::{Bounds, Rules, check};
+use redquorum_model::properties::WITNESSES;
+use redquorum_model::{Bounds, Rules, check_symmetric};
 
 /// Far above the measured time (`docs/model.md`).
 const GUARD: Duration = Duration::from_secs(300);
 
 #[test]
-fn every_interleaving_within_the_ci_bounds_keeps_every_guarantee_and_some_client_acquires() {
-    let report = check(Bounds::CI, Rules::ALL, 2, Some(GUARD));
+fn every_interleaving_within_the_ci_bounds_keeps_every_guarantee_as_time_passes_and_some_client_acquires()
+ {
+    let report = check_symmetric(Bounds::CI, Rules::ALL, 2, Some(GUARD));
     println!(
         "full model: {} states in {:.2?}, exhausted: {}",
         report.states, report.elapsed, report.exhausted
@@ -31,4 +33,10 @@ fn every_interleaving_within_the_ci_bounds_keeps_every_guarantee_and_some_client
         "the checker must visit every state within the CI bounds"
     );
     assert!(report.live, "some client acquires after the faults stop");
+    for witness in WITNESSES {
+        assert!(
+            report.witnessed.contains(&witness),
+            "time passes far enough that {witness}"
+        );
+    }
 }

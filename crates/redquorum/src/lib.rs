@@ -67,8 +67,8 @@
 //! Every async type is exported here, at the crate root, and only here. Three modules are
 //! public: [`defaults`], the settings' default values; [`blocking`], the same API for synchronous
 //! code (its types share names with the async ones, so they keep their module path); and
-//! [`fork`], what to call around `fork()`. Two are hidden, not a stable API: `protocol`, which
-//! the model checker imports, and `pure`, the rules it uses re-exported by their old names.
+//! [`fork`], what to call around `fork()`. One is hidden, not a stable API: `protocol`, which
+//! the model checker imports.
 //!
 //! The source is in five folders. `protocol` imports from none of the others: every arrow
 //! into it runs one way.
@@ -170,26 +170,6 @@ mod round;
 
 pub use handles::{blocking, defaults};
 pub use round::fork;
-
-/// The library's pure decision rules, for the model checker (`crates/redquorum-model`) only.
-///
-/// Not a stable API: it exists so that the model runs the very functions the library runs
-/// (vote counting, validity, the quarantine's memory and verdicts, the marker's owner and
-/// identity, the fencing proposals and trust window) instead of a copy of them. Items may change
-/// or go with any release. The same items as in `protocol`, where they now live, under the
-/// paths the model used so far; it goes once the model imports from `protocol`.
-#[doc(hidden)]
-pub mod pure {
-    pub use crate::protocol::fencing::{
-        Advance, Proposal, Proposals, Token, clock_grain, trust_window,
-    };
-    pub use crate::protocol::marker::id_of;
-    pub use crate::protocol::quarantine::{
-        Marker, Memory, Observation, TrustPolicy, Verdict, marker_owner,
-    };
-    pub use crate::protocol::quorum::{Decision, Tally, majority};
-    pub use crate::protocol::validity::{DRIFT_FLOOR, deadline, drift, late_release_bound};
-}
 
 pub use handles::config::Builder;
 pub use handles::error::{ConfigError, Error, Limit, LossReason, RoundFailure};

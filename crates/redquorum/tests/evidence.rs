@@ -460,7 +460,7 @@ async fn a_hand_written_marker_cannot_make_a_replaced_server_pass_for_the_old_on
     for node in cluster.iter() {
         let marker = node.cli(&["GET", redquorum::MARKER_KEY]).unwrap();
         assert!(
-            marker != "manual" && redquorum::pure::id_of(&marker).len() >= 16,
+            marker != "manual" && redquorum::protocol::marker::id_of(&marker).len() >= 16,
             "replaced by a drawn one: {marker}"
         );
     }
