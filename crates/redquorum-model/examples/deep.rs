@@ -48,7 +48,9 @@ fn main() {
         ttl_ms: small("--ttl", base.ttl_ms),
         lock_delay_ms: small("--delay", base.lock_delay_ms),
         drift: u8::try_from(arg("--drift", u64::from(base.drift))).unwrap_or(base.drift),
-        prompt_network: flag("--prompt-network"),
+        prompt_network: flag("--prompt-network") || base.prompt_network,
+        extensions: u8::try_from(arg("--extensions", u64::from(base.extensions)))
+            .unwrap_or(base.extensions),
         ..base
     };
     let check = if flag("--symmetric") {

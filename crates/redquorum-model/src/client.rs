@@ -61,6 +61,22 @@ pub enum Phase {
         /// Stores counted (for the N/2 switch).
         votes: u8,
     },
+    /// Extending a held lock (`engine::extend`: compare-and-`PEXPIRE` on every node, a quorum
+    /// within the new validity); still valid until the old deadline meanwhile.
+    Extending {
+        /// The lock value.
+        value: u8,
+        /// The deadline before this extension.
+        deadline: Instant,
+        /// The fencing token.
+        token: u64,
+        /// The client's clock when the extension round started.
+        start: u16,
+        /// The library's vote count.
+        tally: Tally,
+        /// Extensions counted (for the switches).
+        votes: u8,
+    },
     /// Holding the lock until `deadline` (client clock).
     Holding {
         /// The lock value.
@@ -85,6 +101,11 @@ pub struct Client {
     pub conns: Vec<Conn>,
     /// Its last hold: the value, deadline, and whether a release of it reached a node in time.
     pub last_hold: Option<(u8, Instant, bool)>,
+    /// Extensions it may still start.
+    pub extensions_left: u8,
+    /// How many hand-outs there had been when its hold began (its own included): an extension
+    /// that wins after another's is no continuation of the hold.
+    pub hold_since: u8,
 }
 
 /// The settings every client shares.
@@ -107,6 +128,32 @@ pub struct Settings {
     pub advance: Advance,
     /// Cluster nodes: markers name their owner.
     pub cluster: bool,
+    /// The late-release bound a holder carries in its value (`engine`'s `value_bound_ms`: the
+    /// delay, the node timeout and the drift of `max_ttl`), for senders that do not know its
+    /// deadline.
+    pub value_bound_ms: u64,
+}
+
+impl Settings {
+    /// What a release by `value` sends from a process configured without the lock-delay: the
+    /// library's `release_bound_by_value` of its own bound (none) and the value's; with the rule
+    /// removed, its own alone.
+    pub fn by_value_bound_ms(&self, value: u8, rules: &Rules) -> u16 {
+        let own = redquorum::protocol::validity::late_release_bound(
+            0,
+            false,
+            self.node_timeout,
+            self.policy.max_ttl,
+            self.drift_factor,
+        );
+        let bound = if rules.release_bound_from_value {
+            let text = redquorum::protocol::value::new([value; 20], self.value_bound_ms);
+            redquorum::protocol::value::release_bound_by_value(own, &text)
+        } else {
+            own
+        };
+        u16::try_from(bound).unwrap_or(u16::MAX)
+    }
 }
 
 /// How many acquisitions a client may start at most: its values are `client × VALUES + k`.
@@ -128,7 +175,11 @@ impl Client {
 
     /// Whether its lock is valid at client clock `now`.
     pub fn valid(&self, now: u16) -> bool {
-        matches!(self.phase, Phase::Holding { deadline, .. } if instant(now) < deadline)
+        matches!(
+            self.phase,
+            Phase::Holding { deadline, .. } | Phase::Extending { deadline, .. }
+                if instant(now) < deadline
+        )
     }
 }
 

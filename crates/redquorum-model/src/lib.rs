@@ -108,6 +108,17 @@ pub fn check_symmetric(
     run(bounds, rules, threads, timeout, false, true)
 }
 
+/// [`check_symmetric`], stopping at the first counterexample when `first`.
+pub fn check_symmetric_until(
+    bounds: Bounds,
+    rules: Rules,
+    threads: usize,
+    timeout: Option<Duration>,
+    first: bool,
+) -> Report {
+    run(bounds, rules, threads, timeout, first, true)
+}
+
 fn run(
     bounds: Bounds,
     rules: Rules,

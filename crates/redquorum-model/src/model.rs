@@ -29,6 +29,11 @@ pub struct Bounds {
     pub attempts: u8,
     /// Whether a holder may release (off: a scenario that needs no release, kept small).
     pub releases: bool,
+    /// Extensions each client may start while it holds.
+    pub extensions: u8,
+    /// Releases by value in a run: a holder vanishes and another process, configured without
+    /// the lock-delay, releases its lock by value (`redlock release --value`).
+    pub by_value: u8,
     /// Faults in a run, of the kinds allowed.
     pub faults: u8,
     /// The kinds of faults.
@@ -76,6 +81,8 @@ impl Bounds {
         cluster: false,
         attempts: 1,
         releases: true,
+        extensions: 0,
+        by_value: 0,
         faults: 1,
         kinds: FaultKinds {
             restart_kept: true,
@@ -108,10 +115,14 @@ pub enum Request {
         /// The token.
         token: u64,
     },
+    /// The extension (`scripts/extend.lua`).
+    Extend,
     /// The release (`scripts/release_timely.lua` under a lock-delay).
     Release {
         /// The bound in ms.
         bound_ms: u16,
+        /// Sent by value, by a sender that does not know the holder's deadline.
+        by_value: bool,
     },
 }
 
@@ -149,6 +160,10 @@ pub struct State {
     pub drift_left: u8,
     /// The largest token handed out.
     pub last_token: Option<u64>,
+    /// How many locks were handed out.
+    pub handouts: u8,
+    /// Releases by value left.
+    pub by_value_left: u8,
     /// Broken guarantees seen on the way (see [`properties`]).
     pub broken: properties::Broken,
     /// Whether a client acquired after the last fault.
@@ -170,8 +185,12 @@ pub enum Action {
     Check(u8, u8),
     /// A client starts an acquisition.
     Acquire(u8),
+    /// A holder starts an extension.
+    Extend(u8),
     /// A holder releases.
     Release(u8),
+    /// A holder vanishes, and another process releases its lock by value.
+    ReleaseByValue(u8),
     /// A holder gives the lock up without releasing (it vanished, or its validity ran out).
     Abandon(u8),
     /// The node runs the request, and its reply reaches the client.
@@ -235,6 +254,14 @@ impl Protocol {
             },
             advance,
             cluster: bounds.cluster,
+            // `Rules::value_bound_ms` of the holder's engine.
+            value_bound_ms: late_release_bound(
+                u64::from(bounds.lock_delay_ms),
+                false,
+                node_timeout,
+                max_ttl,
+                drift_factor,
+            ),
         };
         Self {
             bounds,
@@ -285,6 +312,8 @@ impl Protocol {
             token,
         };
         s.clients[c].last_hold = Some((value, deadline, false));
+        s.handouts = s.handouts.saturating_add(1);
+        s.clients[c].hold_since = s.handouts;
         if s.faults_left == 0 {
             s.acquired_after_faults = true;
         }
@@ -346,7 +375,17 @@ impl Protocol {
                 pending || holds
             })
             .collect();
-        self.send(s, c, value, &to, Request::Release { bound_ms: 0 }, false);
+        self.send(
+            s,
+            c,
+            value,
+            &to,
+            Request::Release {
+                bound_ms: 0,
+                by_value: false,
+            },
+            false,
+        );
         for m in s.net.iter_mut() {
             if usize::from(m.client) == c
                 && m.value == value
@@ -479,6 +518,66 @@ impl Protocol {
                     }
                 }
             }
+            Phase::Extending {
+                value,
+                deadline,
+                token,
+                start,
+                mut tally,
+                mut votes,
+            } if value == value_in => {
+                let decided = tally.record(vote);
+                if vote {
+                    votes += 1;
+                }
+                let decided = if !self.rules.extension_needs_quorum && votes > 0 {
+                    Decision::Won
+                } else if self.rules.strict_majority {
+                    decided
+                } else {
+                    client::decision(&tally, votes, n, &self.rules)
+                };
+                let holding = |deadline| Phase::Holding {
+                    value,
+                    deadline,
+                    token,
+                };
+                match decided {
+                    Decision::Open => {
+                        s.clients[c].phase = Phase::Extending {
+                            value,
+                            deadline,
+                            token,
+                            start,
+                            tally,
+                            votes,
+                        };
+                        return;
+                    }
+                    Decision::Lost => s.clients[c].phase = holding(deadline),
+                    Decision::Won => {
+                        // `engine::deadline_if_won`: the new deadline from the round's start, if
+                        // it is still ahead; else the lock keeps the deadline it had.
+                        match client::round_deadline(&self.settings, &self.rules, start) {
+                            Some(new) if instant(now) < new => {
+                                if s.handouts != s.clients[c].hold_since {
+                                    s.broken.extended_across_another = true;
+                                }
+                                s.clients[c].phase = holding(new);
+                                if let Some(hold) = s.clients[c].last_hold.as_mut() {
+                                    hold.1 = new;
+                                }
+                            }
+                            _ => s.clients[c].phase = holding(deadline),
+                        }
+                    }
+                }
+                for m in s.net.iter_mut() {
+                    if usize::from(m.client) == c && m.value == value {
+                        m.awaited = false;
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -543,6 +642,32 @@ impl Protocol {
                     self.count(s, c, m.value, counted, proposal);
                 }
             }
+            Request::Extend => {
+                let in_time = match s.clients[c].phase {
+                    Phase::Extending { value, start, .. } if value == m.value => {
+                        instant(client_now) <= instant(start) + self.settings.node_timeout
+                    }
+                    _ => true,
+                };
+                let life = self.bounds.ttl_ms + self.bounds.lock_delay_ms;
+                let done = s.nodes[n].extend(node_now, m.value, life);
+                if m.awaited && !in_time {
+                    self.count(s, c, m.value, false, None);
+                } else if m.awaited {
+                    let server = s.nodes[n].server();
+                    let marker = s.nodes[n].master.data.marker;
+                    let counted = client::vote(
+                        &mut s.clients[c].conns[n],
+                        server,
+                        marker.as_ref(),
+                        done,
+                        client_now,
+                        &self.settings,
+                        &self.rules,
+                    );
+                    self.count(s, c, m.value, counted, None);
+                }
+            }
             Request::Store { token } => {
                 let stored = s.nodes[n].store(m.value, token);
                 if m.awaited {
@@ -551,7 +676,7 @@ impl Protocol {
                     self.count(s, c, m.value, stored && trusted, None);
                 }
             }
-            Request::Release { bound_ms } => {
+            Request::Release { bound_ms, by_value } => {
                 let bound = if self.rules.release_honours_delay {
                     bound_ms
                 } else {
@@ -575,7 +700,9 @@ impl Protocol {
                     } else {
                         Duration::ZERO
                     };
-                    if now + margin < *deadline && left {
+                    // (A sender by value does not know the deadline: its bound is larger, the
+                    // safe side, and this guarantee is the holder's own release's.)
+                    if now + margin < *deadline && left && !by_value {
                         s.broken.timely_release_kept = true;
                     }
                     // In time as the node can tell: within the drift allowance of the deadline.
@@ -617,6 +744,8 @@ impl Model for Protocol {
                 phase: Phase::Idle,
                 conns,
                 last_hold: None,
+                extensions_left: self.bounds.extensions,
+                hold_since: 0,
             });
         }
         vec![State {
@@ -627,6 +756,8 @@ impl Model for Protocol {
             faults_left: self.bounds.faults,
             drift_left: self.bounds.drift,
             last_token: None,
+            handouts: 0,
+            by_value_left: self.bounds.by_value,
             broken: properties::Broken::default(),
             acquired_after_faults: false,
             seen: properties::Seen::default(),
@@ -660,8 +791,16 @@ impl Model for Protocol {
             match client.phase {
                 Phase::Idle if client.attempts_left > 0 => actions.push(Action::Acquire(c8)),
                 Phase::Holding { .. } => {
-                    if self.bounds.releases && client.valid(client.clock(s.t)) {
+                    let valid = client.valid(client.clock(s.t));
+                    if self.bounds.releases && valid {
                         actions.push(Action::Release(c8));
+                    }
+                    if s.by_value_left > 0 {
+                        actions.push(Action::ReleaseByValue(c8));
+                    }
+                    // `manager` invariant 4: a lock whose validity ran out is not extended.
+                    if client.extensions_left > 0 && valid {
+                        actions.push(Action::Extend(c8));
                     }
                     // A holder with no attempts left that vanishes can do nothing the holder
                     // that stays cannot: every schedule after it runs from the holding state
@@ -760,6 +899,29 @@ impl Model for Protocol {
                     true,
                 );
             }
+            Action::Extend(c) => {
+                let c = usize::from(c);
+                let Phase::Holding {
+                    value,
+                    deadline,
+                    token,
+                } = s.clients[c].phase
+                else {
+                    return None;
+                };
+                let client = &mut s.clients[c];
+                client.extensions_left -= 1;
+                client.phase = Phase::Extending {
+                    value,
+                    deadline,
+                    token,
+                    start: client.clock(s.t),
+                    tally: Tally::new(self.n()),
+                    votes: 0,
+                };
+                let all: Vec<usize> = (0..self.n()).collect();
+                self.send(&mut s, c, value, &all, Request::Extend, true);
+            }
             Action::Release(c) => {
                 let c = usize::from(c);
                 let Phase::Holding { value, .. } = s.clients[c].phase else {
@@ -772,9 +934,26 @@ impl Model for Protocol {
                     c,
                     value,
                     &all,
-                    Request::Release { bound_ms: bound },
+                    Request::Release {
+                        bound_ms: bound,
+                        by_value: false,
+                    },
                     false,
                 );
+                s.clients[c].phase = Phase::Idle;
+            }
+            Action::ReleaseByValue(c) => {
+                let c = usize::from(c);
+                let Phase::Holding { value, .. } = s.clients[c].phase else {
+                    return None;
+                };
+                s.by_value_left -= 1;
+                let all: Vec<usize> = (0..self.n()).collect();
+                let request = Request::Release {
+                    bound_ms: self.settings.by_value_bound_ms(value, &self.rules),
+                    by_value: true,
+                };
+                self.send(&mut s, c, value, &all, request, false);
                 s.clients[c].phase = Phase::Idle;
             }
             Action::Abandon(c) => {

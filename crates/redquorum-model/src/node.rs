@@ -272,6 +272,17 @@ impl Node {
         }
     }
 
+    /// `scripts/extend.lua` (compare-and-`PEXPIRE` to `life_ms` from now): whether it extended.
+    pub fn extend(&mut self, now: u16, value: u8, life_ms: u16) -> bool {
+        match self.master.data.lock.as_mut() {
+            Some(key) if key.value == value => {
+                key.expires = now.saturating_add(life_ms);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// `scripts/fence.lua`: the counter goes up to `token`, only while the lock holds `value`.
     pub fn store(&mut self, value: u8, token: u64) -> bool {
         let data = &mut self.master.data;

@@ -15,7 +15,10 @@
 //!    of it reached a node in time, as a node can tell: before the deadline plus the drift
 //!    allowance (`engine` invariant 6: the node judges from the key's remaining time, which at
 //!    the holder's deadline is the delay plus that allowance).
-//! 5. **Liveness within the bounds**: once the faults stop (the budget is spent), some client
+//! 5. **An extension continues the holder's own hold**: when an extension wins, nobody else
+//!    won the lock since the hold began (`manager` invariant 4: no resurrection), so the work
+//!    done before and after it is one hold's.
+//! 6. **Liveness within the bounds**: once the faults stop (the budget is spent), some client
 //!    acquires, on some schedule (`sometimes`).
 
 use stateright::Property;
@@ -34,6 +37,8 @@ pub struct Broken {
     pub timely_release_kept: bool,
     /// Somebody won inside another holder's lock-delay.
     pub lock_delay_cut_short: bool,
+    /// An extension won after somebody else had won the lock since the hold began.
+    pub extended_across_another: bool,
 }
 
 /// What the bounds let time do, recorded when it happens: witnesses (`sometimes` properties)
@@ -63,6 +68,8 @@ pub const TOKENS_INCREASE: &str = "fencing tokens strictly increase";
 pub const RELEASE_FREES: &str = "a lock released in time is free at once";
 /// Property name: the lock-delay holds.
 pub const LOCK_DELAY: &str = "an unreleased lock stays unavailable for the lock-delay";
+/// Property name: an extended hold is one hold.
+pub const EXTENSION_CONTINUES: &str = "an extension continues the holder's own hold";
 /// Property name: liveness.
 pub const LIVENESS: &str = "some client acquires after the faults stop";
 
@@ -82,6 +89,9 @@ pub fn all() -> Vec<Property<Protocol>> {
         }),
         Property::always(RELEASE_FREES, |_, s: &State| !s.broken.timely_release_kept),
         Property::always(LOCK_DELAY, |_, s: &State| !s.broken.lock_delay_cut_short),
+        Property::always(EXTENSION_CONTINUES, |_, s: &State| {
+            !s.broken.extended_across_another
+        }),
         Property::sometimes(LIVENESS, |_, s: &State| s.acquired_after_faults),
         Property::sometimes(VALIDITY_RAN_OUT, |_, s: &State| {
             s.clients.iter().any(|c| {

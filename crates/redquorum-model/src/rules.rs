@@ -29,6 +29,14 @@ pub struct Rules {
     pub drift_term: bool,
     /// The quorum is `N/2 + 1` (`quorum` invariant 1). Off: `N/2`.
     pub strict_majority: bool,
+    /// An extension counts only with a quorum, as an acquisition (`manager` invariant 4). Off:
+    /// one node that extended is enough.
+    pub extension_needs_quorum: bool,
+    /// A release by value, whose sender does not know the holder's deadline, sends the larger
+    /// of its own late-release bound and the one the holder carried in the value
+    /// (`value::release_bound_by_value`, `engine` invariant 6). Off: the sender's own, from its
+    /// settings, which a sender without the holder's lock-delay sets to none.
+    pub release_bound_from_value: bool,
 }
 
 impl Default for Rules {
@@ -47,5 +55,7 @@ impl Rules {
         trust_window: true,
         drift_term: true,
         strict_majority: true,
+        extension_needs_quorum: true,
+        release_bound_from_value: true,
     };
 }

@@ -51,7 +51,8 @@ fn phase(phase: &Phase, p: &[usize]) -> Phase {
         Phase::Idle => {}
         Phase::Acquiring { value: v, .. }
         | Phase::Storing { value: v, .. }
-        | Phase::Holding { value: v, .. } => *v = value(*v, p),
+        | Phase::Holding { value: v, .. }
+        | Phase::Extending { value: v, .. } => *v = value(*v, p),
     }
     phase
 }

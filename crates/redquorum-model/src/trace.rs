@@ -97,9 +97,21 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
             None,
             Some(c),
         ),
+        Action::Extend(c) => (
+            format!("client {c}"),
+            "starts an extension (requests to every node)".into(),
+            None,
+            Some(c),
+        ),
         Action::Release(c) => (
             format!("client {c}"),
             "releases, within its validity".into(),
+            None,
+            Some(c),
+        ),
+        Action::ReleaseByValue(c) => (
+            format!("client {c}"),
+            "vanishes; another process, without the lock-delay, releases its lock by value".into(),
             None,
             Some(c),
         ),
@@ -113,7 +125,11 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
             let what = match m.request {
                 Request::Acquire { .. } => "runs the acquisition",
                 Request::Store { .. } => "runs the token store",
-                Request::Release { .. } => "runs the release",
+                Request::Extend => "runs the extension",
+                Request::Release {
+                    by_value: false, ..
+                } => "runs the release",
+                Request::Release { by_value: true, .. } => "runs the release by value",
             };
             let late = if m.awaited {
                 ""

@@ -19,6 +19,8 @@ pub const STILL: Bounds = Bounds {
     cluster: false,
     attempts: 1,
     releases: true,
+    extensions: 0,
+    by_value: 0,
     faults: 0,
     kinds: NO_FAULTS,
     drift: 0,

@@ -138,3 +138,45 @@ fn the_old_counter_floor_hands_out_a_token_twice_after_a_flush() {
     };
     hole(bounds, rules, TOKENS_INCREASE);
 }
+
+/// A holder that extends once, while requests not awaited may wait in the network: two
+/// clients, three nodes, time passing past the TTL.
+const EXTENDING: Bounds = Bounds {
+    extensions: 1,
+    releases: false,
+    horizon: 6,
+    ttl_ms: 6,
+    lock_delay_ms: 0,
+    late_delivery: false,
+    ..STILL
+};
+
+#[test]
+fn an_extension_without_a_quorum_keeps_a_lock_another_client_wins() {
+    // c0 wins on n0 and n1 (its request to n2 still in flight) and extends: n0 says yes; with
+    // one vote enough, the lock is extended while n1's key runs out, and c1 wins n1 and n2.
+    let rules = Rules {
+        extension_needs_quorum: false,
+        ..Rules::ALL
+    };
+    hole(EXTENDING, rules, ONE_HOLDER);
+}
+
+#[test]
+fn a_release_by_value_with_the_senders_settings_cuts_the_lock_delay_short() {
+    // c0 holds on one node and vanishes; a process configured without the lock-delay releases
+    // its lock by value after c0's deadline: with its own bound (none) the key goes, and c1
+    // wins inside c0's lock-delay.
+    let bounds = Bounds {
+        nodes: 1,
+        by_value: 1,
+        horizon: 7,
+        late_delivery: false,
+        ..STILL
+    };
+    let rules = Rules {
+        release_bound_from_value: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, LOCK_DELAY);
+}

@@ -28,4 +28,4 @@ pub(crate) mod rwlock;
 pub(crate) mod slots;
 pub(crate) mod sync;
 pub mod validity;
-pub(crate) mod value;
+pub mod value;

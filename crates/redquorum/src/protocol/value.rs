@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// `late_bound_ms` is the holder's late-release bound for a sender that does not know the
 /// deadline (invariant 1), 0 without a lock-delay (the value is then the plain 40 hex digits
 /// every Redlock client uses).
-pub(crate) fn new(bytes: [u8; 20], late_bound_ms: u64) -> Arc<str> {
+pub fn new(bytes: [u8; 20], late_bound_ms: u64) -> Arc<str> {
     // Built on the stack, so the `Arc` is the only allocation of an acquisition's value.
     let mut buf = [0u8; 61]; // 40 digits, `-`, and at most 20 for a u64
     let len = random(&mut buf, bytes, late_bound_ms);
@@ -80,6 +80,15 @@ fn parts(value: &str) -> Option<(&str, Option<u64>, &str)> {
 /// The holder's late-release bound carried in `value` (invariant 1); 0 when it carries none.
 pub(crate) fn carried_bound(value: &str) -> u64 {
     parts(value).and_then(|(_, bound, _)| bound).unwrap_or(0)
+}
+
+/// The late-release bound a release by `value` sends when its sender does not know the
+/// holder's deadline (`engine` invariant 6, invariant 1 here): the larger of the sender's own
+/// (`own_ms`, from its settings) and the one the holder carried in the value, so that a sender
+/// with other settings (a shorter lock-delay, none, another node timeout) still honours the
+/// holder's.
+pub fn release_bound_by_value(own_ms: u64, value: &str) -> u64 {
+    own_ms.max(carried_bound(value))
 }
 
 /// The identity a lock value carries: what follows the random digits (and the bound) and the

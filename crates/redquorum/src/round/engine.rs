@@ -584,7 +584,7 @@ impl Engine {
                 self.rules.drift_factor,
             ),
             // `value` invariant 1: the holder's bound, whatever ours.
-            Deadline::Unknown => self.rules.value_bound_ms().max(value::carried_bound(value)),
+            Deadline::Unknown => value::release_bound_by_value(self.rules.value_bound_ms(), value),
         };
         let release = Request::Release {
             leave,
