@@ -31,7 +31,7 @@ fn main() {
             restart_kept: true,
             restart_lost: true,
             flush: true,
-            failover: false,
+            ..FaultKinds::NONE
         },
         drift: 1,
         horizon: 12,

@@ -6,13 +6,13 @@
 use std::time::{Duration, Instant};
 
 use redquorum::protocol::fencing::{Advance, Proposal, Proposals};
-use redquorum::protocol::marker::id_of;
+use redquorum::protocol::marker::{MarkerValue, extended, id_of};
 use redquorum::protocol::quarantine::{Marker, Memory, Observation, TrustPolicy, marker_owner};
 use redquorum::protocol::quorum::{Decision, Tally};
 use redquorum::protocol::validity::deadline;
 
 use crate::clock::instant;
-use crate::node::{AcquireReply, MarkerKey, Node};
+use crate::node::{AcquireReply, GROUP, MarkerId, MarkerKey, Node};
 use crate::rules::Rules;
 
 /// One connection of a client to a node, and what its health check found.
@@ -103,6 +103,8 @@ pub struct Client {
     pub last_hold: Option<(u8, Instant, bool)>,
     /// Extensions it may still start.
     pub extensions_left: u8,
+    /// Its manager's first-sight protocol (`vouch::FirstSight`).
+    pub sight: Sight,
     /// How many hand-outs there had been when its hold began (its own included): an extension
     /// that wins after another's is no continuation of the hold.
     pub hold_since: u8,
@@ -128,6 +130,12 @@ pub struct Settings {
     pub advance: Advance,
     /// Cluster nodes: markers name their owner.
     pub cluster: bool,
+    /// Whether clients take part in first sight (`Builder::trust_first_sight`).
+    pub first_sight: bool,
+    /// How long a first-sight marker must still be pending to count as pending
+    /// (`first_sight` invariant 1): the drift of `max_ttl` (the library adds 100 ms for a
+    /// round's own duration, which the model's rounds do not take).
+    pub sight_margin_ms: u64,
     /// The late-release bound a holder carries in its value (`engine`'s `value_bound_ms`: the
     /// delay, the node timeout and the drift of `max_ttl`), for senders that do not know its
     /// deadline.
@@ -154,6 +162,31 @@ impl Settings {
         };
         u16::try_from(bound).unwrap_or(u16::MAX)
     }
+}
+
+/// What a group's first look found at one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Look {
+    /// Not looked at yet.
+    Unread,
+    /// Clean, with a first-sight marker still pending: this id.
+    Unmarked(MarkerId),
+    /// It cannot join the group's trust.
+    Excluded,
+}
+
+/// Where a manager's first-sight protocol stands: look at every node (in any order: the library
+/// looks at all at once), decide, extend every marker, then vouch for each.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Sight {
+    /// Not run (first sight off), or over.
+    Idle,
+    /// Looking; what each node showed.
+    Looking(Vec<Look>),
+    /// Extending the markers of the looks; which are done.
+    Extending(Vec<Look>, Vec<bool>),
+    /// Vouching for them; which are done.
+    Vouching(Vec<Look>, Vec<bool>),
 }
 
 /// How many acquisitions a client may start at most: its values are `client × VALUES + k`.
@@ -225,7 +258,7 @@ pub fn health_check(
         conn.marker = None;
         return;
     }
-    let info = node.info_server(node_now);
+    let info = node.info(node_now);
     let owner = settings
         .cluster
         .then(|| marker_owner(&info, &node.info_replication(), rules.marker_names_replid));
@@ -236,12 +269,37 @@ pub fn health_check(
         )
     });
     let max_ttl_ms = u64::try_from(settings.policy.max_ttl.as_millis()).unwrap_or(u64::MAX);
-    let (marker, written) = node.marker_script(node_now, owner_key, fresh_marker, max_ttl_ms);
+    // A marker written on first sight says so, outside clusters (`health::check`).
+    let first_seen = conn.memory.is_first_sight() && !settings.cluster;
+    let (mut marker, mut written) = node.marker_script(
+        node_now,
+        owner_key,
+        fresh_marker,
+        max_ttl_ms,
+        first_seen,
+        None,
+    );
+    if written == 0
+        && rules.undrawn_marker_replaced
+        && !MarkerValue::parse(&marker.value()).tells_servers_apart()
+    {
+        // `marker` invariant 5 (`health::read_marker`): a word written by hand is replaced as if
+        // missing.
+        (marker, written) = node.marker_script(
+            node_now,
+            owner_key,
+            fresh_marker,
+            max_ttl_ms,
+            first_seen,
+            Some(marker),
+        );
+    }
+    let group = settings.first_sight.then_some(GROUP);
     let found = Marker::from_reply(
         marker.value(),
         written,
         crate::clock::node_unix_ms(node_now),
-        None,
+        group,
         settings.policy.max_ttl,
     );
     let Some(seen) = Observation::from_info(&info, false, found) else {
@@ -281,6 +339,15 @@ pub fn vote(
             let until = conn.memory.lost_data(&policy, instant(now));
             conn.trusted_from = Some(until);
             conn.server = None; // checked again, which writes a new marker
+            return false;
+        }
+        // The same first-sight marker, extended by a group's first look since the health
+        // check (`server` invariant 7, `first_sight` invariant 1): no vote, held off until then.
+        if let Some(later) = read.as_deref().and_then(|r| extended(&expected, r)) {
+            let until = instant(now) + later;
+            conn.memory.held_off(until);
+            conn.trusted_from = conn.trusted_from.max(Some(until));
+            conn.server = None;
             return false;
         }
     }

@@ -4,7 +4,7 @@
 //! runs on, which the network already gives (a request delivered late, or never), so every
 //! schedule of a pause is one of the network's.
 
-use crate::node::{Data, Node};
+use crate::node::{Data, MarkerId, MarkerKey, Node};
 
 /// A fault a node can suffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,6 +18,14 @@ pub enum Fault {
     /// A cluster node's replica, holding a prefix of the writes, is promoted; the old master is
     /// demoted and resynchronised from it. Twice is a failback.
     Failover,
+    /// Another server, long running and never marked, behind the node's address.
+    Replace,
+    /// Another server, long running, behind the node's address, carrying the same marker
+    /// written by hand (`manual:0`) as the deployment's provisioning writes on every server.
+    ReplaceHandMarked,
+    /// The master restarts empty, and its host's clock steps forward after it started (started
+    /// before time sync, a VM restored from a snapshot): its uptime reads an hour.
+    RestartStepped,
 }
 
 /// Which faults the bounds allow.
@@ -31,9 +39,26 @@ pub struct FaultKinds {
     pub flush: bool,
     /// Failover and failback (cluster nodes only).
     pub failover: bool,
+    /// A server replaced behind the address.
+    pub replace: bool,
+    /// A server replaced behind the address by one marked by hand.
+    pub replace_hand_marked: bool,
+    /// A restart whose uptime lies.
+    pub restart_stepped: bool,
 }
 
 impl FaultKinds {
+    /// No faults.
+    pub const NONE: FaultKinds = FaultKinds {
+        restart_kept: false,
+        restart_lost: false,
+        flush: false,
+        failover: false,
+        replace: false,
+        replace_hand_marked: false,
+        restart_stepped: false,
+    };
+
     /// The faults allowed, in a fixed order.
     pub fn list(&self) -> Vec<Fault> {
         let mut list = Vec::new();
@@ -49,6 +74,15 @@ impl FaultKinds {
         if self.failover {
             list.push(Fault::Failover);
         }
+        if self.replace {
+            list.push(Fault::Replace);
+        }
+        if self.replace_hand_marked {
+            list.push(Fault::ReplaceHandMarked);
+        }
+        if self.restart_stepped {
+            list.push(Fault::RestartStepped);
+        }
         list
     }
 }
@@ -61,13 +95,29 @@ pub fn apply(fault: Fault, node: &mut Node, now: u16) -> bool {
             node.master.run = node.next.run;
             node.next.run = node.next.run.wrapping_add(1);
             node.master.started = i32::from(now);
+            node.master.flushed = false;
             if fault == Fault::RestartLost {
                 node.master.data = Data::default();
             }
             true
         }
+        Fault::Replace | Fault::ReplaceHandMarked | Fault::RestartStepped => {
+            node.master.run = node.next.run;
+            node.next.run = node.next.run.wrapping_add(1);
+            node.master.started = i32::from(now) - 3_600_000;
+            node.master.flushed = false;
+            node.master.data = Data::default();
+            if fault == Fault::ReplaceHandMarked {
+                node.master.data.marker = Some(MarkerKey {
+                    id: MarkerId::Hand,
+                    ..MarkerKey::plain(None, 0, 0)
+                });
+            }
+            true
+        }
         Fault::Flush => {
             node.master.data = Data::default();
+            node.master.flushed = true;
             true
         }
         Fault::Failover => {

@@ -119,6 +119,27 @@ pub fn check_symmetric_until(
     run(bounds, rules, threads, timeout, first, true)
 }
 
+/// A search for a counterexample, depth first without the symmetry reduction: the quickest way
+/// down a long schedule (it is then not the shortest). Stops at the first counterexample.
+pub fn find_deep(
+    bounds: Bounds,
+    rules: Rules,
+    threads: usize,
+    timeout: Option<Duration>,
+) -> Report {
+    let started = Instant::now();
+    let model = Protocol::new(bounds, rules);
+    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+    let mut builder = model
+        .checker()
+        .threads(threads)
+        .finish_when(stateright::HasDiscoveries::AnyFailures);
+    if let Some(timeout) = timeout {
+        builder = builder.timeout(timeout);
+    }
+    report(&builder.spawn_dfs().join(), &names, started, timeout, true)
+}
+
 fn run(
     bounds: Bounds,
     rules: Rules,

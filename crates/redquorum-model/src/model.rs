@@ -4,15 +4,17 @@
 use std::time::Duration;
 
 use redquorum::protocol::fencing::{Advance, Proposal, Proposals, clock_grain, trust_window};
+use redquorum::protocol::first_sight::{Outcome, Sighting, decide, sighting};
+use redquorum::protocol::mark::{Vouch, refused};
 use redquorum::protocol::quarantine::TrustPolicy;
 use redquorum::protocol::quorum::{Decision, Tally};
 use redquorum::protocol::validity::{drift, late_release_bound};
 use stateright::{Model, Property};
 
-use crate::client::{self, Client, Conn, Phase, Settings};
+use crate::client::{self, Client, Conn, Look, Phase, Settings, Sight};
 use crate::clock::instant;
 use crate::faults::{self, Fault, FaultKinds};
-use crate::node::{AcquireReply, Node};
+use crate::node::{AcquireReply, Found, Markers, Node};
 use crate::properties;
 use crate::rules::Rules;
 
@@ -34,6 +36,19 @@ pub struct Bounds {
     /// Releases by value in a run: a holder vanishes and another process, configured without
     /// the lock-delay, releases its lock by value (`redlock release --value`).
     pub by_value: u8,
+    /// The markers the nodes start with.
+    pub markers: Markers,
+    /// Clients that first see the nodes during the run, once its faults are spent (their health
+    /// checks are steps), the last ones of the list; the others saw them before it began.
+    pub late_clients: u8,
+    /// The deployment says no server's clock steps forward after it starts
+    /// (`Builder::trust_first_sight`).
+    pub trust_first_sight: bool,
+    /// Unforced operator marks (`redlock nodes mark`) in a run.
+    pub marks: u8,
+    /// A client checks a quarantined node's health again at any time (the library does, every
+    /// few seconds, to see an operator's mark or a group's vouch).
+    pub rechecks: bool,
     /// Faults in a run, of the kinds allowed.
     pub faults: u8,
     /// The kinds of faults.
@@ -83,12 +98,17 @@ impl Bounds {
         releases: true,
         extensions: 0,
         by_value: 0,
+        markers: Markers::Drawn,
+        late_clients: 0,
+        trust_first_sight: false,
+        marks: 0,
+        rechecks: false,
         faults: 1,
         kinds: FaultKinds {
             restart_kept: true,
             restart_lost: true,
             flush: true,
-            failover: false,
+            ..FaultKinds::NONE
         },
         drift: 0,
         horizon: 6,
@@ -164,6 +184,8 @@ pub struct State {
     pub handouts: u8,
     /// Releases by value left.
     pub by_value_left: u8,
+    /// Operator marks left.
+    pub marks_left: u8,
     /// Broken guarantees seen on the way (see [`properties`]).
     pub broken: properties::Broken,
     /// Whether a client acquired after the last fault.
@@ -199,6 +221,10 @@ pub enum Action {
     Timeout(Msg),
     /// A fault strikes a node.
     Fault(Fault, u8),
+    /// A client's first-sight protocol takes its next step on a node.
+    Sight(u8, u8),
+    /// An operator marks a node (`redlock nodes mark`, unforced).
+    Mark(u8),
     /// A cluster node's replica catches up.
     Replicate(u8),
 }
@@ -250,10 +276,16 @@ impl Protocol {
                 max_ttl,
                 trust_durable: false,
                 owner_history: rules.marker_names_replid,
-                hand_markers_vouch: false,
+                hand_markers_vouch: !rules.undrawn_marker_replaced,
             },
             advance,
             cluster: bounds.cluster,
+            first_sight: rules.quarantine
+                && !bounds.cluster
+                && (bounds.trust_first_sight || !rules.first_sight_opt_in),
+            sight_margin_ms: u64::try_from(drift(max_ttl, drift_factor).as_millis())
+                .unwrap_or(u64::MAX)
+                + 1,
             // `Rules::value_bound_ms` of the holder's engine.
             value_bound_ms: late_release_bound(
                 u64::from(bounds.lock_delay_ms),
@@ -582,6 +614,95 @@ impl Protocol {
         }
     }
 
+    /// Client `c`'s first-sight protocol takes its step on node `n` (`vouch::FirstSight`): a
+    /// look (`marker.lua` with the `new.` tag, `INFO`, the library's `first_sight::sighting`),
+    /// and after the last look the library's `first_sight::decide`; an extension; a vouch. A
+    /// step that fails ends the protocol (the nodes wait out their quarantine); the last vouch
+    /// has the client's health checks read the vouched markers.
+    fn sight(&self, s: &mut State, c: usize, n: usize) {
+        let node_now = s.nodes[n].clock(s.t);
+        let node_ms = crate::clock::node_unix_ms(node_now);
+        let max_ttl = self.settings.policy.max_ttl;
+        let max_ttl_ms = u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX);
+        let margin = self.settings.sight_margin_ms;
+        let sight = std::mem::replace(&mut s.clients[c].sight, Sight::Idle);
+        // The health checks that waited for the group read the markers again (`health::check`).
+        let recheck = |s: &mut State, looks: &[Look]| {
+            for (conn, look) in s.clients[c].conns.iter_mut().zip(looks) {
+                if matches!(look, Look::Unmarked(_)) {
+                    conn.server = None;
+                }
+            }
+        };
+        match sight {
+            Sight::Looking(mut looks) => {
+                let fresh = s.nodes[n].next.marker;
+                s.nodes[n].next.marker = fresh.wrapping_add(1);
+                let (marker, _) =
+                    s.nodes[n].marker_script(node_now, None, fresh, max_ttl_ms, true, None);
+                let info = s.nodes[n].info(node_now);
+                let margin = Duration::from_millis(margin);
+                looks[n] = match sighting(&marker.value(), node_ms, &info, max_ttl, margin) {
+                    Sighting::Unmarked { .. } => Look::Unmarked(marker.id),
+                    _ => Look::Excluded,
+                };
+                if looks.contains(&Look::Unread) {
+                    s.clients[c].sight = Sight::Looking(looks);
+                    return;
+                }
+                let proceed = if self.rules.first_sight_needs_group {
+                    let sightings: Vec<(String, Sighting)> = looks
+                        .iter()
+                        .enumerate()
+                        .map(|(i, look)| {
+                            let sighting = match look {
+                                Look::Unmarked(_) => Sighting::Unmarked { id: String::new() },
+                                _ => Sighting::Excluded(String::new()),
+                            };
+                            (i.to_string(), sighting)
+                        })
+                        .collect();
+                    decide(&sightings) == Outcome::Vouched
+                } else {
+                    looks.iter().any(|l| matches!(l, Look::Unmarked(_)))
+                };
+                if proceed {
+                    let done = looks.iter().map(|l| *l == Look::Excluded).collect();
+                    s.clients[c].sight = Sight::Extending(looks, done);
+                }
+            }
+            Sight::Extending(looks, mut done) => {
+                let Look::Unmarked(id) = looks[n] else { return };
+                match s.nodes[n].vouch_extend(node_now, id, max_ttl_ms, margin) {
+                    (true, _) => {
+                        done[n] = true;
+                        s.clients[c].sight = if done.iter().all(|d| *d) {
+                            let done = looks.iter().map(|l| *l == Look::Excluded).collect();
+                            Sight::Vouching(looks, done)
+                        } else {
+                            Sight::Extending(looks, done)
+                        };
+                    }
+                    // Another client's protocol vouched: the health checks read its vouch.
+                    (false, Found::Vouched) => recheck(s, &looks),
+                    (false, _) => {}
+                }
+            }
+            Sight::Vouching(looks, mut done) => {
+                let Look::Unmarked(id) = looks[n] else { return };
+                if s.nodes[n].vouch_group(node_now, id, margin).0 {
+                    done[n] = true;
+                    if done.iter().all(|d| *d) {
+                        recheck(s, &looks);
+                    } else {
+                        s.clients[c].sight = Sight::Vouching(looks, done);
+                    }
+                }
+            }
+            Sight::Idle => {}
+        }
+    }
+
     /// The node runs `m`; its reply reaches the client if it still waits for it.
     fn deliver(&self, s: &mut State, m: Msg) {
         let (c, n) = (usize::from(m.client), usize::from(m.node));
@@ -721,10 +842,17 @@ impl Model for Protocol {
 
     fn init_states(&self) -> Vec<State> {
         let mut nodes: Vec<Node> = (0..self.bounds.nodes)
-            .map(|_| Node::new(self.bounds.cluster, self.rules.marker_names_replid))
+            .map(|_| {
+                Node::marked(
+                    self.bounds.cluster,
+                    self.rules.marker_names_replid,
+                    self.bounds.markers,
+                )
+            })
             .collect();
         let mut clients = Vec::new();
-        for _ in 0..self.bounds.clients {
+        let early = self.bounds.clients.saturating_sub(self.bounds.late_clients);
+        for index in 0..self.bounds.clients {
             let mut conns = Vec::new();
             for node in nodes.iter_mut() {
                 let mut conn = Conn {
@@ -733,11 +861,19 @@ impl Model for Protocol {
                     trusted_from: None,
                     marker: None,
                 };
-                let id = node.next.marker;
-                node.next.marker = id.wrapping_add(1);
-                client::health_check(&mut conn, node, 0, 0, &self.settings, &self.rules, id);
+                if index < early {
+                    let id = node.next.marker;
+                    node.next.marker = id.wrapping_add(1);
+                    client::health_check(&mut conn, node, 0, 0, &self.settings, &self.rules, id);
+                }
                 conns.push(conn);
             }
+            // A client that saw the nodes before the run ran its first sight then.
+            let sight = if self.settings.first_sight && index >= early {
+                Sight::Looking(vec![Look::Unread; self.n()])
+            } else {
+                Sight::Idle
+            };
             clients.push(Client {
                 lag: 0,
                 attempts_left: self.bounds.attempts,
@@ -746,6 +882,7 @@ impl Model for Protocol {
                 last_hold: None,
                 extensions_left: self.bounds.extensions,
                 hold_since: 0,
+                sight,
             });
         }
         vec![State {
@@ -758,6 +895,7 @@ impl Model for Protocol {
             last_token: None,
             handouts: 0,
             by_value_left: self.bounds.by_value,
+            marks_left: self.bounds.marks,
             broken: properties::Broken::default(),
             acquired_after_faults: false,
             seen: properties::Seen::default(),
@@ -781,11 +919,30 @@ impl Model for Protocol {
                 }
             }
         }
+        let early = self.bounds.clients.saturating_sub(self.bounds.late_clients);
         for (c, client) in s.clients.iter().enumerate() {
             let c8 = u8::try_from(c).unwrap_or(u8::MAX);
+            if c8 >= early && s.faults_left > 0 {
+                // A late client arrives once the faults are spent: one that saw the nodes
+                // before a fault is an early one, which the bounds have as well.
+                continue;
+            }
+            let now = crate::clock::instant(client.clock(s.t));
             for (n, conn) in client.conns.iter().enumerate() {
-                if conn.server != Some(s.nodes[n].server()) {
+                let quarantined = conn.trusted_from.is_some_and(|from| from > now);
+                if conn.server != Some(s.nodes[n].server()) || (self.bounds.rechecks && quarantined)
+                {
                     actions.push(Action::Check(c8, u8::try_from(n).unwrap_or(u8::MAX)));
+                }
+            }
+            for n in 0..self.bounds.nodes {
+                let due = match &client.sight {
+                    Sight::Idle => false,
+                    Sight::Looking(looks) => looks[usize::from(n)] == Look::Unread,
+                    Sight::Extending(_, done) | Sight::Vouching(_, done) => !done[usize::from(n)],
+                };
+                if due {
+                    actions.push(Action::Sight(c8, n));
                 }
             }
             match client.phase {
@@ -827,6 +984,11 @@ impl Model for Protocol {
                         actions.push(Action::Fault(fault, n));
                     }
                 }
+            }
+        }
+        if s.marks_left > 0 {
+            for n in 0..self.bounds.nodes {
+                actions.push(Action::Mark(n));
             }
         }
         if self.bounds.cluster {
@@ -977,6 +1139,24 @@ impl Model for Protocol {
                     return None;
                 }
                 s.faults_left -= 1;
+            }
+            Action::Sight(c, n) => self.sight(&mut s, usize::from(c), usize::from(n)),
+            Action::Mark(n) => {
+                let n = usize::from(n);
+                let node_now = s.nodes[n].clock(s.t);
+                let info = s.nodes[n].info(node_now);
+                let max_ttl = self.settings.policy.max_ttl;
+                if self.rules.mark_checks_uptime
+                    && refused(&info, Vouch::Checked, max_ttl).is_some()
+                {
+                    return None; // refused: nothing changes
+                }
+                let fresh = s.nodes[n].next.marker;
+                s.nodes[n].next.marker = fresh.wrapping_add(1);
+                if !s.nodes[n].vouch_mark(node_now, fresh, false) {
+                    return None;
+                }
+                s.marks_left -= 1;
             }
             Action::Replicate(n) => {
                 if !faults::replicate(&mut s.nodes[usize::from(n)]) {

@@ -14,27 +14,90 @@ pub struct Key {
     pub expires: u16,
 }
 
+/// A marker's id: drawn at random (told apart from every other), or a word written by hand
+/// (`manual`, the same on every server marked that way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MarkerId {
+    /// Drawn: this number, spelt as 16 hex digits.
+    Drawn(u8),
+    /// Written by hand.
+    Hand,
+}
+
+impl MarkerId {
+    fn text(self) -> String {
+        match self {
+            MarkerId::Drawn(k) => format!("5f0c2a9e7d13b8{k:02x}"),
+            MarkerId::Hand => "manual".to_owned(),
+        }
+    }
+}
+
+/// What a marker says of itself (the `marker` module's grammar).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MarkerTag {
+    /// Written after a loss was seen (or by a launcher, or by hand).
+    Plain,
+    /// Written by a client that saw the node for the first time without one (`new.`).
+    New,
+    /// Vouched for by an operator for the run `run` (`ok.`).
+    Operator {
+        /// The run it vouches for.
+        run: u8,
+    },
+    /// Vouched for by the group's first sight at node time `at_ms` for the run `run` (`okg.`).
+    Group {
+        /// When.
+        at_ms: u64,
+        /// The run it vouches for.
+        run: u8,
+    },
+}
+
+/// The fingerprint of the one group of nodes the model's clients list.
+pub const GROUP: &str = "9e1f00c0ffee4a11";
+
 /// The marker key on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MarkerKey {
     /// The owner it names (a cluster master's): `run_id`, and `master_replid` when the rule
     /// names it.
     pub owner: Option<(u8, Option<u8>)>,
-    /// Its random id.
-    pub id: u8,
+    /// Its id.
+    pub id: MarkerId,
+    /// What it says of itself.
+    pub tag: MarkerTag,
     /// The node time (Unix ms) from which it vouches; 0: at once.
     pub from_ms: u64,
 }
 
 impl MarkerKey {
+    /// A plain marker with a drawn id.
+    pub fn plain(owner: Option<(u8, Option<u8>)>, id: u8, from_ms: u64) -> Self {
+        MarkerKey {
+            owner,
+            id: MarkerId::Drawn(id),
+            tag: MarkerTag::Plain,
+            from_ms,
+        }
+    }
+
     /// The value as the library reads it (`marker` module grammar).
     pub fn value(&self) -> String {
         let owner = match self.owner {
             None => String::new(),
-            Some((run, Some(replid))) => format!("{}/", owner_name(run, Some(replid))),
-            Some((run, None)) => format!("{}/", owner_name(run, None)),
+            Some((run, replid)) => format!("{}/", owner_name(run, replid)),
         };
-        format!("{owner}m{}:{}", self.id, self.from_ms)
+        let id = self.id.text();
+        let body = match self.tag {
+            MarkerTag::Plain => id,
+            MarkerTag::New => format!("new.{id}"),
+            MarkerTag::Operator { run } => format!("ok.{}.{id}", run_id(run)),
+            MarkerTag::Group { at_ms, run } => {
+                format!("okg.{GROUP}.{at_ms}.{}.{id}", run_id(run))
+            }
+        };
+        format!("{owner}{body}:{}", self.from_ms)
     }
 }
 
@@ -74,8 +137,11 @@ pub struct Process {
     pub run: u8,
     /// Its `master_replid` (a new one at every promotion; a replica takes its master's).
     pub replid: u8,
-    /// The node time (ms) it started at: negative for a node up long before the run.
+    /// The node time (ms) it started at, as its uptime says: negative for a node up long before
+    /// the run (or one whose host clock stepped forward after it started: the uptime lies).
     pub started: i32,
+    /// Whether it ran `FLUSHALL` since it started (`INFO commandstats`).
+    pub flushed: bool,
     /// Its data.
     pub data: Data,
 }
@@ -95,6 +161,30 @@ pub struct Node {
     /// the same up to their place in the list, which the checker's symmetry reduction uses
     /// ([`crate::symmetry`]).
     pub next: Fresh,
+}
+
+/// The markers nodes start with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Markers {
+    /// A marker with a drawn id that vouches at once (a launcher's, or clients' long ago).
+    Drawn,
+    /// `manual:0`, written by hand on every server by the deployment's provisioning.
+    Hand,
+    /// None: servers no client of ours ever used.
+    None,
+}
+
+/// What `scripts/vouch.lua` found on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Found {
+    /// No marker.
+    None,
+    /// A first-sight marker still pending.
+    New,
+    /// One that vouches.
+    Vouched,
+    /// Anything else (a loss's marker still pending).
+    Other,
 }
 
 /// The next identities a node draws.
@@ -130,17 +220,27 @@ impl Node {
     /// `names_replid` says, on a cluster node). Every node starts alike: its identities are its
     /// own ([`Node::next`]).
     pub fn new(cluster: bool, names_replid: bool) -> Self {
-        let marker = MarkerKey {
-            owner: cluster.then_some((0, names_replid.then_some(0))),
-            id: 0,
-            from_ms: 0,
+        Self::marked(cluster, names_replid, Markers::Drawn)
+    }
+
+    /// A node up for an hour, with the markers `markers` (see [`Markers`]).
+    pub fn marked(cluster: bool, names_replid: bool, markers: Markers) -> Self {
+        let owner = cluster.then_some((0, names_replid.then_some(0)));
+        let marker = match markers {
+            Markers::Drawn => Some(MarkerKey::plain(owner, 0, 0)),
+            Markers::Hand => Some(MarkerKey {
+                id: MarkerId::Hand,
+                ..MarkerKey::plain(owner, 0, 0)
+            }),
+            Markers::None => None,
         };
         let master = Process {
             run: 0,
             replid: 0,
             started: -3_600_000,
+            flushed: false,
             data: Data {
-                marker: Some(marker),
+                marker,
                 ..Data::default()
             },
         };
@@ -183,13 +283,22 @@ impl Node {
         }
     }
 
-    /// `INFO server` as the health check reads it.
-    pub fn info_server(&self, now: u16) -> String {
+    /// `INFO server`, `replication`, `stats` and `commandstats` as the health check and a first
+    /// look read them.
+    pub fn info(&self, now: u16) -> String {
         let up_ms = i64::from(now) - i64::from(self.master.started);
+        let flushed = if self.master.flushed {
+            "cmdstat_flushall:calls=1,usec=9\r\n"
+        } else {
+            ""
+        };
         format!(
-            "# Server\r\nrun_id:{}\r\nuptime_in_seconds:{}\r\n",
+            "# Server\r\nredis_version:7.2.4\r\nrun_id:{}\r\nuptime_in_seconds:{}\r\n\
+             # Replication\r\nrole:master\r\nmaster_replid:{}\r\nsecond_repl_offset:-1\r\n\
+             # Stats\r\nevicted_keys:0\r\n# Commandstats\r\ncmdstat_set:calls=1,usec=2\r\n{flushed}",
             run_id(self.master.run),
-            up_ms.max(0) / 1000
+            up_ms.max(0) / 1000,
+            repl_id(self.master.replid),
         )
     }
 
@@ -201,32 +310,120 @@ impl Node {
         )
     }
 
-    /// `scripts/marker.lua`: the marker, or a new one (`id`) that vouches `max_ttl_ms` from now,
-    /// written where there is none (1) or where one names another owner (2).
+    /// `scripts/marker.lua`: the marker, or a new one (`id`, tagged `new.` on first sight)
+    /// that vouches `max_ttl_ms` from now, written where there is none (1), where one names
+    /// another owner (2), or where the key still holds exactly `undrawn`, a marker read before
+    /// whose id was not drawn (3).
     pub fn marker_script(
         &mut self,
         now: u16,
         owner: Option<(u8, Option<u8>)>,
         id: u8,
         max_ttl_ms: u64,
+        first_sight: bool,
+        undrawn: Option<MarkerKey>,
     ) -> (MarkerKey, u8) {
-        if let Some(found) = self.master.data.marker
+        let found = self.master.data.marker;
+        let replaces_undrawn = undrawn.is_some() && found == undrawn;
+        if let Some(found) = found
             && found.owner == owner
+            && !replaces_undrawn
         {
             return (found, 0);
         }
-        let written = if self.master.data.marker.is_some() {
-            2
-        } else {
-            1
+        let written = match found {
+            _ if replaces_undrawn => 3,
+            Some(_) => 2,
+            None => 1,
         };
         let marker = MarkerKey {
-            owner,
-            id,
-            from_ms: node_unix_ms(now) + max_ttl_ms,
+            tag: if first_sight {
+                MarkerTag::New
+            } else {
+                MarkerTag::Plain
+            },
+            ..MarkerKey::plain(owner, id, node_unix_ms(now) + max_ttl_ms)
         };
         self.master.data.marker = Some(marker);
         (marker, written)
+    }
+
+    /// What `scripts/vouch.lua` finds: `none`, `new` (a first-sight marker pending by more than
+    /// `margin_ms`), `vouched`, or `other`; with the id.
+    fn found(&self, now: u16, margin_ms: u64) -> (Found, Option<MarkerId>) {
+        let now_ms = node_unix_ms(now);
+        match self.master.data.marker {
+            None => (Found::None, None),
+            Some(m) => {
+                let found = match m.tag {
+                    MarkerTag::New if m.from_ms > now_ms + margin_ms => Found::New,
+                    MarkerTag::Operator { .. } | MarkerTag::Group { .. } if m.from_ms == 0 => {
+                        Found::Vouched
+                    }
+                    MarkerTag::Plain if m.from_ms <= now_ms => Found::Vouched,
+                    _ => Found::Other,
+                };
+                (found, Some(m.id))
+            }
+        }
+    }
+
+    /// `scripts/vouch.lua`'s `extend`: the first-sight marker `id`, still pending by more than
+    /// `margin_ms`, pending for another `max_ttl_ms`. Whether it was done, and what was found.
+    pub fn vouch_extend(
+        &mut self,
+        now: u16,
+        id: MarkerId,
+        max_ttl_ms: u64,
+        margin_ms: u64,
+    ) -> (bool, Found) {
+        let (found, at) = self.found(now, margin_ms);
+        if found == Found::New && at == Some(id) {
+            if let Some(m) = self.master.data.marker.as_mut() {
+                m.from_ms = node_unix_ms(now) + max_ttl_ms;
+            }
+            return (true, found);
+        }
+        (false, found)
+    }
+
+    /// `scripts/vouch.lua`'s `vouch`: the first-sight marker `id` vouched for by the group, for
+    /// the server's run; done too when another client's protocol vouched it already.
+    pub fn vouch_group(&mut self, now: u16, id: MarkerId, margin_ms: u64) -> (bool, Found) {
+        let (found, at) = self.found(now, margin_ms);
+        let run = self.master.run;
+        if found == Found::New && at == Some(id) {
+            if let Some(m) = self.master.data.marker.as_mut() {
+                m.tag = MarkerTag::Group {
+                    at_ms: node_unix_ms(now),
+                    run,
+                };
+                m.from_ms = 0;
+            }
+            return (true, found);
+        }
+        (found == Found::Vouched && at == Some(id), found)
+    }
+
+    /// `scripts/vouch.lua`'s `mark` (an operator's, after `mark`'s own refusals): where there is
+    /// no marker, a fresh one (`fresh`); over a first-sight one, or any with `force`, an
+    /// operator's vouch for this run keeping the id. Whether it was done.
+    pub fn vouch_mark(&mut self, now: u16, fresh: u8, force: bool) -> bool {
+        let (found, at) = self.found(now, 0);
+        let id = match (found, at) {
+            (Found::None, _) | (_, None) => MarkerId::Drawn(fresh),
+            (Found::New, Some(id)) => id,
+            (_, Some(id)) if force => id,
+            _ => return false,
+        };
+        let run = self.master.run;
+        self.master.data.marker = Some(MarkerKey {
+            owner: None,
+            id,
+            tag: MarkerTag::Operator { run },
+            from_ms: 0,
+        });
+        true
     }
 
     /// The acquisition. A standalone master runs the native pipeline: the lock's `SET NX PX`,

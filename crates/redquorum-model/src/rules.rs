@@ -37,6 +37,20 @@ pub struct Rules {
     /// (`value::release_bound_by_value`, `engine` invariant 6). Off: the sender's own, from its
     /// settings, which a sender without the holder's lock-delay sets to none.
     pub release_bound_from_value: bool,
+    /// A marker whose id was not drawn (a word written by hand, the same on every server
+    /// marked that way) vouches for nothing: the health check replaces it as if it were missing
+    /// (`marker` invariant 5). Off: it is read as any marker, so a replacement server carrying
+    /// the same word passes for the old one.
+    pub undrawn_marker_replaced: bool,
+    /// An operator's unforced mark refuses a server that started less than `max_ttl` ago
+    /// (`mark::refused`, `Mark::RecentlyStarted`). Off: only `vouch.lua`'s own refusals.
+    pub mark_checks_uptime: bool,
+    /// First-sight trust is opt-in, on the deployment's word that uptimes do not lie
+    /// (`first_sight` invariant 7). Off: on by default, also where a host clock steps.
+    pub first_sight_opt_in: bool,
+    /// First sight trusts a node only with its whole group: every node unmarked and clean
+    /// (`first_sight::decide`). Off: each clean, unmarked node on its own.
+    pub first_sight_needs_group: bool,
 }
 
 impl Default for Rules {
@@ -57,5 +71,9 @@ impl Rules {
         strict_majority: true,
         extension_needs_quorum: true,
         release_bound_from_value: true,
+        undrawn_marker_replaced: true,
+        mark_checks_uptime: true,
+        first_sight_opt_in: true,
+        first_sight_needs_group: true,
     };
 }

@@ -19,7 +19,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::client::{Client, Phase, VALUES};
+use crate::client::{Client, Phase, Sight, VALUES};
 use crate::model::State;
 
 /// Every permutation of `0..n` (n ≤ 4 in any bound the model uses).
@@ -36,6 +36,15 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
         }
     }
     all
+}
+
+/// `v` with element `j` moved to `q[j]`.
+fn permuted<T: Clone>(v: &[T], q: &[usize]) -> Vec<T> {
+    let mut out = v.to_vec();
+    for (j, x) in v.iter().enumerate() {
+        out[q[j]] = x.clone();
+    }
+    out
 }
 
 /// A value renamed by the client permutation `p` (client `i` becomes `p[i]`).
@@ -66,6 +75,14 @@ pub fn renamed(s: &State, p: &[usize], q: &[usize]) -> State {
             c.conns[q[j]] = conn.clone();
         }
         c.phase = phase(&client.phase, p);
+        c.sight = match &client.sight {
+            Sight::Idle => Sight::Idle,
+            Sight::Looking(looks) => Sight::Looking(permuted(looks, q)),
+            Sight::Extending(looks, done) => {
+                Sight::Extending(permuted(looks, q), permuted(done, q))
+            }
+            Sight::Vouching(looks, done) => Sight::Vouching(permuted(looks, q), permuted(done, q)),
+        };
         if let Some(hold) = c.last_hold.as_mut() {
             hold.0 = value(hold.0, p);
         }

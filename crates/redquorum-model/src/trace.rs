@@ -152,6 +152,18 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
             Some(m.node),
             Some(m.client),
         ),
+        Action::Sight(c, n) => (
+            format!("client {c}"),
+            "first sight: its group's next step on this node (look, extend or vouch)".into(),
+            Some(n),
+            Some(c),
+        ),
+        Action::Mark(n) => (
+            "operator".into(),
+            "marks the node (redlock nodes mark, unforced)".into(),
+            Some(n),
+            None,
+        ),
         Action::Fault(f, n) => (format!("node {n}"), format!("fault: {f:?}"), Some(n), None),
         Action::Replicate(n) => (
             format!("node {n}"),

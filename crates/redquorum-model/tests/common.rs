@@ -2,15 +2,13 @@
 
 use std::time::Duration;
 
-use redquorum_model::{Bounds, FaultKinds, Report, Rules, check_until};
+use redquorum_model::node::Markers;
+use redquorum_model::{
+    Bounds, FaultKinds, Report, Rules, check_symmetric_until, check_until, find_deep,
+};
 
 /// No faults at all.
-pub const NO_FAULTS: FaultKinds = FaultKinds {
-    restart_kept: false,
-    restart_lost: false,
-    flush: false,
-    failover: false,
-};
+pub const NO_FAULTS: FaultKinds = FaultKinds::NONE;
 
 /// Small bounds with no faults, no drift, no time: the base every scenario widens.
 pub const STILL: Bounds = Bounds {
@@ -21,6 +19,11 @@ pub const STILL: Bounds = Bounds {
     releases: true,
     extensions: 0,
     by_value: 0,
+    markers: Markers::Drawn,
+    late_clients: 0,
+    trust_first_sight: false,
+    marks: 0,
+    rechecks: false,
     faults: 0,
     kinds: NO_FAULTS,
     drift: 0,
@@ -33,10 +36,19 @@ pub const STILL: Bounds = Bounds {
     prompt_network: false,
 };
 
-/// Checks `bounds` under `rules` on two threads, and prints the report.
-pub fn checked(what: &str, bounds: Bounds, rules: Rules) -> Report {
+/// Checks `bounds` under `rules` on two threads, and prints the report: breadth first, or when
+/// `deep` depth first (with the symmetry reduction for every rule on; a counterexample is then
+/// not the shortest).
+pub fn checked(what: &str, bounds: Bounds, rules: Rules, deep: bool) -> Report {
     let first = rules != Rules::ALL;
-    let report = check_until(bounds, rules, 2, Some(Duration::from_secs(60)), first);
+    let guard = Some(Duration::from_secs(60));
+    let report = if deep && first {
+        find_deep(bounds, rules, 2, guard)
+    } else if deep {
+        check_symmetric_until(bounds, rules, 2, guard, first)
+    } else {
+        check_until(bounds, rules, 2, guard, first)
+    };
     println!(
         "{what}: {} states in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",
         report.states,
@@ -53,7 +65,16 @@ pub fn checked(what: &str, bounds: Bounds, rules: Rules) -> Report {
 
 /// Asserts that `rules` break `property` within `bounds`, and that every rule on does not.
 pub fn hole(bounds: Bounds, broken: Rules, property: &str) {
-    let without = checked("rule removed", bounds, broken);
+    search(bounds, broken, property, false);
+}
+
+/// [`hole`], depth first with the symmetry reduction: for bounds too large for breadth first.
+pub fn deep_hole(bounds: Bounds, broken: Rules, property: &str) {
+    search(bounds, broken, property, true);
+}
+
+fn search(bounds: Bounds, broken: Rules, property: &str, symmetric: bool) {
+    let without = checked("rule removed", bounds, broken, symmetric);
     assert!(
         without
             .counterexamples
@@ -61,7 +82,7 @@ pub fn hole(bounds: Bounds, broken: Rules, property: &str) {
             .any(|t| t.property == property),
         "with the rule removed the checker must find a schedule breaking \"{property}\""
     );
-    let with = checked("every rule on", bounds, Rules::ALL);
+    let with = checked("every rule on", bounds, Rules::ALL, symmetric);
     assert!(
         with.counterexamples.is_empty(),
         "with every rule on, the same bounds must keep every guarantee"

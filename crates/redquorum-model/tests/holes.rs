@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{STILL, hole};
+use common::{STILL, deep_hole, hole};
+use redquorum_model::node::Markers;
 use redquorum_model::properties::{LOCK_DELAY, ONE_HOLDER, TOKENS_INCREASE};
 use redquorum_model::{Bounds, FaultKinds, Rules};
 
@@ -179,4 +180,100 @@ fn a_release_by_value_with_the_senders_settings_cuts_the_lock_delay_short() {
         ..Rules::ALL
     };
     hole(bounds, rules, LOCK_DELAY);
+}
+
+/// One node, one client that saw it before the run and one that first sees it during it.
+const FIRST_CONTACT: Bounds = Bounds {
+    nodes: 1,
+    late_clients: 1,
+    faults: 1,
+    releases: false,
+    late_delivery: false,
+    lock_delay_ms: 0,
+    horizon: 7,
+    ..STILL
+};
+
+#[test]
+fn a_marker_written_by_hand_lets_a_replacement_pass_for_the_old_server() {
+    // Every server carries `manual:0` from the provisioning. c0 holds; the server is replaced by
+    // another with the same word; c1, seeing it for the first time, takes the word for the old
+    // server's marker and wins at once.
+    let bounds = Bounds {
+        markers: Markers::Hand,
+        kinds: FaultKinds {
+            replace_hand_marked: true,
+            ..common::NO_FAULTS
+        },
+        ttl_ms: 3,
+        ..FIRST_CONTACT
+    };
+    let rules = Rules {
+        undrawn_marker_replaced: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, ONE_HOLDER);
+}
+
+#[test]
+fn an_unforced_mark_of_a_server_that_just_restarted_empty_gives_the_lock_twice() {
+    // c0 holds; the server restarts empty; an operator marks it (unforced), which vouches for
+    // its new run; c1, seeing it for the first time, trusts the vouch and wins.
+    let bounds = Bounds {
+        kinds: FaultKinds {
+            restart_lost: true,
+            ..common::NO_FAULTS
+        },
+        marks: 1,
+        ..FIRST_CONTACT
+    };
+    let rules = Rules {
+        mark_checks_uptime: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, ONE_HOLDER);
+}
+
+#[test]
+fn first_sight_by_default_trusts_a_server_whose_clock_stepped_after_an_empty_restart() {
+    // The deployment did not opt in. c0 holds; the server restarts empty and its host's clock
+    // steps forward (uptime an hour); c1's first sight finds it clean, unmarked and long
+    // running, vouches for it, and wins.
+    let bounds = Bounds {
+        kinds: FaultKinds {
+            restart_stepped: true,
+            ..common::NO_FAULTS
+        },
+        horizon: 6,
+        ..FIRST_CONTACT
+    };
+    let rules = Rules {
+        first_sight_opt_in: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, ONE_HOLDER);
+}
+
+#[test]
+fn first_sight_without_the_group_rule_trusts_a_replacement_in_a_marked_group() {
+    // Three marked nodes; c0 holds on n0 and n1 (its request to n2 still in flight); n1 is
+    // replaced by a long-running server no client marked; c1's first sight vouches for n1 alone
+    // (n0 and n2 show markers) and c1 wins on n1 and n2.
+    let bounds = Bounds {
+        nodes: 3,
+        trust_first_sight: true,
+        kinds: FaultKinds {
+            replace: true,
+            ..common::NO_FAULTS
+        },
+        horizon: 0,
+        ..FIRST_CONTACT
+    };
+    let rules = Rules {
+        first_sight_needs_group: false,
+        ..Rules::ALL
+    };
+    // Seventeen steps deep: found depth first, checked with every rule on with the symmetry
+    // reduction (breadth first takes twice as long).
+    deep_hole(bounds, rules, ONE_HOLDER);
 }

@@ -17,8 +17,8 @@ use redis::aio::MultiplexedConnection;
 use crate::nodes::connect::connect_once;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::{MARKER, VOUCH};
-use crate::protocol::first_sight::{Outcome, Sighting, decide, unclean};
-use crate::protocol::marker::{MarkerValue, Tag};
+use crate::protocol::first_sight::{Outcome, Sighting, decide, sighting};
+use crate::protocol::marker::MarkerValue;
 use crate::protocol::quarantine::{MARKER_KEY, info_field};
 use crate::protocol::sync::lock;
 
@@ -229,18 +229,7 @@ async fn look(
         .map_err(|e| NodeError::from_redis(&e))?;
     let marker = MarkerValue::parse(&value);
     let run_id = info_field(&info, "run_id").unwrap_or_default().to_owned();
-    let sighting = if marker.tag != Tag::New || marker.pending_at(node_ms) <= margin {
-        Sighting::Excluded("it shows a marker".to_owned())
-    } else if info_field(&info, "cluster_enabled") == Some("1") {
-        Sighting::Excluded("a Redis Cluster node".to_owned())
-    } else {
-        unclean(&info, max_ttl).map_or(
-            Sighting::Unmarked {
-                id: marker.id.to_owned(),
-            },
-            Sighting::Excluded,
-        )
-    };
+    let sighting = sighting(&value, node_ms, &info, max_ttl, margin);
     Ok(Look {
         sighting,
         id: marker.id.to_owned(),

@@ -72,6 +72,7 @@
 
 use std::time::Duration;
 
+use crate::protocol::marker::{MarkerValue, Tag};
 use crate::protocol::quarantine::{UPTIME_SLACK, info_field};
 
 /// Commands that drop or replace a server's data wholesale, or erase the record of having done
@@ -91,7 +92,7 @@ use crate::protocol::quarantine::{UPTIME_SLACK, info_field};
 /// `MIGRATE`'s sending side, `EXPIRE`, scripts). Deleting our marker or a lock key by name is
 /// tampering, which breaks every lock library alike, not a data loss. Eviction is read from
 /// `INFO stats` (`evicted_keys`), a restart from the uptime, a promotion from `INFO replication`.
-pub(crate) const DROPPING: [&str; 12] = [
+pub const DROPPING: [&str; 12] = [
     "flushall",
     "flushdb",
     "swapdb",
@@ -108,7 +109,7 @@ pub(crate) const DROPPING: [&str; 12] = [
 
 /// Why a node is not clean, or `None` when it is (the module's rule), from its `INFO server`,
 /// `INFO replication`, `INFO stats` and `INFO commandstats` replies, read after its marker.
-pub(crate) fn unclean(info: &str, max_ttl: Duration) -> Option<String> {
+pub fn unclean(info: &str, max_ttl: Duration) -> Option<String> {
     if let Some(why) = counters_blind(info) {
         return Some(why);
     }
@@ -128,7 +129,7 @@ pub(crate) fn unclean(info: &str, max_ttl: Duration) -> Option<String> {
 /// Before Redis 7, commandstats count `CONFIG RESETSTAT` and `MODULE LOAD` under `config` and
 /// `module`, with every `CONFIG GET` (the health check's own): the record that erases the record
 /// cannot be told apart, so such a server shows no evidence. Also `mark`'s rule.
-pub(crate) fn counters_blind(info: &str) -> Option<String> {
+pub fn counters_blind(info: &str) -> Option<String> {
     let major = info_field(info, "redis_version")
         .and_then(|v| v.split('.').next())
         .and_then(|m| m.parse::<u32>().ok());
@@ -140,7 +141,7 @@ pub(crate) fn counters_blind(info: &str) -> Option<String> {
 /// The server's uptime when it is less than `max_ttl` (with the quarantine's slack, its
 /// invariant 1), so that its start may have dropped locks still held; a missing uptime counts as
 /// none. Also `mark`'s rule.
-pub(crate) fn started_within(info: &str, max_ttl: Duration) -> Option<Duration> {
+pub fn started_within(info: &str, max_ttl: Duration) -> Option<Duration> {
     let uptime = info_field(info, "uptime_in_seconds").and_then(|s| s.parse::<u64>().ok());
     let uptime = Duration::from_secs(uptime.unwrap_or(0));
     (uptime.saturating_sub(UPTIME_SLACK) < max_ttl).then_some(uptime)
@@ -149,7 +150,7 @@ pub(crate) fn started_within(info: &str, max_ttl: Duration) -> Option<Duration> 
 /// What in a server's `INFO` shows that it dropped or replaced data since it started: a
 /// promotion, an eviction, a command of [`DROPPING`]; `None` when nothing does. Also what an
 /// operator's unforced `redlock nodes mark` refuses to vouch over.
-pub(crate) fn dropped_data(info: &str) -> Option<String> {
+pub fn dropped_data(info: &str) -> Option<String> {
     if info_field(info, "second_repl_offset") != Some("-1") {
         return Some("it was a replica since it started (promoted)".to_owned());
     }
@@ -174,7 +175,7 @@ pub(crate) fn dropped_data(info: &str) -> Option<String> {
 
 /// What the group's evidence decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Every node's marker was vouched for (invariant 1).
     Vouched,
     /// Not every node could be read yet: try again later.
@@ -186,7 +187,7 @@ pub(crate) enum Outcome {
 
 /// One node as the group's first look saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Sighting {
+pub enum Sighting {
     /// Clean, and its marker is a first-sight one still pending: this id.
     Unmarked { id: String },
     /// It cannot join a first-sight trust, for this reason.
@@ -196,7 +197,7 @@ pub(crate) enum Sighting {
 }
 
 /// The decision on the sightings of every node of the group (the module's rule).
-pub(crate) fn decide(sightings: &[(String, Sighting)]) -> Outcome {
+pub fn decide(sightings: &[(String, Sighting)]) -> Outcome {
     if let Some((node, Sighting::Excluded(why))) = sightings
         .iter()
         .find(|(_, s)| matches!(s, Sighting::Excluded(_)))
@@ -207,6 +208,32 @@ pub(crate) fn decide(sightings: &[(String, Sighting)]) -> Outcome {
         return Outcome::Undecided;
     }
     Outcome::Vouched
+}
+
+/// What a group's first look makes of one node (the rule above): its marker as `marker.lua`
+/// returned it (read, or written as a first-sight one where there was none), at node time
+/// `node_ms`, and its `INFO all` read after it. Only a first-sight marker still pending by more
+/// than `margin` (invariant 1) on a clean node can join the group's trust.
+pub fn sighting(
+    marker: &str,
+    node_ms: u64,
+    info: &str,
+    max_ttl: Duration,
+    margin: Duration,
+) -> Sighting {
+    let marker = MarkerValue::parse(marker);
+    if marker.tag != Tag::New || marker.pending_at(node_ms) <= margin {
+        Sighting::Excluded("it shows a marker".to_owned())
+    } else if info_field(info, "cluster_enabled") == Some("1") {
+        Sighting::Excluded("a Redis Cluster node".to_owned())
+    } else {
+        unclean(info, max_ttl).map_or(
+            Sighting::Unmarked {
+                id: marker.id.to_owned(),
+            },
+            Sighting::Excluded,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ pub enum Vouch {
 /// before 7 (whose counters cannot show `CONFIG RESETSTAT`, which erases a flush from them,
 /// as first sight judges: `first_sight::unclean`); unless brand new or forced, a start less than
 /// `max_ttl` ago.
-pub(crate) fn refused(info: &str, vouch: Vouch, max_ttl: Duration) -> Option<Mark> {
+pub fn refused(info: &str, vouch: Vouch, max_ttl: Duration) -> Option<Mark> {
     if info_field(info, "cluster_enabled") == Some("1") {
         return Some(Mark::Cluster);
     }

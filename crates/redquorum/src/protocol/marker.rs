@@ -47,7 +47,7 @@ use std::time::Duration;
 
 /// What a marker says of itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Tag<'a> {
+pub enum Tag<'a> {
     /// Written after a loss was seen, by hand, or by an earlier version.
     Plain,
     /// Written by a client that saw the node for the first time, without a marker.
@@ -65,20 +65,21 @@ pub(crate) enum Tag<'a> {
 
 /// A marker value, read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MarkerValue<'a> {
+pub struct MarkerValue<'a> {
     /// The owner, `<run_id>.<master_replid>` (a Redis Cluster master's marker), or "".
-    pub(crate) owner: &'a str,
-    pub(crate) tag: Tag<'a>,
+    pub owner: &'a str,
+    /// What it says of itself.
+    pub tag: Tag<'a>,
     /// The identity (invariant 1).
-    pub(crate) id: &'a str,
+    pub id: &'a str,
     /// The node time in ms from which it vouches (0 when it carries none).
-    pub(crate) vouches_from_ms: u64,
+    pub vouches_from_ms: u64,
 }
 
 impl<'a> MarkerValue<'a> {
     /// Reads any value: one that follows no grammar is a plain marker whose id is the whole
     /// value and that vouches at once (a marker written by hand).
-    pub(crate) fn parse(value: &'a str) -> Self {
+    pub fn parse(value: &'a str) -> Self {
         let (owner, rest) = match value.split_once('/') {
             Some((owner, rest))
                 if !owner.is_empty()
@@ -130,12 +131,12 @@ impl<'a> MarkerValue<'a> {
     }
 
     /// How long after `node_ms` (the node's clock) it starts to vouch.
-    pub(crate) fn pending_at(&self, node_ms: u64) -> Duration {
+    pub fn pending_at(&self, node_ms: u64) -> Duration {
         Duration::from_millis(self.vouches_from_ms.saturating_sub(node_ms))
     }
 
     /// Whether it waives the uptime rule for the run `run_id` (invariant 3).
-    pub(crate) fn vouches_for_run(&self, run_id: &str) -> bool {
+    pub fn vouches_for_run(&self, run_id: &str) -> bool {
         match self.tag {
             Tag::Vouched { run_id: vouched }
             | Tag::GroupVouched {
@@ -149,12 +150,7 @@ impl<'a> MarkerValue<'a> {
     /// a manager that takes no part in first sight), `max_ttl` being the quarantine: a group's
     /// vouch holds at once for its own group, `max_ttl` after it was made for any other
     /// (invariant 4).
-    pub(crate) fn pending_for(
-        &self,
-        node_ms: u64,
-        group: Option<&str>,
-        max_ttl: Duration,
-    ) -> Duration {
+    pub fn pending_for(&self, node_ms: u64, group: Option<&str>, max_ttl: Duration) -> Duration {
         match self.tag {
             Tag::GroupVouched {
                 group: vouched,
@@ -212,7 +208,7 @@ impl std::fmt::Display for MarkerState {
 
 /// How much later `read` vouches than `seen` when both are the same first-sight marker and
 /// `read` was extended (its time moved later): `None` otherwise.
-pub(crate) fn extended(seen: &str, read: &str) -> Option<Duration> {
+pub fn extended(seen: &str, read: &str) -> Option<Duration> {
     let (seen, read) = (MarkerValue::parse(seen), MarkerValue::parse(read));
     (read.tag == Tag::New && read.id == seen.id && read.vouches_from_ms > seen.vouches_from_ms)
         .then(|| Duration::from_millis(read.vouches_from_ms - seen.vouches_from_ms))
@@ -222,7 +218,7 @@ impl MarkerValue<'_> {
     /// Whether the id can tell one server from another (invariant 5): it holds a run of at
     /// least [`DRAWN_DIGITS`] hex digits, as every id this library, `redlock nodes mark` and
     /// the node launcher write does. A hand-written word (`manual`, `fresh`) does not.
-    pub(crate) fn tells_servers_apart(&self) -> bool {
+    pub fn tells_servers_apart(&self) -> bool {
         let mut run = 0;
         self.id.bytes().any(|b| {
             run = if b.is_ascii_hexdigit() { run + 1 } else { 0 };

@@ -17,9 +17,9 @@
 pub(crate) mod aliases;
 pub(crate) mod cause;
 pub mod fencing;
-pub(crate) mod first_sight;
+pub mod first_sight;
 pub(crate) mod lease;
-pub(crate) mod mark;
+pub mod mark;
 pub mod marker;
 pub mod quarantine;
 pub mod quorum;

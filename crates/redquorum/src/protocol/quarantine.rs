@@ -405,7 +405,7 @@ impl Memory {
     }
 
     /// A vote read back its first-sight marker extended: out until `until` at least.
-    pub(crate) fn held_off(&mut self, until: Instant) {
+    pub fn held_off(&mut self, until: Instant) {
         self.held_off_until = self.held_off_until.max(Some(until));
     }
 
