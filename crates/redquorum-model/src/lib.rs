@@ -43,6 +43,7 @@
 
 pub mod client;
 pub mod clock;
+pub mod counting;
 pub mod faults;
 pub mod model;
 pub mod node;

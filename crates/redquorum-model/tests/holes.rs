@@ -4,6 +4,7 @@
 mod common;
 
 use common::{STILL, deep_hole, hole};
+use redquorum_model::counting::{COUNT_HOLDS, Counting, CountingRules, Primitive};
 use redquorum_model::node::Markers;
 use redquorum_model::properties::{LOCK_DELAY, ONE_HOLDER, TOKENS_INCREASE};
 use redquorum_model::{Bounds, FaultKinds, Rules};
@@ -276,4 +277,74 @@ fn first_sight_without_the_group_rule_trusts_a_replacement_in_a_marked_group() {
     // Seventeen steps deep: found depth first, checked with every rule on with the symmetry
     // reduction (breadth first takes twice as long).
     deep_hole(bounds, rules, ONE_HOLDER);
+}
+
+/// The counting model ([`redquorum_model::counting`]): the rule removed gives too many holders,
+/// every rule on none, exhaustively.
+fn counting_hole(model: Counting, broken: CountingRules) {
+    use stateright::{Checker, Model};
+    let run = |rules: CountingRules| {
+        let model = Counting {
+            rules,
+            ..model.clone()
+        };
+        let checker = model.checker().threads(2).spawn_bfs().join();
+        let found = checker.discovery(COUNT_HOLDS);
+        println!(
+            "{rules:?}: {} states, counterexample: {}",
+            checker.unique_state_count(),
+            found.is_some()
+        );
+        if let Some(path) = &found {
+            for (state, step) in path.clone().into_vec() {
+                println!("  {step:?}  => {:?}", state.clients);
+            }
+        }
+        (found.is_some(), checker.is_done())
+    };
+    assert!(
+        run(broken).0,
+        "with the rule removed the checker must find too many holders"
+    );
+    let (found, done) = run(CountingRules::ALL);
+    assert!(!found, "with every rule on, never too many holders");
+    assert!(done, "with every rule on, every state is visited");
+}
+
+#[test]
+fn a_semaphore_that_counts_grants_on_each_node_lets_three_hold_two_permits() {
+    // N = 3, k = 2: three holders each gather two grants while no node grants more than two
+    // (the module's N = 5 schedule, smaller).
+    let model = Counting {
+        primitive: Primitive::Semaphore { permits: 2 },
+        nodes: 3,
+        clients: 3,
+        attempts: 1,
+        rules: CountingRules::ALL,
+    };
+    counting_hole(
+        model,
+        CountingRules {
+            permits_are_keys: false,
+            ..CountingRules::ALL
+        },
+    );
+}
+
+#[test]
+fn a_reader_that_holds_on_one_node_holds_beside_a_writer() {
+    let model = Counting {
+        primitive: Primitive::ReadWrite,
+        nodes: 3,
+        clients: 2,
+        attempts: 1,
+        rules: CountingRules::ALL,
+    };
+    counting_hole(
+        model,
+        CountingRules {
+            readers_need_quorum: false,
+            ..CountingRules::ALL
+        },
+    );
 }
