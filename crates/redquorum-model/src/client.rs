@@ -105,6 +105,8 @@ pub struct Client {
     pub extensions_left: u8,
     /// Its manager's first-sight protocol (`vouch::FirstSight`).
     pub sight: Sight,
+    /// It first sees the nodes during the run, once the faults are spent.
+    pub late: bool,
     /// How many hand-outs there had been when its hold began (its own included): an extension
     /// that wins after another's is no continuation of the hold.
     pub hold_since: u8,

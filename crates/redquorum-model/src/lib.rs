@@ -3,19 +3,24 @@
 //! rule removed ([`Rules`]) the checker finds the schedule that breaks it.
 //!
 //! # The library's code, and what is modelled
-//! The decisions are the library's own, called through `redquorum::pure` (a hidden module that
-//! re-exports them for this crate; not a stable API):
+//! The decisions are the library's own, imported from `redquorum::protocol` (the library's
+//! folder of pure decisions, hidden from its docs; not a stable API):
 //! - vote counting: `Tally`, `majority` (`quorum.rs`);
 //! - validity: `deadline`, `drift`, and `late_release_bound`, the bound a holder's release sends
 //!   (`validity.rs`);
 //! - the quarantine: `Memory::judge`, `Memory::lost_data`, `Observation::from_info`,
 //!   `Marker::from_reply`, `marker_owner`, `id_of` (`quarantine.rs`, `marker.rs`);
 //! - fencing: `clock_grain`, `trust_window`, `Advance::initial_counter`, `Advance::proposal`,
-//!   `Proposals::add`, `Proposals::token` (`fencing.rs`).
+//!   `Proposals::add`, `Proposals::token` (`fencing.rs`);
+//! - a release by value: `value::new`, `release_bound_by_value` (`value.rs`);
+//! - first sight and marks: `first_sight::sighting`, `first_sight::decide`, `mark::refused`,
+//!   `marker::extended`, `MarkerValue::tells_servers_apart`, `Memory::held_off`
+//!   (`first_sight.rs`, `mark.rs`, `marker.rs`).
 //!
 //! Modelled, because they run on the servers or are I/O: what the nodes do, mirroring the
-//! scripts and commands ([`node`]: `marker.lua`, the native fenced pipeline, `acquire_fenced.lua`
-//! with `fence_advance.lua`, `fence.lua`, `release_timely.lua`, the standard compare-and-delete);
+//! scripts and commands ([`node`]: `marker.lua`, `vouch.lua`, the native fenced pipeline,
+//! `acquire_fenced.lua` with `fence_advance.lua`, `fence.lua`, `extend.lua`, `release_timely.lua`,
+//! the standard compare-and-delete);
 //! when each client takes each step ([`model`], [`client`]); faults ([`faults`]); clocks
 //! ([`clock`]). The old rules the switches restore (the counter floor, `N/2`, `start + ttl`, a
 //! marker naming the `run_id` alone, a release that ignores the delay, a release bound of the
@@ -28,18 +33,20 @@
 //! where actors would need timers and a network model that hide the clocks.
 //!
 //! # What the checker is spared
-//! Three reductions keep the bounds that CI checks exhaustively within its time, each argued
-//! where it is made: a rolled-back round sends no release to a node where it can only be a
-//! no-op ([`model`]'s `roll_back`); a holder with no attempts left does not vanish, since the
-//! holder that stays can do all it could ([`model`]'s actions); and a scenario may forbid
-//! releases ([`Bounds::releases`]) when its hole needs none.
+//! Reductions keep the bounds that CI checks exhaustively within its time, each argued where it
+//! is made: the symmetry reduction ([`symmetry`]: states that differ only in which client or
+//! node is which are one); a rolled-back round sends no release to a node where it can only be
+//! a no-op ([`model`]'s `roll_back`); a holder with no attempts left does not vanish, since the
+//! holder that stays can do all it could ([`model`]'s actions); a late client arrives once the
+//! faults are spent ([`Bounds::late_clients`]); and a scenario may forbid releases
+//! ([`Bounds::releases`]) when its hole needs none.
 //!
 //! # Not modelled
-//! Extension, semaphores, read-write locks, sets of resources, fair waiting, first-sight
-//! trust of a group (every node starts with a marker that vouches), durable nodes trusted at
-//! once, the client's clock estimate (a request carries the node's exact clock at the time it
-//! was built), counter retention (longer than every horizon), `WAIT` for replicas, a client VM
-//! whose clocks stand still. `docs/model.md` has the bounds and measured costs.
+//! Sets of resources, fair waiting, forced marks, durable nodes trusted at once, the client's
+//! clock estimate (a request carries the node's exact clock at the time it was built), counter
+//! retention (longer than every horizon), `WAIT` for replicas, a client VM whose clocks stand
+//! still, the linger script. Semaphores and read-write locks only by their counting rules
+//! ([`counting`]). `docs/model.md` has the bounds and measured costs.
 
 pub mod client;
 pub mod clock;

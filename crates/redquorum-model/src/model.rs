@@ -883,6 +883,7 @@ impl Model for Protocol {
                 extensions_left: self.bounds.extensions,
                 hold_since: 0,
                 sight,
+                late: index >= early,
             });
         }
         vec![State {
@@ -919,10 +920,9 @@ impl Model for Protocol {
                 }
             }
         }
-        let early = self.bounds.clients.saturating_sub(self.bounds.late_clients);
         for (c, client) in s.clients.iter().enumerate() {
             let c8 = u8::try_from(c).unwrap_or(u8::MAX);
-            if c8 >= early && s.faults_left > 0 {
+            if client.late && s.faults_left > 0 {
                 // A late client arrives once the faults are spent: one that saw the nodes
                 // before a fault is an early one, which the bounds have as well.
                 continue;

@@ -4,13 +4,16 @@
 //! # Why it is sound
 //! The model treats every client alike and every node alike, so renaming them maps every run to
 //! a run, and a broken guarantee to the same broken guarantee:
-//! - clients share one [`Settings`](crate::client::Settings) (a scenario whose clients differ
-//!   turns this reduction off: [`Protocol::symmetric`](crate::Protocol::symmetric)), and their
+//! - clients share one [`Settings`](crate::client::Settings) and one behaviour (a late client
+//!   differs only in its state: connections not checked yet; the process that releases a
+//!   vanished holder's lock by value with other settings is no client of the model), and their
 //!   lock values name them (`client × VALUES + k`, [`Client::next_value`]), so renaming a
 //!   client renames its values wherever they are (keys, requests, phases);
-//! - nodes start alike ([`Node::new`]) and draw their identities (`run_id`, `master_replid`,
+//! - nodes start alike ([`Node::marked`](crate::node::Node::marked)) and draw their identities (`run_id`, `master_replid`,
 //!   marker ids) from counters of their own, and a client compares a node's identities only
 //!   with that node's (its connection to it), so renaming nodes needs no renaming of identities;
+//! - a client's first-sight protocol steps on its nodes in any order, so its progress renames
+//!   with the nodes;
 //! - the properties count holders, tokens and hand-outs, never who or where.
 //!
 //! The checker keeps one representative per class: the renaming of the state whose hash is the
