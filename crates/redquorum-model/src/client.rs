@@ -304,7 +304,10 @@ pub fn health_check(
         group,
         settings.policy.max_ttl,
     );
-    let Some(seen) = Observation::from_info(&info, false, found) else {
+    // A durable configuration, never promoted (`health::check`): the model's nodes report it
+    // when the bounds say so.
+    let durable = settings.policy.trust_durable && !settings.cluster;
+    let Some(seen) = Observation::from_info(&info, durable, found) else {
         conn.trusted_from = None;
         return;
     };

@@ -42,7 +42,7 @@
 //! ([`Bounds::releases`]) when its hole needs none.
 //!
 //! # Not modelled
-//! Sets of resources, fair waiting, forced marks, durable nodes trusted at once, the client's
+//! Sets of resources, fair waiting, forced marks, the client's
 //! clock estimate (a request carries the node's exact clock at the time it was built), counter
 //! retention (longer than every horizon), `WAIT` for replicas, a client VM whose clocks stand
 //! still, the linger script. Semaphores and read-write locks only by their counting rules

@@ -49,6 +49,11 @@ pub struct Bounds {
     /// A client checks a quarantined node's health again at any time (the library does, every
     /// few seconds, to see an operator's mark or a group's vouch).
     pub rechecks: bool,
+    /// The nodes are configured not to lose acknowledged writes (AOF, `appendfsync always`),
+    /// and clients trust such a node that kept its marker at once after a restart
+    /// (`Builder::trust_durable`, `quarantine` invariant 4). A restart that loses the data is
+    /// then a server whose configuration lied, or another server behind the address.
+    pub durable: bool,
     /// Faults in a run, of the kinds allowed.
     pub faults: u8,
     /// The kinds of faults.
@@ -103,6 +108,7 @@ impl Bounds {
         trust_first_sight: false,
         marks: 0,
         rechecks: false,
+        durable: false,
         faults: 1,
         kinds: FaultKinds {
             restart_kept: true,
@@ -274,7 +280,7 @@ impl Protocol {
             policy: TrustPolicy {
                 enabled: rules.quarantine,
                 max_ttl,
-                trust_durable: false,
+                trust_durable: bounds.durable,
                 owner_history: rules.marker_names_replid,
                 hand_markers_vouch: !rules.undrawn_marker_replaced,
             },

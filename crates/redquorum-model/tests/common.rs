@@ -24,6 +24,7 @@ pub const STILL: Bounds = Bounds {
     trust_first_sight: false,
     marks: 0,
     rechecks: false,
+    durable: false,
     faults: 0,
     kinds: NO_FAULTS,
     drift: 0,

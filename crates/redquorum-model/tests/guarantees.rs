@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
+use redquorum_model::node::Markers;
 use redquorum_model::properties::WITNESSES;
-use redquorum_model::{Bounds, Rules, check_symmetric};
+use redquorum_model::{Bounds, FaultKinds, Rules, check, check_symmetric};
 
 /// Far above the measured time (`docs/model.md`).
 const GUARD: Duration = Duration::from_secs(300);
@@ -38,5 +39,51 @@ fn every_interleaving_within_the_ci_bounds_keeps_every_guarantee_as_time_passes_
             report.witnessed.contains(&witness),
             "time passes far enough that {witness}"
         );
+    }
+}
+
+/// Durable servers (`quarantine` invariant 4): a restart that kept the marker is forgiven at
+/// once, and only on a drawn id. Every server carries a hand-written `manual:0`; restarts keep
+/// or lose the data, or another server with the same word takes the address. Safe with every
+/// rule on, and still safe with the health check's own replacement of hand-written markers
+/// removed: the quarantine's verdict forgives a restart only on an id that tells servers apart
+/// (`marker` invariant 5), a second line of defence the model shows holding alone.
+#[test]
+fn a_durable_servers_restart_is_forgiven_only_on_a_drawn_marker() {
+    let bounds = Bounds {
+        nodes: 1,
+        durable: true,
+        markers: Markers::Hand,
+        faults: 1,
+        kinds: FaultKinds {
+            replace_hand_marked: true,
+            restart_kept: true,
+            restart_lost: true,
+            ..FaultKinds::NONE
+        },
+        releases: false,
+        lock_delay_ms: 0,
+        ttl_ms: 3,
+        horizon: 7,
+        ..Bounds::CI
+    };
+    for rules in [
+        Rules::ALL,
+        Rules {
+            undrawn_marker_replaced: false,
+            ..Rules::ALL
+        },
+    ] {
+        let report = check(bounds, rules, 2, Some(GUARD));
+        println!(
+            "durable: {} states, exhausted: {}",
+            report.states, report.exhausted
+        );
+        for trace in &report.counterexamples {
+            println!("{trace}");
+        }
+        assert!(report.counterexamples.is_empty(), "{rules:?}");
+        assert!(report.exhausted);
+        assert!(report.live, "some client acquires after the faults stop");
     }
 }
