@@ -28,6 +28,8 @@ pub struct Conn {
     /// The marker the health check saw, read back with each vote (kept as the key, not its
     /// text, to spare the checker an allocation per connection per state).
     pub marker: Option<MarkerKey>,
+    /// Whether the last verdict quarantined the node (had a reason).
+    pub quarantined: bool,
 }
 
 /// Where a client's acquisition stands.
@@ -171,8 +173,8 @@ impl Settings {
 pub enum Look {
     /// Not looked at yet.
     Unread,
-    /// Clean, with a first-sight marker still pending: this id.
-    Unmarked(MarkerId),
+    /// Clean, with a first-sight marker still pending: this id, on the run the look read.
+    Unmarked(MarkerId, u8),
     /// It cannot join the group's trust.
     Excluded,
 }
@@ -281,6 +283,11 @@ pub fn health_check(
         first_seen,
         None,
     );
+    if written != 0 {
+        // An id is drawn only where one is written (ids never repeat: `fresh`), so nodes in the
+        // same situation stay alike for the symmetry reduction.
+        node.next.marker = fresh_marker.wrapping_add(1);
+    }
     if written == 0
         && rules.undrawn_marker_replaced
         && !MarkerValue::parse(&marker.value()).tells_servers_apart()
@@ -295,6 +302,9 @@ pub fn health_check(
             first_seen,
             Some(marker),
         );
+        if written != 0 {
+            node.next.marker = fresh_marker.wrapping_add(1);
+        }
     }
     let group = settings.first_sight.then_some(GROUP);
     let found = Marker::from_reply(
@@ -312,7 +322,10 @@ pub fn health_check(
         return;
     };
     let verdict = conn.memory.judge(&policy, &seen, instant(now));
-    conn.trusted_from = Some(verdict.trusted_from);
+    // `server::set_health`: no verdict lowers what the memory's losses and hold-offs set.
+    let floor = conn.memory.floor();
+    conn.trusted_from = Some(floor.map_or(verdict.trusted_from, |f| f.max(verdict.trusted_from)));
+    conn.quarantined = verdict.reason.is_some();
     conn.marker = Some(marker);
 }
 

@@ -248,7 +248,9 @@ impl Model for Counting {
                     node.sort();
                 }
                 let client = &mut s.clients[usize::from(r.client)];
-                if let Holder::Acquiring(want, mut tally, left) = client.clone() {
+                if let Holder::Acquiring(want, mut tally, left) = client.clone()
+                    && want == r.want
+                {
                     let decision = match tally.record(granted) {
                         // Read-one: a reader holds with its first grant (the rule removed).
                         _ if granted && want == Want::Read && !self.rules.readers_need_quorum => {

@@ -192,7 +192,7 @@ fn report(
         let found = checker.discovery(name);
         if name == properties::LIVENESS {
             live = found.is_some();
-        } else if properties::WITNESSES.contains(&name) {
+        } else if properties::WITNESSES.contains(&name) || name == properties::FIRST_SIGHT_TRUSTED {
             if found.is_some() {
                 witnessed.push(name);
             }

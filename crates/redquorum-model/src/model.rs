@@ -14,7 +14,7 @@ use stateright::{Model, Property};
 use crate::client::{self, Client, Conn, Look, Phase, Settings, Sight};
 use crate::clock::instant;
 use crate::faults::{self, Fault, FaultKinds};
-use crate::node::{AcquireReply, Found, Markers, Node};
+use crate::node::{AcquireReply, Found, MarkerId, Markers, Node};
 use crate::properties;
 use crate::rules::Rules;
 
@@ -38,9 +38,13 @@ pub struct Bounds {
     pub by_value: u8,
     /// The markers the nodes start with.
     pub markers: Markers,
-    /// Clients that first see the nodes during the run, once its faults are spent (their health
-    /// checks are steps), the last ones of the list; the others saw them before it began.
+    /// Clients that first see the nodes during the run (they arrive, then their health checks
+    /// are steps), the last ones of the list; the others saw them before it began.
     pub late_clients: u8,
+    /// Late clients arrive only once the faults are spent: a reduction for the holes' searches,
+    /// which drops every schedule with a fault between a late client's steps (the checks with
+    /// every rule on that cover those run without it).
+    pub late_after_faults: bool,
     /// The deployment says no server's clock steps forward after it starts
     /// (`Builder::trust_first_sight`).
     pub trust_first_sight: bool,
@@ -105,6 +109,7 @@ impl Bounds {
         by_value: 0,
         markers: Markers::Drawn,
         late_clients: 0,
+        late_after_faults: false,
         trust_first_sight: false,
         marks: 0,
         rechecks: false,
@@ -227,6 +232,8 @@ pub enum Action {
     Timeout(Msg),
     /// A fault strikes a node.
     Fault(Fault, u8),
+    /// A late client arrives: from now on it acts.
+    Arrive(u8),
     /// A client's first-sight protocol takes its next step on a node.
     Sight(u8, u8),
     /// An operator marks a node (`redlock nodes mark`, unforced).
@@ -635,7 +642,7 @@ impl Protocol {
         // The health checks that waited for the group read the markers again (`health::check`).
         let recheck = |s: &mut State, looks: &[Look]| {
             for (conn, look) in s.clients[c].conns.iter_mut().zip(looks) {
-                if matches!(look, Look::Unmarked(_)) {
+                if matches!(look, Look::Unmarked(..)) {
                     conn.server = None;
                 }
             }
@@ -643,13 +650,16 @@ impl Protocol {
         match sight {
             Sight::Looking(mut looks) => {
                 let fresh = s.nodes[n].next.marker;
-                s.nodes[n].next.marker = fresh.wrapping_add(1);
-                let (marker, _) =
+                let (marker, written) =
                     s.nodes[n].marker_script(node_now, None, fresh, max_ttl_ms, true, None);
+                if written != 0 {
+                    s.nodes[n].next.marker = fresh.wrapping_add(1);
+                }
+                let run = s.nodes[n].master.run;
                 let info = s.nodes[n].info(node_now);
                 let margin = Duration::from_millis(margin);
                 looks[n] = match sighting(&marker.value(), node_ms, &info, max_ttl, margin) {
-                    Sighting::Unmarked { .. } => Look::Unmarked(marker.id),
+                    Sighting::Unmarked { .. } => Look::Unmarked(marker.id, run),
                     _ => Look::Excluded,
                 };
                 if looks.contains(&Look::Unread) {
@@ -662,7 +672,7 @@ impl Protocol {
                         .enumerate()
                         .map(|(i, look)| {
                             let sighting = match look {
-                                Look::Unmarked(_) => Sighting::Unmarked { id: String::new() },
+                                Look::Unmarked(..) => Sighting::Unmarked { id: String::new() },
                                 _ => Sighting::Excluded(String::new()),
                             };
                             (i.to_string(), sighting)
@@ -670,7 +680,7 @@ impl Protocol {
                         .collect();
                     decide(&sightings) == Outcome::Vouched
                 } else {
-                    looks.iter().any(|l| matches!(l, Look::Unmarked(_)))
+                    looks.iter().any(|l| matches!(l, Look::Unmarked(..)))
                 };
                 if proceed {
                     let done = looks.iter().map(|l| *l == Look::Excluded).collect();
@@ -678,7 +688,9 @@ impl Protocol {
                 }
             }
             Sight::Extending(looks, mut done) => {
-                let Look::Unmarked(id) = looks[n] else { return };
+                let Look::Unmarked(id, _) = looks[n] else {
+                    return;
+                };
                 match s.nodes[n].vouch_extend(node_now, id, max_ttl_ms, margin) {
                     (true, _) => {
                         done[n] = true;
@@ -695,8 +707,10 @@ impl Protocol {
                 }
             }
             Sight::Vouching(looks, mut done) => {
-                let Look::Unmarked(id) = looks[n] else { return };
-                if s.nodes[n].vouch_group(node_now, id, margin).0 {
+                let Look::Unmarked(id, run) = looks[n] else {
+                    return;
+                };
+                if s.nodes[n].vouch_group(node_now, id, run, margin).0 {
                     done[n] = true;
                     if done.iter().all(|d| *d) {
                         recheck(s, &looks);
@@ -756,12 +770,15 @@ impl Protocol {
                         &self.settings,
                         &self.rules,
                     );
+                    if counted && s.clients[c].conns[n].quarantined {
+                        s.seen.quarantine_ended = true;
+                    }
                     if counted
                         && s.clients[c].conns[n]
-                            .trusted_from
-                            .is_some_and(|from| from > instant(0))
+                            .marker
+                            .is_some_and(|m| matches!(m.tag, crate::node::MarkerTag::Group { .. }))
                     {
-                        s.seen.quarantine_ended = true;
+                        s.seen.vouched_by_group = true;
                     }
                     let proposal = reply
                         .granted
@@ -866,10 +883,10 @@ impl Model for Protocol {
                     memory: Default::default(),
                     trusted_from: None,
                     marker: None,
+                    quarantined: false,
                 };
                 if index < early {
                     let id = node.next.marker;
-                    node.next.marker = id.wrapping_add(1);
                     client::health_check(&mut conn, node, 0, 0, &self.settings, &self.rules, id);
                 }
                 conns.push(conn);
@@ -928,9 +945,10 @@ impl Model for Protocol {
         }
         for (c, client) in s.clients.iter().enumerate() {
             let c8 = u8::try_from(c).unwrap_or(u8::MAX);
-            if client.late && s.faults_left > 0 {
-                // A late client arrives once the faults are spent: one that saw the nodes
-                // before a fault is an early one, which the bounds have as well.
+            if client.late {
+                if !self.bounds.late_after_faults || s.faults_left == 0 {
+                    actions.push(Action::Arrive(c8));
+                }
                 continue;
             }
             let now = crate::clock::instant(client.clock(s.t));
@@ -992,7 +1010,8 @@ impl Model for Protocol {
                 }
             }
         }
-        if s.marks_left > 0 {
+        // `mark::mark_nodes` refuses cluster nodes (`Mark::Cluster`).
+        if s.marks_left > 0 && !self.bounds.cluster {
             for n in 0..self.bounds.nodes {
                 actions.push(Action::Mark(n));
             }
@@ -1033,7 +1052,6 @@ impl Model for Protocol {
                 let node_now = s.nodes[n].clock(s.t);
                 let now = s.clients[c].clock(s.t);
                 let id = s.nodes[n].next.marker;
-                s.nodes[n].next.marker = id.wrapping_add(1);
                 client::health_check(
                     &mut s.clients[c].conns[n],
                     &mut s.nodes[n],
@@ -1146,6 +1164,7 @@ impl Model for Protocol {
                 }
                 s.faults_left -= 1;
             }
+            Action::Arrive(c) => s.clients[usize::from(c)].late = false,
             Action::Sight(c, n) => self.sight(&mut s, usize::from(c), usize::from(n)),
             Action::Mark(n) => {
                 let n = usize::from(n);
@@ -1157,10 +1176,21 @@ impl Model for Protocol {
                 {
                     return None; // refused: nothing changes
                 }
+                // `mark::mark_nodes`: a node without a marker, or with a first-sight one, in a
+                // group whose other nodes show one is new to the group (`NewToGroup`).
+                let group_marked = s
+                    .nodes
+                    .iter()
+                    .any(|other| other.peek_marked(other.clock(s.t)));
+                if group_marked && !s.nodes[n].peek_marked(node_now) {
+                    return None;
+                }
                 let fresh = s.nodes[n].next.marker;
-                s.nodes[n].next.marker = fresh.wrapping_add(1);
                 if !s.nodes[n].vouch_mark(node_now, fresh, false) {
                     return None;
+                }
+                if s.nodes[n].master.data.marker.map(|m| m.id) == Some(MarkerId::Drawn(fresh)) {
+                    s.nodes[n].next.marker = fresh.wrapping_add(1);
                 }
                 s.marks_left -= 1;
             }

@@ -388,10 +388,16 @@ impl Node {
     }
 
     /// `scripts/vouch.lua`'s `vouch`: the first-sight marker `id` vouched for by the group, for
-    /// the server's run; done too when another client's protocol vouched it already.
-    pub fn vouch_group(&mut self, now: u16, id: MarkerId, margin_ms: u64) -> (bool, Found) {
+    /// the run `run` the look read (`vouch::look`); done too when another client's protocol
+    /// vouched it already.
+    pub fn vouch_group(
+        &mut self,
+        now: u16,
+        id: MarkerId,
+        run: u8,
+        margin_ms: u64,
+    ) -> (bool, Found) {
         let (found, at) = self.found(now, margin_ms);
-        let run = self.master.run;
         if found == Found::New && at == Some(id) {
             if let Some(m) = self.master.data.marker.as_mut() {
                 m.tag = MarkerTag::Group {
@@ -403,6 +409,12 @@ impl Node {
             return (true, found);
         }
         (found == Found::Vouched && at == Some(id), found)
+    }
+
+    /// What `vouch.lua`'s `peek` finds (`mark::peek`): whether the node shows a marker that
+    /// vouches or records a loss (`vouched`, `other`).
+    pub fn peek_marked(&self, now: u16) -> bool {
+        matches!(self.found(now, 0).0, Found::Vouched | Found::Other)
     }
 
     /// `scripts/vouch.lua`'s `mark` (an operator's, after `mark`'s own refusals): where there is

@@ -49,6 +49,8 @@ pub struct Seen {
     pub lock_delay_ended: bool,
     /// A node counted a vote after a quarantine.
     pub quarantine_ended: bool,
+    /// A node counted a vote on a marker a group's first sight vouched for.
+    pub vouched_by_group: bool,
 }
 
 /// Property name: a validity ran out.
@@ -57,6 +59,8 @@ pub const VALIDITY_RAN_OUT: &str = "a holder's validity runs out";
 pub const LOCK_DELAY_ENDED: &str = "a client wins once another's lock-delay is over";
 /// Property name: a quarantine ended.
 pub const QUARANTINE_ENDED: &str = "a quarantined node votes again";
+/// Property name: first sight vouched and a vote counted on it.
+pub const FIRST_SIGHT_TRUSTED: &str = "a node a group vouched for on first sight votes";
 /// The witnesses of time passing.
 pub const WITNESSES: [&str; 3] = [VALIDITY_RAN_OUT, LOCK_DELAY_ENDED, QUARANTINE_ENDED];
 
@@ -100,5 +104,6 @@ pub fn all() -> Vec<Property<Protocol>> {
         }),
         Property::sometimes(LOCK_DELAY_ENDED, |_, s: &State| s.seen.lock_delay_ended),
         Property::sometimes(QUARANTINE_ENDED, |_, s: &State| s.seen.quarantine_ended),
+        Property::sometimes(FIRST_SIGHT_TRUSTED, |_, s: &State| s.seen.vouched_by_group),
     ]
 }

@@ -118,8 +118,9 @@ pub fn renamed(s: &State, p: &[usize], q: &[usize]) -> State {
 
 /// The class's representative. For each renaming of the clients, the nodes are put in the order
 /// of a signature of everything that belongs to each (the node, each client's connection to it
-/// in the renamed clients' order, the requests to it): nodes with equal signatures are
-/// interchangeable, so any order among them gives the same state. Of these, the renaming with
+/// and first-sight progress on it in the renamed clients' order, the requests to it): nodes with
+/// equal signatures are interchangeable, so any order among them gives the same state (a hash
+/// collision between two signatures only spares less). Of these, the renaming with
 /// the smallest hash. (All `n!` node orders would give the same classes, at `n!` times the cost.)
 pub fn representative(s: &State) -> State {
     let mut best: Option<(u64, State)> = None;
@@ -173,6 +174,24 @@ fn signature(s: &State, p: &[usize], j: usize) -> u64 {
         .collect();
     conns.sort_unstable_by_key(|(i, _)| *i);
     conns.hash(&mut hasher);
+    // Each client's first-sight progress on this node, in the renamed clients' order.
+    let mut sights: Vec<(usize, Option<crate::client::Look>, Option<bool>)> = s
+        .clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let (look, done) = match &c.sight {
+                Sight::Idle => (None, None),
+                Sight::Looking(looks) => (Some(looks[j]), None),
+                Sight::Extending(looks, done) | Sight::Vouching(looks, done) => {
+                    (Some(looks[j]), Some(done[j]))
+                }
+            };
+            (p[i], look, done)
+        })
+        .collect();
+    sights.sort_unstable_by_key(|(i, ..)| *i);
+    sights.hash(&mut hasher);
     let mut msgs: Vec<_> = s
         .net
         .iter()

@@ -152,6 +152,12 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
             Some(m.node),
             Some(m.client),
         ),
+        Action::Arrive(c) => (
+            format!("client {c}"),
+            "arrives: it has never seen the nodes".into(),
+            None,
+            Some(c),
+        ),
         Action::Sight(c, n) => (
             format!("client {c}"),
             "first sight: its group's next step on this node (look, extend or vouch)".into(),

@@ -21,6 +21,7 @@ pub const STILL: Bounds = Bounds {
     by_value: 0,
     markers: Markers::Drawn,
     late_clients: 0,
+    late_after_faults: true,
     trust_first_sight: false,
     marks: 0,
     rechecks: false,

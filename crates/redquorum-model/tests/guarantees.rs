@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redquorum_model::node::Markers;
-use redquorum_model::properties::WITNESSES;
+use redquorum_model::properties::{FIRST_SIGHT_TRUSTED, ONE_HOLDER, WITNESSES};
 use redquorum_model::{Bounds, FaultKinds, Rules, check, check_symmetric};
 
 /// Far above the measured time (`docs/model.md`).
@@ -86,4 +86,107 @@ fn a_durable_servers_restart_is_forgiven_only_on_a_drawn_marker() {
         assert!(report.exhausted);
         assert!(report.live, "some client acquires after the faults stop");
     }
+}
+
+/// First sight with every rule on, where it trusts: a server no client of ours ever used, a
+/// deployment that opted in, clients that arrive at any time, and one fault (an empty restart,
+/// a flush) at any point of their health checks and of the group's look, extend and vouch.
+/// Some vote counts on a group's vouch, and no guarantee breaks.
+#[test]
+fn first_sight_trusts_an_unused_group_and_never_a_node_that_lost_a_lock() {
+    let bounds = Bounds {
+        kinds: FaultKinds {
+            restart_lost: true,
+            flush: true,
+            ..FaultKinds::NONE
+        },
+        ..FIRST_SIGHT
+    };
+    let report = check_symmetric(bounds, Rules::ALL, 2, Some(GUARD));
+    println!(
+        "first sight: {} states in {:.2?}, exhausted: {}",
+        report.states, report.elapsed, report.exhausted
+    );
+    for trace in &report.counterexamples {
+        println!("{trace}");
+    }
+    assert!(report.counterexamples.is_empty(), "every guarantee holds");
+    assert!(report.exhausted, "every state is visited");
+    assert!(
+        report.witnessed.contains(&FIRST_SIGHT_TRUSTED),
+        "a vote counts on a group's vouch"
+    );
+}
+
+/// The one schedule first sight gets wrong, as `first_sight` invariant 3 and the README's limits
+/// say: every node of the group (here the one) replaced while a lock is held by a long-running
+/// server that never had a marker. The model finds it with every rule on; the deployment rule
+/// that opts in to first sight (`docs/guarantees.md`) is what excludes it.
+#[test]
+fn first_sight_cannot_tell_a_whole_group_replaced_at_once_as_documented() {
+    let bounds = Bounds {
+        kinds: FaultKinds {
+            replace: true,
+            ..FaultKinds::NONE
+        },
+        ..FIRST_SIGHT
+    };
+    let report = check_symmetric(bounds, Rules::ALL, 2, Some(GUARD));
+    for trace in &report.counterexamples {
+        println!("{trace}");
+    }
+    assert!(
+        report
+            .counterexamples
+            .iter()
+            .any(|t| t.property == ONE_HOLDER),
+        "the documented limit is what the model finds"
+    );
+}
+
+/// One server no client of ours used, two clients that first see it during the run, a
+/// deployment that opted in to first sight, one fault.
+const FIRST_SIGHT: Bounds = Bounds {
+    nodes: 1,
+    markers: Markers::None,
+    late_clients: 2,
+    trust_first_sight: true,
+    faults: 1,
+    kinds: FaultKinds::NONE,
+    releases: false,
+    lock_delay_ms: 0,
+    ttl_ms: 6,
+    horizon: 0,
+    ..Bounds::CI
+};
+
+/// Extensions whose requests may wait in the network past the holder's deadline and the key's
+/// TTL (rounds not prompt: a reply later than the node timeout is no vote): one node, two
+/// clients, one extension each, time passing to the TTL. Every guarantee holds, property 5 (an extension continues
+/// its own hold) among them: a late "yes" is no vote, and a won round whose new deadline is
+/// already past extends nothing (`engine::deadline_if_won`).
+#[test]
+fn an_extension_that_arrives_late_never_continues_across_another_hold() {
+    let bounds = Bounds {
+        nodes: 1,
+        extensions: 1,
+        releases: false,
+        horizon: 6,
+        ttl_ms: 6,
+        lock_delay_ms: 0,
+        late_delivery: false,
+        prompt_rounds: false,
+        prompt_network: false,
+        ..Bounds::CI
+    };
+    let report = check_symmetric(bounds, Rules::ALL, 2, Some(GUARD));
+    println!(
+        "late extensions: {} states in {:.2?}, exhausted: {}",
+        report.states, report.elapsed, report.exhausted
+    );
+    for trace in &report.counterexamples {
+        println!("{trace}");
+    }
+    assert!(report.counterexamples.is_empty(), "every guarantee holds");
+    assert!(report.exhausted, "every state is visited");
 }

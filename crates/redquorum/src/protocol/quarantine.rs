@@ -399,7 +399,7 @@ impl Memory {
 
     /// Until when the losses seen so far (invariant 2), and an extension a vote read back, keep
     /// the node out, if any do: what no health check may lower.
-    pub(crate) fn floor(&self) -> Option<Instant> {
+    pub fn floor(&self) -> Option<Instant> {
         let loss = self.quarantined_until.map(|(until, _)| until);
         loss.max(self.held_off_until)
     }
