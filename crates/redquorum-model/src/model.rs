@@ -53,6 +53,9 @@ pub struct Bounds {
     /// A client checks a quarantined node's health again at any time (the library does, every
     /// few seconds, to see an operator's mark or a group's vouch).
     pub rechecks: bool,
+    /// A holder whose validity ran out may release the lock it lost (a guard that saw the loss,
+    /// a `with` block that ends late).
+    pub lost_releases: bool,
     /// The nodes are configured not to lose acknowledged writes (AOF, `appendfsync always`),
     /// and clients trust such a node that kept its marker at once after a restart
     /// (`Builder::trust_durable`, `quarantine` invariant 4). A restart that loses the data is
@@ -114,6 +117,7 @@ impl Bounds {
         marks: 0,
         rechecks: false,
         durable: false,
+        lost_releases: false,
         faults: 1,
         kinds: FaultKinds {
             restart_kept: true,
@@ -148,6 +152,9 @@ pub enum Request {
     },
     /// The extension (`scripts/extend.lua`).
     Extend,
+    /// The release of a lock its holder knows it lost, under a lock-delay (`scripts/linger.lua`):
+    /// keys of ours are kept for at least the delay from now.
+    Linger,
     /// The release (`scripts/release_timely.lua` under a lock-delay).
     Release {
         /// The bound in ms.
@@ -222,6 +229,8 @@ pub enum Action {
     Extend(u8),
     /// A holder releases.
     Release(u8),
+    /// A holder whose validity ran out releases the lock it lost (`engine` invariant 5).
+    ReleaseLost(u8),
     /// A holder vanishes, and another process releases its lock by value.
     ReleaseByValue(u8),
     /// A holder gives the lock up without releasing (it vanished, or its validity ran out).
@@ -812,6 +821,9 @@ impl Protocol {
                     self.count(s, c, m.value, counted, None);
                 }
             }
+            Request::Linger => {
+                s.nodes[n].linger(node_now, m.value, self.bounds.lock_delay_ms);
+            }
             Request::Store { token } => {
                 let stored = s.nodes[n].store(m.value, token);
                 if m.awaited {
@@ -976,6 +988,9 @@ impl Model for Protocol {
                     if self.bounds.releases && valid {
                         actions.push(Action::Release(c8));
                     }
+                    if self.bounds.lost_releases && !valid {
+                        actions.push(Action::ReleaseLost(c8));
+                    }
                     if s.by_value_left > 0 {
                         actions.push(Action::ReleaseByValue(c8));
                     }
@@ -1126,6 +1141,25 @@ impl Model for Protocol {
                     },
                     false,
                 );
+                s.clients[c].phase = Phase::Idle;
+            }
+            Action::ReleaseLost(c) => {
+                let c = usize::from(c);
+                let Phase::Holding { value, .. } = s.clients[c].phase else {
+                    return None;
+                };
+                let all: Vec<usize> = (0..self.n()).collect();
+                // `engine::release` of a lost lock: `linger.lua` under a lock-delay; with the
+                // rule removed, the standard compare-and-delete.
+                let request = if self.rules.lost_release_lingers && self.bounds.lock_delay_ms > 0 {
+                    Request::Linger
+                } else {
+                    Request::Release {
+                        bound_ms: 0,
+                        by_value: false,
+                    }
+                };
+                self.send(&mut s, c, value, &all, request, false);
                 s.clients[c].phase = Phase::Idle;
             }
             Action::ReleaseByValue(c) => {

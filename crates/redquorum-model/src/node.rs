@@ -492,6 +492,16 @@ impl Node {
         }
     }
 
+    /// `scripts/linger.lua`: a key of ours is kept for at least `delay_ms` from now (never
+    /// shorter than it had).
+    pub fn linger(&mut self, now: u16, value: u8, delay_ms: u16) {
+        if let Some(key) = self.master.data.lock.as_mut()
+            && key.value == value
+        {
+            key.expires = key.expires.max(now.saturating_add(delay_ms));
+        }
+    }
+
     /// `scripts/fence.lua`: the counter goes up to `token`, only while the lock holds `value`.
     pub fn store(&mut self, value: u8, token: u64) -> bool {
         let data = &mut self.master.data;

@@ -42,6 +42,9 @@ pub struct Rules {
     /// (`marker` invariant 5). Off: it is read as any marker, so a replacement server carrying
     /// the same word passes for the old one.
     pub undrawn_marker_replaced: bool,
+    /// A holder that knows it lost its lock releases it under a lock-delay by keeping its keys
+    /// for the delay (`scripts/linger.lua`, `engine` invariant 5). Off: compare-and-delete.
+    pub lost_release_lingers: bool,
     /// An operator's unforced mark refuses a server that started less than `max_ttl` ago
     /// (`mark::refused`, `Mark::RecentlyStarted`). Off: only `vouch.lua`'s own refusals.
     pub mark_checks_uptime: bool,
@@ -72,6 +75,7 @@ impl Rules {
         extension_needs_quorum: true,
         release_bound_from_value: true,
         undrawn_marker_replaced: true,
+        lost_release_lingers: true,
         mark_checks_uptime: true,
         first_sight_opt_in: true,
         first_sight_needs_group: true,

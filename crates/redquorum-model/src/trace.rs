@@ -109,6 +109,12 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
             None,
             Some(c),
         ),
+        Action::ReleaseLost(c) => (
+            format!("client {c}"),
+            "releases the lock it knows it lost (its validity ran out)".into(),
+            None,
+            Some(c),
+        ),
         Action::ReleaseByValue(c) => (
             format!("client {c}"),
             "vanishes; another process, without the lock-delay, releases its lock by value".into(),
@@ -126,6 +132,7 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
                 Request::Acquire { .. } => "runs the acquisition",
                 Request::Store { .. } => "runs the token store",
                 Request::Extend => "runs the extension",
+                Request::Linger => "runs the release of a lost lock (linger)",
                 Request::Release {
                     by_value: false, ..
                 } => "runs the release",

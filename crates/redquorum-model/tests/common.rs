@@ -26,6 +26,7 @@ pub const STILL: Bounds = Bounds {
     marks: 0,
     rechecks: false,
     durable: false,
+    lost_releases: false,
     faults: 0,
     kinds: NO_FAULTS,
     drift: 0,

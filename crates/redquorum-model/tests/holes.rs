@@ -348,3 +348,23 @@ fn a_reader_that_holds_on_one_node_holds_beside_a_writer() {
         },
     );
 }
+
+#[test]
+fn a_lost_lock_released_by_compare_and_delete_cuts_the_lock_delay_short() {
+    // c0 holds on one node; its validity runs out (a pause); it releases the lock it knows it
+    // lost, after its deadline: a compare-and-delete frees the key, and c1 wins inside c0's
+    // lock-delay, while c0's last writes may still be in flight.
+    let bounds = Bounds {
+        nodes: 1,
+        releases: false,
+        lost_releases: true,
+        horizon: 7,
+        late_delivery: false,
+        ..STILL
+    };
+    let rules = Rules {
+        lost_release_lingers: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, LOCK_DELAY);
+}
