@@ -20,8 +20,8 @@
 //! Modelled, because they run on the servers or are I/O: what the nodes do, mirroring the
 //! scripts and commands ([`node`]: `marker.lua`, `vouch.lua`, the native fenced pipeline,
 //! `acquire_fenced.lua` with `fence_advance.lua`, `fence.lua`, `extend.lua`, `linger.lua`,
-//! `release_timely.lua`, the standard compare-and-delete); when each client takes each step ([`model`], [`client`]); faults ([`faults`]); clocks
-//! ([`clock`]). The old rules the switches restore (the counter floor, `N/2`, `start + ttl`, a
+//! `release_timely.lua`, the standard compare-and-delete); when each client takes each step
+//! ([`model`], [`client`]); faults ([`faults`]); clocks ([`clock`]). The old rules the switches restore (the counter floor, `N/2`, `start + ttl`, a
 //! marker naming the `run_id` alone, a release that ignores the delay, a release bound of the
 //! delay alone) are written here, since the library no longer has them.
 //!
@@ -43,9 +43,9 @@
 //! # Not modelled
 //! Sets of resources, fair waiting, forced marks, clients with different node timeouts, the
 //! client's clock estimate (a request carries the node's exact clock at the time it was built),
-//! counter retention (longer than every horizon), `WAIT` for replicas, a client VM whose clocks stand
-//! still. Semaphores and read-write locks only by their counting rules
-//! ([`counting`]). `docs/model.md` has the bounds and measured costs.
+//! counter retention (longer than every horizon), `WAIT` for replicas, a client VM whose clocks
+//! stand still. Semaphores and read-write locks only by their counting rules ([`counting`]).
+//! `docs/model.md` has the bounds and measured costs.
 
 pub mod client;
 pub mod clock;
