@@ -100,7 +100,7 @@ pub fn check_until(
     timeout: Option<Duration>,
     first: bool,
 ) -> Report {
-    run(bounds, rules, threads, timeout, first, false)
+    search(bounds, rules, threads, timeout, first, Search::Breadth)
 }
 
 /// [`check`] with the symmetry reduction ([`symmetry`]): depth first (stateright reduces
@@ -112,48 +112,32 @@ pub fn check_symmetric(
     threads: usize,
     timeout: Option<Duration>,
 ) -> Report {
-    run(bounds, rules, threads, timeout, false, true)
+    search(bounds, rules, threads, timeout, false, Search::Symmetric)
 }
 
-/// [`check_symmetric`], stopping at the first counterexample when `first`.
-pub fn check_symmetric_until(
+/// How the checker walks the space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// Breadth first: each counterexample is a shortest one.
+    Breadth,
+    /// Depth first: the quickest way down a long schedule (a counterexample is not the
+    /// shortest).
+    Depth,
+    /// Depth first with the symmetry reduction ([`symmetry`]; stateright reduces symmetry only
+    /// depth first): for the checks with every rule on, where the point is to find nothing.
+    Symmetric,
+}
+
+/// Checks the model of `bounds` under `rules`, walking it as `how` says, on `threads` threads,
+/// for at most `timeout` if given, stopping at the first counterexample when `first` (a search
+/// for a known hole).
+pub fn search(
     bounds: Bounds,
     rules: Rules,
     threads: usize,
     timeout: Option<Duration>,
     first: bool,
-) -> Report {
-    run(bounds, rules, threads, timeout, first, true)
-}
-
-/// A search for a counterexample, depth first without the symmetry reduction: the quickest way
-/// down a long schedule (it is then not the shortest). Stops at the first counterexample.
-pub fn find_deep(
-    bounds: Bounds,
-    rules: Rules,
-    threads: usize,
-    timeout: Option<Duration>,
-) -> Report {
-    let started = Instant::now();
-    let model = Protocol::new(bounds, rules);
-    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
-    let mut builder = model
-        .checker()
-        .threads(threads)
-        .finish_when(stateright::HasDiscoveries::AnyFailures);
-    if let Some(timeout) = timeout {
-        builder = builder.timeout(timeout);
-    }
-    report(&builder.spawn_dfs().join(), &names, started, timeout, true)
-}
-
-fn run(
-    bounds: Bounds,
-    rules: Rules,
-    threads: usize,
-    timeout: Option<Duration>,
-    first: bool,
-    symmetric: bool,
+    how: Search,
 ) -> Report {
     let started = Instant::now();
     let model = Protocol::new(bounds, rules);
@@ -165,14 +149,13 @@ fn run(
     if let Some(timeout) = timeout {
         builder = builder.timeout(timeout);
     }
-    if symmetric {
-        let checker = builder
-            .symmetry_fn(symmetry::representative)
-            .spawn_dfs()
-            .join();
-        report(&checker, &names, started, timeout, first)
-    } else {
-        report(&builder.spawn_bfs().join(), &names, started, timeout, first)
+    match how {
+        Search::Breadth => report(&builder.spawn_bfs().join(), &names, started, timeout, first),
+        Search::Depth => report(&builder.spawn_dfs().join(), &names, started, timeout, first),
+        Search::Symmetric => {
+            let checker = builder.symmetry_fn(symmetry::representative).spawn_dfs();
+            report(&checker.join(), &names, started, timeout, first)
+        }
     }
 }
 

@@ -328,6 +328,29 @@ impl Protocol {
         usize::from(self.bounds.nodes)
     }
 
+    /// Counts one reply of a round in the library's `tally` (and `votes`, the grants counted),
+    /// and decides: the library's decision, or `N/2` grants with the rule off.
+    fn decide(&self, tally: &mut Tally, votes: &mut u8, vote: bool) -> Decision {
+        let decided = tally.record(vote);
+        if vote {
+            *votes += 1;
+        }
+        if self.rules.strict_majority {
+            decided
+        } else {
+            client::decision(tally, *votes, self.n(), &self.rules)
+        }
+    }
+
+    /// Client `c` waits for no reply to value `value` any more (its round was decided).
+    fn stop_waiting(s: &mut State, c: usize, value: u8) {
+        for m in s.net.iter_mut() {
+            if usize::from(m.client) == c && m.value == value {
+                m.awaited = false;
+            }
+        }
+    }
+
     /// A holder's hand-out: tokens must increase; nobody may win inside another's lock-delay.
     fn hand_out(
         &self,
@@ -471,18 +494,10 @@ impl Protocol {
                 mut votes,
                 mut proposals,
             } if value == value_in => {
-                let decided = tally.record(vote);
-                if vote {
-                    votes += 1;
-                }
                 if let Some((p, counted)) = proposal {
                     proposals.add(p, counted);
                 }
-                let decided = if self.rules.strict_majority {
-                    decided
-                } else {
-                    client::decision(&tally, votes, n, &self.rules)
-                };
+                let decided = self.decide(&mut tally, &mut votes, vote);
                 match decided {
                     Decision::Open => {
                         s.clients[c].phase = Phase::Acquiring {
@@ -498,11 +513,7 @@ impl Protocol {
                         let deadline = client::round_deadline(&self.settings, &self.rules, start);
                         match (deadline, proposals.token()) {
                             (Some(deadline), Some(token)) if instant(now) < deadline => {
-                                for m in s.net.iter_mut() {
-                                    if usize::from(m.client) == c && m.value == value {
-                                        m.awaited = false;
-                                    }
-                                }
+                                Self::stop_waiting(s, c, value);
                                 if token.stored {
                                     self.hand_out(s, c, value, deadline, token.value);
                                 } else {
@@ -536,15 +547,7 @@ impl Protocol {
                 mut tally,
                 mut votes,
             } if value == value_in => {
-                let decided = tally.record(vote);
-                if vote {
-                    votes += 1;
-                }
-                let decided = if self.rules.strict_majority {
-                    decided
-                } else {
-                    client::decision(&tally, votes, n, &self.rules)
-                };
+                let decided = self.decide(&mut tally, &mut votes, vote);
                 match decided {
                     Decision::Open => {
                         s.clients[c].phase = Phase::Storing {
@@ -560,11 +563,7 @@ impl Protocol {
                         let deadline = client::round_deadline(&self.settings, &self.rules, start);
                         match deadline {
                             Some(deadline) if instant(now) < deadline => {
-                                for m in s.net.iter_mut() {
-                                    if usize::from(m.client) == c && m.value == value {
-                                        m.awaited = false;
-                                    }
-                                }
+                                Self::stop_waiting(s, c, value);
                                 self.hand_out(s, c, value, deadline, token);
                             }
                             _ => self.roll_back(s, c, value),
@@ -580,16 +579,10 @@ impl Protocol {
                 mut tally,
                 mut votes,
             } if value == value_in => {
-                let decided = tally.record(vote);
-                if vote {
-                    votes += 1;
-                }
-                let decided = if !self.rules.extension_needs_quorum && votes > 0 {
-                    Decision::Won
-                } else if self.rules.strict_majority {
-                    decided
-                } else {
-                    client::decision(&tally, votes, n, &self.rules)
+                let decided = match self.decide(&mut tally, &mut votes, vote) {
+                    // The rule removed: one node that extended is enough.
+                    _ if !self.rules.extension_needs_quorum && votes > 0 => Decision::Won,
+                    decided => decided,
                 };
                 let holding = |deadline| Phase::Holding {
                     value,
@@ -626,11 +619,7 @@ impl Protocol {
                         }
                     }
                 }
-                for m in s.net.iter_mut() {
-                    if usize::from(m.client) == c && m.value == value {
-                        m.awaited = false;
-                    }
-                }
+                Self::stop_waiting(s, c, value);
             }
             _ => {}
         }

@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use redquorum_model::node::Markers;
-use redquorum_model::{
-    Bounds, FaultKinds, Report, Rules, check_symmetric_until, check_until, find_deep,
-};
+use redquorum_model::{Bounds, FaultKinds, Report, Rules, Search, search};
 
 /// No faults at all.
 pub const NO_FAULTS: FaultKinds = FaultKinds::NONE;
@@ -45,13 +43,12 @@ pub const STILL: Bounds = Bounds {
 pub fn checked(what: &str, bounds: Bounds, rules: Rules, deep: bool) -> Report {
     let first = rules != Rules::ALL;
     let guard = Some(Duration::from_secs(60));
-    let report = if deep && first {
-        find_deep(bounds, rules, 2, guard)
-    } else if deep {
-        check_symmetric_until(bounds, rules, 2, guard, first)
-    } else {
-        check_until(bounds, rules, 2, guard, first)
+    let how = match (deep, first) {
+        (false, _) => Search::Breadth,
+        (true, true) => Search::Depth,
+        (true, false) => Search::Symmetric,
     };
+    let report = search(bounds, rules, 2, guard, first, how);
     println!(
         "{what}: {} states in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",
         report.states,
@@ -68,15 +65,15 @@ pub fn checked(what: &str, bounds: Bounds, rules: Rules, deep: bool) -> Report {
 
 /// Asserts that `rules` break `property` within `bounds`, and that every rule on does not.
 pub fn hole(bounds: Bounds, broken: Rules, property: &str) {
-    search(bounds, broken, property, false);
+    find_and_check(bounds, broken, property, false);
 }
 
 /// [`hole`], depth first with the symmetry reduction: for bounds too large for breadth first.
 pub fn deep_hole(bounds: Bounds, broken: Rules, property: &str) {
-    search(bounds, broken, property, true);
+    find_and_check(bounds, broken, property, true);
 }
 
-fn search(bounds: Bounds, broken: Rules, property: &str, symmetric: bool) {
+fn find_and_check(bounds: Bounds, broken: Rules, property: &str, symmetric: bool) {
     let without = checked("rule removed", bounds, broken, symmetric);
     assert!(
         without

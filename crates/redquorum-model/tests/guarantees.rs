@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redquorum_model::node::Markers;
 use redquorum_model::properties::{FIRST_SIGHT_TRUSTED, ONE_HOLDER, WITNESSES};
-use redquorum_model::{Bounds, FaultKinds, Rules, check, check_symmetric};
+use redquorum_model::{Bounds, FaultKinds, Report, Rules, check, check_symmetric};
 
 /// Far above the measured time (`docs/model.md`).
 const GUARD: Duration = Duration::from_secs(300);
@@ -18,21 +18,7 @@ const GUARD: Duration = Duration::from_secs(300);
 fn every_interleaving_within_the_ci_bounds_keeps_every_guarantee_as_time_passes_and_some_client_acquires()
  {
     let report = check_symmetric(Bounds::CI, Rules::ALL, 2, Some(GUARD));
-    println!(
-        "full model: {} states in {:.2?}, exhausted: {}",
-        report.states, report.elapsed, report.exhausted
-    );
-    for trace in &report.counterexamples {
-        println!("{trace}");
-    }
-    assert!(
-        report.counterexamples.is_empty(),
-        "every guarantee holds in every reachable state"
-    );
-    assert!(
-        report.exhausted,
-        "the checker must visit every state within the CI bounds"
-    );
+    every_state_safe("full model", &report);
     assert!(report.live, "some client acquires after the faults stop");
     for witness in WITNESSES {
         assert!(
@@ -75,15 +61,7 @@ fn a_durable_servers_restart_is_forgiven_only_on_a_drawn_marker() {
         },
     ] {
         let report = check(bounds, rules, 2, Some(GUARD));
-        println!(
-            "durable: {} states, exhausted: {}",
-            report.states, report.exhausted
-        );
-        for trace in &report.counterexamples {
-            println!("{trace}");
-        }
-        assert!(report.counterexamples.is_empty(), "{rules:?}");
-        assert!(report.exhausted);
+        every_state_safe(&format!("durable, {rules:?}"), &report);
         assert!(report.live, "some client acquires after the faults stop");
     }
 }
@@ -103,15 +81,7 @@ fn first_sight_trusts_an_unused_group_and_never_a_node_that_lost_a_lock() {
         ..FIRST_SIGHT
     };
     let report = check_symmetric(bounds, Rules::ALL, 2, Some(GUARD));
-    println!(
-        "first sight: {} states in {:.2?}, exhausted: {}",
-        report.states, report.elapsed, report.exhausted
-    );
-    for trace in &report.counterexamples {
-        println!("{trace}");
-    }
-    assert!(report.counterexamples.is_empty(), "every guarantee holds");
-    assert!(report.exhausted, "every state is visited");
+    every_state_safe("first sight", &report);
     assert!(
         report.witnessed.contains(&FIRST_SIGHT_TRUSTED),
         "a vote counts on a group's vouch"
@@ -180,13 +150,25 @@ fn an_extension_that_arrives_late_never_continues_across_another_hold() {
         ..Bounds::CI
     };
     let report = check_symmetric(bounds, Rules::ALL, 2, Some(GUARD));
+    every_state_safe("late extensions", &report);
+}
+
+/// Prints what a check with every rule on found, and asserts it found nothing and visited
+/// every state within its bounds.
+fn every_state_safe(what: &str, report: &Report) {
     println!(
-        "late extensions: {} states in {:.2?}, exhausted: {}",
+        "{what}: {} states in {:.2?}, exhausted: {}",
         report.states, report.elapsed, report.exhausted
     );
     for trace in &report.counterexamples {
         println!("{trace}");
     }
-    assert!(report.counterexamples.is_empty(), "every guarantee holds");
-    assert!(report.exhausted, "every state is visited");
+    assert!(
+        report.counterexamples.is_empty(),
+        "{what}: every guarantee holds in every reachable state"
+    );
+    assert!(
+        report.exhausted,
+        "{what}: the checker must visit every state within the bounds"
+    );
 }
