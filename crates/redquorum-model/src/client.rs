@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use redquorum::protocol::fencing::{Advance, Proposal, Proposals};
 use redquorum::protocol::marker::{MarkerValue, extended, id_of};
-use redquorum::protocol::quarantine::{Marker, Memory, Observation, TrustPolicy, marker_owner};
+use redquorum::protocol::quarantine::{
+    Marker, Memory, Observation, QuarantineReason, TrustPolicy, marker_owner,
+};
 use redquorum::protocol::quorum::{Decision, Tally};
 use redquorum::protocol::validity::deadline;
 
@@ -18,7 +20,8 @@ use crate::rules::Rules;
 /// One connection of a client to a node, and what its health check found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Conn {
-    /// The server the last health check judged (`run_id`, `master_replid`), if any.
+    /// The server the last health check judged (`run_id`, `master_replid`), if any. The
+    /// connection reaches the process (`run_id`): it survives a change of role.
     pub server: Option<(u8, u8)>,
     /// The node's memory (`quarantine::Memory`): it outlives connections, not a change of the
     /// server that serves a cluster node's slot (`shards` invariant 4).
@@ -243,12 +246,10 @@ pub fn health_check(
     fresh_marker: u8,
 ) {
     let server = node.server();
-    if settings.cluster
-        && conn
-            .server
-            .is_some_and(|s| s.1 != server.1 || s.0 != server.0)
-    {
-        // Another master serves the slot: a server of its own, judged like a new node.
+    if settings.cluster && conn.server.is_some_and(|s| s.0 != server.0) {
+        // Another master serves the slot: a server of its own, judged like a new node. The
+        // same process back at the head of the slot (a failback) is the same server, with the
+        // same memory, as in the library, which knows a master by its address.
         conn.memory = Memory::default();
     }
     conn.server = Some(server);
@@ -341,20 +342,38 @@ pub fn vote(
     settings: &Settings,
     rules: &Rules,
 ) -> bool {
-    if conn.server != Some(server) {
+    let Some(checked) = conn.server.filter(|s| s.0 == server.0) else {
         return false; // the connection broke: an error, not a vote
-    }
+    };
     let policy = TrustPolicy {
         enabled: rules.quarantine,
         ..settings.policy
     };
+    // `server::check_history`: a cluster master whose replication history changed under the
+    // connection (a failover and a failback: the connection survives both) may lack the
+    // locks its votes stood for.
+    if settings.cluster
+        && rules.quarantine
+        && rules.marker_names_replid
+        && rules.vote_reads_history
+        && checked.1 != server.1
+    {
+        let until = conn
+            .memory
+            .lost_data(&policy, instant(now), QuarantineReason::Resynchronised);
+        conn.trusted_from = Some(until);
+        conn.server = None; // checked again, which quarantines it as a promoted replica
+        return false;
+    }
     if let Some(expected) = conn.marker.as_ref().map(MarkerKey::value) {
         let read = read_back.map(MarkerKey::value);
         let same = read
             .as_deref()
             .is_some_and(|r| id_of(r) == id_of(&expected));
         if !same {
-            let until = conn.memory.lost_data(&policy, instant(now));
+            let until = conn
+                .memory
+                .lost_data(&policy, instant(now), QuarantineReason::LostMarker);
             conn.trusted_from = Some(until);
             conn.server = None; // checked again, which writes a new marker
             return false;

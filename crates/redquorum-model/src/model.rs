@@ -726,8 +726,10 @@ impl Protocol {
         let (c, n) = (usize::from(m.client), usize::from(m.node));
         let node_now = s.nodes[n].clock(s.t);
         let client_now = s.clients[c].clock(s.t);
-        if s.nodes[n].server() != m.server {
-            // The connection broke (a restart, a failover): nothing ran.
+        if s.nodes[n].server().0 != m.server.0 {
+            // The connection broke (a restart), or reaches a process that no longer leads the
+            // slot (a failover: `MOVED`): nothing ran. A failback leads it back to the same
+            // process, where it runs again, as Redis keeps a connection across a change of role.
             if m.awaited {
                 self.count(s, c, m.value, false, None);
             }
@@ -955,7 +957,8 @@ impl Model for Protocol {
             let now = crate::clock::instant(client.clock(s.t));
             for (n, conn) in client.conns.iter().enumerate() {
                 let quarantined = conn.trusted_from.is_some_and(|from| from > now);
-                if conn.server != Some(s.nodes[n].server()) || (self.bounds.rechecks && quarantined)
+                if conn.server.map(|s| s.0) != Some(s.nodes[n].server().0)
+                    || (self.bounds.rechecks && quarantined)
                 {
                     actions.push(Action::Check(c8, u8::try_from(n).unwrap_or(u8::MAX)));
                 }

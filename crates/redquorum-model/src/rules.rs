@@ -13,6 +13,11 @@ pub struct Rules {
     /// A cluster master's marker names its `master_replid` as well as its `run_id`
     /// (`quarantine` invariant 6). Off: the owner is the `run_id` alone.
     pub marker_names_replid: bool,
+    /// A cluster master's vote reads its `master_replid` back with the marker and compares it
+    /// with the health check's (`server::check_history`, `server` invariant 7). Off: a
+    /// connection made before a failback counts the failed-back master's votes until its next
+    /// health check (found by `redlock chaos` under load: `docs/cluster.md`).
+    pub vote_reads_history: bool,
     /// A release under a lock-delay leaves a key with no more than the delay left
     /// (`scripts/release_timely.lua`, `engine` invariant 6). Off: compare-and-delete.
     pub release_honours_delay: bool,
@@ -67,6 +72,7 @@ impl Rules {
     pub const ALL: Rules = Rules {
         quarantine: true,
         marker_names_replid: true,
+        vote_reads_history: true,
         release_honours_delay: true,
         release_bound_covers_lag: true,
         trust_window: true,

@@ -116,6 +116,31 @@ fn a_marker_that_names_only_the_run_id_gives_the_lock_twice_after_a_failback() {
 }
 
 #[test]
+fn a_vote_that_does_not_read_the_history_back_counts_a_failed_back_master() {
+    // The failback above, with the marker naming the history, seen by a client whose health
+    // check ran before it: the connection survives both failovers (Redis keeps it across a
+    // change of role), the marker it reads back is byte for byte the one it checked, and only
+    // the `master_replid` read back with it shows that the data was replaced.
+    let bounds = Bounds {
+        nodes: 1,
+        cluster: true,
+        faults: 2,
+        kinds: FaultKinds {
+            failover: true,
+            ..common::NO_FAULTS
+        },
+        releases: false,
+        late_delivery: false,
+        ..STILL
+    };
+    let rules = Rules {
+        vote_reads_history: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, ONE_HOLDER);
+}
+
+#[test]
 fn the_old_counter_floor_hands_out_a_token_twice_after_a_flush() {
     // One client acquiring four times on one node, one `FLUSHALL`, a short TTL (3 ms, no
     // lock-delay) so that the quarantine (max_ttl = 3 ms) ends within the horizon.

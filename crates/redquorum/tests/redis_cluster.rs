@@ -690,3 +690,83 @@ async fn a_failback_to_a_master_that_lost_a_lock_does_not_vote() {
     );
     assert!(a_lock.is_valid(), "A is the only holder");
 }
+
+/// The failback above, seen by a client that was connected before it and sent nothing while
+/// it happened (its connections never saw the demoted master answer `MOVED`): its next vote on
+/// a failed-back master must not count either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failback_during_a_quiet_spell_does_not_vote_for_a_client_connected_before() {
+    const MAX_TTL: Duration = Duration::from_secs(20);
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
+    let urls: Vec<String> = clusters.iter().map(RedisCluster::url).collect();
+    let client = || {
+        Redlock::builder(urls.clone())
+            .max_ttl(MAX_TTL)
+            .build()
+            .expect("valid configuration")
+    };
+    tokio::time::sleep(MAX_TTL + Duration::from_millis(1500)).await;
+    let b = client();
+    // B's connections and health checks are made before the failover.
+    let warm = b
+        .acquire("warm-up", MAX_TTL)
+        .await
+        .expect("B locks another resource");
+    warm.release().await;
+    for cluster in &mut clusters[..2] {
+        cluster.node(1).pause().expect("stop the replica");
+        cluster
+            .node(0)
+            .cli(&["CLIENT", "KILL", "TYPE", "replica"])
+            .expect("cut the replication link");
+    }
+    let a = client();
+    let a_lock = a
+        .acquire("ledger", MAX_TTL)
+        .await
+        .expect("A locks, counted on the two masters that did not replicate it");
+    std::thread::scope(|scope| {
+        for cluster in clusters[..2].iter_mut() {
+            scope.spawn(move || {
+                cluster.node(0).pause().expect("stop the master");
+                cluster.node(1).resume().expect("resume the replica");
+                cluster
+                    .node(1)
+                    .cli(&["CLUSTER", "FAILOVER", "TAKEOVER"])
+                    .expect("the replica takes over");
+                until_role(cluster, 1, "master");
+                cluster.node(0).resume().expect("the old master comes back");
+                until_role(cluster, 0, "slave");
+                cluster
+                    .wait_for_replication(1)
+                    .expect("the old master is in sync");
+                fail_over_to(cluster, 0);
+                cluster.wait_until_ok().expect("the cluster serves again");
+            });
+        }
+    });
+    assert!(a_lock.is_valid(), "A's lock is still valid");
+    let err = b
+        .try_acquire("ledger", MAX_TTL)
+        .await
+        .expect_err("B, connected before the failback, must not get A's lock");
+    let Error::NotAcquired { failure, .. } = &err else {
+        panic!("{err}");
+    };
+    // Its vote read the failed-back master's replication history back and found it changed (or,
+    // had its connection broken meanwhile, a new health check found the marker of an old one).
+    let changed = failure
+        .replies
+        .iter()
+        .filter(|r| {
+            matches!(&r.reply, Reply::Quarantined(q)
+                if matches!(q.reason, redquorum::QuarantineReason::Resynchronised
+                    | redquorum::QuarantineReason::Promoted))
+        })
+        .count();
+    assert_eq!(
+        changed, 2,
+        "both failed-back masters are out of the vote: {err}"
+    );
+    assert!(a_lock.is_valid(), "A is the only holder");
+}

@@ -16,7 +16,9 @@ use crate::nodes::scripts::MARKER;
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::RunIds;
 use crate::protocol::marker::{MarkerValue, Tag};
-use crate::protocol::quarantine::{Marker, Memory, Observation, TrustPolicy, marker_owner};
+use crate::protocol::quarantine::{
+    Marker, Memory, Observation, TrustPolicy, info_field, marker_owner,
+};
 use crate::protocol::sync::lock;
 
 /// Where a server's marker is, and whether it names its owner.
@@ -38,6 +40,9 @@ pub(crate) struct Health {
     pub(crate) marker: Option<String>,
     /// Whether `maxmemory-policy` lets the server evict lock keys.
     pub(crate) may_evict: bool,
+    /// A Redis Cluster master's `master_replid`, which a vote reads back with the marker
+    /// ([`server`](crate::nodes::server) invariant 7): a failback changes it and nothing else.
+    pub(crate) history: Option<String>,
 }
 
 /// The health check, judged by the quarantine rules: `INFO server`, the marker script and
@@ -66,6 +71,7 @@ pub(crate) async fn check_health(
             checked_at: now,
             marker: None,
             may_evict: config.may_evict,
+            history: None,
         });
     }
     // A Redis Cluster master's quarantine is longer by the cluster's node timeout (quarantine
@@ -118,6 +124,9 @@ pub(crate) async fn check_health(
     } else {
         String::new()
     };
+    let history = (marker.owned && trust.owner_history)
+        .then(|| info_field(&replication, "master_replid").map(str::to_owned))
+        .flatten();
     let owner = owner.as_str();
     // A marker written on first sight says so (`marker`), outside clusters (`first_sight`
     // invariant 5).
@@ -170,6 +179,7 @@ pub(crate) async fn check_health(
         checked_at: now,
         marker: Some(seen.marker.value().to_owned()),
         may_evict: config.may_evict,
+        history,
     })
 }
 

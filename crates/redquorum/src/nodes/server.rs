@@ -54,8 +54,22 @@
 //!    connection) shows it in that very reply, and its grant is not a vote: it is quarantined
 //!    for `max_ttl` from then on, and checked again. A first-sight marker whose time moved later
 //!    was extended by a group's first look (`first_sight` invariant 1): that grant is not a
-//!    vote either, and the node is out until the later time, and checked again. Extensions and fencing need no marker: they succeed only where the key
-//!    still holds our value, which a node that lost it cannot show.
+//!    vote either, and the node is out until the later time, and checked again. Extensions and
+//!    fencing need no marker: they succeed only where the key still holds our value, which a
+//!    node that lost it cannot show. **On a Redis Cluster master the marker is not enough:** a
+//!    master demoted, resynchronised in full from the replica promoted in its place and
+//!    promoted again (a failback) keeps our connection (Redis closes none on a change of
+//!    role) and shows its own marker, byte for byte (it was replicated, and came back with the
+//!    resync), but not the locks that replica lacked. So a cluster master's vote also reads
+//!    `INFO replication` in the same pipeline, after the vote, and its `master_replid` must be
+//!    the health check's: every change of role draws or takes another, and nothing else
+//!    changes it while the process runs (quarantine invariant 6). Another one, and the grant
+//!    is not a vote: the node is out for `max_ttl` and checked again, which quarantines it as a
+//!    promoted replica. Read after the vote, it covers a change of role before the vote ran
+//!    (found by `redlock chaos --faults failback` under load: a client connected before the
+//!    failback took a lock still held until its next health check, up to 10 s later;
+//!    `tests/redis_cluster.rs`,
+//!    `a_failback_during_a_quiet_spell_does_not_vote_for_a_client_connected_before`).
 //! 8. **On a Redis Cluster, a vote waits for the shard's replicas.** On a master of a cluster
 //!    node ([`shards`](crate::nodes::shards)), every vote (acquisition, extension, fencing round)
 //!    is followed by a `WAIT n t` on the same connection, `n` the replicas the slot map lists for
@@ -100,7 +114,9 @@ use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::RunIds;
 use crate::protocol::fencing::ClockEstimate;
 use crate::protocol::marker::{self, MarkerState};
-use crate::protocol::quarantine::{MARKER_KEY, Memory, Quarantine, QuarantineReason, TrustPolicy};
+use crate::protocol::quarantine::{
+    MARKER_KEY, Memory, Quarantine, QuarantineReason, TrustPolicy, info_field,
+};
 use crate::protocol::slots;
 use crate::protocol::sync::lock;
 
@@ -171,6 +187,8 @@ struct Live {
     marker: ArcSwapOption<String>,
     /// [`Health::may_evict`].
     may_evict: AtomicBool,
+    /// [`Health::history`]: what a cluster master's vote reads back as its `master_replid`.
+    history: ArcSwapOption<String>,
     /// Requests on this connection that timed out since the last reply (invariant 6).
     timeouts: AtomicU32,
     /// Set when a health recheck failed: the next request replaces the connection.
@@ -199,6 +217,7 @@ impl Live {
             rechecking: AtomicBool::new(false),
             marker: ArcSwapOption::empty(),
             may_evict: AtomicBool::new(false),
+            history: ArcSwapOption::empty(),
             timeouts: AtomicU32::new(0),
             condemned: AtomicBool::new(false),
             acks: ReplicaAcks::default(),
@@ -230,6 +249,8 @@ impl Live {
         self.marker
             .store(health.marker.as_ref().map(|m| Arc::new(m.clone())));
         self.may_evict.store(health.may_evict, Ordering::Release);
+        self.history
+            .store(health.history.as_ref().map(|h| Arc::new(h.clone())));
     }
 
     /// Evidence of a data loss on this connection (a vote read back the wrong marker): out of
@@ -726,8 +747,13 @@ impl Connection<'_> {
             pipe.cmd("ASKING").ignore();
         }
         pipe.add_command(cmd);
+        // A cluster master's history is read back with its marker (invariant 7).
+        let history = self.live.history.load_full().filter(|_| checked);
         if checked {
             pipe.cmd("GET").arg(self.server.marker_key());
+        }
+        if history.is_some() {
+            pipe.cmd("INFO").arg("replication");
         }
         let (replies, acknowledged) = match waits_for {
             // Invariant 8.
@@ -757,6 +783,9 @@ impl Connection<'_> {
                 return Err(NodeError::from_redis(&RedisError::from(e.clone())));
             }
             self.check_marker(marker.as_ref());
+        }
+        if let Some(expected) = history {
+            self.check_history(&expected, replies.next())?;
         }
         let reply = reply
             .unwrap_or(Value::Nil)
@@ -856,10 +885,46 @@ impl Connection<'_> {
         if !same {
             let server = self.server;
             let now = Instant::now();
-            let until = lock(&server.memory).lost_data(&server.settings.trust, now);
+            let until = lock(&server.memory).lost_data(
+                &server.settings.trust,
+                now,
+                QuarantineReason::LostMarker,
+            );
             self.live.lost_data(until);
             tracing::warn!(node = %server.label, quarantined_ms = until.saturating_duration_since(now).as_millis(), "node lost its data (marker key gone or changed)");
         }
+    }
+
+    /// Compares a cluster master's `master_replid`, read back after a vote, with the health
+    /// check's: a master demoted, resynchronised from its promoted replica and promoted again
+    /// (a failback) keeps our connection and shows its own marker, but not the locks the
+    /// replica lacked. Another history is evidence of that loss: the vote does not count, the
+    /// node is out for `max_ttl`, and checked again, which quarantines it as a promoted replica
+    /// (quarantine invariant 6). An unreadable reply is no evidence either way: not a vote.
+    fn check_history(&self, expected: &str, read: Option<Value>) -> Result<(), NodeError> {
+        let read = match read {
+            Some(Value::BulkString(bytes)) => String::from_utf8(bytes).ok(),
+            Some(Value::VerbatimString { text, .. }) => Some(text),
+            _ => None,
+        };
+        let Some(read) = read else {
+            return Err(NodeError::Server(
+                "INFO replication gave no reply a vote could check: not a vote".to_owned(),
+            ));
+        };
+        if info_field(&read, "master_replid") == Some(expected) {
+            return Ok(());
+        }
+        let server = self.server;
+        let now = Instant::now();
+        let until = lock(&server.memory).lost_data(
+            &server.settings.trust,
+            now,
+            QuarantineReason::Resynchronised,
+        );
+        self.live.lost_data(until);
+        tracing::warn!(node = %server.label, quarantined_ms = until.saturating_duration_since(now).as_millis(), "node's replication history changed under our connection (a failover and a failback): its locks may be gone");
+        Ok(())
     }
 
     /// Runs `script` on `keys` (then, for each of the script's key groups, every key's key of that

@@ -384,13 +384,16 @@ pub struct Verdict {
 }
 
 impl Memory {
-    /// Evidence of a loss seen at `now` outside a health check (a vote's marker read back
-    /// wrong): quarantined for `max_ttl` from now (invariant 2). Returns the new end.
-    pub fn lost_data(&mut self, policy: &TrustPolicy, now: Instant) -> Instant {
-        let until = latest(
-            self.quarantined_until,
-            (after(now, policy.max_ttl), QuarantineReason::LostMarker),
-        );
+    /// Evidence of a loss seen at `now` outside a health check, `why` (a vote's marker read
+    /// back wrong, or a cluster master's replication history read back changed): quarantined
+    /// for `max_ttl` from now (invariant 2). Returns the new end.
+    pub fn lost_data(
+        &mut self,
+        policy: &TrustPolicy,
+        now: Instant,
+        why: QuarantineReason,
+    ) -> Instant {
+        let until = latest(self.quarantined_until, (after(now, policy.max_ttl), why));
         self.quarantined_until = Some(until);
         let uptime_until = self.last.and_then(|(_, up)| up);
         self.last = Some((latest(self.last.map(|(u, _)| u), until), uptime_until));
@@ -833,7 +836,10 @@ mod tests {
         let now = Instant::now();
         let mut memory = Memory::default();
         judged(&mut memory, &seen("a", 99_999, true, found("m")), now);
-        assert_eq!(memory.lost_data(&policy(), now) - now, MAX_TTL);
+        assert_eq!(
+            memory.lost_data(&policy(), now, QuarantineReason::LostMarker) - now,
+            MAX_TTL
+        );
         let later = now + Duration::from_secs(5);
         assert_eq!(
             judged(&mut memory, &seen("a", 99_999, true, found("m")), later),
