@@ -533,7 +533,8 @@ impl LockClient for LibraryClient {
                     .ok()?;
                 return Some(Acquired {
                     value: leading.value().to_owned(),
-                    fence: leading.fence(),
+                    // A campaign's token comes with it (`election` invariant 5).
+                    fence: redquorum::LockInfo::fence(&leading),
                     permit: None,
                     shared: false,
                     valid_until: leading.deadline(),
@@ -555,9 +556,13 @@ impl LockClient for LibraryClient {
             }
         }
         .ok()?;
+        let mut lock = lock;
+        // Asked at once, as a holder that fences its writes would (`fencing` invariant 8);
+        // `None` with fencing off, or if the nodes did not issue one.
+        let fence = lock.fence().await.ok();
         Some(Acquired {
             value: lock.value().to_owned(),
-            fence: lock.fence(),
+            fence,
             permit: lock.permit(),
             shared: lock.is_read(),
             valid_until: lock.deadline(),

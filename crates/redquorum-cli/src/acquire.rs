@@ -103,13 +103,22 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         None => manager.acquire_with(&args.resource, args.ttl, &retry).await,
     }
     .map_err(exit::not_acquired)?;
+    // The token is printed (--json) for the process the lock is handed to: issued now, while
+    // the lock is surely ours (`fencing` invariant 8).
+    let mut lock = lock;
+    if !global.no_fencing
+        && let Err(e) = lock.fence().await
+    {
+        lock.release().await;
+        return Err(exit::from_error(e));
+    }
     drop(notice);
     tracing::debug!(resource = %args.resource, remaining = ?lock.remaining(), "acquired");
     global.let_stragglers_land(&manager, lock.remaining()).await;
     let acquired = Acquired {
         resource: lock.resource(),
         value: lock.value(),
-        fence: lock.fence(),
+        fence: redquorum::LockInfo::fence(&lock),
         permit: lock.permit(),
         validity_ms: lock.remaining().as_millis(),
         ttl_ms: args.ttl.as_millis(),

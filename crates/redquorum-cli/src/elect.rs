@@ -79,7 +79,10 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         Err(status) => return Ok(status),
     };
     drop(notice);
-    let term = guard.fence().map(|t| t.to_string()).unwrap_or_default();
+    // A campaign's token comes with it (`election` invariant 5).
+    let term = redquorum::LockInfo::fence(&guard)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     tracing::debug!(election = %args.election, %identity, %term, "leading");
     let extra = [("REDLOCK_TERM", term), ("REDLOCK_LEADER", identity)];
     let options = Supervision {

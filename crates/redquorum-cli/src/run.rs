@@ -214,7 +214,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     let waits = !args.no_wait && args.wait.is_none_or(|wait| !wait.is_zero());
     let (manager, retry, notice) = global.for_acquiring(retry, waits).await?;
     let acquisition = async {
-        match (args.resources.as_slice(), args.permits) {
+        let mut lock = match (args.resources.as_slice(), args.permits) {
             ([one], Some(permits)) => {
                 manager
                     .acquire_permit_with(one, permits, args.ttl, &retry)
@@ -229,8 +229,16 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
                 let many: Vec<&str> = many.iter().map(String::as_str).collect();
                 manager.acquire_many_with(&many, args.ttl, &retry).await
             }
+        }?;
+        // COMMAND gets the token in REDLOCK_FENCE: issued now, while the lock is surely ours
+        // (`fencing` invariant 8); without one, COMMAND does not run.
+        if !global.no_fencing
+            && let Err(e) = lock.fence().await
+        {
+            lock.release().await;
+            return Err(e);
         }
-        .map(|lock| lock.keep_alive(args.ttl))
+        Ok(lock.keep_alive(args.ttl))
     };
     let acquired = until_signalled(acquisition, &mut signals, global).await;
     let guard = match acquired.map_err(|f| f.instead_of(BUSY, args.conflict_exit_code))? {
@@ -328,7 +336,7 @@ pub(crate) async fn run_holding(
     };
     // Removed when there is none, so a token inherited from an outer `redlock run` is never
     // mistaken for this lock's.
-    match guard.fence() {
+    match redquorum::LockInfo::fence(&guard) {
         Some(fence) => command.env("REDLOCK_FENCE", fence.to_string()),
         None => command.env_remove("REDLOCK_FENCE"),
     };

@@ -148,6 +148,10 @@ impl Settings {
         if let Some(v) = self.fencing {
             b = b.fencing(v);
         }
+        // `lock.fence` is a property in Python, which must not wait for the servers (an
+        // asyncio caller would block its loop): every lock gets its token with its acquisition
+        // (`fencing` invariant 8's alternative), as before the tokens on request.
+        b = b.fence_on_acquire(true);
         if let Some(v) = self.fence_retention {
             b = b.fence_retention(v);
         }

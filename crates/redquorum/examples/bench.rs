@@ -96,9 +96,19 @@ struct Args {
     #[arg(long)]
     quarantine: bool,
 
-    /// Also give every acquisition a fencing token (no target applies against raw commands).
+    /// Fencing on, as by default: every lock can have a token, issued on request (no target
+    /// applies against raw commands). Nobody asks unless `--ask-fence`, so it should cost
+    /// nothing.
     #[arg(long)]
     fencing: bool,
+    /// With `--fencing`: every cycle asks for its lock's token (`Lock::fence`), which costs one
+    /// more round trip: the price of fencing for a caller that uses it.
+    #[arg(long, requires = "fencing")]
+    ask_fence: bool,
+    /// With `--fencing`: every acquisition gets its token in its own round
+    /// (`Builder::fence_on_acquire`), as the defaults did before tokens on request.
+    #[arg(long, requires = "fencing")]
+    fence_on_acquire: bool,
     /// Redlock's node timeout (default: the library's); raise it under valgrind.
     #[arg(long, value_parser = parse_duration)]
     node_timeout: Option<Duration>,
@@ -202,6 +212,8 @@ struct Target {
     /// What the redlock side takes each cycle.
     primitive: Primitive,
     permits: u32,
+    /// `--ask-fence`: the redlock side asks for every lock's token.
+    ask_fence: bool,
 }
 
 impl Target {
@@ -226,6 +238,7 @@ impl Target {
                 .max_ttl(args.ttl)
                 .fence_retention(args.ttl * 2)
                 .fencing(args.fencing)
+                .fence_on_acquire(args.fence_on_acquire)
                 .notify(args.notify);
             if let Some(timeout) = args.node_timeout {
                 builder = builder.node_timeout(timeout);
@@ -294,6 +307,7 @@ impl Target {
             reuse: args.reuse,
             primitive: args.primitive,
             permits: args.permits,
+            ask_fence: args.ask_fence,
         }
     }
 
@@ -301,17 +315,26 @@ impl Target {
     async fn cycle(&self, side: Side, key: &str) -> bool {
         match side {
             Side::Baseline => match &self.plain {
-                Some(plain) => self.redlock_cycle(plain, key, Primitive::Lock).await,
+                Some(plain) => self.redlock_cycle(plain, key, Primitive::Lock, false).await,
                 None => {
                     self.baseline_cycle(key).await;
                     true
                 }
             },
-            Side::Redlock => self.redlock_cycle(&self.redlock, key, self.primitive).await,
+            Side::Redlock => {
+                self.redlock_cycle(&self.redlock, key, self.primitive, self.ask_fence)
+                    .await
+            }
         }
     }
 
-    async fn redlock_cycle(&self, redlock: &Redlock, key: &str, primitive: Primitive) -> bool {
+    async fn redlock_cycle(
+        &self,
+        redlock: &Redlock,
+        key: &str,
+        primitive: Primitive,
+        ask_fence: bool,
+    ) -> bool {
         let lock = match primitive {
             Primitive::Lock => redlock.try_acquire(key, self.ttl).await,
             Primitive::Permit => {
@@ -323,6 +346,10 @@ impl Target {
             Primitive::Write => redlock.try_acquire_write(key, self.ttl).await,
         }
         .expect("an uncontended lock is granted");
+        let mut lock = lock;
+        if ask_fence {
+            lock.fence().await.expect("a token for a held lock");
+        }
         let released = lock.release().await;
         // Rarely, a node that had not answered when the quorum was reached gets the release
         // before its SET (that SET was still waiting for room in the connection's queue); its key
@@ -694,11 +721,19 @@ fn table(rows: &[Row], args: &Args) -> String {
             Primitive::Read => "_read",
             Primitive::Write => "_write",
         },
-        match (args.fencing, args.notify) {
-            (true, true) => " with fencing and announced releases",
-            (true, false) => " with fencing",
-            (false, true) => " with announced releases",
-            (false, false) => "",
+        {
+            let fencing = match (args.fencing, args.fence_on_acquire, args.ask_fence) {
+                (false, ..) => "",
+                (true, false, false) => " with fencing (tokens on request, none asked)",
+                (true, false, true) => " with fencing (every token asked for)",
+                (true, true, _) => " with fencing (every token with its acquisition)",
+            };
+            let notify = if args.notify {
+                ", announced releases"
+            } else {
+                ""
+            };
+            format!("{fencing}{notify}")
         },
         if args.reuse {
             "the same resource per task"

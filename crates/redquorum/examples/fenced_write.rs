@@ -36,8 +36,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Redlock::builder(nodes.urls()).build()?,
     );
 
-    let a_lock = a.try_acquire("report", Duration::from_millis(300)).await?;
-    let a_token = a_lock.fence().ok_or("fencing is on by default")?;
+    let mut a_lock = a.try_acquire("report", Duration::from_millis(300)).await?;
+    let a_token = a_lock
+        .fence()
+        .await
+        .ok()
+        .ok_or("fencing is on by default")?;
     println!(
         "A holds the lock with token {a_token}; writes: {}",
         write(&storage, a_token, "A1").await?
@@ -47,10 +51,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("A paused; its lock is valid: {}", a_lock.is_valid());
 
     let retry = Retry::forever().max_wait(Duration::from_secs(10));
-    let b_lock = b
+    let mut b_lock = b
         .acquire_with("report", Duration::from_secs(5), &retry)
         .await?;
-    let b_token = b_lock.fence().ok_or("fencing is on by default")?;
+    let b_token = b_lock
+        .fence()
+        .await
+        .ok()
+        .ok_or("fencing is on by default")?;
     println!(
         "B holds the lock with token {b_token}; writes: {}",
         write(&storage, b_token, "B1").await?

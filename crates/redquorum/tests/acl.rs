@@ -77,11 +77,11 @@ async fn the_full_acl_is_enough_for_every_feature() {
         .fair(true)
         .build()
         .expect("valid");
-    let first = redlock
+    let mut first = redlock
         .try_acquire("lock:job", Duration::from_secs(10))
         .await
         .expect("locks");
-    assert!(first.fence().is_some(), "fenced");
+    assert!(first.fence().await.ok().is_some(), "fenced");
     // A waiter that only hears about the release (its retry delay is far longer than the test).
     let waiter = redlock.clone();
     let waiting = tokio::spawn(async move {
@@ -94,15 +94,15 @@ async fn the_full_acl_is_enough_for_every_feature() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "the lock is busy");
-    let first_token = first.fence();
+    let first_token = first.fence().await.ok();
     first.release().await;
     let woke = eventually(Duration::from_secs(10), || waiting.is_finished()).await;
     assert!(
         woke,
         "the waiter was woken by the release, not by its 30 s retry"
     );
-    let second = waiting.await.expect("task").expect("the waiter got it");
-    assert!(second.fence() > first_token, "tokens increase");
+    let mut second = waiting.await.expect("task").expect("the waiter got it");
+    assert!(second.fence().await.ok() > first_token, "tokens increase");
     second.release().await;
 
     // The other primitives, under names the ACL's patterns cover.
@@ -127,7 +127,7 @@ async fn the_full_acl_is_enough_for_every_feature() {
         .await
         .expect("a permit");
     permit.release().await;
-    let leading = redlock
+    let mut leading = redlock
         .campaign("lock:leader", "me", ttl)
         .await
         .expect("leads");
@@ -135,7 +135,10 @@ async fn the_full_acl_is_enough_for_every_feature() {
         .leader("lock:leader")
         .await
         .expect("a leader is seen");
-    assert_eq!((seen.identity.as_str(), seen.term), ("me", leading.fence()));
+    assert_eq!(
+        (seen.identity.as_str(), seen.term),
+        ("me", leading.fence().await.ok())
+    );
     leading.release().await.expect("resigned");
 }
 
@@ -149,10 +152,18 @@ async fn a_missing_permission_is_named() {
         .node_timeout(PATIENT_NODE_TIMEOUT)
         .build()
         .expect("valid");
-    let err = redlock
+    // The acquisition touches no counter (`fencing` invariant 8): the token, asked for, is
+    // refused.
+    let mut lock = redlock
         .try_acquire("lock:1", Duration::from_secs(5))
         .await
+        .expect("the lock alone is allowed");
+    let err = lock
+        .fence()
+        .await
         .expect_err("the fencing counter is refused");
+    lock.release().await;
+    assert!(matches!(err, redquorum::Error::NotFenced { .. }), "{err}");
     let shown = err.to_string();
     assert!(
         shown.contains("NOPERM") && shown.contains("redlock-fence:lock:1"),

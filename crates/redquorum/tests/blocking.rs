@@ -413,7 +413,7 @@ fn plain_threads_take_permits_read_write_locks_and_lead() {
     let seen = redlock.leader("svc").unwrap().expect("a leader");
     assert_eq!(
         (seen.identity.as_str(), seen.term),
-        ("thread-a", leading.fence())
+        ("thread-a", redquorum::LockInfo::fence(&leading))
     );
     leading.release().unwrap();
     assert_eq!(redlock.leader("svc").unwrap(), None);

@@ -24,12 +24,12 @@ async fn one_leader_at_a_time_each_term_larger_than_the_last() {
         candidates.push(tokio::spawn(async move {
             let me = format!("candidate-{i}");
             for _ in 0..3 {
-                let leadership = redlock
+                let mut leadership = redlock
                     .campaign_with("scheduler", &me, TTL, &patient())
                     .await
                     .expect("leads within a minute");
                 assert_eq!(leading.fetch_add(1, Ordering::SeqCst), 0, "two leaders");
-                let term = leadership.fence().expect("a term");
+                let term = leadership.fence().await.expect("a term");
                 terms.lock().unwrap().push(term);
                 let seen = redlock.leader("scheduler").await.expect("a leader is seen");
                 assert_eq!(seen.identity, me);
@@ -58,7 +58,7 @@ async fn a_standby_takes_over_a_crashed_leader_once_its_lock_runs_out() {
     // The leader's lock of 800 ms is kept alive: any extension that fails is a loss.
     let redlock = keeping_alive(&cluster).await;
     let ttl = Duration::from_millis(800);
-    let leader = redlock.campaign("primary", "a", ttl).await.unwrap();
+    let mut leader = redlock.campaign("primary", "a", ttl).await.unwrap();
     let standby = {
         let redlock = redlock.clone();
         let forever = Retry::forever()
@@ -68,17 +68,17 @@ async fn a_standby_takes_over_a_crashed_leader_once_its_lock_runs_out() {
     };
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert!(leader.is_valid(), "kept alive past its first TTL");
-    let first_term = leader.fence().unwrap();
+    let first_term = leader.fence().await.unwrap();
     // The leader crashes: it stops extending and never resigns.
     let crashed = leader.detach().await;
     let crash = Instant::now();
-    let successor = standby.await.unwrap().expect("the standby takes over");
+    let mut successor = standby.await.unwrap().expect("the standby takes over");
     let took = crash.elapsed();
     assert!(
         Instant::now() >= crashed.deadline(),
         "no successor before the crashed leader's validity ended"
     );
-    assert!(successor.fence().unwrap() > first_term);
+    assert!(successor.fence().await.unwrap() > first_term);
     let seen = redlock.leader("primary").await.unwrap();
     assert_eq!(seen.identity, "b");
     // Its TTL plus a retry delay, with room for a loaded machine.
@@ -94,11 +94,14 @@ async fn an_observer_sees_every_change_of_leader() {
     let mut watch = observer.observe("db-primary");
     assert_eq!(watch.changed().await, None, "nobody leads yet");
 
-    let a = redlock.campaign("db-primary", "node-a", TTL).await.unwrap();
+    let mut a = redlock.campaign("db-primary", "node-a", TTL).await.unwrap();
     let seen = watch.changed().await.expect("node-a leads");
-    assert_eq!((seen.identity.as_str(), seen.term), ("node-a", a.fence()));
+    assert_eq!(
+        (seen.identity.as_str(), seen.term),
+        ("node-a", a.fence().await.ok())
+    );
 
-    let first_term = a.fence();
+    let first_term = redquorum::LockInfo::fence(&a);
     let resigned = Instant::now();
     a.release().await.unwrap();
     assert_eq!(watch.changed().await, None, "node-a resigned");

@@ -34,11 +34,11 @@ async fn tokens_increase_across_clients_taking_turns() {
     let clients: Vec<Redlock> = (0..4).map(|_| manager(&cluster)).collect();
     let mut tokens = Vec::new();
     for i in 0..20 {
-        let lock = clients[i % clients.len()]
+        let mut lock = clients[i % clients.len()]
             .acquire_with("res", TTL, &patient())
             .await
             .unwrap();
-        tokens.push(lock.fence().expect("fencing is on by default"));
+        tokens.push(lock.fence().await.expect("fencing is on by default"));
         lock.release().await;
     }
     assert_increasing(&tokens);
@@ -53,9 +53,10 @@ async fn tokens_increase_in_the_order_holders_get_in_under_contention() {
         let (redlock, seen) = (manager(&cluster), Arc::clone(&seen));
         tasks.push(tokio::spawn(async move {
             for _ in 0..8 {
-                let lock = redlock.acquire_with("res", TTL, &patient()).await.unwrap();
+                let mut lock = redlock.acquire_with("res", TTL, &patient()).await.unwrap();
                 // Inside the critical section, so the order of pushes is the order of holders.
-                seen.lock().unwrap().push(lock.fence().unwrap());
+                let token = lock.fence().await.unwrap();
+                seen.lock().unwrap().push(token);
                 lock.release().await;
             }
         }));
@@ -72,8 +73,8 @@ async fn tokens_increase_in_the_order_holders_get_in_under_contention() {
 async fn a_token_is_stored_on_a_quorum_before_it_is_handed_out() {
     let mut cluster = cluster(5);
     let redlock = connected(&cluster).await;
-    let lock = redlock.try_acquire("res", TTL).await.unwrap();
-    let token = lock.fence().unwrap();
+    let mut lock = redlock.try_acquire("res", TTL).await.unwrap();
+    let token = lock.fence().await.unwrap();
     // The won round did not wait for the slowest nodes; node 0 may be one of them.
     redlock.settle().await;
     let nodes: Vec<&RedisNode> = cluster.iter().collect();
@@ -103,11 +104,11 @@ async fn tokens_keep_increasing_when_a_minority_node_loses_its_data() {
         .unwrap();
     let mut tokens = Vec::new();
     for round in 0..6 {
-        let lock = redlock
+        let mut lock = redlock
             .acquire_with("res", max_ttl, &patient())
             .await
             .unwrap();
-        tokens.push(lock.fence().unwrap());
+        tokens.push(lock.fence().await.unwrap());
         lock.release().await;
         // A different node forgets everything, counters included, between acquisitions.
         cluster.node(round % 3).restart_empty().unwrap();
@@ -129,8 +130,8 @@ async fn tokens_keep_increasing_when_consecutive_majorities_differ() {
     for (a, b) in stopped_pairs {
         cluster.node(a).pause().unwrap();
         cluster.node(b).pause().unwrap();
-        let lock = redlock.acquire_with("res", TTL, &patient()).await.unwrap();
-        tokens.push(lock.fence().unwrap());
+        let mut lock = redlock.acquire_with("res", TTL, &patient()).await.unwrap();
+        tokens.push(lock.fence().await.unwrap());
         lock.release().await;
         cluster.node(a).resume().unwrap();
         cluster.node(b).resume().unwrap();
@@ -164,14 +165,14 @@ async fn a_holder_paused_past_its_validity_is_fenced_off() {
     // A connected first, and a TTL a slow round cannot use up: its single attempt must win.
     let (a, b) = (connected(&cluster).await, manager(&cluster));
 
-    let a_lock = a.try_acquire("res", Duration::from_secs(1)).await.unwrap();
-    let a_token = a_lock.fence().unwrap();
+    let mut a_lock = a.try_acquire("res", Duration::from_secs(1)).await.unwrap();
+    let a_token = a_lock.fence().await.unwrap();
     assert!(write(&storage, a_token, "from A, on time"));
 
     // A "pauses" past its validity.
     tokio::time::sleep_until(a_lock.deadline().into()).await;
-    let b_lock = b.acquire_with("res", TTL, &patient()).await.unwrap();
-    let b_token = b_lock.fence().unwrap();
+    let mut b_lock = b.acquire_with("res", TTL, &patient()).await.unwrap();
+    let b_token = b_lock.fence().await.unwrap();
     assert!(a_token < b_token, "A {a_token} must be below B {b_token}");
     assert!(write(&storage, b_token, "from B"));
 
@@ -188,6 +189,97 @@ async fn without_fencing_there_is_no_token() {
         .fencing(false)
         .build()
         .unwrap();
-    let lock = redlock.try_acquire("res", TTL).await.unwrap();
-    assert_eq!(lock.fence(), None);
+    let mut lock = redlock.try_acquire("res", TTL).await.unwrap();
+    assert_eq!(lock.fence().await.ok(), None);
+}
+
+/// A token on request (`fencing` invariant 8) counts only the nodes that voted for the lock.
+/// A is held on nodes 0 and 1; node 2 refused it. Then node 1 loses A's key (its TTL ran out
+/// there first, a flush) and node 2 gets A's value by a `SET` that landed late. Nodes 0 and 2
+/// hold A's value: a majority, but node 2 is no voter, so A gets no token. Were it counted, A
+/// would get a token above B's, who took node 1 and 2 in the meantime and fenced first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_on_request_counts_only_the_locks_voters() {
+    let mut cluster = cluster(3);
+    let a = connected(&cluster).await;
+    let mut a_lock = common::held_on_nodes_0_and_1(&mut cluster, &a, "res", TTL).await;
+    // B takes the lock on nodes 1 and 2 once A's key on node 1 is gone, and fences.
+    cluster.node(1).cli(&["DEL", "res"]).expect("DEL on node 1");
+    cluster.node(0).cli(&["DEL", "res"]).expect("DEL on node 0");
+    let b = connected(&cluster).await;
+    let mut b_lock = b.try_acquire("res", TTL).await.expect("B locks");
+    let b_token = b_lock.fence().await.expect("B's token");
+    assert!(b_lock.release().await.cause().is_none());
+    // A's value comes back on node 0 (the clock of the test: as if B's hold never reached it)
+    // and lands late on node 2, which never voted for A.
+    for node in [0, 2] {
+        cluster
+            .node(node)
+            .cli(&["SET", "res", a_lock.value(), "PX", "10000"])
+            .expect("A's value");
+    }
+    let err = a_lock
+        .fence()
+        .await
+        .expect_err("node 2 is no voter: one voter holds A's value");
+    assert!(matches!(err, redquorum::Error::NotFenced { .. }), "{err}");
+    assert_eq!(redquorum::LockInfo::fence(&a_lock), None, "no token issued");
+    // Its rounds did advance the counters where its value was (counters only grow): the next
+    // holder's token still goes above B's.
+    a_lock.release().await;
+    let mut c_lock = b.try_acquire("res", TTL).await.expect("C locks");
+    assert!(c_lock.fence().await.expect("C's token") > b_token);
+    assert!(c_lock.release().await.cause().is_none());
+}
+
+/// A holder that paused past its deadline and asks for its token only then gets none: its keys
+/// are gone from every voter the next holder took, so fewer than a quorum of its voters hold
+/// it, whatever the holder's own clock says (here the keys are taken from under a lock whose
+/// deadline is still far, as a frozen clock would see it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_lock_was_taken_over_gets_no_token() {
+    let cluster = cluster(3);
+    let a = connected(&cluster).await;
+    let mut a_lock = a.try_acquire("res", TTL).await.expect("A locks");
+    for node in cluster.iter() {
+        node.cli(&["DEL", "res"]).expect("A's keys expire");
+    }
+    let b = connected(&cluster).await;
+    let mut b_lock = b.try_acquire("res", TTL).await.expect("B locks");
+    let b_token = b_lock.fence().await.expect("B's token");
+    assert!(a_lock.is_valid(), "A's own clock still trusts its lock");
+    let err = a_lock.fence().await.expect_err("A lost its lock to B");
+    assert!(matches!(err, redquorum::Error::NotFenced { .. }), "{err}");
+    assert_eq!(err.cause(), Some(redquorum::Cause::NotHeld), "{err}");
+    // B's token is what the resource last saw, and asking again changes nothing.
+    assert_eq!(b_lock.fence().await.expect("kept"), b_token);
+    assert!(b_lock.release().await.cause().is_none());
+    a_lock.release().await;
+}
+
+/// Tokens on request increase in the order of the acquisitions, not of the requests: a holder
+/// asks late (while it still holds), after an earlier holder asked late too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_asked_late_still_follow_the_acquisitions() {
+    let cluster = cluster(3);
+    let redlock = connected(&cluster).await;
+    let mut tokens = Vec::new();
+    for _ in 0..5 {
+        let mut lock = redlock.acquire("res", TTL).await.expect("free");
+        // Work first, then the token: still before any later holder could take the lock.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokens.push(lock.fence().await.expect("a token"));
+        lock.release().await;
+    }
+    // An acquisition whose token nobody asks for leaves no trace; the next one still goes up.
+    redlock
+        .acquire("res", TTL)
+        .await
+        .expect("free")
+        .release()
+        .await;
+    let mut last = redlock.acquire("res", TTL).await.expect("free");
+    tokens.push(last.fence().await.expect("a token"));
+    last.release().await;
+    assert_increasing(&tokens);
 }

@@ -14,11 +14,11 @@ use redquorum_nodes::Cluster;
 /// One fenced acquisition of `lock:r` by `client` (`who`, for the failure message), released:
 /// its token.
 async fn fenced_token(client: &Redlock, ttl: Duration, who: &str) -> u64 {
-    let lock = client
+    let mut lock = client
         .try_acquire("lock:r", ttl)
         .await
         .unwrap_or_else(|e| panic!("{who} locks: {e}"));
-    let token = lock.fence().expect("fenced");
+    let token = lock.fence().await.expect("fenced");
     lock.release().await;
     token
 }
@@ -33,8 +33,8 @@ async fn fenced_token_without_node_2(
     cluster.node(2).pause().unwrap();
     let lock = client.try_acquire("lock:r", ttl).await;
     cluster.node(2).resume().unwrap();
-    let lock = lock.unwrap_or_else(|e| panic!("{who} locks on nodes 0 and 1: {e}"));
-    let token = lock.fence().expect("fenced");
+    let mut lock = lock.unwrap_or_else(|e| panic!("{who} locks on nodes 0 and 1: {e}"));
+    let token = lock.fence().await.expect("fenced");
     lock.release().await;
     token
 }
@@ -75,8 +75,8 @@ async fn without_incr_tokens_still_increase_or_the_permission_is_named() {
                 );
                 return;
             }
-            Ok(lock) => {
-                let token = lock.fence().expect("fenced");
+            Ok(mut lock) => {
+                let token = lock.fence().await.expect("fenced");
                 lock.release().await;
                 if let Some(previous) = last {
                     assert!(

@@ -41,12 +41,9 @@ async fn a_detached_lock_stays_held_on_every_node_until_released_by_value() {
 async fn a_lock_and_its_guard_tell_the_same_story_through_one_info() {
     let cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let lock = redlock.acquire_many(&["b", "a"], TTL).await.unwrap();
-    let (value, fence, resources) = (
-        lock.value().to_owned(),
-        lock.fence(),
-        lock.resources().to_vec(),
-    );
+    let mut lock = redlock.acquire_many(&["b", "a"], TTL).await.unwrap();
+    let fence = Some(lock.fence().await.expect("a token, issued on request"));
+    let (value, resources) = (lock.value().to_owned(), lock.resources().to_vec());
     assert_eq!(resources, ["a", "b"]);
     assert!(
         lock.lost_token().is_none(),
@@ -54,7 +51,8 @@ async fn a_lock_and_its_guard_tell_the_same_story_through_one_info() {
     );
     let guard = lock.keep_alive(TTL);
     assert_eq!(guard.value(), value);
-    assert_eq!(guard.fence(), fence);
+    // The token issued to the lock is the guard's, without asking again.
+    assert_eq!(redquorum::LockInfo::fence(&guard), fence);
     assert_eq!(guard.resources(), resources);
     assert!(guard.is_valid() && !guard.is_lost());
     let info = redquorum::LockInfo::clone(&guard);

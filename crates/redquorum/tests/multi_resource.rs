@@ -262,8 +262,8 @@ async fn opposite_orders_never_deadlock_and_never_overlap() {
 async fn a_set_token_is_above_every_earlier_token_of_each_member() {
     let mut cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let a = redlock.try_acquire("a", TTL).await.unwrap();
-    let a_token = a.fence().unwrap();
+    let mut a = redlock.try_acquire("a", TTL).await.unwrap();
+    let a_token = a.fence().await.unwrap();
     a.release().await;
     // `b`'s counter far ahead of every clock: only the counter can make the set's token larger.
     let ahead: u64 = 8_000_000_000_000_000;
@@ -272,8 +272,8 @@ async fn a_set_token_is_above_every_earlier_token_of_each_member() {
         let set = ["SET", "redlock-fence:b", &ahead, "PX", "100000"];
         cluster.node(i).cli(&set).unwrap();
     }
-    let set = redlock.try_acquire_many(&["b", "a"], TTL).await.unwrap();
-    let set_token = set.fence().unwrap();
+    let mut set = redlock.try_acquire_many(&["b", "a"], TTL).await.unwrap();
+    let set_token = set.fence().await.unwrap();
     assert!(set_token > ahead && set_token > a_token, "{set_token}");
     // The won round did not wait for the slowest node.
     redlock.settle().await;
@@ -290,8 +290,8 @@ async fn a_set_token_is_above_every_earlier_token_of_each_member() {
     set.release().await;
     // So the next single lock of either member is above the set's token.
     for key in ["a", "b"] {
-        let lock = redlock.try_acquire(key, TTL).await.unwrap();
-        assert!(lock.fence().unwrap() > set_token, "{key}");
+        let mut lock = redlock.try_acquire(key, TTL).await.unwrap();
+        assert!(lock.fence().await.unwrap() > set_token, "{key}");
         lock.release().await;
     }
 }

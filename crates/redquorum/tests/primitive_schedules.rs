@@ -314,15 +314,18 @@ async fn a_long_lived_leaders_term_stays_readable() {
         .unwrap();
     redlock.connect().await;
     let ttl = Duration::from_millis(900);
-    let leading = redlock.campaign("long", "a", ttl).await.unwrap();
-    assert_eq!(redlock.leader("long").await.unwrap().term, leading.fence());
+    let mut leading = redlock.campaign("long", "a", ttl).await.unwrap();
+    assert_eq!(
+        redlock.leader("long").await.unwrap().term,
+        leading.fence().await.ok()
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(leading.is_valid(), "still leading");
     let seen = redlock.leader("long").await.expect("a leads");
     assert_eq!(seen.identity, "a");
     assert_eq!(
         seen.term,
-        leading.fence(),
+        leading.fence().await.ok(),
         "the leader's term, read while it leads"
     );
     leading.release().await.unwrap();

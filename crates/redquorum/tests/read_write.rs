@@ -18,8 +18,8 @@ async fn readers_share_and_a_writer_is_alone() {
     let redlock = connected(&cluster).await;
     let mut readers = Vec::new();
     for _ in 0..3 {
-        let reader = redlock.try_acquire_read("doc", TTL).await.unwrap();
-        assert!(reader.is_read() && reader.fence().is_some());
+        let mut reader = redlock.try_acquire_read("doc", TTL).await.unwrap();
+        assert!(reader.is_read() && reader.fence().await.ok().is_some());
         readers.push(reader);
     }
     let refused = redlock.try_acquire_write("doc", TTL).await.unwrap_err();
@@ -178,24 +178,24 @@ async fn a_stream_of_readers_does_not_starve_a_writer() {
 async fn tokens_order_every_writer_after_the_readers_before_it_and_the_other_way_round() {
     let cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let first_writer = redlock.try_acquire_write("ledger", TTL).await.unwrap();
-    let w1 = first_writer.fence().unwrap();
+    let mut first_writer = redlock.try_acquire_write("ledger", TTL).await.unwrap();
+    let w1 = first_writer.fence().await.unwrap();
     first_writer.release().await;
-    let a = redlock.try_acquire_read("ledger", TTL).await.unwrap();
-    let b = redlock.try_acquire_read("ledger", TTL).await.unwrap();
-    let (ra, rb) = (a.fence().unwrap(), b.fence().unwrap());
+    let mut a = redlock.try_acquire_read("ledger", TTL).await.unwrap();
+    let mut b = redlock.try_acquire_read("ledger", TTL).await.unwrap();
+    let (ra, rb) = (a.fence().await.unwrap(), b.fence().await.unwrap());
     assert!(ra >= w1 && rb >= w1, "readers {ra}, {rb} after writer {w1}");
     a.release().await;
     b.release().await;
-    let second_writer = redlock.try_acquire_write("ledger", TTL).await.unwrap();
-    let w2 = second_writer.fence().unwrap();
+    let mut second_writer = redlock.try_acquire_write("ledger", TTL).await.unwrap();
+    let w2 = second_writer.fence().await.unwrap();
     assert!(
         w2 > ra && w2 > rb && w2 > w1,
         "writer {w2} after {ra}, {rb}, {w1}"
     );
     second_writer.release().await;
-    let c = redlock.try_acquire_read("ledger", TTL).await.unwrap();
-    assert!(c.fence().unwrap() >= w2);
+    let mut c = redlock.try_acquire_read("ledger", TTL).await.unwrap();
+    assert!(c.fence().await.unwrap() >= w2);
     c.release().await;
 }
 

@@ -63,7 +63,8 @@ async fn locks_extend_release_and_fence_across_three_clusters() {
     for i in 0..6 {
         let resource = format!("account:{i}");
         let mut lock = redlock.acquire(&resource, TTL).await.expect("acquired");
-        // The won round did not wait for the slowest cluster's reply.
+        let token = lock.fence().await.expect("a token on request");
+        // The won rounds did not wait for the slowest cluster's reply.
         redlock.settle().await;
         for cluster in &mut clusters {
             assert_eq!(
@@ -71,19 +72,22 @@ async fn locks_extend_release_and_fence_across_three_clusters() {
                 Some(lock.value()),
                 "the lock key is the resource name, on the master serving its slot"
             );
-            assert_eq!(counter_on_owner(cluster, &resource), lock.fence());
+            assert_eq!(counter_on_owner(cluster, &resource), Some(token));
         }
         let refused = rival.try_acquire(&resource, TTL).await.expect_err("held");
         assert_eq!(refused.cause(), Some(Cause::Busy), "{refused}");
         lock.extend(TTL).await.expect("extended on every cluster");
-        tokens.push(lock.fence().expect("fenced by default"));
+        tokens.push(lock.fence().await.expect("fenced by default"));
         assert!(lock.release().await.cause().is_none());
         for cluster in &mut clusters {
             assert_eq!(on_owner(cluster, &resource), None, "released everywhere");
         }
     }
-    let again = redlock.acquire("account:0", TTL).await.expect("acquired");
-    assert!(again.fence() > tokens.first().copied(), "tokens increase");
+    let mut again = redlock.acquire("account:0", TTL).await.expect("acquired");
+    assert!(
+        again.fence().await.ok() > tokens.first().copied(),
+        "tokens increase"
+    );
     assert!(again.release().await.cause().is_none());
 }
 
@@ -95,8 +99,8 @@ async fn read_write_locks_and_permits_work_across_clusters() {
     let redlock = manager(clusters.iter().map(RedisCluster::url).collect());
     // Spread over slots, one with a hash tag of its own.
     for name in ["doc:0", "doc:1", "{doc}:2", "doc:3"] {
-        let a = redlock.try_acquire_read(name, TTL).await.expect("a reader");
-        let b = redlock.try_acquire_read(name, TTL).await.expect("another");
+        let mut a = redlock.try_acquire_read(name, TTL).await.expect("a reader");
+        let mut b = redlock.try_acquire_read(name, TTL).await.expect("another");
         let refused = redlock
             .try_acquire_write(name, TTL)
             .await
@@ -124,17 +128,17 @@ async fn read_write_locks_and_permits_work_across_clusters() {
             .await
             .expect_err("a writer waits");
         assert_eq!(held_off.cause(), Some(Cause::Busy), "{held_off}");
-        let read_token = a.fence().max(b.fence());
+        let read_token = a.fence().await.ok().max(b.fence().await.ok());
         a.release().await;
         b.release().await;
-        let writer = waiting.await.expect("task").expect("the writer");
-        assert!(writer.fence() > read_token);
+        let mut writer = waiting.await.expect("task").expect("the writer");
+        assert!(writer.fence().await.ok() > read_token);
         writer.release().await;
-        let permit = redlock
+        let mut permit = redlock
             .try_acquire_permit(name, 2, TTL)
             .await
             .expect("a permit");
-        assert!(permit.permit().is_some() && permit.fence().is_some());
+        assert!(permit.permit().is_some() && permit.fence().await.ok().is_some());
         assert!(permit.release().await.cause().is_none());
     }
 }
@@ -170,13 +174,13 @@ async fn a_forced_failover_of_a_majority_in_the_middle_of_a_lease_never_gives_th
     lock.extend(TTL)
         .await
         .expect("extended after the failovers");
-    let first = lock.fence();
+    let first = lock.fence().await.ok();
     assert!(lock.release().await.cause().is_none());
-    let next = rival
+    let mut next = rival
         .acquire_with("payments", TTL, &patient())
         .await
         .expect("free after the release");
-    assert!(next.fence() > first, "later tokens are larger");
+    assert!(next.fence().await.ok() > first, "later tokens are larger");
     assert!(next.release().await.cause().is_none());
 }
 
@@ -325,7 +329,7 @@ async fn fair_waiters_queue_in_the_lock_keys_slot_and_are_woken_by_the_release()
         .map(|i| format!("report:{i}"))
         .find(|name| clusters[0].owner_of(name).expect("owner") != 0)
         .expect("a name on another master");
-    let first = holder.acquire(&resource, TTL).await.expect("acquired");
+    let mut first = holder.acquire(&resource, TTL).await.expect("acquired");
     let name = resource.clone();
     let waiting = tokio::spawn(async move {
         // A retry delay far longer than the test: only the announcement can wake it in time.
@@ -349,15 +353,15 @@ async fn fair_waiters_queue_in_the_lock_keys_slot_and_are_woken_by_the_release()
         queued,
         "the waiter queues on the master serving the lock key"
     );
-    let token = first.fence();
+    let token = first.fence().await.ok();
     assert!(first.release().await.cause().is_none());
     let woke = common::eventually(Duration::from_secs(10), || waiting.is_finished()).await;
     assert!(
         woke,
         "woken by the release's announcement, not by its 30 s retry"
     );
-    let second = waiting.await.expect("task").expect("the waiter got it");
-    assert!(second.fence() > token, "tokens increase");
+    let mut second = waiting.await.expect("task").expect("the waiter got it");
+    assert!(second.fence().await.ok() > token, "tokens increase");
     assert!(second.release().await.cause().is_none());
 }
 
@@ -426,8 +430,8 @@ async fn the_readme_acl_for_clusters_is_enough() {
     let redlock = manager(vec![url]);
     for i in 0..6 {
         let resource = format!("lock:{i}");
-        let lock = redlock.try_acquire(&resource, TTL).await.expect("locks");
-        assert!(lock.fence().is_some(), "fenced");
+        let mut lock = redlock.try_acquire(&resource, TTL).await.expect("locks");
+        assert!(lock.fence().await.ok().is_some(), "fenced");
         assert_eq!(
             on_owner(&mut cluster, &resource).as_deref(),
             Some(lock.value())
@@ -509,6 +513,8 @@ async fn locks_follow_a_slot_being_migrated() {
     let mut cluster = redis_cluster(2, 0);
     let redlock = manager(vec![cluster.url()]);
     let mut held = redlock.acquire("{mig}held", TTL).await.expect("acquired");
+    // Asked now, so that the counter exists and moves with the slot.
+    let token = held.fence().await.expect("a token");
     let source = cluster.owner_of("{mig}held").expect("owner");
     let target = 1 - source;
     let slot = cluster.slot_of("{mig}held").expect("slot").to_string();
@@ -544,13 +550,19 @@ async fn locks_follow_a_slot_being_migrated() {
     held.extend(TTL)
         .await
         .expect("extended on the importing master");
-    // A new fenced lock names two keys that exist nowhere yet: Redis answers a multi-key
-    // request in a slot being imported with `TRYAGAIN` until the migration ends (not a vote).
-    let early = redlock.try_acquire("{mig}other", TTL).await;
-    let Err(early) = early else {
-        panic!("a fenced lock in a slot being imported");
-    };
-    assert!(early.to_string().contains("TRYAGAIN"), "{early}");
+    // A new lock is one key: the source answers `ASK`, the importing master takes it.
+    let mut early = redlock
+        .try_acquire("{mig}other", TTL)
+        .await
+        .expect("a new lock follows ASK to the importing master");
+    // Its token names two keys that exist nowhere yet: Redis answers a multi-key request in a
+    // slot being imported with `TRYAGAIN` until the migration ends (not a vote).
+    let refused = early
+        .fence()
+        .await
+        .expect_err("no token while the slot moves");
+    assert!(refused.to_string().contains("TRYAGAIN"), "{refused}");
+    assert!(early.release().await.cause().is_none());
     for node in [source, target] {
         let done = ["CLUSTER", "SETSLOT", &slot, "NODE", &target_id];
         cluster.node(node).cli(&done).expect("migration done");
@@ -559,15 +571,22 @@ async fn locks_follow_a_slot_being_migrated() {
         .acquire_with("{mig}other", TTL, &patient())
         .await
         .expect("a new lock once the slot moved (MOVED)");
-    let token = held.fence();
+    assert_eq!(
+        held.fence().await.ok(),
+        Some(token),
+        "asked again: the same token"
+    );
     assert!(held.release().await.cause().is_none());
     assert!(other.release().await.cause().is_none());
     assert_eq!(value_on(cluster.node(target), "{mig}held"), None);
-    let again = redlock
+    let mut again = redlock
         .acquire("{mig}held", TTL)
         .await
         .expect("acquired again");
-    assert!(again.fence() > token, "its counter moved with the slot");
+    assert!(
+        again.fence().await.expect("a token") > token,
+        "its counter moved with the slot"
+    );
     assert!(again.release().await.cause().is_none());
 }
 

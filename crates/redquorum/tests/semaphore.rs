@@ -137,8 +137,8 @@ async fn a_permit_is_a_lock_that_is_fenced_kept_alive_and_released() {
     // A short TTL of a second, with its node timeout: any extension that fails is a loss.
     let redlock = keeping_alive(&cluster).await;
     let short = Duration::from_secs(1);
-    let first = redlock.try_acquire_permit("pool", 2, short).await.unwrap();
-    let second = redlock.try_acquire_permit("pool", 2, TTL).await.unwrap();
+    let mut first = redlock.try_acquire_permit("pool", 2, short).await.unwrap();
+    let mut second = redlock.try_acquire_permit("pool", 2, TTL).await.unwrap();
     // The won rounds did not wait for the slowest node.
     redlock.settle().await;
     let permits = [first.permit().unwrap(), second.permit().unwrap()];
@@ -150,10 +150,10 @@ async fn a_permit_is_a_lock_that_is_fenced_kept_alive_and_released() {
         },
         [0, 1]
     );
-    for (lock, permit) in [(&first, permits[0]), (&second, permits[1])] {
+    for (lock, permit) in [(&mut first, permits[0]), (&mut second, permits[1])] {
         let key = format!("pool:permit:{permit}");
         assert_eq!(lock.resource(), key);
-        assert!(lock.fence().is_some());
+        assert!(lock.fence().await.ok().is_some());
         for node in cluster.iter() {
             assert_eq!(value_on(node, &key).as_deref(), Some(lock.value()));
         }
@@ -186,8 +186,8 @@ async fn each_permits_fencing_tokens_increase() {
     let redlock = connected(&cluster).await;
     let mut last: HashMap<u32, u64> = HashMap::new();
     for _ in 0..20 {
-        let lock = redlock.try_acquire_permit("fenced", 3, TTL).await.unwrap();
-        let (permit, fence) = (lock.permit().unwrap(), lock.fence().unwrap());
+        let mut lock = redlock.try_acquire_permit("fenced", 3, TTL).await.unwrap();
+        let (permit, fence) = (lock.permit().unwrap(), lock.fence().await.unwrap());
         if let Some(before) = last.insert(permit, fence) {
             assert!(fence > before, "permit {permit}: {fence} after {before}");
         }

@@ -98,8 +98,10 @@ fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
     runtime.block_on(async {
         let manager = common::connected(&cluster).await;
 
-        // Two won acquisitions (each fenced: two fencing rounds), one extension.
+        // Two won acquisitions, each asked for its token (two fencing rounds each: the
+        // advance, and the store, since the counters disagree), one extension.
         let mut lock = manager.acquire("invoice:1", TTL).await.expect("free");
+        lock.fence().await.expect("a token");
         lock.extend(TTL).await.expect("still held");
         // Busy twice: once without waiting, once after waiting for a retry.
         let busy = manager
@@ -127,11 +129,12 @@ fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
             .expect_err("nothing to lock");
         assert!(empty.cause().is_none(), "{empty}");
         // A guard allowed no extension at all gives its lock up when the first one is due.
-        let guard = manager
+        let mut guard = manager
             .acquire("invoice:3", Duration::from_secs(2))
             .await
             .expect("free")
             .keep_alive_with(Duration::from_secs(2), HoldOptions::new().max_extensions(0));
+        guard.fence().await.expect("a token");
         tokio::time::timeout(Duration::from_secs(10), guard.lost())
             .await
             .expect("the limit is reached");
@@ -170,15 +173,15 @@ fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
         ),
         4.0
     );
-    // Fencing is on by default, and the seeded counters disagree: one fencing round per won
-    // acquisition.
+    // Fencing is on by default, and the seeded counters disagree: two fencing rounds per token
+    // asked for (its advance, then its store).
     assert_eq!(
         value(
             &figures,
             "redquorum_round_seconds_count",
             &[("request", "fence")]
         ),
-        2.0
+        4.0
     );
     // A busy attempt is one round each: two won, one for try_acquire, two for acquire_with.
     assert_eq!(

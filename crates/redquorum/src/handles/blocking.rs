@@ -685,7 +685,12 @@ impl Redlock {
         work: impl FnOnce(LockInfo) -> T,
     ) -> Result<T, Error> {
         self.shared.waiting("Redlock::with_lock")?;
-        let guard = self.acquire(resource, ttl)?.keep_alive(ttl);
+        let mut lock = self.acquire(resource, ttl)?;
+        // The work gets the lock's info, with its token (as the async `with_lock`).
+        if self.shared.redlock.engine().rules.fence.is_some() {
+            lock.fence()?;
+        }
+        let guard = lock.keep_alive(ttl);
         let output = work(LockInfo::clone(&guard));
         // Read before the release, which makes every lock lost (hold invariant 4). Time alone
         // counts (hold invariant 7): a loss the keeper has not recorded yet is a loss.
@@ -750,6 +755,15 @@ impl Lock {
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         let lock = self.lock.as_mut().expect(PRESENT);
         self.shared.block_on("Lock::extend", lock.extend(ttl))?
+    }
+
+    /// The lock's fencing token, issued on the first call; see [`crate::Lock::fence`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::fence`]; [`Error::InsideRuntime`] inside a runtime (nothing is sent).
+    pub fn fence(&mut self) -> Result<u64, Error> {
+        let lock = self.lock.as_mut().expect(PRESENT);
+        self.shared.block_on("Lock::fence", lock.fence())?
     }
 
     /// Releases the lock on every node and reports how many confirmed.
@@ -883,6 +897,15 @@ impl Guard {
         let fired = receiver.recv().unwrap_or(false);
         // Time alone makes a lock lost (hold invariant 7), also a moment before the keeper says so.
         fired || self.is_lost()
+    }
+
+    /// The lock's fencing token, issued on the first call; see [`crate::Guard::fence`].
+    ///
+    /// # Errors
+    /// As [`crate::Guard::fence`]; [`Error::InsideRuntime`] inside a runtime (nothing is sent).
+    pub fn fence(&mut self) -> Result<u64, Error> {
+        let guard = self.guard.as_mut().expect(PRESENT);
+        self.shared.block_on("Guard::fence", guard.fence())?
     }
 
     /// Stops the keeper, then releases the lock on every node; see [`crate::Guard::release`].

@@ -41,6 +41,7 @@ pub struct Builder {
     hand_markers_vouch: bool,
     release_ignores_delay: bool,
     fencing: bool,
+    fence_on_acquire: bool,
     fence_retention: Duration,
     notify: bool,
     fair: bool,
@@ -66,6 +67,7 @@ impl Builder {
             hand_markers_vouch: false,
             release_ignores_delay: false,
             fencing: true,
+            fence_on_acquire: false,
             fence_retention: FENCE_RETENTION,
             notify: true,
             fair: false,
@@ -198,11 +200,24 @@ impl Builder {
         self
     }
 
-    /// Whether every acquisition gets a fencing token (default `true`). The token is stored on
-    /// a quorum before the lock is handed out: by the acquisition's own script when the nodes
-    /// agree (the steady state), else by one more round trip.
+    /// Whether locks have fencing tokens (default `true`): a number larger than every token
+    /// handed out for the resource before, for the protected resource to refuse a paused
+    /// holder's late writes. A lock's token is issued when it is first asked for
+    /// ([`Lock::fence`](crate::Lock::fence), one round trip, or two when the nodes' counters
+    /// disagree), so a caller that never asks pays nothing; semaphores, read-write locks,
+    /// campaigns and fair waiters get theirs with the acquisition (their scripts advance the
+    /// counters anyway). Off: no counter is ever kept, and asking is an error.
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
+        self
+    }
+
+    /// Whether every lock gets its fencing token with its acquisition, in the same round trip
+    /// (default `false`: on request, [`fencing`](Self::fencing)). For a caller that fences every
+    /// lock: it spares the token's own round trip, and costs every acquisition the counter's
+    /// commands (four more per node; `docs/performance.md`). No effect with fencing off.
+    pub fn fence_on_acquire(mut self, on: bool) -> Self {
+        self.fence_on_acquire = on;
         self
     }
 
@@ -352,6 +367,7 @@ impl Builder {
                         window_us: fencing::trust_window(self.max_ttl, grain_us),
                     }
                 }),
+                fence_on_acquire: self.fence_on_acquire,
                 notify: self.notify,
                 fair: self.fair,
                 wait_for_replicas: self.wait_for_replicas.unwrap_or(!self.quarantine),

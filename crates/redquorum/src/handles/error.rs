@@ -91,6 +91,19 @@ pub enum Error {
         failure: Option<Box<RoundFailure>>,
     },
 
+    /// No fencing token could be issued for a lock ([`Lock::fence`](crate::Lock::fence)):
+    /// fewer than a quorum of the nodes that voted for its acquisition still held it and
+    /// answered in time, or its validity ran out first (`fencing` invariant 8). Also when the
+    /// The lock itself may still be valid (the nodes may only have been slow to answer):
+    /// [`is_valid`](crate::LockInfo::is_valid) says.
+    #[error("no fencing token for {resource:?}: {}", not_fenced_reason(.failure))]
+    NotFenced {
+        /// The resource of the lock; for a set, its members sorted and joined by `, `.
+        resource: String,
+        /// The round that failed, if one was sent.
+        failure: Option<Box<RoundFailure>>,
+    },
+
     /// A lock kept alive by a [`Guard`](crate::Guard) was lost before its holder released it:
     /// an extension failed, its validity ran out while an extension was under way, or a bound of
     /// its [`HoldOptions`](crate::HoldOptions) was reached.
@@ -116,6 +129,13 @@ pub enum Error {
     },
 }
 
+fn not_fenced_reason(failure: &Option<Box<RoundFailure>>) -> String {
+    match failure {
+        Some(f) => format!("the lock's voters did not issue one, {f}"),
+        None => "its validity ran out before one was issued".to_owned(),
+    }
+}
+
 fn lost_reason(failure: &Option<Box<RoundFailure>>) -> String {
     match failure {
         Some(f) => format!("extension failed, {f}"),
@@ -130,12 +150,16 @@ impl Error {
         self.cause() == Some(Cause::Busy)
     }
 
-    /// Why a round failed, for [`Error::NotAcquired`] and for [`Error::LockLost`] when an
-    /// extension round was sent.
+    /// Why a round failed, for [`Error::NotAcquired`], and for [`Error::LockLost`] and
+    /// [`Error::NotFenced`] when a round was sent.
     pub fn cause(&self) -> Option<Cause> {
         match self {
             Error::NotAcquired { failure, .. }
             | Error::LockLost {
+                failure: Some(failure),
+                ..
+            }
+            | Error::NotFenced {
                 failure: Some(failure),
                 ..
             } => Some(failure.cause()),

@@ -442,8 +442,8 @@ fn loss_of(error: Error) -> LossReason {
         Error::LockLost { failure: None, .. } => LossReason::ValidityRanOut,
         Error::Config(e) => LossReason::Invalid(e),
         Error::HoldLost { reason, .. } => reason,
-        // Only the blocking layer returns it, never an extension.
-        Error::InsideRuntime { .. } => LossReason::ValidityRanOut,
+        // Only the blocking layer and a token's issue return these, never an extension.
+        Error::InsideRuntime { .. } | Error::NotFenced { .. } => LossReason::ValidityRanOut,
     }
 }
 
@@ -500,6 +500,18 @@ impl Guard {
     /// token: cancelling it affects nothing else.
     pub fn lost_token(&self) -> CancellationToken {
         self.lost.child_token()
+    }
+
+    /// The lock's fencing token, issued on the first call as [`Lock::fence`] says, and kept.
+    ///
+    /// # Errors
+    /// As [`Lock::fence`]: [`Error::NotFenced`] when no token could be issued (the lock may
+    /// be lost: [`is_lost`](LockInfo::is_lost) says), [`Error::Config`] with fencing off.
+    ///
+    /// # Cancel safety
+    /// As [`Lock::fence`]'s.
+    pub async fn fence(&mut self) -> Result<u64, Error> {
+        self.info.issue_fence(&self.shared).await
     }
 
     /// Stops the background task and gives the lock up without releasing it, as a holder that
@@ -632,7 +644,13 @@ impl Redlock {
         F: FnOnce(LockInfo) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire(resource, ttl).await?.keep_alive(ttl);
+        let mut lock = self.acquire(resource, ttl).await?;
+        // The work gets the lock's info, and no handle to ask for a token with: it gets the
+        // token with it (`fencing` invariant 8).
+        if self.engine().rules.fence.is_some() {
+            lock.fence().await?;
+        }
+        let guard = lock.keep_alive(ttl);
         let info = LockInfo::clone(&guard);
         let output = tokio::select! {
             // A loss noticed together with the output wins: we cannot tell the work finished

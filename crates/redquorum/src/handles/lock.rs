@@ -25,11 +25,13 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::handles::error::Error;
+use crate::handles::error::{ConfigError, Error};
 use crate::nodes::stragglers::LeftBehind;
 use crate::primitives::resources::Resources;
+use crate::protocol::fencing::Voters;
 use crate::protocol::validity;
 use crate::round::engine::{Deadline, Engine, Released, Until};
+use crate::round::manager::fence_on_request;
 use crate::round::waiting::WaiterId;
 
 /// Resources and a value that may be set on some nodes, released on drop unless disarmed
@@ -247,9 +249,20 @@ impl Drop for Held {
 pub struct LockInfo {
     resources: Resources,
     value: Arc<str>,
-    fence: Option<u64>,
+    fence: Fence,
     permit: Option<u32>,
     time: Time,
+}
+
+/// Where a lock's fencing token stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fence {
+    /// The manager has fencing off.
+    Off,
+    /// Issued, with the acquisition or on request.
+    Issued(u64),
+    /// To be issued on request, counted on these nodes (`fencing` invariant 8).
+    OnRequest(Voters),
 }
 
 /// How a lock's validity is known.
@@ -292,11 +305,51 @@ impl LockInfo {
         &self.value
     }
 
-    /// The fencing token of this acquisition (`None` when the manager has fencing off): larger
-    /// than every token handed out for this resource before. Pass it to the protected resource,
-    /// which must refuse any write carrying a smaller token than the largest it has seen.
+    /// The fencing token of this lock, once issued: larger than every token of an earlier
+    /// acquisition of this resource, and smaller than every token of a later one. Pass it to
+    /// the protected resource, which must refuse any write carrying a smaller token than the
+    /// largest it has seen. A lock's token is issued on request ([`Lock::fence`],
+    /// [`Guard::fence`](crate::Guard::fence)); read-write holds, campaigns and fair waiters,
+    /// and every lock of a manager that fences on acquisition
+    /// ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)), have theirs from the
+    /// start. `None` before, and when the manager has fencing off.
     pub fn fence(&self) -> Option<u64> {
-        self.fence
+        match self.fence {
+            Fence::Issued(token) => Some(token),
+            Fence::Off | Fence::OnRequest(_) => None,
+        }
+    }
+
+    /// The token, issued now if it was not yet (`fencing` invariant 8), and kept.
+    pub(crate) async fn issue_fence(&mut self, engine: &Arc<Engine>) -> Result<u64, Error> {
+        let voters = match self.fence {
+            Fence::Issued(token) => return Ok(token),
+            Fence::Off => {
+                return Err(Error::Config(ConfigError::InvalidSetting {
+                    setting: "fencing",
+                    reason: "this manager has fencing off (Builder::fencing(false)): its locks \
+                             have no tokens"
+                        .to_owned(),
+                }));
+            }
+            Fence::OnRequest(voters) => voters,
+        };
+        if !self.is_valid() {
+            return Err(Error::NotFenced {
+                resource: self.resources.to_string(),
+                failure: None,
+            });
+        }
+        let token = fence_on_request(
+            engine,
+            &self.resources,
+            &self.value,
+            voters,
+            self.deadline(),
+        )
+        .await?;
+        self.fence = Fence::Issued(token);
+        Ok(token)
     }
 
     /// Whether this is a reader's hold on a read-write lock
@@ -405,8 +458,20 @@ impl std::ops::Deref for Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(mut held: Held, deadline: Instant, fence: Option<u64>) -> Self {
+    /// A lock won at `deadline`: `fence` its token when it came with the acquisition, else
+    /// `voters` the nodes it is issued on when asked (`fencing` invariant 8), with fencing on.
+    pub(crate) fn new(
+        mut held: Held,
+        deadline: Instant,
+        fence: Option<u64>,
+        voters: Option<Voters>,
+    ) -> Self {
         held.valid_until = Some(deadline);
+        let fence = match (fence, voters) {
+            (Some(token), _) => Fence::Issued(token),
+            (None, Some(voters)) => Fence::OnRequest(voters),
+            (None, None) => Fence::Off,
+        };
         let info = LockInfo {
             resources: held.resources.clone(),
             value: Arc::clone(&held.value),
@@ -463,6 +528,24 @@ impl Lock {
         let Lock { held, info } = self;
         held.detach();
         info
+    }
+
+    /// The lock's fencing token ([`LockInfo::fence`]), issued now on its first call: one round
+    /// trip to the nodes, or two when their counters disagree (`fencing` invariant 8); later
+    /// calls return the same token at once. Ask for it while the lock is valid, before the
+    /// protected writes: a holder whose lock was taken over meanwhile gets no token.
+    ///
+    /// # Errors
+    /// [`Error::NotFenced`] if fewer than a quorum of the nodes that voted for the lock still
+    /// held it and answered in time, or its validity ran out first; [`Error::Config`] if the
+    /// manager has fencing off.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave counters advanced on some nodes, which only makes later
+    /// tokens larger; the next call starts again.
+    pub async fn fence(&mut self) -> Result<u64, Error> {
+        let engine = Arc::clone(&self.held.shared);
+        self.info.issue_fence(&engine).await
     }
 
     /// Resets the lock's TTL to `ttl` from now on every node that still holds our value (for a

@@ -28,7 +28,7 @@ use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
     ACQUIRE_QUEUED_FENCED, EXTEND, EXTEND_FENCED, EXTEND_MANY, EXTEND_MANY_FENCED, FENCE,
-    FENCE_MANY, KeyGroup, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD,
+    FENCE_HELD, FENCE_MANY, KeyGroup, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD,
     RELEASE_TIMELY, RW_ACQUIRE, RW_EXTEND, RW_FENCE, RW_LINGER, RW_RELEASE, one_or_many,
 };
 use crate::nodes::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
@@ -83,6 +83,9 @@ pub(crate) enum Request {
     },
     /// Store a fencing token while the lock still holds our value.
     Fence { token: u64, retention_ms: u64 },
+    /// Advance the fencing counters to the node's proposal while the lock still holds our
+    /// value: a token on request ([`fencing`](crate::protocol::fencing) invariant 8).
+    FenceHeld { advance: Advance },
     /// The compare-and-PEXPIRE script; with fencing on (`retention_ms`), it also keeps the
     /// fencing counters for their retention from now.
     Extend {
@@ -118,6 +121,7 @@ impl Request {
             | Request::SetReadWrite { .. }
             | Request::Connect => Asked::Acquire,
             Request::Fence { .. }
+            | Request::FenceHeld { .. }
             | Request::Extend { .. }
             | Request::Release { .. }
             | Request::Linger { .. } => Asked::Keep,
@@ -131,7 +135,7 @@ impl Request {
             | Request::SetFenced { .. }
             | Request::SetQueued { .. }
             | Request::SetReadWrite { .. } => RequestKind::Acquire,
-            Request::Fence { .. } => RequestKind::Fence,
+            Request::Fence { .. } | Request::FenceHeld { .. } => RequestKind::Fence,
             Request::Extend { .. } => RequestKind::Extend,
             Request::Release { .. } | Request::Linger { .. } => RequestKind::Release,
             Request::Connect => RequestKind::Connect,
@@ -147,6 +151,7 @@ impl Request {
                 | Request::SetQueued { .. }
                 | Request::SetReadWrite { .. }
                 | Request::Fence { .. }
+                | Request::FenceHeld { .. }
                 | Request::Extend { .. }
         )
     }
@@ -622,6 +627,21 @@ async fn perform(
                 .await?;
             (int_reply(&reply)? == 1, None, false)
         }
+        Request::FenceHeld { advance } => {
+            let reply = connection
+                .eval(
+                    checked,
+                    &FENCE_HELD,
+                    keys,
+                    Some(value),
+                    &[advance.retention_ms, advance.grain_us],
+                )
+                .await?;
+            match reply {
+                Value::Nil => (false, None, false),
+                reply => (true, Some(proposal(&reply)?), false),
+            }
+        }
         Request::Extend {
             ttl_ms,
             retention_ms: None,
@@ -769,10 +789,11 @@ async fn perform_read_write(
             (int_reply(&reply)? >= 1, None, false)
         }
         // A read-write lock is never taken by the other acquisitions (the manager sends
-        // `SetReadWrite`); refused, should one ever come.
-        Request::Set { .. } | Request::SetFenced { .. } | Request::SetQueued { .. } => {
-            (false, None, false)
-        }
+        // `SetReadWrite`), and its token comes with it; refused, should one ever come.
+        Request::Set { .. }
+        | Request::SetFenced { .. }
+        | Request::SetQueued { .. }
+        | Request::FenceHeld { .. } => (false, None, false),
         Request::Connect => (true, None, false),
     })
 }

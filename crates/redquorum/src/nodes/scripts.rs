@@ -108,6 +108,17 @@ pub(crate) static ACQUIRE_FENCED: LazyLock<LuaScript> =
 // The same script, also reading the marker back (invariant 7) for a single resource.
 pub(crate) static ACQUIRE_FENCED_MARKED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_fenced.lua"), FENCED_MARKED));
+/// A token on request (fencing invariant 8): the set check and the counters' advance in front.
+pub(crate) static FENCE_HELD: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        concat!(
+            include_str!("scripts/set_ours.lua"),
+            include_str!("scripts/fence_advance.lua"),
+            include_str!("scripts/fence_held.lua")
+        ),
+        FENCED,
+    )
+});
 pub(crate) static FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
 pub(crate) static ACQUIRE_MANY: LazyLock<LuaScript> =

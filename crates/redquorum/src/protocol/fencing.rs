@@ -115,6 +115,44 @@
 //!    throughput ratio stayed within this machine's noise (0.58 and 0.66 before, 0.66 and 0.55
 //!    after; a second round trip for `TIME` instead measured 0.52 and 0.50).
 //!
+//! 8. **A token on request.** Most callers never fence, and step 1's counter commands were the
+//!    largest part of an acquisition's cost (four commands where a plain vote is one: 1.4× plain
+//!    Redlock's CPU per cycle, `docs/performance.md`). So by default an exclusive lock (one
+//!    resource or a set; not a campaign, a fair waiter's, a permit or a read-write hold, whose
+//!    scripts advance the counters anyway) is acquired with the standard `SET NX PX`, touching
+//!    no counter, and its token is issued when the holder first asks for it
+//!    ([`Lock::fence`](crate::Lock::fence)): a round of `scripts/fence_held.lua`, which on a
+//!    node where every key of the lock still holds our value advances the counters as step 1's
+//!    script does and returns the new value, a stored proposal; elsewhere it changes nothing.
+//!    **Only the lock's voters count** ([`Voters`]): the nodes whose `SET` the acquisition
+//!    counted. A quorum of them must propose; then steps 2 and 3 as for an acquisition, the
+//!    store round also counted on the voters only, and the token is handed out only if the lock
+//!    is still valid when the last round is decided. Why tokens still increase, in the order of
+//!    the acquisitions (not of the requests):
+//!    - Our value is written on a node once, by the acquisition's one `SET` there (every
+//!      attempt draws a fresh value: `manager` invariant 3), and a voter's `SET` ran before the
+//!      acquisition was decided. So once a voter lost our key (expiry, release, a flush), it
+//!      never holds it again; a non-voter may get it later (a `SET` that landed after the
+//!      round), which is why only voters count.
+//!    - The token is stored on a quorum `S` of voters while our keys are there (the fence
+//!      round, or the store round: both check the value). A later acquisition wins on a quorum
+//!      `M`, which shares a node with `S`, whose `SET NX` ran after our key was gone there, so
+//!      after our token was stored there: its own proposal there, eager (step 1) or on request
+//!      (after its `SET`), is larger, and so is its token (invariant 2).
+//!    - A holder that lost its lock to a later acquisition `M` cannot get a token at all: our
+//!      key is gone from every voter in `M` and never comes back, and the voters outside `M`
+//!      are fewer than a quorum. So a holder that paused past its deadline and asks only then
+//!      is refused ([`Error::LockLost`](crate::Error::LockLost)), rather than given a token
+//!      newer than its successor's.
+//!    - An earlier acquisition's token, issued at any time, is smaller than ours by the same
+//!      argument with the roles swapped. A node that lost its data lost our key: it refuses, and
+//!      invariant 4 covers its counter.
+//!
+//!    Asked once, the token is kept by the handle. A caller that fences every lock can have it
+//!    with the acquisition as before ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)),
+//!    which spares the extra round trip, and so does [`Redlock::with_lock`](crate::Redlock::with_lock),
+//!    whose work gets the lock's info and no handle to ask with.
+//!
 //! This is where a clock assumption enters, and the only place: invariants 4–6. The grain
 //! trades a little of their margin (at most a second, at most half of `max_ttl`) for nodes that
 //! agree when they start a counter, and the trust window trades half of what is left for
@@ -147,6 +185,39 @@ pub fn clock_grain(max_ttl: Duration, quarantine: bool) -> u64 {
 pub fn trust_window(max_ttl: Duration, grain_us: u64) -> u64 {
     let max_ttl = u64::try_from(max_ttl.as_micros()).unwrap_or(u64::MAX);
     max_ttl.saturating_sub(grain_us) / 2
+}
+
+/// The nodes whose votes an acquisition counted, by index (invariant 8): what a token on
+/// request may be counted on. At most [`Voters::MAX_NODES`] nodes; a manager with more fences
+/// on acquisition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Voters(u64);
+
+impl Voters {
+    /// The most nodes a set of voters can name.
+    pub const MAX_NODES: usize = 64;
+
+    /// Adds node `i` (ignored past [`Voters::MAX_NODES`]).
+    pub fn add(&mut self, i: usize) {
+        if i < Self::MAX_NODES {
+            self.0 |= 1 << i;
+        }
+    }
+
+    /// Whether node `i` voted.
+    pub fn has(self, i: usize) -> bool {
+        i < Self::MAX_NODES && self.0 & (1 << i) != 0
+    }
+
+    /// How many nodes voted.
+    pub fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// Whether no node voted.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
 }
 
 /// What a fenced acquisition tells the nodes about the counters: how long to keep them, the

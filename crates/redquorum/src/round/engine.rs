@@ -97,7 +97,7 @@ use crate::nodes::vouch::FirstSight;
 use crate::primitives::resources::Resources;
 use crate::protocol::aliases::RunIds;
 use crate::protocol::cause::Asked;
-use crate::protocol::fencing::{Advance, Proposals};
+use crate::protocol::fencing::{Advance, Proposals, Voters};
 use crate::protocol::quarantine::TrustPolicy;
 use crate::protocol::quorum::{Decision, Tally};
 use crate::protocol::reply::{NodeReply, Reply};
@@ -191,6 +191,9 @@ pub(crate) struct Rules {
     /// What fenced acquisitions tell the nodes (counter retention, clock grain), worked out once
     /// at build; `None`: fencing is off.
     pub(crate) fence: Option<Advance>,
+    /// Whether an exclusive lock's token comes with its acquisition rather than on request
+    /// ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)).
+    pub(crate) fence_on_acquire: bool,
     /// Whether waiters are woken by releases ([`Builder::notify`](crate::Builder::notify)).
     pub(crate) notify: bool,
     /// Whether waiters queue in arrival order ([`Builder::fair`](crate::Builder::fair)).
@@ -266,6 +269,9 @@ pub(crate) struct Round {
     pub(crate) behind: usize,
     pub(crate) quorum: usize,
     pub(crate) replies: Vec<Reply>,
+    /// The nodes whose replies counted toward the decision: a won acquisition's voters
+    /// (`fencing` invariant 8).
+    pub(crate) voted: Voters,
 }
 
 impl Round {
@@ -288,16 +294,23 @@ struct Count {
     proposals: Proposals,
     /// How many nodes refused a fair acquisition because another waiter was ahead.
     behind: usize,
+    /// The only nodes whose replies may count, when the round is restricted to an
+    /// acquisition's voters (`fencing` invariant 8).
+    among: Option<Voters>,
+    /// The nodes whose replies counted so far.
+    voted: Voters,
 }
 
 impl Count {
-    fn new(request: Request, nodes: usize) -> Self {
+    fn new(request: Request, nodes: usize, among: Option<Voters>) -> Self {
         Self {
             request,
             tally: Tally::new(nodes),
             replies: vec![Reply::Pending; nodes],
             proposals: Proposals::default(),
             behind: 0,
+            among,
+            voted: Voters::default(),
         }
     }
 
@@ -309,10 +322,15 @@ impl Count {
         *reply = reply_of(self.request, result);
         let counts = match result {
             Ok(answer) if answer.done => {
-                // Invariant 3: a quarantined node's vote does not count.
-                let counts = !self.request.is_vote() || answer.quarantined_for.is_none();
+                // Invariant 3: a quarantined node's vote does not count; nor, in a round
+                // restricted to an acquisition's voters, another node's (`fencing` invariant 8).
+                let counts = (!self.request.is_vote() || answer.quarantined_for.is_none())
+                    && self.among.is_none_or(|voters| voters.has(i));
                 if let Some(proposal) = answer.proposal {
                     self.proposals.add(proposal, counts);
+                }
+                if counts {
+                    self.voted.add(i);
                 }
                 counts
             }
@@ -457,6 +475,22 @@ impl Engine {
         value: &Arc<str>,
         timeout: Duration,
     ) -> Round {
+        self.round_among(until, request, resources, value, timeout, None)
+            .await
+    }
+
+    /// [`round`](Self::round), counting only the replies of `among`, when given: an
+    /// acquisition's voters (`fencing` invariant 8). The others are sent the request all the
+    /// same (it changes nothing that could harm: a counter only grows), and reported.
+    pub(crate) async fn round_among(
+        self: &Arc<Self>,
+        until: Until,
+        request: Request,
+        resources: &Resources,
+        value: &Arc<str>,
+        timeout: Duration,
+        among: Option<Voters>,
+    ) -> Round {
         let start = Instant::now();
         let node_deadline = start + timeout;
         let fanout = Arc::new(Fanout {
@@ -464,7 +498,7 @@ impl Engine {
             request,
             resources: resources.clone(),
             value: Arc::clone(value),
-            count: Mutex::new(Count::new(request, self.nodes.len())),
+            count: Mutex::new(Count::new(request, self.nodes.len(), among)),
             unqueued: AtomicUsize::new(self.nodes.len()),
             start,
         });
@@ -516,7 +550,7 @@ impl Engine {
         })
         .await;
         // Decided: replies that come in from now on are not recorded.
-        let (decision, quorum, proposals, behind, replies) = {
+        let (decision, quorum, proposals, behind, replies, voted) = {
             let mut count = fanout.count();
             let replies = std::mem::take(&mut count.replies);
             (
@@ -525,6 +559,7 @@ impl Engine {
                 count.proposals,
                 count.behind,
                 replies,
+                count.voted,
             )
         };
         // Invariant 2. All polls of the round ran on this task, so the count is current.
@@ -559,6 +594,7 @@ impl Engine {
             stragglers,
             quorum,
             replies,
+            voted,
         }
     }
 

@@ -39,6 +39,7 @@ use crate::nodes::scripts::check_resource;
 use crate::primitives::resources::{Access, Resources};
 use crate::primitives::semaphore::Permits;
 use crate::protocol::cause::Cause;
+use crate::protocol::fencing::Voters;
 use crate::protocol::quorum::Decision;
 use crate::protocol::reply::{NodeReply, Reply};
 use crate::protocol::rwlock;
@@ -700,14 +701,24 @@ impl Redlock {
                 writer: turn.id(),
             },
             (None, Access::Exclusive) => match advance {
-                Some(advance) => Request::SetFenced {
-                    ttl_ms,
-                    advance,
-                    scripted: identity.is_some(),
-                },
-                None => Request::Set { ttl_ms },
+                // `fencing` invariant 8: a lock's token is issued on request, unless the
+                // manager fences every acquisition or the lock is a campaign's (whose counter
+                // must advance with its `SET`: `election` invariant 5).
+                Some(advance)
+                    if identity.is_some()
+                        || engine.rules.fence_on_acquire
+                        || engine.nodes.len() > Voters::MAX_NODES =>
+                {
+                    Request::SetFenced {
+                        ttl_ms,
+                        advance,
+                        scripted: identity.is_some(),
+                    }
+                }
+                _ => Request::Set { ttl_ms },
             },
         };
+        let on_request = matches!(set, Request::Set { .. }) && advance.is_some();
         let mut round = engine
             .round(
                 Until::Won,
@@ -750,8 +761,9 @@ impl Redlock {
             }
             fence = Some(token.value);
         }
+        let voters = on_request.then_some(round.voted);
         match deadline {
-            Some(deadline) => Ok(Lock::new(held, deadline, fence)),
+            Some(deadline) => Ok(Lock::new(held, deadline, fence, voters)),
             None => Err(Box::new(LostAttempt {
                 held,
                 failure: round.failure(engine),
@@ -841,4 +853,80 @@ impl Redlock {
             }
         }
     }
+}
+
+/// How many fence rounds a token on request may take when nodes do not answer in time.
+const FENCE_ATTEMPTS: u32 = 3;
+
+/// A lock's fencing token on request (`fencing` invariant 8): the counters advanced where every
+/// key still holds `value`, counted on `voters` only, a quorum of them; then, when their
+/// proposals disagree, the largest stored on a quorum of them; handed out only if the lock is
+/// still valid (`valid_until`) once that is done (invariant 1).
+pub(crate) async fn fence_on_request(
+    engine: &Arc<Engine>,
+    resources: &Resources,
+    value: &Arc<str>,
+    voters: Voters,
+    valid_until: Instant,
+) -> Result<u64, Error> {
+    let not_fenced = |failure: Option<RoundFailure>| Error::NotFenced {
+        resource: resources.to_string(),
+        failure: failure.map(Box::new),
+    };
+    let Some(advance) = engine.rules.fence else {
+        return Err(not_fenced(None));
+    };
+    let timeout = engine.rules.node_timeout;
+    let among = Some(voters);
+    let mut attempts = 0;
+    let token = loop {
+        attempts += 1;
+        let request = Request::FenceHeld { advance };
+        let round = engine
+            .round_among(
+                Until::WonThenDriven,
+                request,
+                resources,
+                value,
+                timeout,
+                among,
+            )
+            .await;
+        if let (Decision::Won, Some(token)) = (round.decision, round.proposals.token()) {
+            break token;
+        }
+        // Slow or unreachable nodes may answer the next round, while the lock lasts (a round
+        // only ever advances counters where our keys are); voters that no longer hold our
+        // value never will again (`fencing` invariant 8).
+        let failure = round.failure(engine);
+        let again = failure.cause() == Cause::Unavailable
+            && attempts < FENCE_ATTEMPTS
+            && valid_until > Instant::now() + timeout;
+        if !again {
+            return Err(not_fenced(Some(failure)));
+        }
+    };
+    if !token.stored {
+        let store = Request::Fence {
+            token: token.value,
+            retention_ms: advance.retention_ms,
+        };
+        let round = engine
+            .round_among(
+                Until::WonThenDriven,
+                store,
+                resources,
+                value,
+                timeout,
+                among,
+            )
+            .await;
+        if round.decision != Decision::Won {
+            return Err(not_fenced(Some(round.failure(engine))));
+        }
+    }
+    if valid_until <= Instant::now() {
+        return Err(not_fenced(None));
+    }
+    Ok(token.value)
 }
