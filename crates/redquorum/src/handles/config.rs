@@ -204,9 +204,9 @@ impl Builder {
     /// handed out for the resource before, for the protected resource to refuse a paused
     /// holder's late writes. A lock's token is issued when it is first asked for
     /// ([`Lock::fence`](crate::Lock::fence), one round trip, or two when the nodes' counters
-    /// disagree), so a caller that never asks pays nothing; semaphores, read-write locks,
-    /// campaigns and fair waiters get theirs with the acquisition (their scripts advance the
-    /// counters anyway). Off: no counter is ever kept, and asking is an error.
+    /// disagree), so a caller that never asks pays nothing; read-write locks, campaigns and
+    /// fair waiters get theirs with the acquisition (their scripts advance the counters
+    /// anyway). Off: no counter is ever kept, and asking is an error.
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self

@@ -845,9 +845,9 @@ fn proposal(reply: &Value) -> Result<Proposal, NodeError> {
 /// `checked`. Whether the lock was set, and the node's proposal if it was.
 ///
 /// Not a script, which costs the server twice as much, nor a `MULTI` transaction, which costs
-/// both sides more (measured: `docs/performance.md`'s *Performance*, on fencing). Fencing
-/// invariant 2 needs the `INCR` to run before a later holder's `SET NX` can succeed on this
-/// node, and it does. Ours runs right after our `SET` on the same connection, before its reply;
+/// both sides more (measured: `docs/performance.md`'s *The defaults, and what each option
+/// costs*). Fencing invariant 2 needs the `INCR` to run before a later holder's `SET NX` can
+/// succeed on this node, and it does. Ours runs right after our `SET` on the same connection, before its reply;
 /// a later `SET NX` needs our key gone, which takes our release (sent after the reply) or our
 /// TTL. If the `INCR` ran only after our key expired, the reply came later than the TTL after
 /// the round began, so this node's grant was never part of a quorum that won: the round is

@@ -24,8 +24,8 @@
 //!      while its node was quarantined), or simply not used for a while: such a node proposes
 //!      its clock rounded down to the grain instead, not stored (invariant 4 says why that is
 //!      enough). Plain commands cost the server about half of what a script does
-//!      (`docs/performance.md`'s *Performance*, on fencing), which is why this path is not a
-//!      script.
+//!      (`docs/performance.md`'s *The defaults, and what each option costs*), which is why
+//!      this path is not a script.
 //!    - **By a script** (sets, fair waiting, read-write locks, campaigns, cluster masters;
 //!      `scripts/fence_advance.lua`): to `max(counter + 1, the node's clock in µs rounded down to
 //!      the grain)`, only when the `SET` succeeded.
@@ -116,10 +116,11 @@
 //!    after; a second round trip for `TIME` instead measured 0.52 and 0.50).
 //!
 //! 8. **A token on request.** Most callers never fence, and step 1's counter commands were the
-//!    largest part of an acquisition's cost (four commands where a plain vote is one: 1.4× plain
-//!    Redlock's CPU per cycle, `docs/performance.md`). So by default an exclusive lock (one
-//!    resource or a set; not a campaign, a fair waiter's, a permit or a read-write hold, whose
-//!    scripts advance the counters anyway) is acquired with the standard `SET NX PX`, touching
+//!    largest part of an acquisition's cost (four commands where a plain vote is one: 1.5–1.6×
+//!    plain Redlock's CPU per cycle, `docs/performance.md`). So by default an exclusive lock (one
+//!    resource, a set, a semaphore's permit; not a campaign, a fair waiter's or a read-write
+//!    hold, whose scripts advance the counters anyway) is acquired with the standard `SET NX PX`
+//!    (or the set's script), touching
 //!    no counter, and its token is issued when the holder first asks for it
 //!    ([`Lock::fence`](crate::Lock::fence)): a round of `scripts/fence_held.lua`, which on a
 //!    node where every key of the lock still holds our value advances the counters as step 1's
