@@ -17,7 +17,8 @@
 //! 5. **A watch does not keep the process alive** unless asked (`using()` asks, as
 //!    node-redlock's extension timer does): a forgotten lock does not hold a process open.
 //! 6. **A handle collected unreleased releases in the background**, on the process's runtime
-//!    (the library's drop; runtime invariant 1).
+//!    (the library's drop; runtime invariant 1); at the environment's end it is left to expire
+//!    instead (`exit`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,6 +32,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::errors::{self, Failure, Outcome, loss_cause};
+use crate::exit;
 use crate::runtime::{self, promise};
 use crate::settings::millis;
 
@@ -333,12 +335,21 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         self.ended.cancel();
-        // Invariant 6; an operation under way holds the lock, and drops it on the runtime.
-        if let Ok(mut state) = self.state.try_lock() {
-            let taken = std::mem::replace(&mut *state, State::Released);
-            drop(state);
-            // An error means no runtime could ever be built, so no lock was ever taken.
-            let _ = runtime::enter(|| drop(taken));
-        }
+        // An operation under way holds the lock, and drops it on the runtime.
+        let Ok(mut state) = self.state.try_lock() else {
+            return;
+        };
+        let taken = std::mem::replace(&mut *state, State::Released);
+        drop(state);
+        // An error means no runtime could ever be built, so no lock was ever taken.
+        let _ = runtime::enter(|| match taken {
+            // `exit` invariants: at the environment's end, left to expire, and no longer extended.
+            State::Lock(lock) if exit::closing() => drop(lock.detach()),
+            State::Guard(guard) if exit::closing() => {
+                tokio::spawn(async move { drop(guard.detach().await) });
+            }
+            // Invariant 6: released in the background.
+            other => drop(other),
+        });
     }
 }

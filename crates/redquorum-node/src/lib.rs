@@ -9,6 +9,7 @@
 //! # Layout
 //! - `runtime`: one Tokio runtime per process, never shut down, and the promises JavaScript
 //!   awaits on it.
+//! - `exit`: a Node environment's end, where locks still held are left to expire.
 //! - `settings`: milliseconds as durations, node-redlock's settings mapped onto the library's
 //!   builder, which checks them.
 //! - `manager`: the manager and every acquisition, cancellable.
@@ -19,6 +20,7 @@
 #![deny(unsafe_code)]
 
 mod errors;
+mod exit;
 mod held;
 mod manager;
 mod runtime;

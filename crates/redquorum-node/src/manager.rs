@@ -158,6 +158,7 @@ impl Manager {
         canceller: Option<&Canceller>,
     ) -> napi::Result<Object<'env>> {
         let ttl = millis("duration", ttl)?;
+        crate::exit::watch(env)?;
         let request = request.unwrap_or_default();
         let settings = self.retry.with(retry.as_ref());
         let retry = settings.retry()?;

@@ -43,6 +43,11 @@ export class Nodes {
     this.servers = started.servers
   }
 
+  /** An ioredis client of node `i` (the caller quits it). */
+  client (i = 0) {
+    return new Redis(this.urls[i], { maxRetriesPerRequest: 1 })
+  }
+
   /** One ioredis client per node (the caller quits them). */
   clients () {
     return this.urls.map((url) => new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 1 }))
