@@ -301,19 +301,31 @@ class Lock {
     this.redlock = redlock
     /** @private */
     this._held = held
-    const lost = new AbortController()
-    /**
-     * Aborts when the lock is lost (not when it is released), with a `LockLostError` as its
-     * `reason` (and `error`, as node-redlock's `using()` signal): validity run out, an
-     * extension refused, keys found deleted. Stop relying on the lock then.
-     * @type {AbortSignal & { error?: Error }}
-     */
-    this.lost = lost.signal
-    held.onLost((failure) => {
-      const error = toError(failure.detail)
-      this.lost.error = error
-      lost.abort(error)
-    }, keepProcessAlive)
+    /** @private */
+    this._keepProcessAlive = keepProcessAlive
+    /** @private @type {(AbortSignal & { error?: Error }) | undefined} */
+    this._lost = undefined
+  }
+
+  /**
+   * Aborts when the lock is lost (not when it is released), with a `LockLostError` as its
+   * `reason` (and `error`, as node-redlock's `using()` signal): validity run out, an
+   * extension refused, keys found deleted. Stop relying on the lock then. Watched from the
+   * first time it is read (a lock already lost aborts it at once).
+   * @returns {AbortSignal & { error?: Error }}
+   */
+  get lost () {
+    if (this._lost === undefined) {
+      const controller = new AbortController()
+      const signal = /** @type {AbortSignal & { error?: Error }} */ (controller.signal)
+      this._lost = signal
+      this._held.onLost((failure) => {
+        const error = toError(failure.detail)
+        signal.error = error
+        controller.abort(error)
+      }, this._keepProcessAlive)
+    }
+    return this._lost
   }
 
   /** The random value that identifies this acquisition. @returns {string} */

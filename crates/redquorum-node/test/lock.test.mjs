@@ -3,7 +3,8 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import Redlock, {
-  ConfigError, ExecutionError, NotHeldError, ResourceLockedError, UnavailableError, WrongTypeError
+  ConfigError, ExecutionError, LockLostError, NotHeldError, ResourceLockedError, UnavailableError,
+  WrongTypeError
 } from '../index.mjs'
 import { Nodes, PATIENT, name, sleep } from './helpers.mjs'
 
@@ -164,4 +165,32 @@ test('quit() closes the manager', async () => {
   await lock.release()
   await own.quit()
   await assert.rejects(own.acquire([name()], 5000), ConfigError)
+})
+
+test('an expired lock: release fails at once (no retry window), extend never brings it back', async () => {
+  const resource = name()
+  const lock = await redlock.acquire([resource], 200)
+  await sleep(500)
+  const asked = Date.now()
+  await assert.rejects(lock.release(), NotHeldError)
+  assert.ok(Date.now() - asked < 5000, 'a release does not retry')
+  const again = await redlock.acquire([resource], 200)
+  await sleep(500)
+  await assert.rejects(again.extend(10_000), LockLostError)
+  assert.equal(await redlock.locked(resource), null, 'not re-taken by the extension')
+})
+
+test('lock-delay: a lock nobody released stays taken for the delay; a released one is free at once', async () => {
+  const delayed = new Redlock(nodes.urls, { ...PATIENT, lockDelay: 1500, retryCount: 0 })
+  const [vanished, released] = [name(), name()]
+  await delayed.acquire([vanished], 300) // its holder "vanishes": never released
+  // Released well within its validity (a release in its last node timeout counts as late).
+  await (await delayed.acquire([released], 5000)).release()
+  await sleep(700) // past the first one's TTL, within its delay
+  await assert.rejects(delayed.acquire([vanished], 5000), ResourceLockedError)
+  const free = await delayed.acquire([released], 5000)
+  await free.release()
+  const later = await delayed.acquire([vanished], 5000, { retryCount: -1, maxWait: 15_000 })
+  await later.release()
+  await delayed.quit()
 })
