@@ -236,7 +236,7 @@ function serverList (servers) {
  * node-redlock's per-call settings, and ours.
  * @typedef {object} Settings
  * @property {number} [driftFactor] Clock drift allowance, a fraction of the TTL (default 0.01). Manager only.
- * @property {number} [retryCount] Retries after the first attempt (default 10); -1: until acquired (or `maxWait`).
+ * @property {number} [retryCount] Retries after the first attempt (default 10); -1: until acquired (or `maxWait`), unless three attempts in a row fail for anything but a held lock (nodes down, quarantined): then that error.
  * @property {number} [retryDelay] Base delay between attempts, ms (default 200). A release wakes waiters at once anyway (`notify`).
  * @property {number} [retryJitter] Added to the delay's upper bound, ms (default 100): each delay is drawn from [(delay+jitter)/2, delay+jitter].
  * @property {number} [automaticExtensionThreshold] `using()` extends at the latest when this much validity is left, ms (default 500); it extends every third of the validity anyway.

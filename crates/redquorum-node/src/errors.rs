@@ -255,7 +255,9 @@ impl From<Error> for Failure {
                 resource,
                 failure: None,
             } => Self::lost(resource, &message, "validity_ran_out"),
-            Error::HoldLost { resource, reason } => Self::lost(resource, &message, loss_cause(reason)),
+            Error::HoldLost { resource, reason } => {
+                Self::lost(resource, &message, loss_cause(reason))
+            }
             _ => Self::new("other", &message),
         }
     }

@@ -23,9 +23,9 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use napi::Env;
 use napi::bindgen_prelude::{BigInt, Either, Function, Object};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
-use napi::Env;
 use napi_derive::napi;
 use redquorum::{Guard, Lock, LockInfo};
 use tokio::sync::Notify;

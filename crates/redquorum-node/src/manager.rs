@@ -3,8 +3,8 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use napi::bindgen_prelude::{Either, Object};
 use napi::Env;
+use napi::bindgen_prelude::{Either, Object};
 use napi_derive::napi;
 use redquorum::{Error, Lock, Redlock, Retry, Vouch};
 use tokio_util::sync::CancellationToken;
@@ -209,10 +209,14 @@ impl Manager {
                 Err(e) => Either::B(Failure::from(e)),
             }
         };
-        promise(env, acquisition, |outcome: Outcome<Acquired>| match outcome {
-            Either::A(acquired) => Either::A(Held::new(acquired)),
-            Either::B(failure) => Either::B(failure),
-        })
+        promise(
+            env,
+            acquisition,
+            |outcome: Outcome<Acquired>| match outcome {
+                Either::A(acquired) => Either::A(Held::new(acquired)),
+                Either::B(failure) => Either::B(failure),
+            },
+        )
     }
 
     /// Who holds `resource`, node by node.
@@ -222,7 +226,12 @@ impl Manager {
         promise(
             env,
             async move { redlock.status(&resource).await },
-            |statuses| statuses.into_iter().map(NodeStatus::from).collect::<Vec<_>>(),
+            |statuses| {
+                statuses
+                    .into_iter()
+                    .map(NodeStatus::from)
+                    .collect::<Vec<_>>()
+            },
         )
     }
 
@@ -237,10 +246,7 @@ impl Manager {
                 let locked = redlock.locked(&resource).await;
                 views::holder(&resource, locked)
             },
-            |answer| match answer {
-                Ok(holder) => Either::A(holder),
-                Err(failure) => Either::B(failure),
-            },
+            |answer| answer,
         )
     }
 

@@ -9,7 +9,9 @@
 //! # node-redlock's settings
 //! - `driftFactor` is ours too (same default, 0.01).
 //! - `retryCount` counts retries, `retryDelay` and `retryJitter` are milliseconds, as in
-//!   node-redlock (defaults 10, 200, 100): `retryCount + 1` attempts (`-1`: until acquired),
+//!   node-redlock (defaults 10, 200, 100): `retryCount + 1` attempts (`-1`: until acquired, as
+//!   long as the nodes answer: three attempts in a row that fail for another reason, nodes
+//!   down or quarantined, end the wait with that error instead of hiding an outage),
 //!   each delay drawn from `[(delay + jitter) / 2, delay + jitter]` (the reference clients'
 //!   rule, which the library keeps). A release of the lock wakes a waiter at once when
 //!   `notify` is on, whatever the delay.
@@ -30,6 +32,8 @@ const RETRY_COUNT: i64 = 10;
 const RETRY_DELAY_MS: f64 = 200.0;
 /// node-redlock's default `retryJitter`, ms.
 const RETRY_JITTER_MS: f64 = 100.0;
+/// With `retryCount: -1`, how many attempts in a row may fail for anything but a held lock.
+const OUTAGE_ATTEMPTS: u32 = 3;
 /// node-redlock's default `automaticExtensionThreshold`, ms.
 const EXTENSION_THRESHOLD_MS: f64 = 500.0;
 
@@ -52,7 +56,8 @@ fn maybe_millis(name: &str, ms: Option<f64>) -> napi::Result<Option<Duration>> {
 #[napi(object)]
 #[derive(Debug, Clone, Default)]
 pub struct RetrySettings {
-    /// Retries after the first attempt (default 10); `-1`: until acquired (or `maxWait`).
+    /// Retries after the first attempt (default 10); `-1`: until acquired (or `maxWait`), unless
+    /// three attempts in a row fail for anything but a held lock.
     pub retry_count: Option<i64>,
     /// The base delay between attempts, ms (default 200).
     pub retry_delay: Option<f64>,
@@ -85,8 +90,12 @@ impl RetrySettings {
     pub(crate) fn retry(&self) -> napi::Result<Retry> {
         let count = self.retry_count.unwrap_or(RETRY_COUNT);
         let mut retry = match count {
-            -1 => Retry::forever(),
-            n if n >= 0 => Retry::new().attempts(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX)),
+            // Until acquired, but not silently through an outage: three attempts in a row that
+            // fail for anything but a held lock end the wait (the Python package's rule).
+            -1 => Retry::forever().outage_attempts(OUTAGE_ATTEMPTS),
+            n if n >= 0 => {
+                Retry::new().attempts(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX))
+            }
             n => {
                 return Err(invalid(format!(
                     "invalid retryCount: {n} (a number of retries, or -1 for no limit)"

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{BigInt, Object};
 use napi::Env;
+use napi::bindgen_prelude::{BigInt, Either, Object};
 use napi_derive::napi;
 use redquorum::{LeaderWatch, Locked, NodeState};
 use tokio_util::sync::CancellationToken;
 
-use crate::errors::Failure;
+use crate::errors::{Failure, Outcome};
 use crate::runtime::promise;
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -76,7 +76,9 @@ impl From<redquorum::NodeStatus> for NodeStatus {
                 Some(i64::try_from(count).unwrap_or(i64::MAX)),
                 None,
             ),
-            NodeState::OtherType { kind, ttl } => ("other_type", None, ttl.map(ms), None, Some(kind)),
+            NodeState::OtherType { kind, ttl } => {
+                ("other_type", None, ttl.map(ms), None, Some(kind))
+            }
             NodeState::Unavailable(reply) => {
                 ("unavailable", None, None, None, Some(reply.to_string()))
             }
@@ -108,26 +110,26 @@ pub struct Holder {
 }
 
 /// `locked()`'s answer: a holder, none when free, or a failure when too few nodes answered.
-pub(crate) fn holder(resource: &str, locked: Locked) -> Result<Option<Holder>, Failure> {
+pub(crate) fn holder(resource: &str, locked: Locked) -> Outcome<Option<Holder>> {
     match locked {
-        Locked::Held { value, remaining } => Ok(Some(Holder {
+        Locked::Held { value, remaining } => Either::A(Some(Holder {
             value: Some(value),
             readers: false,
             remaining: ms(remaining),
         })),
-        Locked::Readers { remaining } => Ok(Some(Holder {
+        Locked::Readers { remaining } => Either::A(Some(Holder {
             value: None,
             readers: true,
             remaining: ms(remaining),
         })),
-        Locked::Unknown { answered, quorum } => Err(Failure::unavailable(
+        Locked::Unknown { answered, quorum } => Either::B(Failure::unavailable(
             resource,
             &format!(
                 "cannot tell whether {resource:?} is locked: too few nodes answered \
                  ({answered} answered, {quorum} needed)"
             ),
         )),
-        _ => Ok(None),
+        _ => Either::A(None),
     }
 }
 
