@@ -14,4 +14,4 @@ cd crates/redquorum-node
 npm ci --no-audit --no-fund --loglevel=error
 CARGO_TARGET_DIR="$target" npm run --silent build:debug
 # One test file at a time: each starts its own nodes, and the machine may have two cores.
-REDLOCK_BIN="$target/debug/redlock" exec node --test --test-concurrency=1 test/
+REDLOCK_BIN="$target/debug/redlock" exec node --test --test-concurrency=1 test/*.test.mjs

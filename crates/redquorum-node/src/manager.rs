@@ -4,12 +4,13 @@
 use std::sync::{Mutex, PoisonError};
 
 use napi::Env;
-use napi::bindgen_prelude::{Either, Object};
+use napi::bindgen_prelude::{Either3, Object};
 use napi_derive::napi;
 use redquorum::{Error, Lock, Redlock, Retry, Vouch};
 use tokio_util::sync::CancellationToken;
 
-use crate::errors::{Failure, Outcome, invalid};
+use crate::completions;
+use crate::errors::{Failure, invalid};
 use crate::held::{Acquired, Held};
 use crate::runtime::promise;
 use crate::settings::{ManagerSettings, RetrySettings, millis};
@@ -146,17 +147,20 @@ impl Manager {
         Ok(u32::try_from(self.redlock()?.quorum()).unwrap_or(u32::MAX))
     }
 
-    /// Acquires: resolves with a `Held` or a `Failure` (`kind: "aborted"` when cancelled).
-    #[napi(ts_return_type = "Promise<Held | Failure>")]
-    pub fn acquire<'env>(
+    /// Acquires: settles the call `id` with a `Held` or a `Failure` (`kind: "aborted"` when
+    /// cancelled).
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire(
         &self,
-        env: &'env Env,
+        env: &Env,
+        id: u32,
         resources: Vec<String>,
         ttl: f64,
         request: Option<Request>,
         retry: Option<RetrySettings>,
         canceller: Option<&Canceller>,
-    ) -> napi::Result<Object<'env>> {
+    ) -> napi::Result<()> {
         let ttl = millis("duration", ttl)?;
         crate::exit::watch(env)?;
         let request = request.unwrap_or_default();
@@ -194,29 +198,23 @@ impl Manager {
             let acquired = tokio::select! {
                 acquired = wanted.acquire(redlock, ttl, retry) => acquired,
                 () = cancelled.cancelled() => {
-                    return Either::B(Failure::aborted());
+                    return Either3::B(Failure::aborted());
                 }
             };
             match acquired {
                 Ok(Acquired::Lock(lock)) if keep_alive => {
                     let options = match settings.hold(lock.remaining()) {
                         Ok(options) => options,
-                        Err(e) => return Either::B(Failure::config(&e.reason)),
+                        Err(e) => return Either3::B(Failure::config(&e.reason)),
                     };
-                    Either::A(Acquired::Guard(lock.keep_alive_with(ttl, options)))
+                    let guard = lock.keep_alive_with(ttl, options);
+                    Either3::A(Held::new(Acquired::Guard(guard)))
                 }
-                Ok(acquired) => Either::A(acquired),
-                Err(e) => Either::B(Failure::from(e)),
+                Ok(acquired) => Either3::A(Held::new(acquired)),
+                Err(e) => Either3::B(Failure::from(e)),
             }
         };
-        promise(
-            env,
-            acquisition,
-            |outcome: Outcome<Acquired>| match outcome {
-                Either::A(acquired) => Either::A(Held::new(acquired)),
-                Either::B(failure) => Either::B(failure),
-            },
-        )
+        completions::complete(id, acquisition)
     }
 
     /// Who holds `resource`, node by node.
