@@ -173,45 +173,6 @@ async function settled (promise) {
   return value
 }
 
-// ---------------------------------------------------------------------------------------------
-// Completions: the hot calls (acquire, extend, release) settle through one dispatcher per
-// environment (the addon's `completions.rs` says why). Only pending calls keep the event loop
-// open, with one timer while any is pending.
-// ---------------------------------------------------------------------------------------------
-
-/** @type {Map<number, (value: any) => void>} */
-const pending = new Map()
-let nextId = 0
-/** @type {ReturnType<typeof setInterval> | undefined} */
-let keepOpen
-
-native.listen(/** @param {number} id @param {any} value */ (id, value) => {
-  const settle = pending.get(id)
-  pending.delete(id)
-  if (pending.size === 0 && keepOpen !== undefined) {
-    clearInterval(keepOpen)
-    keepOpen = undefined
-  }
-  settle?.(value)
-})
-
-/**
- * A promise of the native call `start(id)`, which settles `id` through the dispatcher.
- * @param {(id: number) => void} start
- * @returns {Promise<any>}
- */
-function dispatched (start) {
-  const id = nextId
-  nextId = (nextId + 1) >>> 0
-  // Throws (synchronously) if the call is refused. Its result cannot come back before the entry
-  // below exists: the dispatcher only runs on this thread, once this function has returned.
-  start(id)
-  return new Promise((resolve) => {
-    pending.set(id, resolve)
-    keepOpen ??= setInterval(() => {}, 2 ** 31 - 1)
-  })
-}
-
 /**
  * Runs a native call, rethrowing a refused argument as a `ConfigError`.
  * @template T
@@ -393,7 +354,7 @@ class Lock {
    */
   async extend (duration) {
     const ttl = millis(duration, 'duration')
-    await settled(checked(() => dispatched((id) => this._held.extend(id, ttl))))
+    await settled(checked(() => this._held.extend(ttl)))
     return this
   }
 
@@ -404,7 +365,7 @@ class Lock {
    * @returns {Promise<{ confirmed: number }>}
    */
   async release () {
-    const confirmed = await settled(dispatched((id) => this._held.release(id)))
+    const confirmed = await settled(this._held.release())
     return { confirmed: /** @type {number} */ (confirmed) }
   }
 }
@@ -455,8 +416,8 @@ class Redlock extends EventEmitter {
     const abort = () => canceller?.cancel()
     signal?.addEventListener('abort', abort, { once: true })
     try {
-      const held = await settled(checked(() => dispatched((id) => this._native.acquire(
-        id, resources, ttl, request, pick(settings, RETRY_KEYS), canceller))))
+      const held = await settled(checked(() => this._native.acquire(
+        resources, ttl, request, pick(settings, RETRY_KEYS), canceller)))
       return new Lock(this, /** @type {import('./native.js').Held} */ (held), Boolean(request.keepAlive))
     } catch (e) {
       if (signal?.aborted) throw signal.reason

@@ -294,6 +294,14 @@ pub(crate) fn released(resource: &str, released: &Released) -> Outcome<u32> {
     ))
 }
 
+/// A library result as an outcome.
+pub(crate) fn outcome<T>(result: Result<T, Error>) -> Outcome<T> {
+    match result {
+        Ok(value) => Either::A(value),
+        Err(e) => Either::B(Failure::from(e)),
+    }
+}
+
 /// An argument the library refuses: thrown at once with the code `InvalidArg`, which
 /// `index.js` rethrows as its `ConfigError` (a `RangeError`).
 pub(crate) fn invalid(message: impl AsRef<str>) -> napi::Error {

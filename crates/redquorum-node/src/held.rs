@@ -23,17 +23,17 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use napi::bindgen_prelude::{BigInt, Either, Either3, Function};
+use napi::Env;
+use napi::bindgen_prelude::{BigInt, Either, Function, Object};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 use redquorum::{Guard, Lock, LockInfo};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::completions;
 use crate::errors::{self, Failure, Outcome, loss_cause};
 use crate::exit;
-use crate::runtime;
+use crate::runtime::{self, promise};
 use crate::settings::millis;
 
 /// What a handle holds.
@@ -178,10 +178,9 @@ impl Held {
         }
     }
 
-    /// Resets the TTL to `ttl` ms from now on the nodes that still hold the lock; settles the
-    /// call `id` with 0 or a `Failure`.
-    #[napi]
-    pub fn extend(&self, id: u32, ttl: f64) -> napi::Result<()> {
+    /// Resets the TTL to `ttl` ms from now on the nodes that still hold the lock.
+    #[napi(ts_return_type = "Promise<undefined | Failure>")]
+    pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> napi::Result<Object<'env>> {
         let ttl = millis("duration", ttl)?;
         let (state, info, changed) = (
             Arc::clone(&self.state),
@@ -196,24 +195,20 @@ impl Held {
                     let result = lock.extend(ttl).await;
                     *read(&info) = LockInfo::clone(lock); // invariant 3
                     changed.notify_waiters();
-                    match result {
-                        Ok(()) => Either3::C(0),
-                        Err(e) => Either3::B(Failure::from(e)),
-                    }
+                    errors::outcome(result)
                 }
-                State::Guard(_) => Either3::B(Failure::config(&format!(
+                State::Guard(_) => Either::B(Failure::config(&format!(
                     "lock on {name:?} is kept alive: it is extended in the background"
                 ))),
-                State::Released => Either3::B(Failure::released_already(&name)),
+                State::Released => Either::B(Failure::released_already(&name)),
             }
         };
-        completions::complete(id, extension)
+        promise(env, extension, |outcome| outcome)
     }
 
-    /// Releases the lock on every node; settles the call `id` with how many confirmed, or a
-    /// `Failure`.
-    #[napi]
-    pub fn release(&self, id: u32) -> napi::Result<()> {
+    /// Releases the lock on every node; resolves with how many confirmed.
+    #[napi(ts_return_type = "Promise<number | Failure>")]
+    pub fn release<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         let state = Arc::clone(&self.state);
         let ended = self.ended.clone();
         let name = self.name();
@@ -228,12 +223,9 @@ impl Held {
                 },
                 State::Released => Either::B(Failure::released_already(&name)),
             };
-            match outcome {
-                Either::A(confirmed) => Either3::C(confirmed),
-                Either::B(failure) => Either3::B(failure),
-            }
+            outcome
         };
-        completions::complete(id, release)
+        promise(env, release, |outcome| outcome)
     }
 
     /// Keeps the lock alive in the background from now on (the library's `Guard`), extending

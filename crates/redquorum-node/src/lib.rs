@@ -7,8 +7,6 @@
 //! in the Rust library, on a Tokio runtime of its own: the event loop only converts values.
 //!
 //! # Layout
-//! - `completions`: the hot calls' results (acquire, extend, release), back to the event loop
-//!   through one threadsafe function per environment.
 //! - `runtime`: one Tokio runtime per process, never shut down, and the promises JavaScript
 //!   awaits on it.
 //! - `exit`: a Node environment's end, where locks still held are left to expire.
@@ -21,7 +19,6 @@
 
 #![deny(unsafe_code)]
 
-mod completions;
 mod errors;
 mod exit;
 mod held;

@@ -4,13 +4,12 @@
 use std::sync::{Mutex, PoisonError};
 
 use napi::Env;
-use napi::bindgen_prelude::{Either3, Object};
+use napi::bindgen_prelude::{Either, Object};
 use napi_derive::napi;
 use redquorum::{Error, Lock, Redlock, Retry, Vouch};
 use tokio_util::sync::CancellationToken;
 
-use crate::completions;
-use crate::errors::{Failure, invalid};
+use crate::errors::{Failure, Outcome, invalid};
 use crate::held::{Acquired, Held};
 use crate::runtime::promise;
 use crate::settings::{ManagerSettings, RetrySettings, millis};
@@ -147,20 +146,17 @@ impl Manager {
         Ok(u32::try_from(self.redlock()?.quorum()).unwrap_or(u32::MAX))
     }
 
-    /// Acquires: settles the call `id` with a `Held` or a `Failure` (`kind: "aborted"` when
-    /// cancelled).
-    #[napi]
-    #[allow(clippy::too_many_arguments)]
-    pub fn acquire(
+    /// Acquires: resolves with a `Held` or a `Failure` (`kind: "aborted"` when cancelled).
+    #[napi(ts_return_type = "Promise<Held | Failure>")]
+    pub fn acquire<'env>(
         &self,
-        env: &Env,
-        id: u32,
+        env: &'env Env,
         resources: Vec<String>,
         ttl: f64,
         request: Option<Request>,
         retry: Option<RetrySettings>,
         canceller: Option<&Canceller>,
-    ) -> napi::Result<()> {
+    ) -> napi::Result<Object<'env>> {
         let ttl = millis("duration", ttl)?;
         crate::exit::watch(env)?;
         let request = request.unwrap_or_default();
@@ -198,23 +194,29 @@ impl Manager {
             let acquired = tokio::select! {
                 acquired = wanted.acquire(redlock, ttl, retry) => acquired,
                 () = cancelled.cancelled() => {
-                    return Either3::B(Failure::aborted());
+                    return Either::B(Failure::aborted());
                 }
             };
             match acquired {
                 Ok(Acquired::Lock(lock)) if keep_alive => {
                     let options = match settings.hold(lock.remaining()) {
                         Ok(options) => options,
-                        Err(e) => return Either3::B(Failure::config(&e.reason)),
+                        Err(e) => return Either::B(Failure::config(&e.reason)),
                     };
-                    let guard = lock.keep_alive_with(ttl, options);
-                    Either3::A(Held::new(Acquired::Guard(guard)))
+                    Either::A(Acquired::Guard(lock.keep_alive_with(ttl, options)))
                 }
-                Ok(acquired) => Either3::A(Held::new(acquired)),
-                Err(e) => Either3::B(Failure::from(e)),
+                Ok(acquired) => Either::A(acquired),
+                Err(e) => Either::B(Failure::from(e)),
             }
         };
-        completions::complete(id, acquisition)
+        promise(
+            env,
+            acquisition,
+            |outcome: Outcome<Acquired>| match outcome {
+                Either::A(acquired) => Either::A(Held::new(acquired)),
+                Either::B(failure) => Either::B(failure),
+            },
+        )
     }
 
     /// Who holds `resource`, node by node.
