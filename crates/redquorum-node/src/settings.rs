@@ -214,3 +214,77 @@ impl ManagerSettings {
         b.build().map_err(|e| invalid(e.to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retry(count: Option<i64>, delay: Option<f64>, jitter: Option<f64>) -> RetrySettings {
+        RetrySettings {
+            retry_count: count,
+            retry_delay: delay,
+            retry_jitter: jitter,
+            ..RetrySettings::default()
+        }
+    }
+
+    #[test]
+    fn node_redlocks_defaults_map_to_eleven_attempts_of_at_most_300_ms() {
+        let expected = Retry::new().attempts(11).delay(Duration::from_millis(300));
+        assert_eq!(retry(None, None, None).retry().ok(), Some(expected));
+    }
+
+    #[test]
+    fn retry_counts_map_to_attempts_and_minus_one_waits_bounded_by_outages() {
+        let once = retry(Some(0), Some(10.0), Some(0.0)).retry().ok();
+        assert_eq!(
+            once,
+            Some(Retry::new().attempts(1).delay(Duration::from_millis(10)))
+        );
+        let forever = retry(Some(-1), Some(10.0), Some(5.0)).retry().ok();
+        let expected = Retry::forever()
+            .outage_attempts(OUTAGE_ATTEMPTS)
+            .delay(Duration::from_millis(15));
+        assert_eq!(forever, Some(expected));
+        for bad in [-2, -5, i64::MIN] {
+            assert!(retry(Some(bad), None, None).retry().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations_that_are_no_duration_are_refused() {
+        for bad in [-1.0, f64::NAN, f64::INFINITY, f64::MAX] {
+            assert!(millis("ttl", bad).is_err(), "{bad}");
+        }
+        assert_eq!(millis("ttl", 1.5).ok(), Some(Duration::from_micros(1500)));
+    }
+
+    #[test]
+    fn a_call_overrides_the_managers_settings_field_by_field() {
+        let manager = retry(Some(3), Some(50.0), None);
+        let call = retry(None, None, Some(7.0));
+        let merged = manager.with(Some(&call));
+        assert_eq!(
+            (merged.retry_count, merged.retry_delay, merged.retry_jitter),
+            (Some(3), Some(50.0), Some(7.0))
+        );
+    }
+
+    #[test]
+    fn the_extension_threshold_only_ever_brings_extensions_sooner() {
+        let validity = Duration::from_millis(3000);
+        let with = |ms: f64| RetrySettings {
+            automatic_extension_threshold: Some(ms),
+            ..RetrySettings::default()
+        };
+        // node-redlock's default (500 ms): the library's own interval, a third of the validity.
+        assert_eq!(with(500.0).hold(validity).ok(), Some(HoldOptions::new()));
+        // 2.7 s: extend when 2.7 s are left, i.e. every 300 ms.
+        assert_eq!(
+            with(2700.0).hold(validity).ok(),
+            Some(HoldOptions::new().interval(Duration::from_millis(300)))
+        );
+        // Beyond the validity: nothing sooner is possible than the default.
+        assert_eq!(with(5000.0).hold(validity).ok(), Some(HoldOptions::new()));
+    }
+}
