@@ -183,9 +183,10 @@ function checked (call) {
   try {
     return call()
   } catch (e) {
-    if (e && typeof e === 'object' && /** @type {any} */ (e).code === 'InvalidArg') {
-      throw new ConfigError(/** @type {Error} */ (e).message)
-    }
+    const code = e && typeof e === 'object' ? /** @type {any} */ (e).code : undefined
+    if (code === 'InvalidArg') throw new ConfigError(/** @type {Error} */ (e).message)
+    // napi-rs's conversions: a setting of the wrong type (`NumberExpected`, `StringExpected`, …).
+    if (typeof code === 'string' && code.endsWith('Expected')) throw new TypeError(/** @type {Error} */ (e).message)
     throw e
   }
 }

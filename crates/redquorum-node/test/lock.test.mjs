@@ -122,6 +122,8 @@ test('a key of another type: WrongTypeError naming the node', async () => {
 test('bad input: TypeError or ConfigError (a RangeError) at once, never a crash', async () => {
   assert.throws(() => new Redlock([{ host: 'x' }]), TypeError)
   assert.throws(() => new Redlock(['not a url']), ConfigError)
+  assert.throws(() => new Redlock(['redis://:s3cret@127.0.0.1:notaport']),
+    (e) => e instanceof ConfigError && !e.message.includes('s3cret') && e.message.includes('127.0.0.1'))
   assert.throws(() => new Redlock(nodes.urls, { driftFactor: 5 }), RangeError)
   assert.throws(() => new Redlock(nodes.urls, { retryCount: -5 }), ConfigError)
   assert.throws(() => new Redlock(nodes.urls, { nodeTimeout: Number.NaN }), ConfigError)
@@ -131,6 +133,9 @@ test('bad input: TypeError or ConfigError (a RangeError) at once, never a crash'
   await assert.rejects(redlock.acquire([name()], 10 * 60 * 60 * 1000), ConfigError) // beyond maxTtl
   await assert.rejects(redlock.acquire(name(), 1000, { permits: 0 }), ConfigError)
   await assert.rejects(redlock.acquire([name()], 1000, { retryDelay: -1 }), ConfigError)
+  await assert.rejects(redlock.acquire([name()], 1000, { retryDelay: 'soon' }), TypeError)
+  await assert.rejects(redlock.acquire(name(), 1000, { permits: 'two' }), TypeError)
+  assert.throws(() => new Redlock(nodes.urls, { fair: 'yes' }), TypeError)
 })
 
 test('settings.signal cancels a waiting acquisition; the lock it waited for is untouched', async () => {
