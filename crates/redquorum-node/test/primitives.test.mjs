@@ -116,6 +116,21 @@ test('quarantine: QuarantinedError says when it ends; markNodes vouches for bran
   }
 })
 
+test('notified waiting: a release wakes a waiter long before its retry delay', async () => {
+  // Polling alone would try again after 10 to 20 s; the release's notification wakes it at once.
+  const patient = new Redlock(nodes.urls, { ...PATIENT, retryCount: -1, retryDelay: 15_000, retryJitter: 5000 })
+  const resource = name()
+  const held = await patient.acquire(resource, 30_000)
+  const waiting = patient.acquire(resource, 10_000)
+  await sleep(300)
+  const released = Date.now()
+  await held.release()
+  const lock = await waiting
+  assert.ok(Date.now() - released < 8000, `woken after ${Date.now() - released} ms`)
+  await lock.release()
+  await patient.quit()
+})
+
 test('fair waiting: waiters get the lock in arrival order', async () => {
   const fair = new Redlock(nodes.urls, { ...PATIENT, fair: true, retryCount: -1, retryDelay: 50 })
   const resource = name()
