@@ -2,7 +2,7 @@
 // nothing (or forgot a lock) exits on its own; one that exits with locks held exits cleanly.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { fork, spawn } from 'node:child_process'
 import { Worker } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import Redlock from '../index.mjs'
@@ -21,10 +21,15 @@ after(async () => {
   nodes?.stop()
 })
 
-/** Runs child.mjs; resolves with its exit code, signal and output; kills it after `limit` ms. */
-function run (args, limit = 60_000) {
+/**
+ * Runs child.mjs, started by `child_process.fork` (as `cluster` does) or `spawn`; resolves with
+ * its exit code, signal and output; kills it after `limit` ms.
+ */
+function run (args, limit = 60_000, how = 'spawn') {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = how === 'fork'
+      ? fork(CHILD, args, { silent: true })
+      : spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     let err = ''
     child.stdout.on('data', (d) => { out += d })
@@ -37,10 +42,11 @@ function run (args, limit = 60_000) {
   })
 }
 
-test('4 processes: an exact counter', async () => {
+test('4 processes (2 forked, 2 spawned): an exact counter', async () => {
   const resource = name()
   const rounds = 15
-  const results = await Promise.all([0, 1, 2, 3].map(() => run(['count', nodes.servers, resource, String(rounds)])))
+  const results = await Promise.all(['fork', 'fork', 'spawn', 'spawn'].map((how) =>
+    run(['count', nodes.servers, resource, String(rounds)], 60_000, how)))
   for (const r of results) assert.deepEqual([r.code, r.signal], [0, null], r.err)
   const redis = nodes.client()
   try {
