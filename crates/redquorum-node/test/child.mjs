@@ -34,6 +34,14 @@ switch (options.what) {
     setTimeout(() => process.exit(0), 700)
     break
   }
+  case 'hold-in-worker': {
+    // A worker that holds a lock (one kept alive) until it is terminated.
+    const redlock = new Redlock(options.servers.split(','), { nodeTimeout: 1000 })
+    const lock = await redlock.acquire([options.resource], 30_000)
+    redlock.using([`${options.resource}:kept`], 1000, async () => new Promise(() => {}))
+    parentPort.postMessage(lock.value)
+    break
+  }
   case 'forget': {
     // Takes a lock and forgets it: nothing keeps the event loop alive, so the process ends.
     const redlock = new Redlock(options.servers.split(','), { nodeTimeout: 1000 })

@@ -88,3 +88,20 @@ test('a process that exits with locks held (one kept alive) exits cleanly, 10 ti
     assert.ok((await redlock.locked(resource)) !== null, 'left to expire')
   }
 })
+
+test('a worker terminated while it holds locks: the process goes on, its locks are left to expire', async () => {
+  const resource = name()
+  const worker = new Worker(CHILD, { workerData: { what: 'hold-in-worker', servers: nodes.servers, resource } })
+  const value = await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  await worker.terminate()
+  assert.equal((await redlock.locked(resource))?.value, value, 'left to expire')
+  // The kept-alive one is no longer extended: gone within its 1 s TTL (and some slack).
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  assert.equal(await redlock.locked(`${resource}:kept`), null, 'still extended after the worker ended')
+  // This thread's manager still works.
+  const lock = await redlock.acquire([name()], 5000)
+  await lock.release()
+})
