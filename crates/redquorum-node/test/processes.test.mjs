@@ -1,0 +1,107 @@
+// Process life: exclusion across processes and worker threads, and exits: a process that holds
+// nothing (or forgot a lock) exits on its own; one that exits with locks held exits cleanly.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { fork, spawn } from 'node:child_process'
+import { Worker } from 'node:worker_threads'
+import { fileURLToPath } from 'node:url'
+import Redlock from '../index.mjs'
+import { Nodes, PATIENT, name } from './helpers.mjs'
+
+const CHILD = fileURLToPath(new URL('./child.mjs', import.meta.url))
+
+let nodes
+let redlock
+before(() => {
+  nodes = new Nodes(3)
+  redlock = new Redlock(nodes.urls, PATIENT)
+})
+after(async () => {
+  await redlock?.quit()
+  nodes?.stop()
+})
+
+/**
+ * Runs child.mjs, started by `child_process.fork` (as `cluster` does) or `spawn`; resolves with
+ * its exit code, signal and output; kills it after `limit` ms.
+ */
+function run (args, limit = 60_000, how = 'spawn') {
+  return new Promise((resolve) => {
+    const child = how === 'fork'
+      ? fork(CHILD, args, { silent: true })
+      : spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { err += d })
+    const timer = setTimeout(() => child.kill('SIGKILL'), limit)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, out, err })
+    })
+  })
+}
+
+test('4 processes (2 forked, 2 spawned): an exact counter', async () => {
+  const resource = name()
+  const rounds = 15
+  const results = await Promise.all(['fork', 'fork', 'spawn', 'spawn'].map((how) =>
+    run(['count', nodes.servers, resource, String(rounds)], 60_000, how)))
+  for (const r of results) assert.deepEqual([r.code, r.signal], [0, null], r.err)
+  const redis = nodes.client()
+  try {
+    assert.equal(Number(await redis.get(`${resource}:counter`)), 4 * rounds)
+  } finally {
+    redis.disconnect()
+  }
+})
+
+test('worker_threads each get a working manager: an exact counter across 3 workers', async () => {
+  const resource = name()
+  const rounds = 10
+  await Promise.all([0, 1, 2].map(() => new Promise((resolve, reject) => {
+    const worker = new Worker(CHILD, { workerData: { what: 'count', servers: nodes.servers, resource, rounds } })
+    worker.on('error', reject)
+    worker.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`worker exited ${code}`))))
+  })))
+  const redis = nodes.client()
+  try {
+    assert.equal(Number(await redis.get(`${resource}:counter`)), 3 * rounds)
+  } finally {
+    redis.disconnect()
+  }
+})
+
+test('a process that forgot a lock exits on its own; the lock stays until its TTL', async () => {
+  const resource = name()
+  const r = await run(['forget', nodes.servers, resource], 30_000)
+  assert.deepEqual([r.code, r.signal], [0, null], `exit ${r.code} ${r.signal} ${r.err}`)
+  const holder = await redlock.locked(resource)
+  assert.equal(holder?.value, r.out.trim(), 'left to expire, not released at exit')
+})
+
+test('a process that exits with locks held (one kept alive) exits cleanly, 10 times', async () => {
+  for (let i = 0; i < 10; i++) {
+    const resource = name()
+    const r = await run(['hold-and-exit', nodes.servers, resource], 30_000)
+    assert.deepEqual([r.code, r.signal], [0, null], `run ${i}: exit ${r.code} ${r.signal} ${r.err}`)
+    assert.ok((await redlock.locked(resource)) !== null, 'left to expire')
+  }
+})
+
+test('a worker terminated while it holds locks: the process goes on, its locks are left to expire', async () => {
+  const resource = name()
+  const worker = new Worker(CHILD, { workerData: { what: 'hold-in-worker', servers: nodes.servers, resource } })
+  const value = await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  await worker.terminate()
+  assert.equal((await redlock.locked(resource))?.value, value, 'left to expire')
+  // The kept-alive one is no longer extended: gone within its 1 s TTL (and some slack).
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  assert.equal(await redlock.locked(`${resource}:kept`), null, 'still extended after the worker ended')
+  // This thread's manager still works.
+  const lock = await redlock.acquire([name()], 5000)
+  await lock.release()
+})
