@@ -130,6 +130,19 @@ class LockLostError extends ExecutionError {
   }
 }
 
+/**
+ * No fencing token could be issued for a lock: fewer than a quorum of the nodes that voted for
+ * it still held it and answered in time, or its validity ran out first. The lock itself may
+ * still be valid (`lock.isLost` says).
+ */
+class NotFencedError extends ExecutionError {
+  /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
+  constructor (message, detail) {
+    super(message, detail)
+    this.name = 'NotFencedError'
+  }
+}
+
 /** A setting or an argument the library refuses; nothing was sent to any server. */
 class ConfigError extends RangeError {
   /** @param {string} message */
@@ -147,7 +160,8 @@ const CLASSES = {
   wrong_type: WrongTypeError,
   too_slow: TooSlowError,
   not_held: NotHeldError,
-  lost: LockLostError
+  lost: LockLostError,
+  not_fenced: NotFencedError
 }
 
 /**
@@ -337,8 +351,20 @@ class Lock {
   get expiration () { return this._held.expiration }
   /** Milliseconds left before the lock counts as lost; 0 once it is. @returns {number} */
   get remaining () { return this._held.remaining }
-  /** The fencing token: strictly greater than every earlier holder's; null with fencing off. @returns {bigint | null} */
-  get fence () { return this._held.fence }
+  /**
+   * The fencing token: strictly greater than every earlier acquisition's of the resource, and
+   * smaller than every later one's. Issued on the first call (one round trip to the nodes that
+   * voted for the lock) and kept, so a lock nobody fences costs nothing; read-write holds and
+   * leaderships have theirs from the start. Ask while the lock is held, before the protected
+   * writes: a holder whose lock was taken over gets `NotFencedError`, never a token newer than
+   * its successor's. Throws `ConfigError` with `fencing: false`.
+   * @returns {Promise<bigint>}
+   */
+  async fence () {
+    const issued = this._held.issuedFence
+    if (issued !== null && issued !== undefined) return issued
+    return /** @type {bigint} */ (await settled(this._held.issueFence()))
+  }
   /** For a semaphore's permit, its index; otherwise null. @returns {number | null} */
   get permit () { return this._held.permit }
   /** Whether this is a reader's hold on a read-write lock. @returns {boolean} */
@@ -526,7 +552,7 @@ class Redlock extends EventEmitter {
 
   /**
    * Campaigns in `election` as `identity`, resolving once elected. The leadership is kept alive
-   * in the background; `lock.lost` aborts when it is lost, `lock.fence` is the term (strictly
+   * in the background; `lock.lost` aborts when it is lost, `await lock.fence()` is the term (strictly
    * greater than every earlier leader's), `lock.release()` steps down.
    * @param {string} election
    * @param {string} identity
@@ -631,4 +657,5 @@ module.exports.WrongTypeError = WrongTypeError
 module.exports.TooSlowError = TooSlowError
 module.exports.NotHeldError = NotHeldError
 module.exports.LockLostError = LockLostError
+module.exports.NotFencedError = NotFencedError
 module.exports.ConfigError = ConfigError

@@ -13,6 +13,7 @@ export const {
   TooSlowError,
   NotHeldError,
   LockLostError,
+  NotFencedError,
   ConfigError
 } = redquorum
 

@@ -258,6 +258,17 @@ impl From<Error> for Failure {
             Error::HoldLost { resource, reason } => {
                 Self::lost(resource, &message, loss_cause(reason))
             }
+            // No token for a lock (`fencing` invariant 8): its voters no longer hold it, did not
+            // answer, or its validity ran out.
+            Error::NotFenced {
+                resource,
+                failure: Some(failure),
+            } => {
+                let mut failure = Self::of_round(resource, failure, &message);
+                failure.kind = "not_fenced".to_owned();
+                failure
+            }
+            Error::NotFenced { .. } => Self::new("not_fenced", &message),
             _ => Self::new("other", &message),
         }
     }

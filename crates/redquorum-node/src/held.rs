@@ -129,10 +129,39 @@ impl Held {
         read(&self.info).value().to_owned()
     }
 
-    /// The fencing token, or null with fencing off.
+    /// The fencing token once issued (with the acquisition, or by `issueFence`), else null.
     #[napi(getter)]
-    pub fn fence(&self) -> Option<BigInt> {
+    pub fn issued_fence(&self) -> Option<BigInt> {
         read(&self.info).fence().map(BigInt::from)
+    }
+
+    /// The fencing token, issued now on the first call (`fencing` invariant 8) and kept: one
+    /// round trip to the nodes that voted for the lock.
+    #[napi(ts_return_type = "Promise<bigint | Failure>")]
+    pub fn issue_fence<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
+        let (state, info) = (Arc::clone(&self.state), Arc::clone(&self.info));
+        let name = self.name();
+        let issue = async move {
+            let mut state = state.lock().await; // invariant 2
+            let result = match &mut *state {
+                State::Lock(lock) => {
+                    let result = lock.fence().await;
+                    *read(&info) = LockInfo::clone(lock); // invariant 3
+                    result
+                }
+                State::Guard(guard) => {
+                    let result = guard.fence().await;
+                    *read(&info) = LockInfo::clone(guard);
+                    result
+                }
+                State::Released => return Either::B(Failure::released_already(&name)),
+            };
+            match result {
+                Ok(token) => Either::A(BigInt::from(token)),
+                Err(e) => Either::B(Failure::from(e)),
+            }
+        };
+        promise(env, issue, |outcome| outcome)
     }
 
     /// For a semaphore's permit, its index.

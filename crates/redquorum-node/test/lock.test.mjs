@@ -3,8 +3,8 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import Redlock, {
-  ConfigError, ExecutionError, LockLostError, NotHeldError, ResourceLockedError, UnavailableError,
-  WrongTypeError
+  ConfigError, ExecutionError, LockLostError, NotFencedError, NotHeldError, ResourceLockedError,
+  UnavailableError, WrongTypeError
 } from '../index.mjs'
 import { Nodes, PATIENT, name, sleep } from './helpers.mjs'
 
@@ -31,7 +31,7 @@ test('8 async contenders: exclusion, an exact counter, strictly increasing fence
       const lock = await redlock.acquire([resource], 5000)
       inside += 1
       most = Math.max(most, inside)
-      fences.push(lock.fence)
+      fences.push(await lock.fence())
       const seen = counter
       await sleep(1) // another contender runs here, if the lock let it in
       counter = seen + 1
@@ -46,6 +46,28 @@ test('8 async contenders: exclusion, an exact counter, strictly increasing fence
     assert.equal(typeof fences[i], 'bigint')
     assert.ok(fences[i] > fences[i - 1], `fence ${i}: ${fences[i]} after ${fences[i - 1]}`)
   }
+})
+
+test('a token on request: kept once issued, refused to a holder whose lock was taken over', async () => {
+  const resource = name()
+  const lock = await redlock.acquire([resource], 10_000)
+  const token = await lock.fence()
+  assert.equal(await lock.fence(), token, 'asked again: the same token')
+  await lock.release()
+  // A holder whose keys are gone (expired, taken over) gets no token, whatever its own clock says.
+  const late = await redlock.acquire([resource], 10_000)
+  const clients = nodes.clients()
+  try {
+    await Promise.all(clients.map((c) => c.del(resource)))
+  } finally {
+    clients.forEach((c) => c.disconnect())
+  }
+  const next = await redlock.acquire([resource], 10_000)
+  const nextToken = await next.fence()
+  assert.ok(nextToken > token, `${nextToken} after ${token}`)
+  await assert.rejects(late.fence(), (e) => e instanceof NotFencedError && e instanceof ExecutionError)
+  await next.release()
+  await assert.rejects(late.release(), NotHeldError)
 })
 
 test('a lock: value, resources, expiration, extend, release', async () => {

@@ -5,7 +5,7 @@ import Redlock, { ExecutionError, Lock, LockLostError, ResourceLockedError } fro
 export async function usage (): Promise<bigint | null> {
   const redlock = new Redlock(['redis://127.0.0.1:6379'], { retryCount: 3, driftFactor: 0.01, fair: true })
   const lock: Lock = await redlock.acquire(['a', 'b'], 5000, { signal: AbortSignal.timeout(1000) })
-  const fence: bigint | null = lock.fence
+  const fence: bigint = await lock.fence()
   const expiration: number = lock.expiration
   lock.lost.addEventListener('abort', () => console.log(lock.lost.reason))
   await lock.extend(10_000)
