@@ -223,6 +223,9 @@ async fn a_token_on_request_counts_only_the_locks_voters() {
         .await
         .expect_err("node 2 is no voter: one voter holds A's value");
     assert!(matches!(err, redquorum::Error::NotFenced { .. }), "{err}");
+    // Node 2's grant is no answer for A's lock: the voters decided, and one of them refused.
+    assert_eq!(err.cause(), Some(redquorum::Cause::NotHeld), "{err}");
+    assert!(err.is_lost(), "{err}");
     assert_eq!(redquorum::LockInfo::fence(&a_lock), None, "no token issued");
     // Its rounds did advance the counters where its value was (counters only grow): the next
     // holder's token still goes above B's.
@@ -251,6 +254,7 @@ async fn a_holder_whose_lock_was_taken_over_gets_no_token() {
     let err = a_lock.fence().await.expect_err("A lost its lock to B");
     assert!(matches!(err, redquorum::Error::NotFenced { .. }), "{err}");
     assert_eq!(err.cause(), Some(redquorum::Cause::NotHeld), "{err}");
+    assert!(err.is_lost(), "{err}");
     // B's token is what the resource last saw, and asking again changes nothing.
     assert_eq!(b_lock.fence().await.expect("kept"), b_token);
     assert!(b_lock.release().await.cause().is_none());
@@ -282,4 +286,27 @@ async fn tokens_asked_late_still_follow_the_acquisitions() {
     tokens.push(last.fence().await.expect("a token"));
     last.release().await;
     assert_increasing(&tokens);
+}
+
+/// A guard's token is the lock's for good: detached, the lock hands it on (found by review: the
+/// keeper's lock never saw it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_token_survives_its_detach() {
+    let cluster = cluster(3);
+    let redlock = connected(&cluster).await;
+    let mut guard = redlock
+        .acquire("res", TTL)
+        .await
+        .expect("free")
+        .keep_alive(TTL);
+    let token = guard.fence().await.expect("a token");
+    let info = guard.detach().await;
+    assert_eq!(info.fence(), Some(token));
+    assert!(
+        redlock
+            .release_value("res", info.value())
+            .await
+            .cause()
+            .is_none()
+    );
 }

@@ -669,8 +669,9 @@ impl Redlock {
     /// true.
     ///
     /// # Errors
-    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::HoldLost`]
-    /// if it was lost before `work` returned, whose output is then dropped, since it was not
+    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::NotFenced`]
+    /// if its token could not be issued (the work does not run, and the lock is released);
+    /// [`Error::HoldLost`] if it was lost before `work` returned, whose output is then dropped, since it was not
     /// made under the lock throughout. Once the work has returned with the lock still held, its
     /// output is returned whatever the release finds. [`Error::InsideRuntime`] inside a
     /// runtime, before anything is sent.

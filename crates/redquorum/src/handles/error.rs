@@ -93,9 +93,10 @@ pub enum Error {
 
     /// No fencing token could be issued for a lock ([`Lock::fence`](crate::Lock::fence)):
     /// fewer than a quorum of the nodes that voted for its acquisition still held it and
-    /// answered in time, or its validity ran out first (`fencing` invariant 8). Also when the
-    /// The lock itself may still be valid (the nodes may only have been slow to answer):
-    /// [`is_valid`](crate::LockInfo::is_valid) says.
+    /// answered in time, or its validity ran out first (`fencing` invariant 8). The lock itself
+    /// may still be valid (the nodes may only have been slow to answer):
+    /// [`is_valid`](crate::LockInfo::is_valid) says, and [`Error::is_lost`] is true when the
+    /// voters no longer held it or its validity ran out.
     #[error("no fencing token for {resource:?}: {}", not_fenced_reason(.failure))]
     NotFenced {
         /// The resource of the lock; for a set, its members sorted and joined by `, `.
@@ -168,9 +169,18 @@ impl Error {
     }
 
     /// Whether a lock that was held can no longer be relied on ([`Error::LockLost`] from an
-    /// extension, [`Error::HoldLost`] from a guard), as opposed to one that was never acquired.
+    /// extension, [`Error::HoldLost`] from a guard, [`Error::NotFenced`] when the lock's voters
+    /// no longer held it or its validity had run out), as opposed to one that was never
+    /// acquired.
     pub fn is_lost(&self) -> bool {
-        matches!(self, Error::LockLost { .. } | Error::HoldLost { .. })
+        match self {
+            Error::LockLost { .. } | Error::HoldLost { .. } => true,
+            // No token because the lock is gone, not because the nodes were slow.
+            Error::NotFenced { failure, .. } => failure
+                .as_ref()
+                .is_none_or(|failure| failure.cause() == Cause::NotHeld),
+            _ => false,
+        }
     }
 }
 

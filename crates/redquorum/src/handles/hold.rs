@@ -529,7 +529,8 @@ impl Guard {
         } = self;
         drop(stop); // invariant 4
         match task.await {
-            Ok(lock) => lock.detach(),
+            // The keeper's lock never saw a token the guard was issued.
+            Ok(lock) => lock.detach().keeping_fence(&info),
             // The task failed and dropped the lock, which released it (see `release`).
             Err(_) => info,
         }
@@ -626,8 +627,10 @@ impl Redlock {
     /// [`LockInfo::is_lost`] between steps and return early instead.
     ///
     /// # Errors
-    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::HoldLost`]
-    /// if it was lost before `work` finished (the work was stopped then). Once the work has
+    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::NotFenced`]
+    /// if its token could not be issued (the work does not run, and the lock is released);
+    /// [`Error::HoldLost`] if it was lost before `work` finished (the work was stopped then).
+    /// Once the work has
     /// finished, its output is returned whatever the release finds.
     ///
     /// # Cancel safety

@@ -348,8 +348,24 @@ impl LockInfo {
             self.deadline(),
         )
         .await?;
+        // A kept-alive lock counts as lost a margin before its deadline: no token past that.
+        if !self.is_valid() {
+            return Err(Error::NotFenced {
+                resource: self.resources.to_string(),
+                failure: None,
+            });
+        }
         self.fence = Fence::Issued(token);
         Ok(token)
+    }
+
+    /// This info, with the token `from` was issued if it has none (a guard's, for the lock its
+    /// keeper hands back).
+    pub(crate) fn keeping_fence(mut self, from: &LockInfo) -> Self {
+        if let (Fence::OnRequest(_), Fence::Issued(token)) = (self.fence, from.fence) {
+            self.fence = Fence::Issued(token);
+        }
+        self
     }
 
     /// Whether this is a reader's hold on a read-write lock

@@ -100,7 +100,8 @@
 //!    twice. So a manager with the quarantine off rounds to 1 µs and never starts a counter from
 //!    its estimate: a node whose counter is gone proposes its exact clock, not stored, so the
 //!    acquisition takes the store round, and a node that lost its counter is covered as before
-//!    this design, while node clocks differ by less than the time between the two acquisitions.
+//!    this design, while node clocks differ by less than the time between the two tokens (the
+//!    two acquisitions', or, for a token on request, its request's: invariant 8).
 //! 7. **A start is judged by the node's clock, never by our estimate.** A client whose clocks
 //!    stood still while the nodes' went on (a VM paused by its hypervisor stops the monotonic and
 //!    the system clock alike, so the check that they agree on a reading's age passes) holds an
@@ -143,16 +144,23 @@
 //!    - A holder that lost its lock to a later acquisition `M` cannot get a token at all: our
 //!      key is gone from every voter in `M` and never comes back, and the voters outside `M`
 //!      are fewer than a quorum. So a holder that paused past its deadline and asks only then
-//!      is refused ([`Error::LockLost`](crate::Error::LockLost)), rather than given a token
+//!      is refused ([`Error::NotFenced`](crate::Error::NotFenced)), rather than given a token
 //!      newer than its successor's.
 //!    - An earlier acquisition's token, issued at any time, is smaller than ours by the same
 //!      argument with the roles swapped. A node that lost its data lost our key: it refuses, and
 //!      invariant 4 covers its counter.
 //!
-//!    Asked once, the token is kept by the handle. A caller that fences every lock can have it
-//!    with the acquisition as before ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)),
-//!    which spares the extra round trip, and so does [`Redlock::with_lock`](crate::Redlock::with_lock),
-//!    whose work gets the lock's info and no handle to ask with.
+//!    Asked once, the token is kept by the handle. **Its price in availability:** the voters
+//!    are the votes the round counted before it was decided, often exactly a quorum (a won
+//!    round does not wait for the rest), so a token asked for after one of them failed is
+//!    refused although a quorum still holds the lock (found by review: with one node of three
+//!    paused after the acquisition, 13 of 30 requests were refused). Asking at once, before the
+//!    work (the CLI and [`Redlock::with_lock`](crate::Redlock::with_lock) do), leaves only the
+//!    round trip's window; a caller that fences every lock can have the token with the
+//!    acquisition as before ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)),
+//!    which also spares the round trip, and then tolerates what extensions tolerate. Counting
+//!    the votes that land after the decision, within the node timeout, would restore that
+//!    tolerance, but rests on the timing assumption this argument avoids; not done.
 //!
 //! This is where a clock assumption enters, and the only place: invariants 4–6. The grain
 //! trades a little of their margin (at most a second, at most half of `max_ttl`) for nodes that

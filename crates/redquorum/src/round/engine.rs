@@ -320,6 +320,14 @@ impl Count {
             return;
         };
         *reply = reply_of(self.request, result);
+        // In a round restricted to an acquisition's voters, another node's grant is no answer
+        // for this lock (`fencing` invariant 8): reported as a refusal, so that the failure's
+        // cause counts the voters alone.
+        if self.among.is_some_and(|voters| !voters.has(i))
+            && matches!(reply, Reply::Granted | Reply::Quarantined(_))
+        {
+            *reply = Reply::Refused;
+        }
         let counts = match result {
             Ok(answer) if answer.done => {
                 // Invariant 3: a quarantined node's vote does not count; nor, in a round
