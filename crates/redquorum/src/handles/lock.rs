@@ -31,7 +31,6 @@ use crate::primitives::resources::Resources;
 use crate::protocol::fencing::Voters;
 use crate::protocol::validity;
 use crate::round::engine::{Deadline, Engine, Released, Until};
-use crate::round::manager::fence_on_request;
 use crate::round::waiting::WaiterId;
 
 /// Resources and a value that may be set on some nodes, released on drop unless disarmed
@@ -340,14 +339,9 @@ impl LockInfo {
                 failure: None,
             });
         }
-        let token = fence_on_request(
-            engine,
-            &self.resources,
-            &self.value,
-            voters,
-            self.deadline(),
-        )
-        .await?;
+        let token = engine
+            .fence_on_request(&self.resources, &self.value, voters, self.deadline())
+            .await?;
         // A kept-alive lock counts as lost a margin before its deadline: no token past that.
         if !self.is_valid() {
             return Err(Error::NotFenced {

@@ -96,7 +96,7 @@ use crate::nodes::subscriber::Watch;
 use crate::nodes::vouch::FirstSight;
 use crate::primitives::resources::Resources;
 use crate::protocol::aliases::RunIds;
-use crate::protocol::cause::Asked;
+use crate::protocol::cause::{Asked, Cause};
 use crate::protocol::fencing::{Advance, Proposals, Voters};
 use crate::protocol::quarantine::TrustPolicy;
 use crate::protocol::quorum::{Decision, Tally};
@@ -220,6 +220,9 @@ impl Rules {
         )
     }
 }
+
+/// How many fence rounds a token on request may take when nodes do not answer in time.
+const FENCE_ATTEMPTS: u32 = 3;
 
 /// The round engine, and what every lock handle shares with its manager.
 #[derive(Debug)]
@@ -671,6 +674,79 @@ impl Engine {
             .instrument(span)
             .await;
         self.released(round)
+    }
+
+    /// A lock's fencing token on request (`fencing` invariant 8): the counters advanced where
+    /// every key still holds `value`, counted on `voters` only, a quorum of them; then, when
+    /// their proposals disagree, the largest stored on a quorum of them; handed out only if the
+    /// lock is still valid (`valid_until`) once that is done (`manager` invariant 1).
+    pub(crate) async fn fence_on_request(
+        self: &Arc<Self>,
+        resources: &Resources,
+        value: &Arc<str>,
+        voters: Voters,
+        valid_until: Instant,
+    ) -> Result<u64, Error> {
+        let not_fenced = |failure: Option<RoundFailure>| Error::NotFenced {
+            resource: resources.to_string(),
+            failure: failure.map(Box::new),
+        };
+        let Some(advance) = self.rules.fence else {
+            return Err(not_fenced(None));
+        };
+        let timeout = self.rules.node_timeout;
+        let among = Some(voters);
+        let mut attempts = 0;
+        let token = loop {
+            attempts += 1;
+            let request = Request::FenceHeld { advance };
+            let round = self
+                .round_among(
+                    Until::WonThenDriven,
+                    request,
+                    resources,
+                    value,
+                    timeout,
+                    among,
+                )
+                .await;
+            if let (Decision::Won, Some(token)) = (round.decision, round.proposals.token()) {
+                break token;
+            }
+            // Slow or unreachable nodes may answer the next round, while the lock lasts (a round
+            // only ever advances counters where our keys are); voters that no longer hold our
+            // value never will again (`fencing` invariant 8).
+            let failure = round.failure(self);
+            let again = failure.cause() == Cause::Unavailable
+                && attempts < FENCE_ATTEMPTS
+                && valid_until > Instant::now() + timeout;
+            if !again {
+                return Err(not_fenced(Some(failure)));
+            }
+        };
+        if !token.stored {
+            let store = Request::Fence {
+                token: token.value,
+                retention_ms: advance.retention_ms,
+            };
+            let round = self
+                .round_among(
+                    Until::WonThenDriven,
+                    store,
+                    resources,
+                    value,
+                    timeout,
+                    among,
+                )
+                .await;
+            if round.decision != Decision::Won {
+                return Err(not_fenced(Some(round.failure(self))));
+            }
+        }
+        if valid_until <= Instant::now() {
+            return Err(not_fenced(None));
+        }
+        Ok(token.value)
     }
 
     /// Runs the compare-and-PEXPIRE script on every node; returns the new deadline.
