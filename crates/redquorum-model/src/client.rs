@@ -52,6 +52,9 @@ pub enum Phase {
         votes: u8,
         /// The library's proposals.
         proposals: Proposals,
+        /// The nodes whose votes were counted (bit `n`: node `n`), kept only by a client whose
+        /// token is issued on request ([`Client::on_request`]): what its fence round counts.
+        voters: u8,
     },
     /// The fencing store round (`fencing` step 3).
     Storing {
@@ -65,6 +68,8 @@ pub enum Phase {
         tally: Tally,
         /// Stores counted (for the N/2 switch).
         votes: u8,
+        /// The acquisition's place in the order of decisions ([`Fence::order`]).
+        order: u8,
     },
     /// Extending a held lock (`engine::extend`: compare-and-`PEXPIRE` on every node, a quorum
     /// within the new validity); still valid until the old deadline meanwhile.
@@ -73,8 +78,8 @@ pub enum Phase {
         value: u8,
         /// The deadline before this extension.
         deadline: Instant,
-        /// The fencing token.
-        token: u64,
+        /// The fencing token, or what a token on request needs.
+        fence: Fence,
         /// The client's clock when the extension round started.
         start: u16,
         /// The library's vote count.
@@ -88,9 +93,75 @@ pub enum Phase {
         value: u8,
         /// The validity deadline.
         deadline: Instant,
-        /// The fencing token.
-        token: u64,
+        /// The fencing token, or what a token on request needs.
+        fence: Fence,
     },
+    /// A holder's fence round (`fencing` invariant 8: `fence_held.lua` on every node, a quorum
+    /// of the voters proposing); still valid until its deadline meanwhile.
+    Fencing {
+        /// The lock value.
+        value: u8,
+        /// The validity deadline.
+        deadline: Instant,
+        /// The client's clock when the fence round started (for the node timeout).
+        start: u16,
+        /// The voters and the acquisition's order.
+        fence: Fence,
+        /// The library's count of proposals.
+        tally: Tally,
+        /// Proposals counted (for the N/2 switch).
+        votes: u8,
+        /// The library's proposals (the counted ones only).
+        proposals: Proposals,
+    },
+    /// The store round after a fence round whose counted proposals disagree (`fence.lua`,
+    /// counted on the voters).
+    FenceStoring {
+        /// The lock value.
+        value: u8,
+        /// The validity deadline.
+        deadline: Instant,
+        /// The client's clock when the store round started (for the node timeout).
+        start: u16,
+        /// The voters and the acquisition's order.
+        fence: Fence,
+        /// The token being stored.
+        token: u64,
+        /// The library's count of stores.
+        tally: Tally,
+        /// Stores counted (for the N/2 switch).
+        votes: u8,
+    },
+}
+
+/// A hold's fencing token, or, for a token on request not asked for yet, what its fence round
+/// needs: the acquisition's voters and its place in the order of decisions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Fence {
+    /// The token issued, if any.
+    pub token: Option<u64>,
+    /// The nodes whose `SET` the acquisition counted (bit `n`: node `n`); 0 once the token was
+    /// asked for (a holder asks at most once) or when it came with the acquisition.
+    pub voters: u8,
+    /// How many acquisitions had been decided when this one was (its own included): the order
+    /// the property on tokens compares ([`crate::properties`]); 0 when no longer needed.
+    pub order: u8,
+}
+
+impl Fence {
+    /// A token issued with the acquisition (the eager path), or by a fence round.
+    pub fn issued(token: u64) -> Self {
+        Fence {
+            token: Some(token),
+            voters: 0,
+            order: 0,
+        }
+    }
+
+    /// Whether the holder may still ask for its token.
+    pub fn askable(&self) -> bool {
+        self.token.is_none() && self.voters != 0
+    }
 }
 
 /// A client.
@@ -115,6 +186,9 @@ pub struct Client {
     /// How many hand-outs there had been when its hold began (its own included): an extension
     /// that wins after another's is no continuation of the hold.
     pub hold_since: u8,
+    /// Its acquisitions are plain `SET NX PX` and its token is issued on request (`fencing`
+    /// invariant 8), instead of with the acquisition (`Builder::fence_on_acquire`).
+    pub on_request: bool,
 }
 
 /// The settings every client shares.
@@ -217,7 +291,10 @@ impl Client {
     pub fn valid(&self, now: u16) -> bool {
         matches!(
             self.phase,
-            Phase::Holding { deadline, .. } | Phase::Extending { deadline, .. }
+            Phase::Holding { deadline, .. }
+                | Phase::Extending { deadline, .. }
+                | Phase::Fencing { deadline, .. }
+                | Phase::FenceStoring { deadline, .. }
                 if instant(now) < deadline
         )
     }
@@ -328,6 +405,16 @@ pub fn health_check(
     conn.trusted_from = Some(floor.map_or(verdict.trusted_from, |f| f.max(verdict.trusted_from)));
     conn.quarantined = verdict.reason.is_some();
     conn.marker = Some(marker);
+}
+
+/// Whether a reply that reads nothing back counts as a vote (`node::perform` checks only
+/// acquisitions: a fence round, a store round and an extension need our key, which a node that
+/// lost its data cannot show): the same connection, and the node out of quarantine
+/// (`engine` invariant 3).
+pub fn unchecked_vote(conn: &Conn, server: (u8, u8), granted: bool, now: u16) -> bool {
+    conn.server.is_some_and(|s| s.0 == server.0)
+        && granted
+        && conn.trusted_from.is_some_and(|from| instant(now) >= from)
 }
 
 /// Whether a reply from `node`'s current server counts as a vote, after the marker read back

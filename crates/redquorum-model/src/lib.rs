@@ -11,7 +11,10 @@
 //! - the quarantine: `Memory::judge`, `Memory::lost_data`, `Observation::from_info`,
 //!   `Marker::from_reply`, `marker_owner`, `id_of` (`quarantine.rs`, `marker.rs`);
 //! - fencing: `clock_grain`, `trust_window`, `Advance::initial_counter`, `Advance::proposal`,
-//!   `Proposals::add`, `Proposals::token` (`fencing.rs`);
+//!   `Proposals::add`, `Proposals::token` (`fencing.rs`); a token on request (`fencing`
+//!   invariant 8) counts on the acquisition's voters, kept here as a bit set of the model's own
+//!   ([`client::Fence`]) where the library has `fencing::Voters`, so that the symmetry
+//!   reduction can rename its nodes;
 //! - a release by value: `value::new`, `release_bound_by_value` (`value.rs`);
 //! - first sight and marks: `first_sight::sighting`, `first_sight::decide`, `mark::refused`,
 //!   `marker::extended`, `MarkerValue::tells_servers_apart`, `Memory::held_off`
@@ -19,7 +22,8 @@
 //!
 //! Modelled, because they run on the servers or are I/O: what the nodes do, mirroring the
 //! scripts and commands ([`node`]: `marker.lua`, `vouch.lua`, the native fenced pipeline,
-//! `acquire_fenced.lua` with `fence_advance.lua`, `fence.lua`, `extend.lua`, `linger.lua`,
+//! `acquire_fenced.lua` with `fence_advance.lua`, the plain `SET NX PX` and `fence_held.lua` of
+//! a token issued on request, `fence.lua`, `extend.lua`, `linger.lua`,
 //! `release_timely.lua`, the standard compare-and-delete); when each client takes each step
 //! ([`model`], [`client`]); faults ([`faults`]); clocks ([`clock`]). The old rules the switches restore (the counter floor, `N/2`, `start + ttl`, a
 //! marker naming the `run_id` alone, a release that ignores the delay, a release bound of the
@@ -174,7 +178,10 @@ fn report(
         let found = checker.discovery(name);
         if name == properties::LIVENESS {
             live = found.is_some();
-        } else if properties::WITNESSES.contains(&name) || name == properties::FIRST_SIGHT_TRUSTED {
+        } else if properties::WITNESSES.contains(&name)
+            || properties::FENCE_WITNESSES.contains(&name)
+            || name == properties::FIRST_SIGHT_TRUSTED
+        {
             if found.is_some() {
                 witnessed.push(name);
             }

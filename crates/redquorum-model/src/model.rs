@@ -11,7 +11,7 @@ use redquorum::protocol::quorum::{Decision, Tally};
 use redquorum::protocol::validity::{drift, late_release_bound};
 use stateright::{Model, Property};
 
-use crate::client::{self, Client, Conn, Look, Phase, Settings, Sight};
+use crate::client::{self, Client, Conn, Fence, Look, Phase, Settings, Sight};
 use crate::clock::instant;
 use crate::faults::{self, Fault, FaultKinds};
 use crate::node::{AcquireReply, Found, MarkerId, Markers, Node};
@@ -33,6 +33,9 @@ pub struct Bounds {
     pub releases: bool,
     /// Extensions each client may start while it holds.
     pub extensions: u8,
+    /// How many clients (the first ones) may extend at all; `u8::MAX` for every client (a
+    /// scenario whose hole needs one holder's extension spares the checker the others').
+    pub extending_clients: u8,
     /// Releases by value in a run: a holder vanishes and another process, configured without
     /// the lock-delay, releases its lock by value (`redlock release --value`).
     pub by_value: u8,
@@ -71,6 +74,15 @@ pub struct Bounds {
     pub horizon: u16,
     /// Whether requests may time out and be delivered late.
     pub late_delivery: bool,
+    /// How many clients (the first ones) acquire with the plain `SET NX PX` and have their token
+    /// issued on request (`fencing` invariant 8): a holder among them may, once per hold, at
+    /// any time, start a fence round. The others fence with the acquisition (the eager path,
+    /// `Builder::fence_on_acquire`).
+    pub fence_on_request: u8,
+    /// A holder whose fence round failed may ask again, while its lock is valid (the library's
+    /// `fence_on_request` runs up to three rounds when nodes did not answer, and a caller may
+    /// call `Lock::fence` again after an error). Off: at most once per hold.
+    pub fence_again: bool,
     /// The lock's TTL (ms).
     pub ttl_ms: u16,
     /// The lock-delay (ms), 0 for none.
@@ -109,6 +121,7 @@ impl Bounds {
         attempts: 1,
         releases: true,
         extensions: 0,
+        extending_clients: u8::MAX,
         by_value: 0,
         markers: Markers::Drawn,
         late_clients: 0,
@@ -128,6 +141,8 @@ impl Bounds {
         drift: 0,
         horizon: 6,
         late_delivery: false,
+        fence_on_request: 0,
+        fence_again: false,
         ttl_ms: 3,
         lock_delay_ms: 1,
         node_timeout_ms: 2,
@@ -145,7 +160,11 @@ pub enum Request {
         /// The estimate.
         estimate_us: u64,
     },
-    /// The store round (`scripts/fence.lua`).
+    /// A plain acquisition, `SET NX PX` alone (a lock whose token is issued on request).
+    Set,
+    /// A holder's fence round (`scripts/fence_held.lua`).
+    FenceHeld,
+    /// The store round (`scripts/fence.lua`), of an acquisition or of a fence round.
     Store {
         /// The token.
         token: u64,
@@ -196,8 +215,11 @@ pub struct State {
     pub faults_left: u8,
     /// `Lag` steps left.
     pub drift_left: u8,
-    /// The largest token handed out.
-    pub last_token: Option<u64>,
+    /// How many acquisitions were decided (won, within their validity): each one's place in
+    /// that order is its [`Fence::order`].
+    pub decided: u8,
+    /// Every token issued, with its acquisition's place in the order of decisions, sorted.
+    pub issued: Vec<(u8, u64)>,
     /// How many locks were handed out.
     pub handouts: u8,
     /// Releases by value left.
@@ -227,6 +249,8 @@ pub enum Action {
     Acquire(u8),
     /// A holder starts an extension.
     Extend(u8),
+    /// A holder asks for its token (a fence round).
+    Fence(u8),
     /// A holder releases.
     Release(u8),
     /// A holder whose validity ran out releases the lock it lost (`engine` invariant 5).
@@ -351,19 +375,57 @@ impl Protocol {
         }
     }
 
-    /// A holder's hand-out: tokens must increase; nobody may win inside another's lock-delay.
+    /// A token is issued for the acquisition decided `order`th: it must be above every token
+    /// issued before (property 2), and above every token of an earlier acquisition and below
+    /// every token of a later one (property 3).
+    fn issue(s: &mut State, order: u8, token: u64) {
+        if s.issued.iter().any(|&(_, t)| token <= t) {
+            s.broken.tokens_not_increasing = true;
+        }
+        for &(o, t) in &s.issued {
+            if (o < order && t >= token) || (o > order && t <= token) {
+                s.broken.tokens_out_of_order = true;
+            }
+        }
+        s.issued.push((order, token));
+        s.issued.sort_unstable();
+    }
+
+    /// Once no decided acquisition waits for its token (none in a store round, none holding
+    /// without a token it may still ask for), every token issued later belongs to an
+    /// acquisition decided later than all those issued: property 3 then compares it with their
+    /// largest alone, as property 2 does. So the order of decisions starts again, and only that
+    /// largest token is kept (with order 0, below every later one): states that differ only in
+    /// how they got there are one, and a check with every client fencing eagerly explores no
+    /// more states than before property 3.
+    fn forget_orders(s: &mut State) {
+        let waiting = s.clients.iter().any(|c| match &c.phase {
+            Phase::Storing { .. } | Phase::Fencing { .. } | Phase::FenceStoring { .. } => true,
+            Phase::Holding { fence, .. } | Phase::Extending { fence, .. } => fence.askable(),
+            Phase::Idle | Phase::Acquiring { .. } => false,
+        });
+        if !waiting {
+            s.decided = 0;
+            if let Some(largest) = s.issued.iter().map(|&(_, t)| t).max() {
+                s.issued = vec![(0, largest)];
+            }
+        }
+    }
+
+    /// A holder's hand-out, with its token if it came with the acquisition (decided `order`th):
+    /// nobody else may be a valid holder; nobody may win inside another's lock-delay.
     fn hand_out(
         &self,
         s: &mut State,
         c: usize,
         value: u8,
         deadline: std::time::Instant,
-        token: u64,
+        fence: Fence,
+        order: u8,
     ) {
-        if s.last_token.is_some_and(|last| token <= last) {
-            s.broken.tokens_not_increasing = true;
+        if let Some(token) = fence.token {
+            Self::issue(s, order, token);
         }
-        s.last_token = s.last_token.max(Some(token));
         let delay = Duration::from_millis(u64::from(self.bounds.lock_delay_ms));
         for (other, client) in s.clients.iter().enumerate() {
             if other == c {
@@ -386,7 +448,7 @@ impl Protocol {
         s.clients[c].phase = Phase::Holding {
             value,
             deadline,
-            token,
+            fence,
         };
         s.clients[c].last_hold = Some((value, deadline, false));
         s.handouts = s.handouts.saturating_add(1);
@@ -493,11 +555,13 @@ impl Protocol {
                 mut tally,
                 mut votes,
                 mut proposals,
+                voters,
             } if value == value_in => {
                 if let Some((p, counted)) = proposal {
                     proposals.add(p, counted);
                 }
                 let decided = self.decide(&mut tally, &mut votes, vote);
+                let on_request = s.clients[c].on_request;
                 match decided {
                     Decision::Open => {
                         s.clients[c].phase = Phase::Acquiring {
@@ -506,16 +570,35 @@ impl Protocol {
                             tally,
                             votes,
                             proposals,
+                            voters,
                         };
                     }
                     Decision::Lost => self.roll_back(s, c, value),
                     Decision::Won => {
                         let deadline = client::round_deadline(&self.settings, &self.rules, start);
                         match (deadline, proposals.token()) {
-                            (Some(deadline), Some(token)) if instant(now) < deadline => {
+                            // A plain `SET`: the lock without a token, which its holder may ask
+                            // for later, counted on these voters.
+                            (Some(deadline), _) if on_request && instant(now) < deadline => {
                                 Self::stop_waiting(s, c, value);
+                                s.decided = s.decided.saturating_add(1);
+                                let order = s.decided;
+                                let fence = Fence {
+                                    token: None,
+                                    voters,
+                                    order,
+                                };
+                                self.hand_out(s, c, value, deadline, fence, order);
+                            }
+                            (Some(deadline), Some(token))
+                                if !on_request && instant(now) < deadline =>
+                            {
+                                Self::stop_waiting(s, c, value);
+                                s.decided = s.decided.saturating_add(1);
+                                let order = s.decided;
                                 if token.stored {
-                                    self.hand_out(s, c, value, deadline, token.value);
+                                    let fence = Fence::issued(token.value);
+                                    self.hand_out(s, c, value, deadline, fence, order);
                                 } else {
                                     let all: Vec<usize> = (0..n).collect();
                                     self.send(
@@ -532,6 +615,7 @@ impl Protocol {
                                         token: token.value,
                                         tally: Tally::new(n),
                                         votes: 0,
+                                        order,
                                     };
                                 }
                             }
@@ -546,6 +630,7 @@ impl Protocol {
                 token,
                 mut tally,
                 mut votes,
+                order,
             } if value == value_in => {
                 let decided = self.decide(&mut tally, &mut votes, vote);
                 match decided {
@@ -556,6 +641,7 @@ impl Protocol {
                             token,
                             tally,
                             votes,
+                            order,
                         };
                     }
                     Decision::Lost => self.roll_back(s, c, value),
@@ -564,7 +650,8 @@ impl Protocol {
                         match deadline {
                             Some(deadline) if instant(now) < deadline => {
                                 Self::stop_waiting(s, c, value);
-                                self.hand_out(s, c, value, deadline, token);
+                                let fence = Fence::issued(token);
+                                self.hand_out(s, c, value, deadline, fence, order);
                             }
                             _ => self.roll_back(s, c, value),
                         }
@@ -574,7 +661,7 @@ impl Protocol {
             Phase::Extending {
                 value,
                 deadline,
-                token,
+                fence,
                 start,
                 mut tally,
                 mut votes,
@@ -587,14 +674,14 @@ impl Protocol {
                 let holding = |deadline| Phase::Holding {
                     value,
                     deadline,
-                    token,
+                    fence,
                 };
                 match decided {
                     Decision::Open => {
                         s.clients[c].phase = Phase::Extending {
                             value,
                             deadline,
-                            token,
+                            fence,
                             start,
                             tally,
                             votes,
@@ -618,6 +705,118 @@ impl Protocol {
                             _ => s.clients[c].phase = holding(deadline),
                         }
                     }
+                }
+                Self::stop_waiting(s, c, value);
+            }
+            Phase::Fencing {
+                value,
+                deadline,
+                start,
+                fence,
+                mut tally,
+                mut votes,
+                mut proposals,
+            } if value == value_in => {
+                // As in the library's round, every proposal that came back is added, counted or
+                // not: the agreement is the counted ones', the largest any node's (a larger
+                // token, stored on a quorum of voters all the same).
+                if let Some((p, counted)) = proposal {
+                    proposals.add(p, counted);
+                }
+                let decided = self.decide(&mut tally, &mut votes, vote);
+                // Refused, or won too late: no token; the holder asks again only with
+                // `fence_again`.
+                let refused = Phase::Holding {
+                    value,
+                    deadline,
+                    fence: self.failed(fence),
+                };
+                match decided {
+                    Decision::Open => {
+                        s.clients[c].phase = Phase::Fencing {
+                            value,
+                            deadline,
+                            start,
+                            fence,
+                            tally,
+                            votes,
+                            proposals,
+                        };
+                        return;
+                    }
+                    Decision::Lost => s.clients[c].phase = refused,
+                    Decision::Won => match proposals.token() {
+                        // Still valid when the round is decided: steps 2 and 3.
+                        Some(token) if instant(now) < deadline => {
+                            if token.stored {
+                                Self::issue(s, fence.order, token.value);
+                                s.seen.fenced_on_request = true;
+                                s.clients[c].phase = Phase::Holding {
+                                    value,
+                                    deadline,
+                                    fence: Fence::issued(token.value),
+                                };
+                            } else {
+                                Self::stop_waiting(s, c, value);
+                                let all: Vec<usize> = (0..n).collect();
+                                let request = Request::Store { token: token.value };
+                                self.send(s, c, value, &all, request, true);
+                                s.clients[c].phase = Phase::FenceStoring {
+                                    value,
+                                    deadline,
+                                    start: now,
+                                    fence,
+                                    token: token.value,
+                                    tally: Tally::new(n),
+                                    votes: 0,
+                                };
+                                return;
+                            }
+                        }
+                        _ => s.clients[c].phase = refused,
+                    },
+                }
+                Self::stop_waiting(s, c, value);
+            }
+            Phase::FenceStoring {
+                value,
+                deadline,
+                start,
+                fence,
+                token,
+                mut tally,
+                mut votes,
+            } if value == value_in => {
+                let decided = self.decide(&mut tally, &mut votes, vote);
+                let refused = Phase::Holding {
+                    value,
+                    deadline,
+                    fence: self.failed(fence),
+                };
+                match decided {
+                    Decision::Open => {
+                        s.clients[c].phase = Phase::FenceStoring {
+                            value,
+                            deadline,
+                            start,
+                            fence,
+                            token,
+                            tally,
+                            votes,
+                        };
+                        return;
+                    }
+                    Decision::Won if instant(now) < deadline => {
+                        Self::issue(s, fence.order, token);
+                        s.seen.fenced_on_request = true;
+                        s.seen.fenced_by_store = true;
+                        s.clients[c].phase = Phase::Holding {
+                            value,
+                            deadline,
+                            fence: Fence::issued(token),
+                        };
+                    }
+                    _ => s.clients[c].phase = refused,
                 }
                 Self::stop_waiting(s, c, value);
             }
@@ -721,6 +920,50 @@ impl Protocol {
         }
     }
 
+    /// What a fence round that failed leaves: with `fence_again`, the voters to ask again;
+    /// otherwise nothing (the holder asks at most once).
+    fn failed(&self, fence: Fence) -> Fence {
+        if self.bounds.fence_again {
+            fence
+        } else {
+            Fence::default()
+        }
+    }
+
+    /// Whether a reply of node `n` to client `c`'s fence round or its store round (`yes`: it
+    /// proposed, or stored) came back, and whether it counts. It comes back within the node
+    /// timeout of the round's start, with the marker read back as with every vote (the library
+    /// checks every request's reply: a node that lost its data is no vote, and is quarantined);
+    /// it counts if it is also from one of the lock's voters (with `fence_counts_voters_only`;
+    /// off, any node where our key is).
+    fn fence_reply(&self, s: &mut State, c: usize, n: usize, value: u8, yes: bool) -> (bool, bool) {
+        let now = s.clients[c].clock(s.t);
+        let (start, voters) = match s.clients[c].phase {
+            Phase::Fencing {
+                value: v,
+                start,
+                fence,
+                ..
+            }
+            | Phase::FenceStoring {
+                value: v,
+                start,
+                fence,
+                ..
+            } if v == value => (start, fence.voters),
+            _ => return (false, false),
+        };
+        if instant(now) > instant(start) + self.settings.node_timeout {
+            return (false, false);
+        }
+        // As the library: a fence or store reply reads no marker back (`node::perform` checks
+        // acquisitions only); our key is the evidence.
+        let server = s.nodes[n].server();
+        let vote = client::unchecked_vote(&s.clients[c].conns[n], server, yes, now);
+        let counted = vote && (voters & (1 << n) != 0 || !self.rules.fence_counts_voters_only);
+        (vote, counted)
+    }
+
     /// The node runs `m`; its reply reaches the client if it still waits for it.
     fn deliver(&self, s: &mut State, m: Msg) {
         let (c, n) = (usize::from(m.client), usize::from(m.node));
@@ -736,7 +979,7 @@ impl Protocol {
             return;
         }
         match m.request {
-            Request::Acquire { estimate_us } => {
+            Request::Acquire { .. } | Request::Set => {
                 // A reply after the node timeout is no vote: the client stopped waiting.
                 let in_time = match s.clients[c].phase {
                     Phase::Acquiring { value, start, .. } if value == m.value => {
@@ -745,18 +988,23 @@ impl Protocol {
                     _ => true,
                 };
                 let advance = self.settings.advance;
-                let initial = advance
-                    .starts_counters()
-                    .then(|| advance.initial_counter(estimate_us));
+                let initial = |estimate_us| {
+                    advance
+                        .starts_counters()
+                        .then(|| advance.initial_counter(estimate_us))
+                };
                 let life = self.bounds.ttl_ms + self.bounds.lock_delay_ms;
-                let reply: AcquireReply = s.nodes[n].acquire(
-                    node_now,
-                    m.value,
-                    life,
-                    initial,
-                    advance.grain_us,
-                    self.bounds.cluster,
-                );
+                let reply: AcquireReply = match m.request {
+                    Request::Acquire { estimate_us } => s.nodes[n].acquire(
+                        node_now,
+                        m.value,
+                        life,
+                        initial(estimate_us),
+                        advance.grain_us,
+                        self.bounds.cluster,
+                    ),
+                    _ => s.nodes[n].set_plain(node_now, m.value, life),
+                };
                 if m.awaited && !in_time {
                     self.count(s, c, m.value, false, None);
                 } else if m.awaited {
@@ -780,8 +1028,16 @@ impl Protocol {
                     {
                         s.seen.vouched_by_group = true;
                     }
-                    let proposal = reply
-                        .granted
+                    // A plain `SET` proposes nothing; its client keeps its voters.
+                    let plain = m.request == Request::Set;
+                    if let Phase::Acquiring { voters, value, .. } = &mut s.clients[c].phase
+                        && plain
+                        && counted
+                        && *value == m.value
+                    {
+                        *voters |= 1 << n;
+                    }
+                    let proposal = (reply.granted && !plain)
                         .then(|| (client::proposal(&reply, &advance, &self.rules), counted));
                     self.count(s, c, m.value, counted, proposal);
                 }
@@ -798,22 +1054,42 @@ impl Protocol {
                 if m.awaited && !in_time {
                     self.count(s, c, m.value, false, None);
                 } else if m.awaited {
+                    // As the library: an extension reads no marker back (`node::perform` checks
+                    // acquisitions only); our key is the evidence.
                     let server = s.nodes[n].server();
-                    let marker = s.nodes[n].master.data.marker;
-                    let counted = client::vote(
-                        &mut s.clients[c].conns[n],
-                        server,
-                        marker.as_ref(),
-                        done,
-                        client_now,
-                        &self.settings,
-                        &self.rules,
-                    );
+                    let conn = &s.clients[c].conns[n];
+                    let counted = client::unchecked_vote(conn, server, done, client_now);
                     self.count(s, c, m.value, counted, None);
                 }
             }
             Request::Linger => {
                 s.nodes[n].linger(node_now, m.value, self.bounds.lock_delay_ms);
+            }
+            Request::FenceHeld => {
+                let proposal = s.nodes[n].fence_held(
+                    node_now,
+                    m.value,
+                    self.settings.advance.grain_us,
+                    self.rules.fence_needs_held_key,
+                );
+                if m.awaited {
+                    let (back, counted) = self.fence_reply(s, c, n, m.value, proposal.is_some());
+                    let proposal = proposal.filter(|_| back).map(|value| {
+                        let stored = true; // the script's advance
+                        (Proposal { value, stored }, counted)
+                    });
+                    self.count(s, c, m.value, counted, proposal);
+                }
+            }
+            Request::Store { token }
+                if matches!(s.clients[c].phase,
+                    Phase::FenceStoring { value, .. } if value == m.value) =>
+            {
+                let stored = s.nodes[n].store(m.value, token);
+                if m.awaited {
+                    let (_, counted) = self.fence_reply(s, c, n, m.value, stored);
+                    self.count(s, c, m.value, counted, None);
+                }
             }
             Request::Store { token } => {
                 let stored = s.nodes[n].store(m.value, token);
@@ -906,10 +1182,15 @@ impl Model for Protocol {
                 phase: Phase::Idle,
                 conns,
                 last_hold: None,
-                extensions_left: self.bounds.extensions,
+                extensions_left: if index < self.bounds.extending_clients {
+                    self.bounds.extensions
+                } else {
+                    0
+                },
                 hold_since: 0,
                 sight,
                 late: index >= early,
+                on_request: index < self.bounds.fence_on_request,
             });
         }
         vec![State {
@@ -919,7 +1200,8 @@ impl Model for Protocol {
             net: Vec::new(),
             faults_left: self.bounds.faults,
             drift_left: self.bounds.drift,
-            last_token: None,
+            decided: 0,
+            issued: Vec::new(),
             handouts: 0,
             by_value_left: self.bounds.by_value,
             marks_left: self.bounds.marks,
@@ -975,8 +1257,13 @@ impl Model for Protocol {
             }
             match client.phase {
                 Phase::Idle if client.attempts_left > 0 => actions.push(Action::Acquire(c8)),
-                Phase::Holding { .. } => {
+                Phase::Holding { fence, .. } => {
                     let valid = client.valid(client.clock(s.t));
+                    // At most once per hold (unless `fence_again`), while it is valid
+                    // (`LockInfo::issue_fence` refuses at once otherwise).
+                    if client.on_request && fence.askable() && valid {
+                        actions.push(Action::Fence(c8));
+                    }
                     if self.bounds.releases && valid {
                         actions.push(Action::Release(c8));
                     }
@@ -1081,23 +1368,22 @@ impl Model for Protocol {
                     tally: Tally::new(self.n()),
                     votes: 0,
                     proposals: Proposals::default(),
+                    voters: 0,
+                };
+                let request = if client.on_request {
+                    Request::Set
+                } else {
+                    Request::Acquire { estimate_us: 0 }
                 };
                 let all: Vec<usize> = (0..self.n()).collect();
-                self.send(
-                    &mut s,
-                    c,
-                    value,
-                    &all,
-                    Request::Acquire { estimate_us: 0 },
-                    true,
-                );
+                self.send(&mut s, c, value, &all, request, true);
             }
             Action::Extend(c) => {
                 let c = usize::from(c);
                 let Phase::Holding {
                     value,
                     deadline,
-                    token,
+                    fence,
                 } = s.clients[c].phase
                 else {
                     return None;
@@ -1107,13 +1393,39 @@ impl Model for Protocol {
                 client.phase = Phase::Extending {
                     value,
                     deadline,
-                    token,
+                    fence,
                     start: client.clock(s.t),
                     tally: Tally::new(self.n()),
                     votes: 0,
                 };
                 let all: Vec<usize> = (0..self.n()).collect();
                 self.send(&mut s, c, value, &all, Request::Extend, true);
+            }
+            Action::Fence(c) => {
+                let c = usize::from(c);
+                let Phase::Holding {
+                    value,
+                    deadline,
+                    fence,
+                } = s.clients[c].phase
+                else {
+                    return None;
+                };
+                if !fence.askable() {
+                    return None;
+                }
+                let client = &mut s.clients[c];
+                client.phase = Phase::Fencing {
+                    value,
+                    deadline,
+                    start: client.clock(s.t),
+                    fence,
+                    tally: Tally::new(self.n()),
+                    votes: 0,
+                    proposals: Proposals::default(),
+                };
+                let all: Vec<usize> = (0..self.n()).collect();
+                self.send(&mut s, c, value, &all, Request::FenceHeld, true);
             }
             Action::Release(c) => {
                 let c = usize::from(c);
@@ -1226,6 +1538,7 @@ impl Model for Protocol {
                 }
             }
         }
+        Self::forget_orders(&mut s);
         Some(s)
     }
 

@@ -481,6 +481,48 @@ impl Node {
         }
     }
 
+    /// A plain acquisition (`SET NX PX` alone, no counter touched: an exclusive lock whose token
+    /// is issued on request, `fencing` invariant 8), with the marker read back in the same step.
+    pub fn set_plain(&mut self, now: u16, value: u8, life_ms: u16) -> AcquireReply {
+        let data = &mut self.master.data;
+        let granted = data.lock.is_none();
+        if granted {
+            data.lock = Some(Key {
+                value,
+                expires: now.saturating_add(life_ms),
+            });
+        }
+        AcquireReply {
+            granted,
+            counter: None,
+            clock_us: node_us(now),
+            marker: data.marker,
+            scripted: false,
+        }
+    }
+
+    /// `scripts/fence_held.lua`: only while the lock holds `value` (or anywhere, with
+    /// `needs_key` false: the rule removed), the counter goes to `max(counter + 1, the node's
+    /// clock in µs rounded down to the grain)`, as `fence_advance.lua` does, and the new counter
+    /// is the reply (a stored proposal); elsewhere nothing changes and the node refuses.
+    pub fn fence_held(
+        &mut self,
+        now: u16,
+        value: u8,
+        grain_us: u64,
+        needs_key: bool,
+    ) -> Option<u64> {
+        let data = &mut self.master.data;
+        if needs_key && data.lock.map(|k| k.value) != Some(value) {
+            return None;
+        }
+        let clock_us = node_us(now);
+        let rounded = clock_us - clock_us % grain_us.max(1);
+        let counter = data.counter.unwrap_or(0).saturating_add(1).max(rounded);
+        data.counter = Some(counter);
+        Some(counter)
+    }
+
     /// `scripts/extend.lua` (compare-and-`PEXPIRE` to `life_ms` from now): whether it extended.
     pub fn extend(&mut self, now: u16, value: u8, life_ms: u16) -> bool {
         match self.master.data.lock.as_mut() {

@@ -59,6 +59,14 @@ pub struct Rules {
     /// First sight trusts a node only with its whole group: every node unmarked and clean
     /// (`first_sight::decide`). Off: each clean, unmarked node on its own.
     pub first_sight_needs_group: bool,
+    /// A token on request advances a node's counter only while the lock's key there holds our
+    /// value (`scripts/fence_held.lua`, `fencing` invariant 8). Off: every node advances and
+    /// proposes, our key there or not.
+    pub fence_needs_held_key: bool,
+    /// A fence round, and its store round, count only the lock's voters: the nodes whose `SET`
+    /// the acquisition counted (`fencing::Voters`, invariant 8). Off: any node whose key holds
+    /// our value counts (a `SET` that landed after the round included).
+    pub fence_counts_voters_only: bool,
 }
 
 impl Default for Rules {
@@ -85,5 +93,7 @@ impl Rules {
         mark_checks_uptime: true,
         first_sight_opt_in: true,
         first_sight_needs_group: true,
+        fence_needs_held_key: true,
+        fence_counts_voters_only: true,
     };
 }

@@ -13,8 +13,11 @@
 //!   marker ids) from counters of their own, and a client compares a node's identities only
 //!   with that node's (its connection to it), so renaming nodes needs no renaming of identities;
 //! - a client's first-sight protocol steps on its nodes in any order, so its progress renames
-//!   with the nodes;
-//! - the properties count holders, tokens and hand-outs, never who or where.
+//!   with the nodes; so do an acquisition's voters (a set of nodes, renamed bit by bit);
+//! - a client whose token is issued on request differs only in its state
+//!   ([`Client::on_request`]), which renames with it;
+//! - the properties count holders, tokens and hand-outs, never who or where; the order of
+//!   decisions that property 3 compares is a count, as is each hold's place in it.
 //!
 //! The checker keeps one representative per class: the renaming of the state whose hash is the
 //! smallest. Any choice made from the class alone works; a hash collision between two renamings
@@ -57,14 +60,56 @@ fn value(v: u8, p: &[usize]) -> u8 {
     u8::try_from(renamed).unwrap_or(u8::MAX) * VALUES + v % VALUES
 }
 
-fn phase(phase: &Phase, p: &[usize]) -> Phase {
+/// A set of nodes (bit `j`: node `j`) renamed by the node permutation `q`.
+fn nodes(set: u8, q: &[usize]) -> u8 {
+    let mut out = 0;
+    for (j, &to) in q.iter().enumerate() {
+        if set & (1 << j) != 0 {
+            out |= 1 << to;
+        }
+    }
+    out
+}
+
+/// The set of nodes a phase names: the voters of an acquisition, or of a hold whose token is
+/// issued on request.
+fn voters(phase: &Phase) -> u8 {
+    match phase {
+        Phase::Acquiring { voters, .. } => *voters,
+        Phase::Holding { fence, .. }
+        | Phase::Extending { fence, .. }
+        | Phase::Fencing { fence, .. }
+        | Phase::FenceStoring { fence, .. } => fence.voters,
+        Phase::Idle | Phase::Storing { .. } => 0,
+    }
+}
+
+fn phase(phase: &Phase, p: &[usize], q: &[usize]) -> Phase {
     let mut phase = phase.clone();
     match &mut phase {
         Phase::Idle => {}
-        Phase::Acquiring { value: v, .. }
-        | Phase::Storing { value: v, .. }
-        | Phase::Holding { value: v, .. }
-        | Phase::Extending { value: v, .. } => *v = value(*v, p),
+        Phase::Acquiring {
+            value: v, voters, ..
+        } => {
+            *v = value(*v, p);
+            *voters = nodes(*voters, q);
+        }
+        Phase::Storing { value: v, .. } => *v = value(*v, p),
+        Phase::Holding {
+            value: v, fence, ..
+        }
+        | Phase::Extending {
+            value: v, fence, ..
+        }
+        | Phase::Fencing {
+            value: v, fence, ..
+        }
+        | Phase::FenceStoring {
+            value: v, fence, ..
+        } => {
+            *v = value(*v, p);
+            fence.voters = nodes(fence.voters, q);
+        }
     }
     phase
 }
@@ -77,7 +122,7 @@ pub fn renamed(s: &State, p: &[usize], q: &[usize]) -> State {
         for (j, conn) in client.conns.iter().enumerate() {
             c.conns[q[j]] = conn.clone();
         }
-        c.phase = phase(&client.phase, p);
+        c.phase = phase(&client.phase, p, q);
         c.sight = match &client.sight {
             Sight::Idle => Sight::Idle,
             Sight::Looking(looks) => Sight::Looking(permuted(looks, q)),
@@ -192,6 +237,15 @@ fn signature(s: &State, p: &[usize], j: usize) -> u64 {
         .collect();
     sights.sort_unstable_by_key(|(i, ..)| *i);
     sights.hash(&mut hasher);
+    // Whether this node is among each client's voters, in the renamed clients' order.
+    let mut voted: Vec<(usize, bool)> = s
+        .clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (p[i], voters(&c.phase) & (1 << j) != 0))
+        .collect();
+    voted.sort_unstable_by_key(|(i, _)| *i);
+    voted.hash(&mut hasher);
     let mut msgs: Vec<_> = s
         .net
         .iter()
@@ -221,6 +275,13 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), 6);
+    }
+
+    #[test]
+    fn node_sets_follow_their_nodes() {
+        assert_eq!(nodes(0b011, &[2, 0, 1]), 0b101);
+        assert_eq!(nodes(0b100, &[2, 0, 1]), 0b010);
+        assert_eq!(nodes(0, &[2, 0, 1]), 0);
     }
 
     #[test]

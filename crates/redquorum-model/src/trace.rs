@@ -103,6 +103,12 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
             None,
             Some(c),
         ),
+        Action::Fence(c) => (
+            format!("client {c}"),
+            "asks for its token: a fence round (requests to every node)".into(),
+            None,
+            Some(c),
+        ),
         Action::Release(c) => (
             format!("client {c}"),
             "releases, within its validity".into(),
@@ -130,6 +136,8 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
         Action::Deliver(m) => {
             let what = match m.request {
                 Request::Acquire { .. } => "runs the acquisition",
+                Request::Set => "runs the plain acquisition (SET NX PX)",
+                Request::FenceHeld => "runs the fence (fence_held.lua)",
                 Request::Store { .. } => "runs the token store",
                 Request::Extend => "runs the extension",
                 Request::Linger => "runs the release of a lost lock (linger)",
@@ -200,10 +208,26 @@ fn step(s: &State, action: Action, next: Option<&State>) -> Step {
 fn outcome(before: &State, after: &State) -> String {
     let mut out = Vec::new();
     for (i, (b, a)) in before.clients.iter().zip(&after.clients).enumerate() {
-        if let crate::client::Phase::Holding { token, .. } = a.phase
-            && !matches!(b.phase, crate::client::Phase::Holding { .. })
+        use crate::client::Phase;
+        if let Phase::Holding { fence, .. } = a.phase
+            && !matches!(b.phase, Phase::Holding { .. } | Phase::Fencing { .. })
+            && !matches!(b.phase, Phase::FenceStoring { .. })
         {
-            out.push(format!("client {i} holds the lock, token {token}"));
+            match fence.token {
+                Some(token) => out.push(format!("client {i} holds the lock, token {token}")),
+                None => out.push(format!(
+                    "client {i} holds the lock, no token yet (voters {:#05b}, decided #{})",
+                    fence.voters, fence.order
+                )),
+            }
+        }
+        if let Phase::Holding { fence, .. } = a.phase
+            && matches!(b.phase, Phase::Fencing { .. } | Phase::FenceStoring { .. })
+        {
+            match fence.token {
+                Some(token) => out.push(format!("client {i} gets its token on request: {token}")),
+                None => out.push(format!("client {i}'s fence round fails: no token")),
+            }
         }
     }
     if after.broken != before.broken {

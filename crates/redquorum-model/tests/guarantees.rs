@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redquorum_model::node::Markers;
-use redquorum_model::properties::{FIRST_SIGHT_TRUSTED, ONE_HOLDER, WITNESSES};
+use redquorum_model::properties::{FENCE_WITNESSES, FIRST_SIGHT_TRUSTED, ONE_HOLDER, WITNESSES};
 use redquorum_model::{Bounds, FaultKinds, Report, Rules, check, check_symmetric};
 
 /// Far above the measured time (`docs/model.md`).
@@ -132,7 +132,7 @@ const FIRST_SIGHT: Bounds = Bounds {
 
 /// Extensions whose requests may wait in the network past the holder's deadline and the key's
 /// TTL (rounds not prompt: a reply later than the node timeout is no vote): one node, two
-/// clients, one extension each, time passing to the TTL. Every guarantee holds, property 5 (an extension continues
+/// clients, one extension each, time passing to the TTL. Every guarantee holds, property 6 (an extension continues
 /// its own hold) among them: a late "yes" is no vote, and a won round whose new deadline is
 /// already past extends nothing (`engine::deadline_if_won`).
 #[test]
@@ -171,4 +171,31 @@ fn every_state_safe(what: &str, report: &Report) {
         report.exhausted,
         "{what}: the checker must visit every state within the bounds"
     );
+}
+
+/// Tokens on request with every rule on: client 0 locks with the plain `SET` and may ask for
+/// its token once while it holds (`fencing` invariant 8), client 1 fences with the acquisition;
+/// one fault (a restart that loses the data, `FLUSHALL`), 1 ms of drift (a client's or a
+/// node's clock stands still) within a horizon of 1 ms, every order of every request within
+/// the millisecond. Every guarantee holds, property 3 (a later acquisition's token above every
+/// earlier one's) among them; a token is issued on request, and through the store round.
+#[test]
+fn tokens_on_request_follow_the_acquisitions_through_faults_and_drift() {
+    let bounds = Bounds {
+        fence_on_request: 1,
+        kinds: FaultKinds {
+            restart_lost: true,
+            flush: true,
+            ..FaultKinds::NONE
+        },
+        drift: 1,
+        horizon: 1,
+        releases: false,
+        ..Bounds::CI
+    };
+    let report = check_symmetric(bounds, Rules::ALL, 2, Some(GUARD));
+    every_state_safe("tokens on request", &report);
+    for witness in FENCE_WITNESSES {
+        assert!(report.witnessed.contains(&witness), "{witness}");
+    }
 }

@@ -4,10 +4,14 @@
 mod common;
 
 use common::{STILL, deep_hole, hole};
+use redquorum_model::client::Phase;
 use redquorum_model::counting::{COUNT_HOLDS, Counting, CountingRules, Primitive};
+use redquorum_model::model::{Action, Request, State};
 use redquorum_model::node::Markers;
-use redquorum_model::properties::{LOCK_DELAY, ONE_HOLDER, TOKENS_INCREASE};
-use redquorum_model::{Bounds, FaultKinds, Rules};
+use redquorum_model::properties::{
+    FENCED_BY_STORE, LOCK_DELAY, ONE_HOLDER, TOKENS_FOLLOW_ACQUISITIONS, TOKENS_INCREASE,
+};
+use redquorum_model::{Bounds, FaultKinds, Protocol, Rules};
 
 #[test]
 fn without_the_quarantine_a_restart_that_loses_data_gives_the_lock_twice() {
@@ -392,4 +396,163 @@ fn a_lost_lock_released_by_compare_and_delete_cuts_the_lock_delay_short() {
         ..Rules::ALL
     };
     hole(bounds, rules, LOCK_DELAY);
+}
+
+/// Two clients, three nodes: client 0 locks with the plain `SET` and asks for its token later
+/// (`fencing` invariant 8), client 1 fences with the acquisition (`Builder::fence_on_acquire`).
+/// Client 0 may extend once (the other's extension plays no part: spared), and holds past its
+/// first keys' TTL (6 ms, no lock-delay: horizon 6); requests nobody waits for may wait.
+const FENCE_AFTER_EXTENSION: Bounds = Bounds {
+    fence_on_request: 1,
+    extensions: 1,
+    extending_clients: 1,
+    horizon: 6,
+    ttl_ms: 6,
+    lock_delay_ms: 0,
+    late_delivery: false,
+    ..STILL
+};
+
+/// The schedule the checker finds with `fence_needs_held_key` off (the search: the ignored
+/// test below). Client 0 wins on n0 and n1 (its `SET` on n2 lands late), extends on n1 and n2
+/// at 3 ms, so it is valid until 6.94 ms while its key on n0, never extended, expires at 6 ms.
+/// Client 1 then wins n0 (its proposal E+6001) and is refused on n1 (which advances n1's
+/// counter all the same, natively). Client 0 asks for its token: n0 and n1, both voters,
+/// propose E+6002 and agree; it releases; client 1 wins n2 with E+6001: a later acquisition's
+/// token below an earlier one's. With the rule on, n0 refuses (our key is gone there), one
+/// voter is no quorum, and no token is issued.
+const FENCE_AFTER_EXTENSION_STEPS: [(&str, Pick); 20] = [
+    ("c0 acquires", Pick::Act(Action::Acquire(0))),
+    ("n0 runs c0's SET", Pick::Run(0, 0, Kind::Set)),
+    ("n1 runs c0's SET: c0 holds", Pick::Run(0, 1, Kind::Set)),
+    ("n2 runs c0's SET, late", Pick::Run(0, 2, Kind::Set)),
+    ("1 ms", Pick::Act(Action::Tick)),
+    ("1 ms", Pick::Act(Action::Tick)),
+    ("1 ms", Pick::Act(Action::Tick)),
+    ("c0 extends", Pick::Act(Action::Extend(0))),
+    ("n1 extends", Pick::Run(0, 1, Kind::Extend)),
+    (
+        "n2 extends: c0 valid to 6.94 ms",
+        Pick::Run(0, 2, Kind::Extend),
+    ),
+    ("1 ms", Pick::Act(Action::Tick)),
+    ("1 ms", Pick::Act(Action::Tick)),
+    ("1 ms: n0's key expires", Pick::Act(Action::Tick)),
+    ("c1 acquires (eager)", Pick::Act(Action::Acquire(1))),
+    (
+        "n1 refuses c1, counter advanced",
+        Pick::Run(1, 1, Kind::Acquire),
+    ),
+    ("n0 grants c1", Pick::Run(1, 0, Kind::Acquire)),
+    ("c0 asks for its token", Pick::Act(Action::Fence(0))),
+    ("n0 runs c0's fence", Pick::Run(0, 0, Kind::Fence)),
+    ("n1 runs c0's fence", Pick::Run(0, 1, Kind::Fence)),
+    ("c0 releases", Pick::Act(Action::Release(0))),
+];
+
+/// How a replayed step is picked among the enabled actions.
+#[derive(Clone, Copy)]
+enum Pick {
+    /// This action.
+    Act(Action),
+    /// Node `.1` runs client `.0`'s request of this kind.
+    Run(u8, u8, Kind),
+}
+
+/// A request's kind, for [`Pick::Run`].
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Set,
+    Acquire,
+    Extend,
+    Fence,
+    Release,
+}
+
+fn kind(request: &Request) -> Option<Kind> {
+    match request {
+        Request::Set => Some(Kind::Set),
+        Request::Acquire { .. } => Some(Kind::Acquire),
+        Request::Extend => Some(Kind::Extend),
+        Request::FenceHeld => Some(Kind::Fence),
+        Request::Release { .. } => Some(Kind::Release),
+        _ => None,
+    }
+}
+
+/// Replays `steps` under `rules` (each must be enabled), and returns the last state.
+fn replay(bounds: Bounds, rules: Rules, steps: &[(&str, Pick)]) -> State {
+    use stateright::Model;
+    let model = Protocol::new(bounds, rules);
+    let mut state = model.init_states().remove(0);
+    for (what, pick) in steps {
+        let mut enabled = Vec::new();
+        model.actions(&state, &mut enabled);
+        let action = enabled.into_iter().find(|a| match (pick, a) {
+            (Pick::Act(want), a) => a == want,
+            (Pick::Run(c, n, k), Action::Deliver(m)) => {
+                m.client == *c && m.node == *n && kind(&m.request) == Some(*k)
+            }
+            _ => false,
+        });
+        let action = action.unwrap_or_else(|| panic!("{what}: not enabled"));
+        state = model.next_state(&state, action).expect(what);
+    }
+    state
+}
+
+#[test]
+fn a_fence_that_ignores_the_key_gives_a_holder_whose_voter_lost_it_a_token_above_the_next() {
+    let off = Rules {
+        fence_needs_held_key: false,
+        ..Rules::ALL
+    };
+    let mut steps = FENCE_AFTER_EXTENSION_STEPS.to_vec();
+    steps.push(("n2 runs c0's release", Pick::Run(0, 2, Kind::Release)));
+    steps.push(("n2 grants c1: c1 holds", Pick::Run(1, 2, Kind::Acquire)));
+    let broken = replay(FENCE_AFTER_EXTENSION, off, &steps);
+    assert!(broken.broken.tokens_out_of_order, "{:?}", broken.broken);
+    assert!(broken.broken.tokens_not_increasing);
+    // With the rule on, the same schedule: n0 refuses, n2 is no voter, the fence round fails.
+    let mut steps = FENCE_AFTER_EXTENSION_STEPS[..19].to_vec();
+    steps.push(("n2 runs c0's fence: no voter", Pick::Run(0, 2, Kind::Fence)));
+    let on = replay(FENCE_AFTER_EXTENSION, Rules::ALL, &steps);
+    assert!(on.issued.is_empty(), "no token is issued: {:?}", on.issued);
+    assert!(
+        matches!(on.clients[0].phase, Phase::Holding { fence, .. } if fence.token.is_none()),
+        "the fence round failed: {:?}",
+        on.clients[0].phase
+    );
+    assert_eq!(on.broken, Default::default());
+}
+
+/// Client 0 asks for its token later, client 1 fences with the acquisition; one `FLUSHALL`;
+/// every order of every request at one instant, requests nobody waits for delivered at any
+/// time or never. The schedule the voters-only rule is for: client 1's vote counted on a node,
+/// which is then flushed, and client 0's late `SET` lands there; a fence round that counts that
+/// node takes its counter from after the flush.
+const FENCE_AFTER_FLUSH: Bounds = Bounds {
+    fence_on_request: 1,
+    faults: 1,
+    kinds: FaultKinds {
+        flush: true,
+        ..common::NO_FAULTS
+    },
+    late_delivery: false,
+    ..STILL
+};
+
+#[test]
+fn a_fence_that_counts_any_node_with_our_key_gives_a_token_below_an_earlier_acquisitions() {
+    // A fence round reads no marker back (the library checks acquisitions only: our key is the
+    // evidence). c1 (eager) holds on n1 and n2 with a token, then releases; n1 is flushed; c0
+    // wins on n0 and n2, after c1; its late `SET` lands on the flushed n1, a non-voter. Counted,
+    // n1 and n0 propose the clock, below c1's token.
+    let rules = Rules {
+        fence_counts_voters_only: false,
+        ..Rules::ALL
+    };
+    hole(FENCE_AFTER_FLUSH, rules, TOKENS_FOLLOW_ACQUISITIONS);
+    let with = common::checked("every rule on", FENCE_AFTER_FLUSH, Rules::ALL, true);
+    assert!(with.witnessed.contains(&FENCED_BY_STORE));
 }

@@ -154,7 +154,9 @@
 //!    are the votes the round counted before it was decided, often exactly a quorum (a won
 //!    round does not wait for the rest), so a token asked for after one of them failed is
 //!    refused although a quorum still holds the lock (found by review: with one node of three
-//!    paused after the acquisition, 13 of 30 requests were refused). Asking at once, before the
+//!    paused after the acquisition, 13 of 30 requests were refused); so is one asked for after
+//!    an extension counted on other nodes than the voters (a late `SET`'s node), which left a
+//!    voter to let our key expire (found by the model: `docs/model.md`). Asking at once, before the
 //!    work (the CLI and [`Redlock::with_lock`](crate::Redlock::with_lock) do), leaves only the
 //!    round trip's window; a caller that fences every lock can have the token with the
 //!    acquisition as before ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)),
