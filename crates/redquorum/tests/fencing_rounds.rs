@@ -566,3 +566,25 @@ async fn short_retention(on_acquire: bool) {
         );
     }
 }
+
+/// `with_lock`'s work has no handle to ask for a token with: it gets the token with the
+/// acquisition, in its round trip, with no fence round of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_hands_its_work_a_token_from_the_acquisition_itself() {
+    let cluster = cluster(3);
+    let redlock = common::connected(&cluster).await;
+    let first = settle(&cluster, &redlock, "res").await;
+    reset_stats(&cluster);
+    let token = redlock
+        .with_lock("res", TTL, |info| async move { info.fence() })
+        .await
+        .expect("the work ran")
+        .expect("the work's info carries the token");
+    redlock.settle().await;
+    assert!(token > first);
+    for node in cluster.iter() {
+        // The native fenced pipeline (its `INCR`) and the release script: no fence round.
+        assert_eq!(calls(node, "incr"), 1);
+        assert_eq!(calls(node, "evalsha"), 1);
+    }
+}

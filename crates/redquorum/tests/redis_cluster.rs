@@ -633,6 +633,43 @@ fn fail_over_to(cluster: &mut RedisCluster, node: usize) {
     panic!("node {node} could not be made master");
 }
 
+/// Stops each cluster's replica and cuts its replication link: what its master grants from now
+/// on, its replica never gets.
+fn cut_replicas(clusters: &mut [RedisCluster]) {
+    for cluster in clusters {
+        cluster.node(1).pause().expect("stop the replica");
+        cluster
+            .node(0)
+            .cli(&["CLIENT", "KILL", "TYPE", "replica"])
+            .expect("cut the replication link");
+    }
+}
+
+/// On each cluster at once: the master stops, its replica takes over, the old master comes back
+/// as its replica, resynchronises in full, and leads again (a failback).
+fn fail_back(clusters: &mut [RedisCluster]) {
+    std::thread::scope(|scope| {
+        for cluster in clusters.iter_mut() {
+            scope.spawn(move || {
+                cluster.node(0).pause().expect("stop the master");
+                cluster.node(1).resume().expect("resume the replica");
+                cluster
+                    .node(1)
+                    .cli(&["CLUSTER", "FAILOVER", "TAKEOVER"])
+                    .expect("the replica takes over");
+                until_role(cluster, 1, "master");
+                cluster.node(0).resume().expect("the old master comes back");
+                until_role(cluster, 0, "slave");
+                cluster
+                    .wait_for_replication(1)
+                    .expect("the old master is in sync");
+                fail_over_to(cluster, 0);
+                cluster.wait_until_ok().expect("the cluster serves again");
+            });
+        }
+    });
+}
+
 /// The failback (issue: "a cluster failback hands a lock out twice, with the defaults"): on two
 /// of three clusters, master Y grants A's lock L without replicating it (its replica X is
 /// stopped and cut off), X takes over without L while Y is stopped, Y comes back as X's replica
@@ -653,39 +690,13 @@ async fn a_failback_to_a_master_that_lost_a_lock_does_not_vote() {
             .expect("valid configuration")
     };
     tokio::time::sleep(MAX_TTL + Duration::from_millis(1500)).await;
-    for cluster in &mut clusters[..2] {
-        cluster.node(1).pause().expect("stop the replica");
-        cluster
-            .node(0)
-            .cli(&["CLIENT", "KILL", "TYPE", "replica"])
-            .expect("cut the replication link");
-    }
+    cut_replicas(&mut clusters[..2]);
     let a = client();
     let a_lock = a
         .acquire("ledger", MAX_TTL)
         .await
         .expect("A locks, counted on the two masters that did not replicate it");
-    std::thread::scope(|scope| {
-        for cluster in clusters[..2].iter_mut() {
-            scope.spawn(move || {
-                cluster.node(0).pause().expect("stop the master");
-                cluster.node(1).resume().expect("resume the replica");
-                cluster
-                    .node(1)
-                    .cli(&["CLUSTER", "FAILOVER", "TAKEOVER"])
-                    .expect("the replica takes over");
-                until_role(cluster, 1, "master");
-                cluster.node(0).resume().expect("the old master comes back");
-                until_role(cluster, 0, "slave");
-                cluster
-                    .wait_for_replication(1)
-                    .expect("the old master is in sync");
-                // Failback: the old master leads again.
-                fail_over_to(cluster, 0);
-                cluster.wait_until_ok().expect("the cluster serves again");
-            });
-        }
-    });
+    fail_back(&mut clusters[..2]);
     assert!(a_lock.is_valid(), "A's lock is still valid");
     let b = client();
     let err = b
@@ -732,38 +743,13 @@ async fn a_failback_during_a_quiet_spell_does_not_vote_for_a_client_connected_be
         .await
         .expect("B locks another resource");
     warm.release().await;
-    for cluster in &mut clusters[..2] {
-        cluster.node(1).pause().expect("stop the replica");
-        cluster
-            .node(0)
-            .cli(&["CLIENT", "KILL", "TYPE", "replica"])
-            .expect("cut the replication link");
-    }
+    cut_replicas(&mut clusters[..2]);
     let a = client();
     let a_lock = a
         .acquire("ledger", MAX_TTL)
         .await
         .expect("A locks, counted on the two masters that did not replicate it");
-    std::thread::scope(|scope| {
-        for cluster in clusters[..2].iter_mut() {
-            scope.spawn(move || {
-                cluster.node(0).pause().expect("stop the master");
-                cluster.node(1).resume().expect("resume the replica");
-                cluster
-                    .node(1)
-                    .cli(&["CLUSTER", "FAILOVER", "TAKEOVER"])
-                    .expect("the replica takes over");
-                until_role(cluster, 1, "master");
-                cluster.node(0).resume().expect("the old master comes back");
-                until_role(cluster, 0, "slave");
-                cluster
-                    .wait_for_replication(1)
-                    .expect("the old master is in sync");
-                fail_over_to(cluster, 0);
-                cluster.wait_until_ok().expect("the cluster serves again");
-            });
-        }
-    });
+    fail_back(&mut clusters[..2]);
     assert!(a_lock.is_valid(), "A's lock is still valid");
     let err = b
         .try_acquire("ledger", MAX_TTL)

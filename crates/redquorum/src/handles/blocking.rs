@@ -669,9 +669,8 @@ impl Redlock {
     /// true.
     ///
     /// # Errors
-    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::NotFenced`]
-    /// if its token could not be issued (the work does not run, and the lock is released);
-    /// [`Error::HoldLost`] if it was lost before `work` returned, whose output is then dropped, since it was not
+    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::HoldLost`]
+    /// if it was lost before `work` returned, whose output is then dropped, since it was not
     /// made under the lock throughout. Once the work has returned with the lock still held, its
     /// output is returned whatever the release finds. [`Error::InsideRuntime`] inside a
     /// runtime, before anything is sent.
@@ -686,12 +685,13 @@ impl Redlock {
         work: impl FnOnce(LockInfo) -> T,
     ) -> Result<T, Error> {
         self.shared.waiting("Redlock::with_lock")?;
-        let mut lock = self.acquire(resource, ttl)?;
         // The work gets the lock's info, with its token (as the async `with_lock`).
-        if self.shared.redlock.engine().rules.fence.is_some() {
-            lock.fence()?;
-        }
-        let guard = lock.keep_alive(ttl);
+        let guard = self
+            .lock(
+                "Redlock::with_lock",
+                self.shared.redlock.acquire_fenced_now(resource, ttl),
+            )?
+            .keep_alive(ttl);
         let output = work(LockInfo::clone(&guard));
         // Read before the release, which makes every lock lost (hold invariant 4). Time alone
         // counts (hold invariant 7): a loss the keeper has not recorded yet is a loss.

@@ -627,10 +627,8 @@ impl Redlock {
     /// [`LockInfo::is_lost`] between steps and return early instead.
     ///
     /// # Errors
-    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::NotFenced`]
-    /// if its token could not be issued (the work does not run, and the lock is released);
-    /// [`Error::HoldLost`] if it was lost before `work` finished (the work was stopped then).
-    /// Once the work has
+    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::HoldLost`]
+    /// if it was lost before `work` finished (the work was stopped then). Once the work has
     /// finished, its output is returned whatever the release finds.
     ///
     /// # Cancel safety
@@ -647,13 +645,12 @@ impl Redlock {
         F: FnOnce(LockInfo) -> Fut,
         Fut: Future<Output = T>,
     {
-        let mut lock = self.acquire(resource, ttl).await?;
-        // The work gets the lock's info, and no handle to ask for a token with: it gets the
-        // token with it (`fencing` invariant 8).
-        if self.engine().rules.fence.is_some() {
-            lock.fence().await?;
-        }
-        let guard = lock.keep_alive(ttl);
+        // The work gets the lock's info, and no handle to ask for a token with: the token comes
+        // with the acquisition, in its round trip (`fencing` invariant 8).
+        let guard = self
+            .acquire_fenced_now(resource, ttl)
+            .await?
+            .keep_alive(ttl);
         let info = LockInfo::clone(&guard);
         let output = tokio::select! {
             // A loss noticed together with the output wins: we cannot tell the work finished

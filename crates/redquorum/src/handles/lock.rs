@@ -308,8 +308,9 @@ impl LockInfo {
     /// acquisition of this resource, and smaller than every token of a later one. Pass it to
     /// the protected resource, which must refuse any write carrying a smaller token than the
     /// largest it has seen. A lock's token is issued on request ([`Lock::fence`],
-    /// [`Guard::fence`](crate::Guard::fence)); read-write holds, campaigns and fair waiters,
-    /// and every lock of a manager that fences on acquisition
+    /// [`Guard::fence`](crate::Guard::fence)); read-write holds, campaigns, fair waiters,
+    /// [`Redlock::with_lock`](crate::Redlock::with_lock)'s work, and every lock of a manager
+    /// that fences on acquisition
     /// ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)), have theirs from the
     /// start. `None` before, and when the manager has fencing off.
     pub fn fence(&self) -> Option<u64> {

@@ -156,11 +156,12 @@
 //!    refused although a quorum still holds the lock (found by review: with one node of three
 //!    paused after the acquisition, 13 of 30 requests were refused); so is one asked for after
 //!    an extension counted on other nodes than the voters (a late `SET`'s node), which left a
-//!    voter to let our key expire (found by the model: `docs/model.md`). Asking at once, before the
-//!    work (the CLI and [`Redlock::with_lock`](crate::Redlock::with_lock) do), leaves only the
-//!    round trip's window; a caller that fences every lock can have the token with the
-//!    acquisition as before ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire)),
-//!    which also spares the round trip, and then tolerates what extensions tolerate. Counting
+//!    voter to let our key expire (found by the model: `docs/model.md`). Asking at once, before
+//!    the work (the CLI does), leaves only the round trip's window; a caller that fences every
+//!    lock can have the token with the acquisition as before
+//!    ([`Builder::fence_on_acquire`](crate::Builder::fence_on_acquire); so does
+//!    [`Redlock::with_lock`](crate::Redlock::with_lock)'s work, which has no handle to ask
+//!    with), which also spares the round trip, and then tolerates what extensions tolerate. Counting
 //!    the votes that land after the decision, within the node timeout, would restore that
 //!    tolerance, but rests on the timing assumption this argument avoids; not done.
 //!

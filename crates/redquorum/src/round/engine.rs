@@ -678,8 +678,9 @@ impl Engine {
 
     /// A lock's fencing token on request (`fencing` invariant 8): the counters advanced where
     /// every key still holds `value`, counted on `voters` only, a quorum of them; then, when
-    /// their proposals disagree, the largest stored on a quorum of them; handed out only if the
-    /// lock is still valid (`valid_until`) once that is done (`manager` invariant 1).
+    /// their proposals disagree, the largest stored on a quorum of them. Rounds are tried again
+    /// only while the lock lasts (`valid_until`); whether it still does once the token is in
+    /// (`manager` invariant 1) is the caller's to judge, with a guard's margin.
     pub(crate) async fn fence_on_request(
         self: &Arc<Self>,
         resources: &Resources,
@@ -743,9 +744,7 @@ impl Engine {
                 return Err(not_fenced(Some(round.failure(self))));
             }
         }
-        if valid_until <= Instant::now() {
-            return Err(not_fenced(None));
-        }
+        // The caller hands it out only if the lock is still valid (`LockInfo::issue_fence`).
         Ok(token.value)
     }
 

@@ -85,6 +85,10 @@ pub struct Redlock {
 /// of a semaphore ([`semaphore`](crate::primitives::semaphore)).
 enum Wanted {
     Lock(Resources),
+    /// A lock whose token comes with its acquisition, whatever the manager's
+    /// `fence_on_acquire`: for a caller that takes the token at once (`with_lock`), which spares
+    /// it the token's own round trip (`fencing` invariant 8).
+    FencedLock(Resources),
     Permit(Permits),
     /// An election's lock, with the candidate's identity (`election` invariant 3).
     Campaign(Resources, String),
@@ -94,9 +98,16 @@ impl Wanted {
     /// How spans and metrics name it: the resources, or the semaphore's name.
     fn named(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources,
+            Wanted::Lock(resources)
+            | Wanted::FencedLock(resources)
+            | Wanted::Campaign(resources, _) => resources,
             Wanted::Permit(permits) => permits.named(),
         }
+    }
+
+    /// Whether the token comes with the acquisition rather than on request.
+    fn fences_now(&self) -> bool {
+        matches!(self, Wanted::FencedLock(_) | Wanted::Campaign(..))
     }
 
     /// The candidate's identity, for an election.
@@ -110,7 +121,9 @@ impl Wanted {
     /// The keys whose release wakes a waiter: the lock's, or every permit's.
     fn watched(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources,
+            Wanted::Lock(resources)
+            | Wanted::FencedLock(resources)
+            | Wanted::Campaign(resources, _) => resources,
             Wanted::Permit(permits) => permits.watched(),
         }
     }
@@ -119,7 +132,9 @@ impl Wanted {
     /// busy one.
     fn probed(&self) -> &Resources {
         match self {
-            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources,
+            Wanted::Lock(resources)
+            | Wanted::FencedLock(resources)
+            | Wanted::Campaign(resources, _) => resources,
             Wanted::Permit(permits) => permits.first_key(),
         }
     }
@@ -128,7 +143,7 @@ impl Wanted {
     /// permits or read-write locks.
     fn queues(&self, fair: bool) -> bool {
         fair && match self {
-            Wanted::Lock(r) => r.access() == Access::Exclusive,
+            Wanted::Lock(r) | Wanted::FencedLock(r) => r.access() == Access::Exclusive,
             Wanted::Campaign(..) => true,
             Wanted::Permit(_) => false,
         }
@@ -139,7 +154,9 @@ impl Wanted {
 impl std::fmt::Display for Wanted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => resources.fmt(f),
+            Wanted::Lock(resources)
+            | Wanted::FencedLock(resources)
+            | Wanted::Campaign(resources, _) => resources.fmt(f),
             Wanted::Permit(permits) => permits.fmt(f),
         }
     }
@@ -170,6 +187,8 @@ struct Tries<'a> {
     ttl_ms: u64,
     /// A candidate's identity, which its lock values carry (`election` invariant 3).
     identity: Option<&'a str>,
+    /// Whether the token comes with the acquisition (`fencing` invariant 8).
+    fence_now: bool,
     /// When the retry policy's `max_wait` ends: no further permit is tried after it.
     give_up_at: Option<Instant>,
     /// For a read-write lock's writer: how long a refusal keeps new readers out.
@@ -285,6 +304,21 @@ impl Redlock {
         retry: &Retry,
     ) -> Result<Lock, Error> {
         acquire_seen!(self, Wanted::Lock(Resources::one(resource)), ttl, retry)
+    }
+
+    /// [`acquire`](Self::acquire), the token with the acquisition (`Wanted::FencedLock`).
+    pub(crate) async fn acquire_fenced_now(
+        &self,
+        resource: &str,
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        let retry = &self.engine.rules.retry;
+        acquire_seen!(
+            self,
+            Wanted::FencedLock(Resources::one(resource)),
+            ttl,
+            retry
+        )
     }
 
     /// Acquires every resource in `resources` as one lock, all-or-nothing on each node, retrying
@@ -524,6 +558,7 @@ impl Redlock {
                 ttl,
                 ttl_ms,
                 identity: wanted.identity(),
+                fence_now: wanted.fences_now(),
                 give_up_at: schedule.give_up_at(),
                 hold_off_ms,
                 turn: &turn,
@@ -628,7 +663,9 @@ impl Redlock {
         tries: &Tries<'_>,
     ) -> Result<Lock, Box<LostAttempt>> {
         let permits = match wanted {
-            Wanted::Lock(resources) | Wanted::Campaign(resources, _) => {
+            Wanted::Lock(resources)
+            | Wanted::FencedLock(resources)
+            | Wanted::Campaign(resources, _) => {
                 return self.attempt(resources, tries).await;
             }
             Wanted::Permit(permits) => permits,
@@ -672,6 +709,7 @@ impl Redlock {
             ttl,
             ttl_ms,
             identity,
+            fence_now,
             hold_off_ms,
             turn,
             ..
@@ -702,10 +740,11 @@ impl Redlock {
             },
             (None, Access::Exclusive) => match advance {
                 // `fencing` invariant 8: a lock's token is issued on request, unless the
-                // manager fences every acquisition or the lock is a campaign's (whose counter
-                // must advance with its `SET`: `election` invariant 5).
+                // manager fences every acquisition, or the caller takes it at once, or the lock
+                // is a campaign's (whose counter must advance with its `SET`: `election`
+                // invariant 5).
                 Some(advance)
-                    if identity.is_some()
+                    if fence_now
                         || engine.rules.fence_on_acquire
                         || engine.nodes.len() > Voters::MAX_NODES =>
                 {
