@@ -175,7 +175,7 @@ pub(crate) static RW_LINGER: LazyLock<LuaScript> =
 pub(crate) static LEADER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/leader.lua"), FENCED));
 
-pub(crate) fn all() -> [&'static LuaScript; 24] {
+pub(crate) fn all() -> [&'static LuaScript; 25] {
     [
         &MARKER,
         &RELEASE_STANDARD,
@@ -186,6 +186,9 @@ pub(crate) fn all() -> [&'static LuaScript; 24] {
         &ACQUIRE_FENCED,
         &ACQUIRE_FENCED_MARKED,
         &FENCE,
+        // Loaded with the others: a token on request is often a connection's first use of it
+        // (the CLI's every `run`), and `NOSCRIPT` would cost it a round trip more.
+        &FENCE_HELD,
         &ACQUIRE_MANY,
         &ACQUIRE_MANY_FENCED,
         &FENCE_MANY,
