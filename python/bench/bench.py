@@ -240,6 +240,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--redlock", default=str(ROOT / "target" / "release" / "redlock"))
     parser.add_argument("--only", default="", help="comma-separated library names")
+    parser.add_argument("--nodes", default="1,3,5", help="comma-separated node counts to run")
     args = parser.parse_args()
     redlock = args.redlock if Path(args.redlock).exists() else shutil.which("redlock")
     if not redlock:
@@ -250,10 +251,11 @@ def main() -> None:
         capture_output=True, text=True, check=True).stdout)
     urls = [n["url"] for n in started["nodes"]]
     d = args.duration
+    counts = {int(n) for n in args.nodes.split(",") if n}
     rows: List[Tuple[str, int, str, Optional[Result], Optional[Result], Optional[Result]]] = []
     try:
         def thread_cases(label, make, ns):
-            for n in ns:
+            for n in (n for n in ns if n in counts):
                 cycle = make(urls[:n])
                 rows.append((label, n, "threads",
                              run_threads(1, d, False, cycle),
@@ -262,7 +264,7 @@ def main() -> None:
                 print(rows[-1][:3], "done", file=sys.stderr)
 
         def task_cases(label, make, ns):
-            for n in ns:
+            for n in (n for n in ns if n in counts):
                 async def go():
                     cycle = make(urls[:n])
                     return (await run_tasks(1, d, False, cycle),
@@ -274,7 +276,7 @@ def main() -> None:
         only = set(filter(None, args.only.split(",")))
         want = lambda name: not only or name in only  # noqa: E731
         if want("rust"):
-            for n in (1, 3, 5):
+            for n in sorted(counts):
                 servers = ",".join(urls[:n])
                 rows.append(("Rust core (`redlock bench`)", n, "tokio tasks",
                              rust_core(redlock, servers, 1, False, d),

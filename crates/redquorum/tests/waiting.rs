@@ -519,3 +519,117 @@ async fn a_fair_set_waiter_does_not_close_a_free_member_while_another_is_busy() 
     assert_eq!(set.resources(), ["member:a", "member:b"]);
     assert!(set.is_valid());
 }
+
+/// A waiter of `manager` for `resource` that polls only every [`NEVER_POLLS`], once a majority of
+/// nodes watch the lock for it (it was refused and registered) and it has not got in.
+async fn waiting_in(
+    cluster: &Cluster,
+    manager: &Redlock,
+    resource: &'static str,
+) -> JoinHandle<Result<Lock, Error>> {
+    never_polling(cluster, manager.clone(), &[resource]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_a_waiter_of_the_same_manager_before_its_holder_takes_it_back()
+{
+    let cluster = cluster(3);
+    let manager = built(&cluster, true, false).await;
+    let lock = manager.acquire("handed", TTL).await.unwrap();
+    let waiting = waiting_in(&cluster, &manager, "handed").await;
+    // The holder releases and at once wants the lock back, as a loop of work items does.
+    lock.release().await;
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let again = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire_with("handed", TTL, &retry).await })
+    };
+    // The waiter was woken when the release was sent, and its attempt ran right after it on
+    // every node: it holds the lock, and the old holder does not (`waiting` invariant 12).
+    let handed = woken(waiting, "the release of its own manager").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !again.is_finished(),
+        "the lock was given back while handed over"
+    );
+    handed.release().await;
+    let _back = woken(again, "the release of the lock it was handed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_waits_behind_the_waiters_of_its_manager_without_an_attempt() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let manager = built(&cluster, true, false).await;
+    let lock = holder.acquire("queue-here", TTL).await.unwrap();
+    let first = waiting_in(&cluster, &manager, "queue-here").await;
+    let sets_before: Vec<u64> = cluster.iter().map(|node| calls(node, "set")).collect();
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let newcomer = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire_with("queue-here", TTL, &retry).await })
+    };
+    // Its attempt could only be refused, or overtake the waiter ahead of it: it makes none
+    // (`waiting` invariant 13).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sets_after: Vec<u64> = cluster.iter().map(|node| calls(node, "set")).collect();
+    assert_eq!(sets_after, sets_before, "the newcomer tried a held lock");
+    assert!(!newcomer.is_finished());
+    // The first waiter is served first, then the newcomer, each woken by a release.
+    lock.release().await;
+    let served = woken(first, "the holder's release").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !newcomer.is_finished(),
+        "the newcomer overtook the first waiter"
+    );
+    served.release().await;
+    let _second = woken(newcomer, "the first waiter's release").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_attempt_is_made_at_once_even_behind_waiters() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let manager = built(&cluster, true, false).await;
+    let _lock = holder.acquire("try-here", TTL).await.unwrap();
+    let _waiting = waiting_in(&cluster, &manager, "try-here").await;
+    // A try-lock may not wait: it is refused at once, not after a (two-minute) delay.
+    let once = Retry::once().delay(NEVER_POLLS);
+    let tried = tokio::time::timeout(SOON, manager.acquire_with("try-here", TTL, &once))
+        .await
+        .expect("a single attempt waited behind the waiters");
+    assert!(tried.is_err(), "a held lock was acquired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_frees_nothing_hands_over_nothing() {
+    let cluster = cluster(3);
+    let manager = built(&cluster, true, false).await;
+    let lock = manager.acquire("taken-over", TTL).await.unwrap();
+    let waiting = waiting_in(&cluster, &manager, "taken-over").await;
+    // Another client holds the key now on every node (our holder's lock ran out, say): the
+    // release deletes nothing, yet it wakes the waiter, which must be refused.
+    for node in cluster.iter() {
+        node.cli(&["SET", "taken-over", "their-value", "PX", "60000"])
+            .unwrap();
+    }
+    let released = lock.release().await;
+    assert!(
+        released.cause().is_some(),
+        "released a lock it no longer held"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the waiter was granted a lock another client holds"
+    );
+    for node in cluster.iter() {
+        assert_eq!(node.cli(&["GET", "taken-over"]).unwrap(), "their-value");
+    }
+    // Their release (a plain DEL) wakes it through the servers, as before.
+    for node in cluster.iter() {
+        node.cli(&["DEL", "taken-over"]).unwrap();
+    }
+    let _held = woken(waiting, "the other client's release").await;
+}

@@ -70,6 +70,11 @@
 //!    machine running the debug build: releases on three healthy local nodes
 //!    answered after the 100 ms node timeout, and a `with` block's release raised
 //!    `Unavailable` out of a worker thread whose work had succeeded.
+//! 8. **A holder's release hands the lock over in this process** once its request is queued on
+//!    every node's connection (or the round ended): that wakes the waiter it would wake, before
+//!    any node answered ([`waiting`](crate::round::waiting) invariant 12). Checked after each
+//!    poll of the requests, never inside one, so every request counted as queued is already
+//!    on its connection when the waiter runs.
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};
@@ -94,7 +99,7 @@ use crate::nodes::shards::{Shards, is_cluster_url};
 use crate::nodes::stragglers::{LeftBehind, Stragglers};
 use crate::nodes::subscriber::Watch;
 use crate::nodes::vouch::FirstSight;
-use crate::primitives::resources::Resources;
+use crate::primitives::resources::{Access, Resources};
 use crate::protocol::aliases::RunIds;
 use crate::protocol::cause::{Asked, Cause};
 use crate::protocol::fencing::{Advance, Proposals, Voters};
@@ -502,6 +507,23 @@ impl Engine {
         timeout: Duration,
         among: Option<Voters>,
     ) -> Round {
+        self.run_round(until, request, resources, value, timeout, among, false)
+            .await
+    }
+
+    /// A round; when `hands_over` (a holder's release), this process's waiters for `resources`
+    /// are woken as soon as the request is queued on every node (invariant 8).
+    #[allow(clippy::too_many_arguments)] // the round's own, and the one rule for releases
+    async fn run_round(
+        self: &Arc<Self>,
+        until: Until,
+        request: Request,
+        resources: &Resources,
+        value: &Arc<str>,
+        timeout: Duration,
+        among: Option<Voters>,
+        mut hands_over: bool,
+    ) -> Round {
         let start = Instant::now();
         let node_deadline = start + timeout;
         let fanout = Arc::new(Fanout {
@@ -532,9 +554,20 @@ impl Engine {
         };
         // Whether requests are left on their way: only when the round was won before they all
         // replied.
+        // Invariant 8: once every request is queued on its connection, which happens in a poll
+        // of `requests` (node invariant 2), a waiter's attempt made from now on runs after it.
+        // At the latest when the round ends: a request never queued was dropped unsent.
+        let mut hand_over = |fanout: &Fanout, ended: bool| {
+            if hands_over && (ended || fanout.unqueued.load(Ordering::Relaxed) == 0) {
+                hands_over = false;
+                self.waiters.handed_over(&fanout.resources);
+            }
+        };
         let left_behind = poll_fn(|cx| {
             // A reply that is in counts, even at the deadline.
-            if Pin::new(&mut requests).poll(cx).is_ready() {
+            let all_in = Pin::new(&mut requests).poll(cx).is_ready();
+            hand_over(&fanout, false);
+            if all_in {
                 return Poll::Ready(false);
             }
             let waits_for_all = matches!(until, Until::AllReplied | Until::Decided);
@@ -560,6 +593,7 @@ impl Engine {
             Poll::Pending
         })
         .await;
+        hand_over(&fanout, true);
         // Decided: replies that come in from now on are not recorded.
         let (decision, quorum, proposals, behind, replies, voted) = {
             let mut count = fanout.count();
@@ -639,8 +673,22 @@ impl Engine {
             announce: self.rules.fair,
             late_ms,
         };
-        self.release_round(until, release, resources, value, span)
-            .await
+        // Invariant 8: a release that frees the lock (not a rollback, nor a reader's) hands it
+        // to a waiter of this process.
+        let hands_over = until == Until::Decided && resources.access() == Access::Exclusive;
+        let round = self
+            .run_round(
+                until,
+                release,
+                resources,
+                value,
+                self.rules.node_timeout,
+                None,
+                hands_over,
+            )
+            .instrument(span)
+            .await;
+        self.released(round)
     }
 
     /// What a release becomes for a lock that was lost while a lock-delay is set (invariant 5):

@@ -550,6 +550,24 @@ impl Redlock {
         } else {
             0
         };
+        // `waiting` invariant 13: not ahead of this manager's waiters (readers share the lock,
+        // so they overtake nobody).
+        if engine.rules.notify
+            && !engine.rules.fair
+            && schedule.may_wait()
+            && wanted.watched().access() == Access::Exclusive
+            && engine.waiters.is_contended(wanted.watched())
+        {
+            let delay = schedule.capped(retry.max_delay(), Instant::now());
+            turn.wait(
+                Some(&engine.waiters),
+                wanted.watched(),
+                delay,
+                false,
+                |wait| schedule.capped(wait, Instant::now()),
+            )
+            .await;
+        }
         let mut told_quarantine = false;
         loop {
             let attempts = seen.attempt();

@@ -188,6 +188,11 @@ impl Schedule {
         }
     }
 
+    /// Whether the policy allows more than one attempt: an acquisition that may wait at all.
+    pub(crate) fn may_wait(&self) -> bool {
+        self.attempts_left != Some(1) && self.give_up_at.is_none_or(|at| at > Instant::now())
+    }
+
     /// Whether the deadline has passed at `now`: no attempt may start (invariant 1).
     /// When the acquisition gives up (`max_wait`), if ever.
     pub(crate) fn give_up_at(&self) -> Option<Instant> {
