@@ -332,3 +332,64 @@ def test_mark_nodes_does_not_block_the_loop(servers):
     assert len(marks) == 3 and all(not marked for _, marked, _ in marks), marks
     assert all("already vouches" in what for _, _, what in marks), marks
     assert ticks > 0, "the loop ran while the nodes were marked"
+
+
+def sets(nodes) -> int:
+    """How many SET commands the nodes have run, in all."""
+    return sum(c.info("commandstats").get("cmdstat_set", {}).get("calls", 0) for c in nodes.clients())
+
+
+def test_a_cancelled_wait_stops_trying(servers, nodes, name):
+    """Cancelling a task that waits for a busy lock drops the acquisition on the runtime: once
+    the lock is released, the cancelled waiter does not take it (not even for a moment)."""
+
+    async def main():
+        holder = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+        waiter = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT, retry_delay=0.05)
+        lock = await holder.acquire(name, 30)
+        waiting = asyncio.create_task(waiter.acquire(name, 10, timeout=float("inf")))
+        await asyncio.sleep(0.5)  # refused, waiting (and polling every 50 ms)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.sleep(0.3)  # an attempt already on its way lands
+        before = sets(nodes)
+        await lock.release()
+        await asyncio.sleep(1)  # 20 of the waiter's polls, had it kept trying
+        return before, sets(nodes), await holder.locked(name)
+
+    before, after, locked = run(main())
+    assert after == before, "the cancelled waiter went on trying"
+    assert locked is None
+
+
+def test_every_awaitable_of_many_tasks_completes(servers, name):
+    """32 tasks taking turns: 2,560 acquisitions and as many releases, each awaited with a
+    deadline, all complete (no wake-up of the loop is lost)."""
+
+    async def main():
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+        done = 0
+
+        async def worker():
+            nonlocal done
+            for _ in range(80):
+                lock = await asyncio.wait_for(rl.acquire(name, 10, timeout=float("inf")), 30)
+                done += 1
+                await asyncio.wait_for(lock.release(), 30)
+
+        await asyncio.gather(*(worker() for _ in range(32)))
+        return done
+
+    assert run(main(), limit=300) == 32 * 80
+
+
+def test_one_manager_serves_one_event_loop_after_another(servers, nodes, name):
+    rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+
+    async def cycle():
+        lock = await rl.acquire(name, 10)
+        return await lock.release()
+
+    for _ in range(3):
+        assert run(cycle()) == len(nodes.clients())  # released on every node

@@ -17,6 +17,7 @@
 //! - `views`: read-only answers (leader, node status) and the leader watch.
 //! - `errors`: the library's errors as the exception classes of `redquorum.errors`.
 
+mod bridge;
 mod errors;
 mod exit;
 mod fork;

@@ -6,9 +6,9 @@
 //! (worker threads named `redquorum`), never stopped: at exit the process simply ends, and the
 //! keys of locks still held expire with their TTL.
 //!
-//! Synchronous calls wait on it with the GIL released ([`wait`]); asynchronous ones are bridged
-//! to the running asyncio loop by `pyo3-async-runtimes`, whose generic bridge runs our futures
-//! on this runtime ([`Tokio`], [`awaitable`]).
+//! Synchronous calls wait on it with the GIL released ([`Owner::wait`]); asynchronous ones are
+//! asyncio futures of the running loop whose Rust futures run on it ([`Owner::awaitable`],
+//! [`bridge`](crate::bridge)).
 //!
 //! # Invariants
 //! 1. **A fork does not inherit a runtime.** A child has the parent's memory but none of its
@@ -19,9 +19,9 @@
 //! 2. **The parent's objects are never dropped in a child**: dropping them would wake tasks of a
 //!    runtime that has no threads there. They are forgotten instead (their keys expire).
 //! 3. **No thread of ours enters Python once the interpreter's exit has begun**
-//!    ([`exit`](crate::exit)): every future the asyncio bridge spawns is polled with a pass
-//!    ([`Gated`]), and so is every closure it runs on the blocking pool; a blocking wait takes
-//!    its pass before it takes the GIL back, or parks for good. What such a call would have
+//!    ([`exit`](crate::exit)): every future an awaitable runs is polled with a pass ([`Gated`]),
+//!    and completing it enters no Python on our threads ([`bridge`](crate::bridge) invariant
+//!    1); a blocking wait takes its pass before it takes the GIL back, or parks for good. What such a call would have
 //!    done (complete a future or set an event nobody can wait for any more) is skipped.
 //! 4. **A blocking wait can be interrupted.** While a synchronous call waits, the calling thread
 //!    looks for pending signals every [`SIGNAL_CHECK`], so Ctrl-C raises `KeyboardInterrupt`
@@ -43,8 +43,6 @@ use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3_async_runtimes::TaskLocals;
-use pyo3_async_runtimes::generic::{ContextExt, JoinError, Runtime as GenericRuntime};
 use tokio::runtime::Runtime;
 
 use crate::errors;
@@ -172,7 +170,7 @@ impl Owner {
     pub(crate) fn awaitable<'py, F, T>(
         &self,
         py: Python<'py>,
-        what: &str,
+        what: &'static str,
         future: F,
     ) -> PyResult<Bound<'py, PyAny>>
     where
@@ -189,7 +187,7 @@ impl Owner {
                  use the blocking API (redquorum.Redlock) in an atexit hook"
             )));
         }
-        pyo3_async_runtimes::generic::future_into_py::<Tokio, _, T>(py, future)
+        crate::bridge::awaitable(py, self.runtime, what, future)
     }
 }
 
@@ -203,85 +201,15 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The bridge's view of our runtime: where `pyo3-async-runtimes` spawns the futures it awaits
-/// for asyncio.
-pub(crate) struct Tokio;
+/// A future polled only with a pass (invariant 3): ours build exceptions with the GIL, so once
+/// the exit has begun they are not polled again; their task sleeps until the process ends.
+pub(crate) struct Gated<F>(Pin<Box<F>>);
 
-/// A spawned future's handle; `Unspawned` only if no runtime could be built, which an
-/// [`Owner`] (made before any awaitable) has already reported as an error.
-pub(crate) enum Spawned {
-    Task(tokio::task::JoinHandle<()>),
-    Unspawned,
-}
-
-/// Why a spawned future did not finish.
-#[derive(Debug)]
-pub(crate) enum NotFinished {
-    Task(tokio::task::JoinError),
-    Unspawned,
-}
-
-impl JoinError for NotFinished {
-    fn is_panic(&self) -> bool {
-        matches!(self, NotFinished::Task(e) if e.is_panic())
-    }
-
-    fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
-        match self {
-            NotFinished::Task(e) if e.is_panic() => e.into_panic(),
-            _ => Box::new("the task did not run"),
-        }
+impl<F> Gated<F> {
+    pub(crate) fn new(future: F) -> Self {
+        Self(Box::pin(future))
     }
 }
-
-impl Future for Spawned {
-    type Output = Result<(), NotFinished>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Spawned::Task(handle) => Pin::new(handle).poll(cx).map_err(NotFinished::Task),
-            Spawned::Unspawned => Poll::Ready(Err(NotFinished::Unspawned)),
-        }
-    }
-}
-
-impl GenericRuntime for Tokio {
-    type JoinError = NotFinished;
-    type JoinHandle = Spawned;
-
-    fn spawn<F>(fut: F) -> Spawned
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        match runtime() {
-            Ok(runtime) => Spawned::Task(runtime.spawn(Gated(Box::pin(fut)))),
-            Err(_) => Spawned::Unspawned,
-        }
-    }
-
-    /// The bridge completes an asyncio future from the blocking pool, with the GIL: only with
-    /// a pass (invariant 3); without one the closure is not run, and what it holds is forgotten,
-    /// not dropped (a Python object's drop would queue its reference count for a GIL that
-    /// nobody will take again, which is harmless; forgetting is simply less work at exit).
-    fn spawn_blocking<F>(f: F) -> Spawned
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        let gated = move || match Pass::new() {
-            Some(_pass) => f(),
-            None => std::mem::forget(f),
-        };
-        match runtime() {
-            Ok(runtime) => Spawned::Task(runtime.spawn_blocking(gated)),
-            Err(_) => Spawned::Unspawned,
-        }
-    }
-}
-
-/// A future polled only with a pass (invariant 3): the bridge's futures call into Python when
-/// they complete (and ours build exceptions), so once the exit has begun they are not polled
-/// again; their task sleeps until the process ends.
-struct Gated<F>(Pin<Box<F>>);
 
 impl<F: Future> Future for Gated<F> {
     type Output = F::Output;
@@ -291,23 +219,5 @@ impl<F: Future> Future for Gated<F> {
             return Poll::Pending;
         };
         self.0.as_mut().poll(cx)
-    }
-}
-
-tokio::task_local! {
-    /// The asyncio loop and context of the awaitable a future runs for.
-    static LOCALS: TaskLocals;
-}
-
-impl ContextExt for Tokio {
-    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
-    where
-        F: Future<Output = R> + Send + 'static,
-    {
-        Box::pin(LOCALS.scope(locals, fut))
-    }
-
-    fn get_task_locals() -> Option<TaskLocals> {
-        LOCALS.try_with(|locals| locals.clone()).ok()
     }
 }

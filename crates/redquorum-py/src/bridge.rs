@@ -1,0 +1,233 @@
+//! Awaitables for asyncio whose futures run on our runtime and complete without our threads
+//! ever taking the GIL.
+//!
+//! An awaitable is an asyncio future of the running loop; its Rust future runs as a task of the
+//! process's runtime ([`runtime`](crate::runtime)). When the task ends, it queues the outcome
+//! for the loop and writes one byte to a socket the loop watches (`loop.add_reader`), unless a
+//! byte is already on its way; the loop's reader callback ([`Drain`]) then sets every queued
+//! outcome on its future, on the loop's own thread, where the GIL is already held.
+//!
+//! Why not `pyo3-async-runtimes`, whose generic bridge we used before: it completes each future
+//! from a thread of the runtime's blocking pool, which must first take the GIL from the loop's
+//! thread (which holds it whenever Python runs there), then calls `call_soon_threadsafe`; and
+//! two tasks and a done callback come with every awaitable. Measured with
+//! `python/bench/bench.py` (N = 1, 2 cores, 32 asyncio tasks): uncontended cycles/s were
+//! 7.4k with it, below redis-py's asyncio lock (8.3k) although ours does its I/O in Rust, and
+//! contended hand-offs/s 2.4k; with this module, see `docs/python.md`.
+//!
+//! # Invariants
+//! 1. **Our threads never enter Python to complete an awaitable.** A task only queues its
+//!    outcome and writes to a socket; converting it to Python objects and setting it on the
+//!    future happen in [`Drain`], on the loop's thread. So once the interpreter's exit has
+//!    begun ([`exit`](crate::exit)), a task that ends touches nothing of Python's. (The futures
+//!    themselves still build exceptions with the GIL, so they are polled only with a pass, as
+//!    before: [`Gated`](crate::runtime).)
+//! 2. **No outcome is left unannounced.** A task queues its outcome, then writes a byte unless
+//!    `signalled` was set; [`Drain`] reads every byte, then clears `signalled`, then takes the
+//!    queue. An outcome queued after the drain took the queue finds `signalled` clear (or set by
+//!    another outcome that also came after, whose byte is still unread) and is announced by a
+//!    byte the drain has not read; one queued before is taken by this drain. Clearing
+//!    `signalled` before reading would lose an outcome: the read could swallow the byte of an
+//!    outcome whose `signalled` stays set, and every later outcome would then find it set and
+//!    write nothing (that hung a release in the first version). An extra byte only costs an
+//!    empty drain.
+//! 3. **A cancelled awaitable drops its future on the runtime** (a done callback aborts the
+//!    task), which is the library's cancel safety: a lock half-taken is released in the
+//!    background. An outcome that arrives for a future cancelled meanwhile is dropped with the
+//!    runtime entered, so a lock it holds is released in the background too, not leaked.
+//! 4. **A task that panics still completes its awaitable**, with a `RuntimeError`: an awaitable
+//!    that never completes would hang its caller.
+//! 5. **One socket pair per event loop, per process.** Found by the loop's identity (we hold a
+//!    reference, so it is never reused); forgotten once the loop is closed, and all of them in
+//!    a forked child, whose copies belong to the parent's loops.
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::FutureExt;
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use tokio::runtime::Runtime;
+use tokio::task::AbortHandle;
+
+use crate::runtime::Gated;
+
+/// What the loop's thread runs to turn a task's outcome into the future's result.
+type Outcome = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
+/// One event loop's queue of outcomes and the socket pair that wakes it.
+struct LoopWaker {
+    queue: Mutex<Vec<(Py<PyAny>, Outcome)>>,
+    /// A byte is on its way to the loop (invariant 2).
+    signalled: AtomicBool,
+    write: UnixStream,
+    read: UnixStream,
+    runtime: &'static Runtime,
+}
+
+impl LoopWaker {
+    fn queue(&self) -> MutexGuard<'_, Vec<(Py<PyAny>, Outcome)>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `outcome` for `future` and wakes the loop (invariant 2). Never enters Python.
+    fn complete(&self, future: Py<PyAny>, outcome: Outcome) {
+        self.queue().push((future, outcome));
+        if !self.signalled.swap(true, Ordering::SeqCst) {
+            // Non-blocking: a full socket already holds bytes that will wake the loop.
+            let _ = (&self.write).write(&[1]);
+        }
+    }
+}
+
+/// The loop's reader callback: sets every queued outcome on its future.
+#[pyclass(frozen)]
+struct Drain(Arc<LoopWaker>);
+
+#[pymethods]
+impl Drain {
+    fn __call__(&self, py: Python<'_>) {
+        let waker = &self.0;
+        // Invariant 2: the bytes are read, then `signalled` cleared, then the queue taken.
+        let mut bytes = [0u8; 256];
+        while matches!((&waker.read).read(&mut bytes), Ok(n) if n > 0) {}
+        waker.signalled.store(false, Ordering::SeqCst);
+        let outcomes = std::mem::take(&mut *waker.queue());
+        for (future, outcome) in outcomes {
+            let future = future.bind(py);
+            let cancelled = future
+                .call_method0(pyo3::intern!(py, "cancelled"))
+                .and_then(|c| c.extract::<bool>())
+                .unwrap_or(true);
+            if cancelled {
+                // Invariant 3: whatever it holds is dropped where a release can be started.
+                let _entered = waker.runtime.enter();
+                drop(outcome);
+                continue;
+            }
+            // The future is ours and not done: setting it cannot fail but for a bug; there is
+            // nobody to tell but the loop's exception handler, which these calls reach anyway.
+            let _ = match outcome(py) {
+                Ok(value) => future.call_method1(pyo3::intern!(py, "set_result"), (value,)),
+                Err(e) => {
+                    future.call_method1(pyo3::intern!(py, "set_exception"), (e.into_value(py),))
+                }
+            };
+        }
+    }
+}
+
+/// A done callback that aborts the task behind a future (invariant 3); harmless once the task
+/// has ended.
+#[pyclass(frozen)]
+struct AbortTask(AbortHandle);
+
+#[pymethods]
+impl AbortTask {
+    fn __call__(&self, _future: &Bound<'_, PyAny>) {
+        self.0.abort();
+    }
+}
+
+/// Each event loop we have a socket pair for, and its waker.
+type Loops = Vec<(Py<PyAny>, Arc<LoopWaker>)>;
+
+/// Every loop we have a socket pair for, with the pid that made them (invariant 5).
+static LOOPS: Mutex<Option<(u32, Loops)>> = Mutex::new(None);
+
+/// The waker of `event_loop`, made and registered with it on first use.
+fn waker_for(event_loop: &Bound<'_, PyAny>, runtime: &'static Runtime) -> PyResult<Arc<LoopWaker>> {
+    let py = event_loop.py();
+    let pid = std::process::id();
+    let mut loops = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+    if loops.as_ref().is_some_and(|(owner, _)| *owner != pid)
+        && let Some((_, inherited)) = loops.take()
+    {
+        // A forked child: the parent's loops and sockets are not ours (invariant 5).
+        std::mem::forget(inherited);
+    }
+    let (_, known) = loops.get_or_insert_with(|| (pid, Vec::new()));
+    if let Some((_, waker)) = known.iter().find(|(l, _)| l.bind(py).is(event_loop)) {
+        return Ok(Arc::clone(waker));
+    }
+    known.retain(|(l, _)| {
+        !l.bind(py)
+            .call_method0("is_closed")
+            .and_then(|c| c.extract::<bool>())
+            .unwrap_or(true)
+    });
+    let sockets = UnixStream::pair().and_then(|(read, write)| {
+        read.set_nonblocking(true)?;
+        write.set_nonblocking(true)?;
+        Ok((read, write))
+    });
+    let (read, write) = sockets.map_err(|e| {
+        PyRuntimeError::new_err(format!("cannot make redquorum's wake-up socket: {e}"))
+    })?;
+    let waker = Arc::new(LoopWaker {
+        queue: Mutex::default(),
+        signalled: AtomicBool::new(false),
+        write,
+        read,
+        runtime,
+    });
+    let fd = waker.read.as_raw_fd();
+    event_loop.call_method1("add_reader", (fd, Drain(Arc::clone(&waker))))?;
+    known.push((event_loop.clone().unbind(), Arc::clone(&waker)));
+    Ok(waker)
+}
+
+/// An asyncio future of the running loop that resolves with `future`'s output, run as a task
+/// of `runtime`; `what` names the call in a panic's message.
+pub(crate) fn awaitable<'py, F, T>(
+    py: Python<'py>,
+    runtime: &'static Runtime,
+    what: &'static str,
+    future: F,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let event_loop = GET_RUNNING_LOOP
+        .import(py, "asyncio", "get_running_loop")?
+        .call0()?;
+    let waker = waker_for(&event_loop, runtime)?;
+    let py_future = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
+    let target = py_future.clone().unbind();
+    let task = runtime.spawn(Gated::new(async move {
+        let output = AssertUnwindSafe(future).catch_unwind().await;
+        let outcome: Outcome = Box::new(move |py| match output {
+            Ok(result) => result.and_then(|value| value.into_py_any(py)),
+            // Invariant 4.
+            Err(panic) => Err(PyRuntimeError::new_err(format!(
+                "{what}: redquorum panicked: {}",
+                panic_message(panic.as_ref())
+            ))),
+        });
+        waker.complete(target, outcome);
+    }));
+    py_future.call_method1(
+        pyo3::intern!(py, "add_done_callback"),
+        (AbortTask(task.abort_handle()),),
+    )?;
+    Ok(py_future)
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        message
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message
+    } else {
+        "a panic without a message"
+    }
+}
