@@ -8,8 +8,9 @@
 //!
 //! # Layout
 //! - `exit`: the interpreter's exit, which no thread of ours enters Python after.
-//! - `runtime`: one Tokio runtime per process (a forked child builds its own), blocking waits
-//!   with the GIL released, and the asyncio bridge.
+//! - `runtime`: one Tokio runtime per process (a forked child builds its own), and blocking
+//!   waits with the GIL released.
+//! - `bridge`: awaitables for asyncio, completed on the loop's own thread.
 //! - `settings`: durations in seconds and `Redlock(...)`'s keywords, handed to the library's
 //!   builder, which checks them.
 //! - `manager`: the manager and every acquisition, blocking and awaitable.
