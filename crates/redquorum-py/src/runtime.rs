@@ -33,7 +33,9 @@
 //!    waiter's task (the library's `waiting` invariant 12), which sends its attempt at once from
 //!    a worker, where a future polled on its Python thread would first need the operating
 //!    system to wake that thread. Measured with `python/bench/bench.py`, contended, 32 threads,
-//!    one node: ... hand-offs/s, against ... with the futures polled on their threads.
+//!    one node, the same day: 2,689 hand-offs/s against 2,366 with the futures polled on their
+//!    threads (within this machine's noise of each other; kept for the cleaner cancellation:
+//!    an abandoned future is aborted on the runtime).
 
 use std::future::Future;
 use std::pin::Pin;

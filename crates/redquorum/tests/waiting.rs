@@ -633,3 +633,52 @@ async fn a_release_that_frees_nothing_hands_over_nothing() {
     }
     let _held = woken(waiting, "the other client's release").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_for_a_set_does_not_hold_back_a_newcomer_for_a_free_member() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let manager = built(&cluster, true, false).await;
+    let _b = holder.acquire("member-b", TTL).await.unwrap();
+    // Waits for both, blocked by `b`, registered for `a` too.
+    let _set = never_polling(&cluster, manager.clone(), &["member-a", "member-b"]).await;
+    // `a` is free: a newcomer for it alone gets it at once, whatever the set waits for.
+    let retry = Retry::forever().delay(NEVER_POLLS);
+    let a = tokio::time::timeout(SOON, manager.acquire_with("member-a", TTL, &retry))
+        .await
+        .expect("a newcomer waited behind a set that cannot take the free member")
+        .unwrap();
+    assert!(a.is_valid());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_behind_waiters_still_attempts_before_its_max_wait() {
+    let cluster = cluster(3);
+    let holder = built(&cluster, true, false).await;
+    let manager = built(&cluster, true, false).await;
+    let _lock = holder.acquire("deadline", TTL).await.unwrap();
+    let _first = waiting_in(&cluster, &manager, "deadline").await;
+    let sets_before: Vec<u64> = cluster.iter().map(|node| calls(node, "set")).collect();
+    // Nobody else sends a `SET` now: the holder holds, the first waiter never polls.
+    let max_wait = Duration::from_secs(4);
+    let retry = Retry::forever().delay(NEVER_POLLS).max_wait(max_wait);
+    let newcomer = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire_with("deadline", TTL, &retry).await })
+    };
+    // Its wait behind the first waiter ends by half the time left (2 s): its attempt has
+    // reached every node well before the deadline (4 s), not at it (`waiting` invariant 13,
+    // `retry` invariant 1).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sets_then: Vec<u64> = cluster.iter().map(|node| calls(node, "set")).collect();
+    let attempted = sets_then
+        .iter()
+        .zip(&sets_before)
+        .all(|(then, before)| then > before);
+    assert!(attempted, "no attempt yet, a second before the deadline");
+    let outcome = tokio::time::timeout(SOON, newcomer).await.unwrap().unwrap();
+    let Err(Error::NotAcquired { attempts, .. }) = outcome else {
+        panic!("acquired a held lock, or failed otherwise: {outcome:?}");
+    };
+    assert_eq!(attempts, 1, "an attempt after the deadline");
+}

@@ -73,8 +73,9 @@
 //! 8. **A holder's release hands the lock over in this process** once its request is queued on
 //!    every node's connection (or the round ended): that wakes the waiter it would wake, before
 //!    any node answered ([`waiting`](crate::round::waiting) invariant 12). Checked after each
-//!    poll of the requests, never inside one, so every request counted as queued is already
-//!    on its connection when the waiter runs.
+//!    poll of the requests, never inside one, so every request counted as queued has been
+//!    handed to its connection when the waiter runs (the exceptions, and why they cost only a
+//!    refused attempt, are in that invariant).
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};

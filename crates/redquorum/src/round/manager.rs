@@ -128,6 +128,21 @@ impl Wanted {
         }
     }
 
+    /// The one key of a plain exclusive lock (not a set, a semaphore's permits or a read-write
+    /// lock's side): what `waiting` invariant 13 lets a newcomer queue behind.
+    fn single_exclusive(&self) -> Option<&str> {
+        match self {
+            Wanted::Lock(resources)
+            | Wanted::FencedLock(resources)
+            | Wanted::Campaign(resources, _)
+                if resources.access() == Access::Exclusive && resources.keys().len() == 1 =>
+            {
+                Some(resources.first())
+            }
+            _ => None,
+        }
+    }
+
     /// The keys a last release of a fresh value goes to, to tell a key of another type from a
     /// busy one.
     fn probed(&self) -> &Resources {
@@ -550,21 +565,19 @@ impl Redlock {
         } else {
             0
         };
-        // `waiting` invariant 13: not ahead of this manager's waiters (readers share the lock,
-        // so they overtake nobody).
+        // `waiting` invariant 13: not ahead of this manager's waiters for the same lock.
         if engine.rules.notify
             && !engine.rules.fair
-            && schedule.may_wait()
-            && wanted.watched().access() == Access::Exclusive
-            && engine.waiters.is_contended(wanted.watched())
+            && let Some(resource) = wanted.single_exclusive()
+            && engine.waiters.is_contended(resource)
+            && let Some(wait) = schedule.deferral(Instant::now())
         {
-            let delay = schedule.capped(retry.max_delay(), Instant::now());
             turn.wait(
                 Some(&engine.waiters),
                 wanted.watched(),
-                delay,
+                wait,
                 false,
-                |wait| schedule.capped(wait, Instant::now()),
+                |wait| wait,
             )
             .await;
         }

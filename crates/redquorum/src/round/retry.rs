@@ -188,9 +188,21 @@ impl Schedule {
         }
     }
 
-    /// Whether the policy allows more than one attempt: an acquisition that may wait at all.
-    pub(crate) fn may_wait(&self) -> bool {
-        self.attempts_left != Some(1) && self.give_up_at.is_none_or(|at| at > Instant::now())
+    /// How long a newcomer may wait behind its manager's waiters before its first attempt
+    /// (`waiting` invariant 13): a delay drawn as between attempts, ending by half the time left
+    /// before the deadline, so that the first attempt still starts before it. `None` for a
+    /// policy that allows a single attempt (a try-lock never waits) or whose deadline is (all
+    /// but) reached.
+    pub(crate) fn deferral(&mut self, now: Instant) -> Option<Duration> {
+        if self.attempts_left == Some(1) {
+            return None;
+        }
+        let wait = self.jitter();
+        let wait = match self.give_up_at {
+            Some(at) => wait.min(at.saturating_duration_since(now) / 2),
+            None => wait,
+        };
+        (!wait.is_zero()).then_some(wait)
     }
 
     /// Whether the deadline has passed at `now`: no attempt may start (invariant 1).

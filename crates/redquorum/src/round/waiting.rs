@@ -88,21 +88,31 @@
 //!     went back to the holder that had just released). Like every wake-up, it is a hint
 //!     (invariant 5): if the release freed nothing on some node (the lock had expired and was
 //!     taken), the attempt is refused there and the waiter waits again; nothing is counted that
-//!     a node did not grant. A fair waiter is not woken this way: its turn is announced by the
-//!     node (invariant 8).
-//! 13. **A newcomer does not overtake the waiters of its manager.** An exclusive acquisition
-//!     (not a read-write lock's) that may wait, starting while a waiter of the same manager that contends for one of its
-//!     resources (neither fair nor an observer) is registered, waits registered behind it
-//!     before its first attempt ([`Waiters::is_contended`]). Such a waiter was refused, so the
-//!     lock is held, or was just handed to it (invariant 12) and its attempt is on its way
-//!     ahead of any attempt made now: the newcomer's attempt could only be refused, costing the
-//!     nodes a vote (and with eager fencing the counter's writes, which a node with
-//!     `appendfsync always` syncs to disk), or overtake a waiter that was there first. So the
-//!     waiters of one process are served in the order they registered, and a holder that
-//!     releases and wants the lock back queues behind them. A single attempt (a try-lock) is
-//!     still made at once. The price: if the lock is free while every registered waiter
-//!     sleeps (its wake-up was lost), the newcomer waits its retry delay too (invariant 1
-//!     bounds it). Nothing here is counted as a vote: it only delays an attempt.
+//!     a node did not grant. The order also fails, with the same consequence, where "queued"
+//!     is not yet "on the wire in order": a release that waits for room in redis-rs's full
+//!     request channel, a release redirected (`MOVED`, `ASK`) to another master of a cluster,
+//!     a release on a connection being replaced, or one whose script the node had forgotten
+//!     (`NOSCRIPT`, sent again as `EVAL`). Each costs the woken waiter one refused attempt, of
+//!     its retry policy's attempts. A fair waiter is not woken this way: its turn is announced
+//!     by the node (invariant 8).
+//! 13. **A newcomer does not overtake the waiters of its manager.** An acquisition of one
+//!     exclusive key (a plain lock, not a set, a semaphore or a read-write lock) that may wait,
+//!     starting while a waiter of the same manager that contends (neither fair nor an observer)
+//!     is registered for that key alone, waits registered behind it before its first attempt
+//!     ([`Waiters::is_contended`]). Such a waiter was refused, so the lock is held, or was just
+//!     handed the lock (invariant 12) and its attempt is on its way ahead of any attempt made
+//!     now: the newcomer's attempt could only be refused, costing the nodes a vote (and with
+//!     eager fencing the counter's writes, which a node with `appendfsync always` syncs to
+//!     disk), or overtake a waiter that was there first. So the waiters of one process are
+//!     served in the order they registered, and a holder that releases and wants the lock back
+//!     queues behind them. A waiter for a set or for permits is not deferred to (it may be
+//!     blocked by another member while this key is free), nor does a try-lock defer. The wait
+//!     is a retry delay, drawn as between attempts, and ends by half the time left before the
+//!     acquisition's deadline, so its first attempt still starts before it
+//!     ([`retry`](crate::round::retry) invariant 1). The price: if the lock is free while the
+//!     waiter ahead does not act on its wake-up (it is waiting out a quarantine, or giving up),
+//!     the newcomer waits that delay. Nothing here is counted as a vote: it only delays an
+//!     attempt.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -186,6 +196,8 @@ struct Wake {
     heard: AtomicU64,
     quorum: u32,
     notify: Notify,
+    /// Registered for one key alone (not a set, nor a semaphore's permits).
+    single: bool,
 }
 
 impl Wake {
@@ -226,6 +238,9 @@ pub(crate) struct Registry {
     /// How many waiters that contend (neither fair nor observers) are registered: most
     /// acquisitions find none without taking the lock (invariant 13).
     contenders: AtomicUsize,
+    /// How many waiters of any kind are registered: most releases find none without taking the
+    /// lock (invariant 12).
+    registered: AtomicUsize,
 }
 
 /// How many unclaimed announcements are kept; beyond, they are all forgotten (most name waiters
@@ -318,24 +333,25 @@ impl Waiters {
     /// the waiter each one's release would wake, as if every node had reported it freed
     /// (invariant 12). Called before any node has run it.
     pub(crate) fn handed_over(&self, resources: &Resources) {
+        if self.registry.registered.load(Ordering::Acquire) == 0 {
+            return;
+        }
         for resource in resources.keys() {
             self.registry.freed_on(resource, u64::MAX);
         }
     }
 
     /// Whether a waiter of this manager that contends (neither fair nor an observer) is
-    /// registered for one of `resources`: an acquisition starting now would overtake it
-    /// (invariant 13).
-    pub(crate) fn is_contended(&self, resources: &Resources) -> bool {
+    /// registered for `resource` alone (not as a member of a set, which may be blocked by
+    /// another member): an acquisition of it starting now would overtake it (invariant 13).
+    pub(crate) fn is_contended(&self, resource: &str) -> bool {
         if self.registry.contenders.load(Ordering::Acquire) == 0 {
             return false;
         }
-        let by_resource = self.registry.lock();
-        resources.keys().iter().any(|resource| {
-            by_resource
-                .get(resource)
-                .is_some_and(|wakes| wakes.iter().any(|w| w.contends()))
-        })
+        self.registry
+            .lock()
+            .get(resource)
+            .is_some_and(|wakes| wakes.iter().any(|w| w.contends() && w.single))
     }
 
     /// Registers a waiter for `resources` and makes sure every node's subscriber listens for
@@ -360,7 +376,9 @@ impl Waiters {
             heard: AtomicU64::new(0),
             quorum: u32::try_from(quorum).unwrap_or(64),
             notify: Notify::new(),
+            single: resources.keys().len() == 1,
         });
+        self.registry.registered.fetch_add(1, Ordering::AcqRel);
         if wake.contends() {
             self.registry.contenders.fetch_add(1, Ordering::AcqRel);
         }
@@ -492,6 +510,7 @@ impl Drop for Waiting {
             }
         }
         drop(by_resource);
+        self.registry.registered.fetch_sub(1, Ordering::AcqRel);
         if self.wake.contends() {
             self.registry.contenders.fetch_sub(1, Ordering::AcqRel);
         }
@@ -510,6 +529,7 @@ mod tests {
             heard: AtomicU64::new(0),
             quorum: 1,
             notify: Notify::new(),
+            single: true,
         }
     }
 
