@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import os
+import sys
+import threading
 import time
 
 import pytest
@@ -393,3 +397,71 @@ def test_one_manager_serves_one_event_loop_after_another(servers, nodes, name):
 
     for _ in range(3):
         assert run(cycle()) == len(nodes.clients())  # released on every node
+
+
+def test_event_loops_on_many_threads_at_once_never_deadlock(servers, name):
+    """Six threads each running event loop after event loop, with the GIL switching as often as
+    it can: registering a loop runs no Python while our lock of the loops is held (a review
+    reproduced a deadlock between that lock and the GIL after 162 loops)."""
+    rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+    finished = []
+
+    def loops():
+        for _ in range(300):
+            asyncio.run(rl.locked(name))
+        finished.append(True)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=loops, daemon=True) for _ in range(6)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 90
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(finished) == 6, "event loops on several threads deadlocked"
+
+
+def test_a_wait_left_on_a_closed_loop_takes_no_lock(servers, name):
+    """A task still waiting for a lock when its loop is closed (not cancelled) is collected by
+    Python; its acquisition is dropped then, so the lock, once released, stays free instead of
+    being taken by an outcome nobody will read."""
+    from redquorum import Redlock as Blocking
+
+    holder = Blocking(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+    held = holder.acquire(name, 30)
+    rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT, retry_delay=0.05)
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(rl.acquire(name, 30, timeout=float("inf")))
+    loop.run_until_complete(asyncio.sleep(0.5))  # refused, waiting
+    loop.close()
+    del task
+    gc.collect()
+    held.release()
+    time.sleep(1.5)  # 30 of its polls, had it kept trying
+    assert holder.locked(name) is None, "a waiter nobody waits for took the lock"
+
+
+def test_loops_that_are_dropped_unclosed_leave_no_descriptors_behind(servers, name):
+    rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    def one_loop():
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(rl.locked(name))
+        # not closed: dropped
+
+    one_loop()  # the runtime's own descriptors, once
+    gc.collect()
+    before = descriptors()
+    for _ in range(50):
+        one_loop()
+    gc.collect()
+    # Each loop has an epoll descriptor and a self-pipe, and we added a socket pair: 5 per
+    # loop (250 here) if anything kept the loops alive.
+    assert descriptors() - before < 25
