@@ -21,7 +21,7 @@
 //!    future happen in [`Drain`], on the loop's thread. So once the interpreter's exit has
 //!    begun ([`exit`](crate::exit)), a task that ends touches nothing of Python's. (The futures
 //!    themselves still build exceptions with the GIL, so they are polled only with a pass, as
-//!    before: [`Gated`](crate::runtime).)
+//!    before: [`Gated`].)
 //! 2. **No outcome is left unannounced.** A task queues its outcome, then writes a byte unless
 //!    `signalled` was set; [`Drain`] reads every byte, then clears `signalled`, then takes the
 //!    queue. An outcome queued after the drain took the queue finds `signalled` clear (or set by
@@ -59,8 +59,10 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
 use pyo3::IntoPyObjectExt;
@@ -71,7 +73,7 @@ use pyo3::types::PyWeakrefReference;
 use tokio::runtime::Runtime;
 use tokio::task::AbortHandle;
 
-use crate::runtime::Gated;
+use crate::exit::Pass;
 
 /// What the loop's thread runs to turn a task's outcome into the future's result.
 type Outcome = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
@@ -347,6 +349,28 @@ where
         (AbortTask(task.abort_handle()),),
     )?;
     Ok(py_future)
+}
+
+/// A future polled only with a pass (invariant 1; `runtime` invariant 3): ours build exceptions
+/// with the GIL, so once the exit has begun they are not polled again; their task sleeps until
+/// the process ends.
+struct Gated<F>(Pin<Box<F>>);
+
+impl<F> Gated<F> {
+    fn new(future: F) -> Self {
+        Self(Box::pin(future))
+    }
+}
+
+impl<F: Future> Future for Gated<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(_pass) = Pass::new() else {
+            return Poll::Pending;
+        };
+        self.0.as_mut().poll(cx)
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {

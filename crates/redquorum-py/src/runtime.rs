@@ -19,9 +19,8 @@
 //! 2. **The parent's objects are never dropped in a child**: dropping them would wake tasks of a
 //!    runtime that has no threads there. They are forgotten instead (their keys expire).
 //! 3. **No thread of ours enters Python once the interpreter's exit has begun**
-//!    ([`exit`](crate::exit)): every future an awaitable runs is polled with a pass ([`Gated`]),
-//!    and completing it enters no Python on our threads ([`bridge`](crate::bridge) invariant
-//!    1); a blocking wait takes its pass before it takes the GIL back, or parks for good. What such a call would have
+//!    ([`exit`](crate::exit)): every future an awaitable runs is polled with a pass, and
+//!    completing it enters no Python on our threads ([`bridge`](crate::bridge) invariant 1); a blocking wait takes its pass before it takes the GIL back, or parks for good. What such a call would have
 //!    done (complete a future or set an event nobody can wait for any more) is skipped.
 //! 4. **A blocking wait can be interrupted.** While a synchronous call waits, the calling thread
 //!    looks for pending signals every [`SIGNAL_CHECK`], so Ctrl-C raises `KeyboardInterrupt`
@@ -38,9 +37,7 @@
 //!    an abandoned future is aborted on the runtime).
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
@@ -200,26 +197,5 @@ struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// A future polled only with a pass (invariant 3): ours build exceptions with the GIL, so once
-/// the exit has begun they are not polled again; their task sleeps until the process ends.
-pub(crate) struct Gated<F>(Pin<Box<F>>);
-
-impl<F> Gated<F> {
-    pub(crate) fn new(future: F) -> Self {
-        Self(Box::pin(future))
-    }
-}
-
-impl<F: Future> Future for Gated<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let Some(_pass) = Pass::new() else {
-            return Poll::Pending;
-        };
-        self.0.as_mut().poll(cx)
     }
 }
