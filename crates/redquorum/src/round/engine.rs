@@ -553,8 +553,6 @@ impl Engine {
                 }
             });
         };
-        // Whether requests are left on their way: only when the round was won before they all
-        // replied.
         // Invariant 8: once every request is queued on its connection, which happens in a poll
         // of `requests` (node invariant 2), a waiter's attempt made from now on runs after it.
         // At the latest when the round ends: a request never queued was dropped unsent.
@@ -564,6 +562,8 @@ impl Engine {
                 self.waiters.handed_over(&fanout.resources);
             }
         };
+        // Whether requests are left on their way: only when the round was won before they all
+        // replied.
         let left_behind = poll_fn(|cx| {
             // A reply that is in counts, even at the deadline.
             let all_in = Pin::new(&mut requests).poll(cx).is_ready();
