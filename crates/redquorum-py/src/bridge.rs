@@ -305,7 +305,8 @@ where
     let py_future = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
     let id = IDS.fetch_add(1, Ordering::Relaxed);
     let gone = Arc::new(AtomicBool::new(false));
-    // Created before the task can finish, and moved into it: `Gone` is its callback.
+    // The weak reference to the future (whose callback is `Gone`) can only be made once the
+    // task exists, to abort it: it reaches the task through this channel.
     let (task_sender, task_receiver) = tokio::sync::oneshot::channel::<Py<PyWeakrefReference>>();
     let task = {
         let waker = Arc::clone(&waker);
@@ -320,8 +321,8 @@ where
                     panic_message(panic.as_ref())
                 ))),
             });
-            // Sent before this task was spawned's caller returned; a closed channel means the
-            // awaitable could not be made, and nobody waits.
+            // Sent by `awaitable` before it returns; a closed channel means the awaitable could
+            // not be made (no weak reference), and nobody waits: the outcome is dropped here.
             if let Ok(future) = task_receiver.await {
                 waker.complete(
                     Pending {
