@@ -508,23 +508,11 @@ impl Engine {
         timeout: Duration,
         among: Option<Voters>,
     ) -> Round {
-        self.run_round(until, request, resources, value, timeout, among, false)
-            .await
-    }
-
-    /// A round; when `hands_over` (a holder's release), this process's waiters for `resources`
-    /// are woken as soon as the request is queued on every node (invariant 8).
-    #[allow(clippy::too_many_arguments)] // the round's own, and the one rule for releases
-    async fn run_round(
-        self: &Arc<Self>,
-        until: Until,
-        request: Request,
-        resources: &Resources,
-        value: &Arc<str>,
-        timeout: Duration,
-        among: Option<Voters>,
-        mut hands_over: bool,
-    ) -> Round {
+        // Invariant 8: a holder's release (not a rollback's, nor a reader's) hands the lock to
+        // a waiter of this process.
+        let mut hands_over = matches!(request, Request::Release { .. })
+            && until == Until::Decided
+            && resources.access() == Access::Exclusive;
         let start = Instant::now();
         let node_deadline = start + timeout;
         let fanout = Arc::new(Fanout {
@@ -674,22 +662,8 @@ impl Engine {
             announce: self.rules.fair,
             late_ms,
         };
-        // Invariant 8: a release that frees the lock (not a rollback, nor a reader's) hands it
-        // to a waiter of this process.
-        let hands_over = until == Until::Decided && resources.access() == Access::Exclusive;
-        let round = self
-            .run_round(
-                until,
-                release,
-                resources,
-                value,
-                self.rules.node_timeout,
-                None,
-                hands_over,
-            )
-            .instrument(span)
-            .await;
-        self.released(round)
+        self.release_round(until, release, resources, value, span)
+            .await
     }
 
     /// What a release becomes for a lock that was lost while a lock-delay is set (invariant 5):
