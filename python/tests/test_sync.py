@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -503,3 +504,39 @@ def test_acl_user(nodes, name):
     with pytest.raises(Unavailable) as e:
         bad.try_acquire(name, 5)
     assert "wrongpw" not in str(e.value) and "s3cretpw" not in str(e.value)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_ends_a_blocking_wait_and_its_attempts(servers, nodes, name):
+    """A signal's exception (Ctrl-C's, here a timer's) ends a blocking wait for a busy lock; the
+    abandoned acquisition is aborted on the runtime: once the lock is released, it makes no
+    more attempts and takes nothing."""
+    holder = redquorum.Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+    waiter = redquorum.Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT, retry_delay=0.05)
+    held = holder.acquire(name, 30)
+
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(Interrupted):
+            waiter.acquire(name, 10, timeout=float("inf"))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    time.sleep(0.3)  # an attempt already on its way lands
+
+    def sets() -> int:
+        return sum(c.info("commandstats").get("cmdstat_set", {}).get("calls", 0)
+                   for c in nodes.clients())
+
+    before = sets()
+    held.release()
+    time.sleep(1)  # 20 of the waiter's polls, had it kept trying
+    assert sets() == before, "the interrupted wait went on trying"
+    assert holder.locked(name) is None
