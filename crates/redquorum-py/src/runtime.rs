@@ -3,7 +3,7 @@
 //! The library's locks are more than their calls: connections run as tasks, a keep-alive task
 //! extends a lock between calls, a subscriber hears releases. They need a runtime that keeps
 //! running while Python does something else, so the process has one, started on first use
-//! (worker threads named `redquorum`), never stopped: at exit the process simply ends, and the
+//! (its one worker thread named `redquorum`: invariant 6), never stopped: at exit the process simply ends, and the
 //! keys of locks still held expire with their TTL.
 //!
 //! Synchronous calls wait on it with the GIL released ([`Owner::wait`]); asynchronous ones are
@@ -35,6 +35,17 @@
 //!    one node, the same day: 2,689 hand-offs/s against 2,366 with the futures polled on their
 //!    threads (within this machine's noise of each other; kept for the cleaner cancellation:
 //!    an abandoned future is aborted on the runtime).
+//! 6. **The runtime has one worker thread.** A Python process runs its Python on one thread at
+//!    a time (the GIL), and the Rust side of a lock cycle is a few microseconds: one worker keeps
+//!    up with every thread or task Python can run (uncontended, 32 threads on one node: about
+//!    22k cycles/s either way). A second worker costs more than it adds. Every hand-off crosses
+//!    between Python threads and the runtime several times, and each crossing that wakes one
+//!    worker may wake the other to look for work to steal: on two cores, the runtime's threads
+//!    then parked about 6 times per contended hand-off. Measured with `python/bench/bench.py`
+//!    (contended, 32 workers, one node, three runs of each, alternated): threads 3,690–3,836
+//!    hand-offs/s with one worker against 2,757–3,464 with two; asyncio 3,067–3,343 against
+//!    2,804–2,841. Nothing runs on the worker that blocks it: blocking waits happen on Python's
+//!    threads, and name lookups on the runtime's blocking pool.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -63,7 +74,9 @@ fn runtime() -> PyResult<&'static Runtime> {
     {
         return Ok(runtime);
     }
+    // Invariant 6: one worker.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .thread_name("redquorum")
         .enable_all()
         .build()
