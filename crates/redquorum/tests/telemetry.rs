@@ -67,6 +67,25 @@ fn value(samples: &BTreeMap<String, f64>, name: &str, labels: &[(&str, &str)]) -
     matching.first().copied().unwrap_or(0.0)
 }
 
+/// Waits (20 s at most) for the waiters gauge to read `count`.
+async fn waiters_reach(addr: SocketAddr, count: f64) {
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let page = tokio::task::spawn_blocking(move || scrape(addr))
+            .await
+            .expect("scrape");
+        let now = value(&samples(&page), "redquorum_waiters", &[]);
+        if now == count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "redquorum_waiters stayed at {now}, not {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
     let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
@@ -233,6 +252,31 @@ fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
             "{node}"
         );
     }
+
+    // Every acquisition that waits is counted while it waits, a newcomer queued behind its
+    // manager's waiters before its first attempt (`waiting` invariant 13) as well as a waiter
+    // between attempts.
+    runtime.block_on(async {
+        let manager = common::connected(&cluster).await;
+        // Held for longer than the test, however slow the machine: its expiry would serve the
+        // first waiter.
+        let held_for = Duration::from_secs(50);
+        let lock = manager.acquire("invoice:5", held_for).await.expect("free");
+        // Retries 1–2 minutes apart: neither waiter polls, and the newcomer's deferral (a
+        // drawn retry delay) outlasts the test.
+        let patient = Retry::forever().delay(Duration::from_secs(120));
+        let waiter = |manager: redquorum::Redlock, retry: Retry| {
+            tokio::spawn(async move { manager.acquire_with("invoice:5", TTL, &retry).await })
+        };
+        let first = waiter(manager.clone(), patient.clone());
+        waiters_reach(addr, 1.0).await;
+        let newcomer = waiter(manager.clone(), patient);
+        waiters_reach(addr, 2.0).await;
+        first.abort();
+        newcomer.abort();
+        waiters_reach(addr, 0.0).await;
+        lock.release().await;
+    });
 
     // A node that is gone shows as errors of that node, and only that node.
     cluster.node(2).kill().expect("kill node 2");

@@ -572,6 +572,8 @@ impl Redlock {
             && engine.waiters.is_contended(resource)
             && let Some(wait) = schedule.deferral(Instant::now())
         {
+            // A wait like any other: counted in the waiters gauge.
+            let _waiting = Waiting::start();
             turn.wait(
                 Some(&engine.waiters),
                 wanted.watched(),
