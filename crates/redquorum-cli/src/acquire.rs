@@ -22,6 +22,7 @@ use crate::exit::Outcome;
 use crate::exit::{self, OK};
 use crate::global::Global;
 use crate::output;
+use crate::waiting::Awaited;
 
 const AFTER_HELP: &str = "\
 Prints the lock's value, and nothing else (with --json: {\"resource\", \"value\", \"fence\",
@@ -93,7 +94,13 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         Some(wait) => Retry::forever().max_wait(wait),
     };
     let waits = args.wait.is_some_and(|wait| !wait.is_zero());
-    let (manager, retry, notice) = global.for_acquiring(retry, waits).await?;
+    let (manager, retry, notice) = global
+        .for_acquiring(
+            retry,
+            waits,
+            Awaited::lock(std::slice::from_ref(&args.resource)),
+        )
+        .await?;
     let lock = match args.permits {
         Some(permits) => {
             manager

@@ -17,6 +17,7 @@ use crate::exit::Outcome;
 use crate::global::Global;
 use crate::output;
 use crate::run::{self, Child, Signals, Supervision};
+use crate::waiting::Awaited;
 
 const AFTER_HELP: &str = "\
 Waits until this process leads ELECTION (others may be waiting too: hot standbys), then runs
@@ -72,7 +73,9 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     global.check_ttl(args.ttl)?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let mut signals = Signals::install()?;
-    let (manager, retry, notice) = global.for_acquiring(Retry::forever(), true).await?;
+    let (manager, retry, notice) = global
+        .for_acquiring(Retry::forever(), true, Awaited::lead(&args.election))
+        .await?;
     let campaign = manager.campaign_with(&args.election, &identity, args.ttl, &retry);
     let guard = match run::until_signalled(campaign, &mut signals, global).await? {
         Ok(guard) => guard,

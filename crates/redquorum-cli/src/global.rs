@@ -300,15 +300,19 @@ impl Global {
     ///
     /// For an acquisition that `waits` (more than one attempt), the
     /// [`Notice`](crate::waiting::Notice) says on stderr why it waits if quarantined nodes hold
-    /// it up; keep it until the acquisition ends. A single attempt says why in its error.
+    /// it up, and in a terminal what it waits for once that takes a while (`awaited`); keep it
+    /// until the acquisition ends. A single attempt says why in its error.
     pub async fn for_acquiring(
         &self,
         retry: Retry,
         waits: bool,
+        awaited: crate::waiting::Awaited,
     ) -> Result<(Redlock, Retry, Option<crate::waiting::Notice>), Failure> {
         let (manager, up, replies) = self.connect_all().await?;
-        let notice = waits
-            .then(|| crate::waiting::watch(&manager, &self.servers, self.password_file.as_deref()));
+        let notice = waits.then(|| {
+            let password_file = self.password_file.as_deref();
+            crate::waiting::watch(&manager, awaited, &self.servers, password_file)
+        });
         if up < manager.quorum() {
             tracing::debug!(up, "too few servers reachable; one attempt only");
             return Ok((manager, Retry::once(), notice));

@@ -54,6 +54,7 @@ use crate::exit::Outcome;
 use crate::exit::{self, BUSY, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
 use crate::global::Global;
 use crate::output;
+use crate::waiting::Awaited;
 
 const AFTER_HELP: &str = "\
 Several resources are locked as one lock, all or none, in any order (duplicates are ignored):
@@ -212,7 +213,9 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     }
     let mut signals = Signals::install()?;
     let waits = !args.no_wait && args.wait.is_none_or(|wait| !wait.is_zero());
-    let (manager, retry, notice) = global.for_acquiring(retry, waits).await?;
+    let (manager, retry, notice) = global
+        .for_acquiring(retry, waits, Awaited::lock(&args.resources))
+        .await?;
     let acquisition = async {
         let mut lock = match (args.resources.as_slice(), args.permits) {
             ([one], Some(permits)) => {

@@ -14,6 +14,13 @@
 //! The first look comes at once: the manager connected (and health-checked) every node before
 //! the acquisition started, so the line appears within the connection's time, well under a
 //! second.
+//!
+//! Any other wait (the lock is held elsewhere, or too few servers answer) is the command doing
+//! what it was asked, and a script's stderr stays empty for it, as `flock`'s does. But a person at
+//! a terminal who sees nothing for a few seconds cannot tell a wait from a hang: so in a
+//! terminal only, a wait that lasts [`QUIET_FOR`] gets a progress line saying what it waits for,
+//! for how long so far, and the command that shows who holds it (or which servers do not
+//! answer). It costs no request.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -25,6 +32,63 @@ use tokio::task::JoinHandle;
 
 /// How often the watcher looks again.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// How long a wait goes without a word in a terminal: a busy lock's hand-over between two
+/// commands takes well under this, so a line appears only for a wait a person would notice.
+const QUIET_FOR: Duration = Duration::from_secs(1);
+
+/// What an acquisition waits for, as a progress line names it: `job`, or `the lead of nightly`;
+/// and the command that shows who holds it (`redlock status job`).
+#[derive(Debug, Clone)]
+pub struct Awaited {
+    pub what: String,
+    pub ask: String,
+}
+
+impl Awaited {
+    /// A lock (or a semaphore's permits) on `resources`.
+    pub fn lock(resources: &[String]) -> Self {
+        let first = resources.first().map_or("", String::as_str);
+        Self {
+            what: resources.join(", "),
+            ask: format!("redlock status {}", shell_word(first)),
+        }
+    }
+
+    /// The leadership of `election`.
+    pub fn lead(election: &str) -> Self {
+        Self {
+            what: format!("the lead of {election}"),
+            ask: format!("redlock leader {}", shell_word(election)),
+        }
+    }
+
+    /// The progress line after `waited`.
+    fn line(&self, waited: Duration) -> String {
+        // Short enough for an 80-column terminal with a short name: a wrapped line is not
+        // cleared.
+        format!(
+            "waiting for {} ({} s): `{}` shows who holds it",
+            self.what,
+            waited.as_secs(),
+            self.ask
+        )
+    }
+}
+
+/// `word` as one shell word: quoted unless it is made only of characters no shell treats
+/// specially.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@%+=,".contains(&b));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
 
 /// The watcher of one acquisition; stops (and clears its progress line) when dropped.
 #[derive(Debug)]
@@ -38,12 +102,18 @@ impl Drop for Notice {
     }
 }
 
-/// Starts watching `manager`'s nodes for an acquisition; `servers` is the server list as
-/// given and `password_file` the global option, for the hint (the list is left out when it
-/// carries credentials).
-pub fn watch(manager: &Redlock, servers: &str, password_file: Option<&Path>) -> Notice {
+/// Starts watching `manager`'s nodes for an acquisition of `awaited`; `servers` is the server
+/// list as given and `password_file` the global option, for the hint (the list is left out when
+/// it carries credentials).
+pub fn watch(
+    manager: &Redlock,
+    awaited: Awaited,
+    servers: &str,
+    password_file: Option<&Path>,
+) -> Notice {
     let manager = manager.clone();
     let command = mark_command(servers, password_file);
+    let started = tokio::time::Instant::now();
     let task = tokio::spawn(async move {
         let mut told = false;
         let mut bar: Option<Bar> = None;
@@ -70,6 +140,13 @@ pub fn watch(manager: &Redlock, servers: &str, password_file: Option<&Path>) -> 
                 }
                 if let Some(bar) = &bar {
                     bar.left(left);
+                }
+            } else if started.elapsed() >= QUIET_FOR {
+                if bar.is_none() {
+                    bar = Bar::new();
+                }
+                if let Some(bar) = &bar {
+                    bar.say(awaited.line(started.elapsed()));
                 }
             } else if let Some(done) = bar.take() {
                 done.clear();
@@ -161,10 +238,14 @@ impl Bar {
     }
 
     fn left(&self, left: Duration) {
-        self.0.set_message(format!(
+        self.say(format!(
             "waiting for the quarantine to end: {} s left",
             left.as_secs_f64().ceil()
         ));
+    }
+
+    fn say(&self, message: String) {
+        self.0.set_message(message);
     }
 
     fn clear(self) {
@@ -182,6 +263,21 @@ impl Drop for Bar {
 mod tests {
     use super::*;
     use redquorum::{Quarantine, QuarantineReason};
+
+    #[test]
+    fn a_long_wait_says_what_it_waits_for_and_how_to_see_who_holds_it() {
+        let waited = Duration::from_millis(3_400);
+        assert_eq!(
+            Awaited::lock(&["job".to_owned(), "report:7".to_owned()]).line(waited),
+            "waiting for job, report:7 (3 s): `redlock status job` shows who holds it"
+        );
+        assert_eq!(
+            Awaited::lead("nightly build").line(waited),
+            "waiting for the lead of nightly build (3 s): `redlock leader 'nightly build'` shows \
+             who holds it"
+        );
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
 
     #[test]
     fn the_line_names_each_node_its_reason_and_time_left() {

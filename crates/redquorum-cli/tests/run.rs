@@ -460,3 +460,107 @@ fn a_signal_while_waiting_ends_the_wait_without_running_the_command() {
     out.expect_code(130);
     assert!(!marker.exists());
 }
+
+/// A holder that keeps `resource` until `release` exists (a minute at most).
+fn hold_until(servers: &str, resource: &str, release: &Path) -> std::process::Child {
+    let wait = format!(
+        "for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done; exit 1",
+        release.display()
+    );
+    redlock(servers)
+        .args(["run", resource, "--", "sh", "-c", &wait])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the holder")
+}
+
+#[test]
+fn a_wait_for_a_busy_lock_says_so_in_a_terminal_and_nothing_elsewhere() {
+    let cluster = cluster(1);
+    let servers = cluster.servers();
+    let dir = tempfile::tempdir().unwrap();
+    let release = dir.path().join("release");
+    let holder = hold_until(&servers, "busy-job", &release);
+    assert!(
+        eventually(common::LIMIT, || {
+            cluster
+                .iter()
+                .all(|node| node.cli(&["EXISTS", "busy-job"]).is_ok_and(|n| n == "1"))
+        }),
+        "the holder never took the lock"
+    );
+
+    // Two waiters: one whose stderr is a terminal, one whose stderr is a pipe (a script's).
+    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    let started = Instant::now();
+    let in_terminal = redlock(&servers)
+        .args(["run", "busy-job", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(pty.slave))
+        .spawn()
+        .expect("start the waiter in a terminal");
+    let in_script = redlock(&servers)
+        .args(["run", "busy-job", "--", "true"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the waiter in a script");
+    // The terminal shows what the wait is for, once it has lasted a second.
+    let (lines, screen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut terminal = fs::File::from(pty.master);
+        let mut chunk = [0u8; 4096];
+        // Ends with EIO once every process that had the terminal open has exited.
+        while let Ok(n @ 1..) = terminal.read(&mut chunk) {
+            if lines.send(chunk[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let said = "waiting for busy-job (";
+    let how = "`redlock status busy-job` shows who holds it";
+    while !(String::from_utf8_lossy(&seen).contains(said)
+        && String::from_utf8_lossy(&seen).contains(how))
+    {
+        match screen.recv_timeout(Duration::from_secs(1)) {
+            Ok(bytes) => seen.extend(bytes),
+            Err(_) => assert!(
+                started.elapsed() < common::LIMIT,
+                "the terminal showed no wait: {:?}",
+                String::from_utf8_lossy(&seen)
+            ),
+        }
+    }
+
+    fs::write(&release, "").unwrap();
+    let terminal_waiter = finish_without_pipes(in_terminal, started);
+    assert!(terminal_waiter.success(), "{terminal_waiter:?}");
+    let script_waiter = finish(in_script, started);
+    script_waiter.expect_code(0);
+    assert!(
+        script_waiter.stderr.is_empty(),
+        "a script's stderr got the terminal's line: {script_waiter:#?}"
+    );
+    assert!(finish_without_pipes(holder, started).success());
+}
+
+/// Waits for a child whose output is not piped, killing it after [`common::LIMIT`].
+fn finish_without_pipes(
+    mut child: std::process::Child,
+    started: Instant,
+) -> std::process::ExitStatus {
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for redlock") {
+            return status;
+        }
+        if started.elapsed() > common::LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("redlock did not finish within {:?}", common::LIMIT);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
