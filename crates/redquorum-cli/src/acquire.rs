@@ -94,13 +94,11 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         Some(wait) => Retry::forever().max_wait(wait),
     };
     let waits = args.wait.is_some_and(|wait| !wait.is_zero());
-    let (manager, retry, notice) = global
-        .for_acquiring(
-            retry,
-            waits,
-            Awaited::lock(std::slice::from_ref(&args.resource)),
-        )
-        .await?;
+    let awaited = match args.permits {
+        Some(_) => Awaited::other("a permit of", &args.resource),
+        None => Awaited::lock(std::slice::from_ref(&args.resource)),
+    };
+    let (manager, retry, notice) = global.for_acquiring(retry, waits, awaited).await?;
     let lock = match args.permits {
         Some(permits) => {
             manager

@@ -213,9 +213,7 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     }
     let mut signals = Signals::install()?;
     let waits = !args.no_wait && args.wait.is_none_or(|wait| !wait.is_zero());
-    let (manager, retry, notice) = global
-        .for_acquiring(retry, waits, Awaited::lock(&args.resources))
-        .await?;
+    let (manager, retry, notice) = global.for_acquiring(retry, waits, awaited(&args)).await?;
     let acquisition = async {
         let mut lock = match (args.resources.as_slice(), args.permits) {
             ([one], Some(permits)) => {
@@ -254,6 +252,21 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
         kill_grace: args.kill_grace,
     };
     run_holding(guard, command, options, &[], &mut signals).await
+}
+
+/// What the terminal's lines name while this run waits (one RESOURCE with `--permits`,
+/// `--shared` or `--exclusive`: checked before).
+fn awaited(args: &Args) -> Awaited {
+    let first = args.resources.first().map_or("", String::as_str);
+    if args.permits.is_some() {
+        Awaited::other("a permit of", first)
+    } else if args.shared {
+        Awaited::other("a shared hold on", first)
+    } else if args.exclusive {
+        Awaited::other("an exclusive hold on", first)
+    } else {
+        Awaited::lock(&args.resources)
+    }
 }
 
 /// `--conflict-exit-code N`: 1 to 255. Not 0: a busy lock must not look like success.

@@ -24,6 +24,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,49 +38,90 @@ const LOOK_EVERY: Duration = Duration::from_millis(250);
 /// commands takes well under this, so a line appears only for a wait a person would notice.
 const QUIET_FOR: Duration = Duration::from_secs(1);
 
-/// What an acquisition waits for, as a progress line names it: `job`, or `the lead of nightly`;
-/// and the command that shows who holds it (`redlock status job`).
+/// What an acquisition waits for, as the terminal's lines name it, and the `redlock`
+/// subcommand that shows who holds it, where one does.
 #[derive(Debug, Clone)]
 pub struct Awaited {
-    pub what: String,
-    pub ask: String,
+    what: String,
+    ask: Option<String>,
 }
 
 impl Awaited {
-    /// A lock (or a semaphore's permits) on `resources`.
+    /// A lock on `resources`: `redlock status` shows one resource's holder, so only a lock on
+    /// one resource gets the hint.
     pub fn lock(resources: &[String]) -> Self {
-        let first = resources.first().map_or("", String::as_str);
         Self {
-            what: resources.join(", "),
-            ask: format!("redlock status {}", shell_word(first)),
+            what: resources
+                .iter()
+                .map(|r| shown(r))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ask: match resources {
+                [one] => Some(format!("status -- {}", shell_word(one))),
+                _ => None,
+            },
+        }
+    }
+
+    /// A semaphore's permit, or a read-write lock's hold (`kind`) on `resource`: `redlock
+    /// status` reads neither, so no hint.
+    pub fn other(kind: &str, resource: &str) -> Self {
+        Self {
+            what: format!("{kind} {}", shown(resource)),
+            ask: None,
         }
     }
 
     /// The leadership of `election`.
     pub fn lead(election: &str) -> Self {
         Self {
-            what: format!("the lead of {election}"),
-            ask: format!("redlock leader {}", shell_word(election)),
+            what: format!("the lead of {}", shown(election)),
+            ask: Some(format!("leader -- {}", shell_word(election))),
         }
     }
 
-    /// The progress line after `waited`.
-    fn line(&self, waited: Duration) -> String {
-        // Short enough for an 80-column terminal with a short name: a wrapped line is not
-        // cleared.
-        format!(
-            "waiting for {} ({} s): `{}` shows who holds it",
-            self.what,
-            waited.as_secs(),
-            self.ask
-        )
+    /// The line printed once, when the wait has lasted [`QUIET_FOR`]: `redlock` is the command
+    /// with the global options that reach the same servers.
+    fn first_line(&self, redlock: &str) -> String {
+        match &self.ask {
+            Some(ask) => format!(
+                "redlock: {} is held elsewhere, or too few servers answer; `{redlock} {ask}` \
+                 shows which",
+                self.what
+            ),
+            None => format!(
+                "redlock: {} is held elsewhere, or too few servers answer",
+                self.what
+            ),
+        }
+    }
+
+    /// The progress line after `waited`: short, so that it fits a terminal's width.
+    fn progress(&self, waited: Duration) -> String {
+        format!("waiting for {}: {} s", self.what, waited.as_secs())
     }
 }
 
-/// `word` as one shell word: quoted unless it is made only of characters no shell treats
-/// specially.
+/// A name as the terminal shows it: control characters escaped, so a name cannot move the
+/// cursor or end the line.
+fn shown(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+/// `word` as one shell word: quoted unless it is made only of characters no shell (zsh
+/// included) treats specially, and does not start with `=` (zsh's `=command`).
 fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
+        && !word.starts_with('=')
         && word
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@%+=,".contains(&b));
@@ -90,21 +132,41 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// The watcher of one acquisition; stops (and clears its progress line) when dropped.
+/// The watcher of one acquisition; stops, and clears its progress line, when dropped.
 #[derive(Debug)]
 pub struct Notice {
     task: JoinHandle<()>,
+    screen: Arc<Mutex<Screen>>,
+}
+
+/// What the watcher shows, shared with the [`Notice`] so that dropping it clears the line at
+/// once, before the caller prints anything or starts COMMAND (an aborted task is only dropped
+/// later, on a worker, while the bar's own thread keeps drawing).
+#[derive(Debug, Default)]
+struct Screen {
+    bar: Option<Bar>,
+    /// Set by the notice's drop: the watcher draws nothing more.
+    closed: bool,
+}
+
+fn screen(shared: &Mutex<Screen>) -> MutexGuard<'_, Screen> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Notice {
     fn drop(&mut self) {
         self.task.abort();
+        let mut screen = screen(&self.screen);
+        screen.closed = true;
+        if let Some(bar) = screen.bar.take() {
+            bar.clear();
+        }
     }
 }
 
 /// Starts watching `manager`'s nodes for an acquisition of `awaited`; `servers` is the server
-/// list as given and `password_file` the global option, for the hint (the list is left out when
-/// it carries credentials).
+/// list as given and `password_file` the global option, for the hints (the list is left out
+/// when it carries credentials).
 pub fn watch(
     manager: &Redlock,
     awaited: Awaited,
@@ -112,49 +174,67 @@ pub fn watch(
     password_file: Option<&Path>,
 ) -> Notice {
     let manager = manager.clone();
-    let command = mark_command(servers, password_file);
+    let redlock = redlock_command(servers, password_file);
     let started = tokio::time::Instant::now();
+    let shared = Arc::new(Mutex::new(Screen::default()));
+    let screen_of_task = Arc::clone(&shared);
     let task = tokio::spawn(async move {
         let mut told = false;
-        let mut bar: Option<Bar> = None;
+        let mut said = false;
         loop {
             let quarantined = manager.quarantined_nodes();
             let voters = manager.nodes().len() - quarantined.len();
             let blocked = !quarantined.is_empty() && voters < manager.quorum();
-            if blocked {
-                let left = quarantined
-                    .iter()
-                    .map(|(_, q)| q.left)
-                    .min()
-                    .unwrap_or_default();
-                if !told {
-                    told = true;
-                    eprintln!(
-                        "redlock: waiting for {}",
-                        describe(&quarantined, manager.quorum())
-                    );
-                    if let Some(hint) = mark_hint(&quarantined, &command) {
-                        eprintln!("redlock: {hint}");
+            {
+                let mut screen = screen(&screen_of_task);
+                if screen.closed {
+                    return;
+                }
+                if blocked {
+                    let left = quarantined
+                        .iter()
+                        .map(|(_, q)| q.left)
+                        .min()
+                        .unwrap_or_default();
+                    if !told {
+                        told = true;
+                        if let Some(bar) = screen.bar.take() {
+                            bar.clear();
+                        }
+                        eprintln!(
+                            "redlock: waiting for {}",
+                            describe(&quarantined, manager.quorum())
+                        );
+                        if let Some(hint) = mark_hint(&quarantined, &redlock) {
+                            eprintln!("redlock: {hint}");
+                        }
+                        screen.bar = Bar::new();
                     }
-                    bar = Bar::new();
+                    if let Some(bar) = &screen.bar {
+                        bar.left(left);
+                    }
+                } else if started.elapsed() >= QUIET_FOR {
+                    if screen.bar.is_none() {
+                        screen.bar = Bar::new();
+                    }
+                    if let Some(bar) = &screen.bar {
+                        if !said {
+                            said = true;
+                            bar.println(&awaited.first_line(&redlock));
+                        }
+                        bar.say(awaited.progress(started.elapsed()));
+                    }
+                } else if let Some(done) = screen.bar.take() {
+                    done.clear();
                 }
-                if let Some(bar) = &bar {
-                    bar.left(left);
-                }
-            } else if started.elapsed() >= QUIET_FOR {
-                if bar.is_none() {
-                    bar = Bar::new();
-                }
-                if let Some(bar) = &bar {
-                    bar.say(awaited.line(started.elapsed()));
-                }
-            } else if let Some(done) = bar.take() {
-                done.clear();
             }
             tokio::time::sleep(LOOK_EVERY).await;
         }
     });
-    Notice { task }
+    Notice {
+        task,
+        screen: shared,
+    }
 }
 
 /// `1 node to leave the restart quarantine: 127.0.0.1:7001 (first seen without a marker, 58 s
@@ -175,18 +255,19 @@ fn describe(quarantined: &[(String, redquorum::Quarantine)], quorum: usize) -> S
     )
 }
 
-/// `redlock nodes mark` for these servers: with the list when it carries no password, and the
-/// password file when one was given.
-fn mark_command(servers: &str, password_file: Option<&Path>) -> String {
+/// `redlock` with the global options that reach these servers: the list when it carries no
+/// password, and the password file when one was given.
+fn redlock_command(servers: &str, password_file: Option<&Path>) -> String {
     if servers.contains('@') {
-        return "redlock --servers <the same servers> nodes mark".to_owned();
+        return "redlock --servers <the same servers>".to_owned();
     }
     match password_file {
         Some(file) => format!(
-            "redlock --servers {servers} --password-file {} nodes mark",
-            file.display()
+            "redlock --servers {} --password-file {}",
+            shell_word(servers),
+            shell_word(&file.display().to_string())
         ),
-        None => format!("redlock --servers {servers} nodes mark"),
+        None => format!("redlock --servers {}", shell_word(servers)),
     }
 }
 
@@ -195,7 +276,8 @@ fn mark_command(servers: &str, password_file: Option<&Path>) -> String {
 /// `run_id` changed, its marker went, it was promoted) is how a lock is given twice, so there is
 /// no hint for those; and for a server up for less than `--max-ttl` the hint is `--brand-new`,
 /// with what that means, since a restart looks the same.
-fn mark_hint(quarantined: &[(String, redquorum::Quarantine)], command: &str) -> Option<String> {
+fn mark_hint(quarantined: &[(String, redquorum::Quarantine)], redlock: &str) -> Option<String> {
+    let command = format!("{redlock} nodes mark");
     let new = quarantined.iter().all(|(_, q)| {
         matches!(
             q.reason,
@@ -222,6 +304,7 @@ fn mark_hint(quarantined: &[(String, redquorum::Quarantine)], command: &str) -> 
 }
 
 /// The countdown line, in a terminal only.
+#[derive(Debug)]
 struct Bar(ProgressBar);
 
 impl Bar {
@@ -248,6 +331,11 @@ impl Bar {
         self.0.set_message(message);
     }
 
+    /// Prints `line` above the bar, which stays.
+    fn println(&self, line: &str) {
+        self.0.println(line);
+    }
+
     fn clear(self) {
         self.0.finish_and_clear();
     }
@@ -266,17 +354,48 @@ mod tests {
 
     #[test]
     fn a_long_wait_says_what_it_waits_for_and_how_to_see_who_holds_it() {
-        let waited = Duration::from_millis(3_400);
+        let redlock = redlock_command("redis://10.0.0.1:6379", None);
+        let one = Awaited::lock(&["job".to_owned()]);
         assert_eq!(
-            Awaited::lock(&["job".to_owned(), "report:7".to_owned()]).line(waited),
-            "waiting for job, report:7 (3 s): `redlock status job` shows who holds it"
+            one.first_line(&redlock),
+            "redlock: job is held elsewhere, or too few servers answer; `redlock --servers \
+             redis://10.0.0.1:6379 status -- job` shows which"
         );
         assert_eq!(
-            Awaited::lead("nightly build").line(waited),
-            "waiting for the lead of nightly build (3 s): `redlock leader 'nightly build'` shows \
-             who holds it"
+            one.progress(Duration::from_millis(3_400)),
+            "waiting for job: 3 s"
         );
+        // `redlock status` shows one resource, and no semaphore or read-write lock: no hint.
+        let two = Awaited::lock(&["job".to_owned(), "report:7".to_owned()]);
+        assert_eq!(
+            two.first_line(&redlock),
+            "redlock: job, report:7 is held elsewhere, or too few servers answer"
+        );
+        let permit = Awaited::other("a permit of", "pool");
+        assert_eq!(
+            permit.first_line(&redlock),
+            "redlock: a permit of pool is held elsewhere, or too few servers answer"
+        );
+        assert!(
+            Awaited::lead("nightly build")
+                .first_line(&redlock)
+                .ends_with("`redlock --servers redis://10.0.0.1:6379 leader -- 'nightly build'` shows which")
+        );
+    }
+
+    #[test]
+    fn names_are_quoted_for_the_shell_and_escaped_for_the_terminal() {
         assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("-x"), "-x"); // after `--`
+        assert_eq!(shell_word("=ls"), "'=ls'");
+        assert_eq!(shell_word("a b$c"), "'a b$c'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shown("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        let filed = redlock_command("redis://h:6379/?a=1&b=2", Some(Path::new("/run/my pw")));
+        assert_eq!(
+            filed,
+            "redlock --servers 'redis://h:6379/?a=1&b=2' --password-file '/run/my pw'"
+        );
     }
 
     #[test]
@@ -297,18 +416,34 @@ mod tests {
 
     #[test]
     fn the_hint_never_repeats_a_password_and_names_the_password_file() {
-        let command = mark_command("redis://u:secret@10.0.0.1:6379", None);
-        assert!(!command.contains("secret"), "{command}");
-        assert!(command.ends_with("nodes mark"), "{command}");
-        let plain = mark_command("redis://10.0.0.1:6379,redis://10.0.0.2:6379", None);
-        assert_eq!(
-            plain,
-            "redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark"
+        let q = Quarantine::new(
+            Duration::from_secs(58),
+            QuarantineReason::FirstSeenWithoutMarker,
         );
-        let filed = mark_command("redis://10.0.0.1:6379", Some(Path::new("/run/pw")));
-        assert_eq!(
-            filed,
-            "redlock --servers redis://10.0.0.1:6379 --password-file /run/pw nodes mark"
+        let quarantined = [("10.0.0.1:6379".to_owned(), q)];
+        let hint = |servers, file: Option<&str>| {
+            mark_hint(&quarantined, &redlock_command(servers, file.map(Path::new)))
+                .unwrap_or_default()
+        };
+        let command = hint("redis://u:secret@10.0.0.1:6379", None);
+        assert!(!command.contains("secret"), "{command}");
+        assert!(
+            command.ends_with("redlock --servers <the same servers> nodes mark"),
+            "{command}"
+        );
+        let plain = hint("redis://10.0.0.1:6379,redis://10.0.0.2:6379", None);
+        assert!(
+            plain.ends_with(
+                "redlock --servers redis://10.0.0.1:6379,redis://10.0.0.2:6379 nodes mark"
+            ),
+            "{plain}"
+        );
+        let filed = hint("redis://10.0.0.1:6379", Some("/run/pw"));
+        assert!(
+            filed.ends_with(
+                "redlock --servers redis://10.0.0.1:6379 --password-file /run/pw nodes mark"
+            ),
+            "{filed}"
         );
     }
 
@@ -324,14 +459,21 @@ mod tests {
             QuarantineReason::LostMarker,
             QuarantineReason::Promoted,
         ] {
-            assert_eq!(mark_hint(&node(reason, Some(3)), "mark"), None, "{reason}");
+            assert_eq!(
+                mark_hint(&node(reason, Some(3)), "redlock"),
+                None,
+                "{reason}"
+            );
         }
         for reason in [
             QuarantineReason::Started,
             QuarantineReason::FirstSeenWithoutMarker,
         ] {
-            let just_started = mark_hint(&node(reason, Some(3)), "mark").unwrap_or_default();
-            assert!(just_started.contains("mark --brand-new"), "{just_started}");
+            let just_started = mark_hint(&node(reason, Some(3)), "redlock").unwrap_or_default();
+            assert!(
+                just_started.contains("redlock nodes mark --brand-new"),
+                "{just_started}"
+            );
             assert!(
                 just_started.contains("not after a restart"),
                 "{just_started}"
@@ -339,11 +481,11 @@ mod tests {
         }
         let long_running = mark_hint(
             &node(QuarantineReason::FirstSeenWithoutMarker, None),
-            "mark",
+            "redlock",
         )
         .unwrap_or_default();
         assert!(
-            long_running.ends_with("skip the wait with: mark"),
+            long_running.ends_with("skip the wait with: redlock nodes mark"),
             "{long_running}"
         );
     }

@@ -461,18 +461,48 @@ fn a_signal_while_waiting_ends_the_wait_without_running_the_command() {
     assert!(!marker.exists());
 }
 
+/// A child killed and reaped if the test ends without waiting for it (a panic), so that no
+/// `redlock` outlives its test.
+struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    fn take(&mut self) -> std::process::Child {
+        self.0.take().expect("not taken yet")
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A holder that keeps `resource` until `release` exists (a minute at most).
-fn hold_until(servers: &str, resource: &str, release: &Path) -> std::process::Child {
+fn hold_until(servers: &str, resource: &str, release: &Path) -> Reaped {
     let wait = format!(
         "for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done; exit 1",
         release.display()
     );
-    redlock(servers)
+    let holder = redlock(servers)
         .args(["run", resource, "--", "sh", "-c", &wait])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start the holder")
+        .expect("start the holder");
+    Reaped(Some(holder))
+}
+
+/// A pseudo-terminal whose two ends no child inherits but the one given the slave.
+fn terminal() -> nix::pty::OpenptyResult {
+    use nix::fcntl::{F_SETFD, FdFlag, fcntl};
+    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    for fd in [&pty.master, &pty.slave] {
+        fcntl(fd, F_SETFD(FdFlag::FD_CLOEXEC)).expect("close on exec");
+    }
+    pty
 }
 
 #[test]
@@ -481,7 +511,7 @@ fn a_wait_for_a_busy_lock_says_so_in_a_terminal_and_nothing_elsewhere() {
     let servers = cluster.servers();
     let dir = tempfile::tempdir().unwrap();
     let release = dir.path().join("release");
-    let holder = hold_until(&servers, "busy-job", &release);
+    let mut holder = hold_until(&servers, "busy-job", &release);
     assert!(
         eventually(common::LIMIT, || {
             cluster
@@ -491,28 +521,29 @@ fn a_wait_for_a_busy_lock_says_so_in_a_terminal_and_nothing_elsewhere() {
         "the holder never took the lock"
     );
 
-    // Two waiters: one whose stderr is a terminal, one whose stderr is a pipe (a script's).
-    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    // Two waiters, each giving up within a minute: one whose stderr is a terminal, one whose
+    // stderr is a pipe (a script's).
+    let pty = terminal();
     let started = Instant::now();
-    let in_terminal = redlock(&servers)
-        .args(["run", "busy-job", "--", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(pty.slave))
-        .spawn()
-        .expect("start the waiter in a terminal");
-    let in_script = redlock(&servers)
-        .args(["run", "busy-job", "--", "true"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the waiter in a script");
-    // The terminal shows what the wait is for, once it has lasted a second.
+    let waiter = |stderr: Stdio, stdout: Stdio| {
+        let child = redlock(&servers)
+            .args(["run", "busy-job", "--wait", "60s", "--", "true"])
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("start a waiter");
+        Reaped(Some(child))
+    };
+    let mut in_terminal = waiter(Stdio::from(pty.slave), Stdio::null());
+    let mut in_script = waiter(Stdio::piped(), Stdio::piped());
+    // The terminal shows what the wait is for, once it has lasted a second, and how to see who
+    // holds it.
     let (lines, screen) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::Read;
         let mut terminal = fs::File::from(pty.master);
         let mut chunk = [0u8; 4096];
-        // Ends with EIO once every process that had the terminal open has exited.
+        // Ends with EIO once the waiter, the only process with the terminal open, has exited.
         while let Ok(n @ 1..) = terminal.read(&mut chunk) {
             if lines.send(chunk[..n].to_vec()).is_err() {
                 break;
@@ -520,31 +551,39 @@ fn a_wait_for_a_busy_lock_says_so_in_a_terminal_and_nothing_elsewhere() {
         }
     });
     let mut seen = Vec::new();
-    let said = "waiting for busy-job (";
-    let how = "`redlock status busy-job` shows who holds it";
-    while !(String::from_utf8_lossy(&seen).contains(said)
-        && String::from_utf8_lossy(&seen).contains(how))
+    let said = [
+        "busy-job is held elsewhere",
+        "status -- busy-job` shows which",
+        "waiting for busy-job: ",
+    ];
+    while !said
+        .iter()
+        .all(|s| String::from_utf8_lossy(&seen).contains(s))
     {
         match screen.recv_timeout(Duration::from_secs(1)) {
             Ok(bytes) => seen.extend(bytes),
-            Err(_) => assert!(
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => assert!(
                 started.elapsed() < common::LIMIT,
                 "the terminal showed no wait: {:?}",
+                String::from_utf8_lossy(&seen)
+            ),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!(
+                "the terminal closed without showing the wait: {:?}",
                 String::from_utf8_lossy(&seen)
             ),
         }
     }
 
     fs::write(&release, "").unwrap();
-    let terminal_waiter = finish_without_pipes(in_terminal, started);
+    let terminal_waiter = finish_without_pipes(in_terminal.take(), started);
     assert!(terminal_waiter.success(), "{terminal_waiter:?}");
-    let script_waiter = finish(in_script, started);
+    let script_waiter = finish(in_script.take(), started);
     script_waiter.expect_code(0);
     assert!(
         script_waiter.stderr.is_empty(),
-        "a script's stderr got the terminal's line: {script_waiter:#?}"
+        "a script's stderr got the terminal's lines: {script_waiter:#?}"
     );
-    assert!(finish_without_pipes(holder, started).success());
+    assert!(finish_without_pipes(holder.take(), started).success());
 }
 
 /// Waits for a child whose output is not piped, killing it after [`common::LIMIT`].
