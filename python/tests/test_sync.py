@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -540,3 +541,43 @@ def test_a_signal_ends_a_blocking_wait_and_its_attempts(servers, nodes, name):
     time.sleep(1)  # 20 of the waiter's polls, had it kept trying
     assert sets() == before, "the interrupted wait went on trying"
     assert holder.locked(name) is None
+
+
+def test_a_thread_that_keeps_the_gil_does_not_stop_the_runtime(rl, name):
+    """The runtime's one worker takes the GIL to build an exception (here: a wait that timed
+    out) while a Python thread keeps the GIL for seconds: the runtime's other tasks go on
+    meanwhile (runtime invariant 6), so a kept-alive lock with a 1 s TTL is extended, not lost."""
+    kept = rl.acquire(name, 1, keep_alive=True)
+    busy = rl.acquire(name + ":busy", 10)
+    waiting = threading.Event()
+    timed_out = []
+
+    def wait_in_vain() -> None:
+        waiting.set()
+        try:
+            rl.acquire(name + ":busy", 10, timeout=0.3)
+        except redquorum.RedquorumError as e:
+            timed_out.append(e)
+
+    def keep_the_gil(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(10)  # nothing takes the GIL from a busy thread for 10 s
+    try:
+        waiter = threading.Thread(target=wait_in_vain)
+        waiter.start()
+        assert waiting.wait(5)
+        hog = threading.Thread(target=keep_the_gil, args=(3.0,))
+        hog.start()
+        hog.join(20)
+    finally:
+        sys.setswitchinterval(interval)
+    waiter.join(20)
+    assert timed_out, "the waiter was not refused"
+    assert not kept.is_lost(), "the runtime stopped while a thread kept the GIL"
+    assert kept.extensions() >= 2
+    kept.release()
+    busy.release()

@@ -93,7 +93,10 @@ pub(crate) fn is_finalizer() -> bool {
 /// the finalizing thread (invariant 5).
 pub(crate) fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
     let pass = Pass::new();
-    (pass.is_some() || is_finalizer()).then(|| Python::attach(f))
+    // On the runtime's one worker (`runtime` invariant 6), waiting for the GIL must not stop
+    // every other task: `block_in_place` hands the worker's tasks to another thread until the
+    // GIL is ours and `f` is done. Elsewhere (a Python thread) it just runs `f`.
+    (pass.is_some() || is_finalizer()).then(|| tokio::task::block_in_place(|| Python::attach(f)))
 }
 
 /// For a thread that must never come back once the exit has begun: it sleeps until the

@@ -37,15 +37,21 @@
 //!    an abandoned future is aborted on the runtime).
 //! 6. **The runtime has one worker thread.** A Python process runs its Python on one thread at
 //!    a time (the GIL), and the Rust side of a lock cycle is a few microseconds: one worker keeps
-//!    up with every thread or task Python can run (uncontended, 32 threads on one node: about
-//!    22k cycles/s either way). A second worker costs more than it adds. Every hand-off crosses
-//!    between Python threads and the runtime several times, and each crossing that wakes one
-//!    worker may wake the other to look for work to steal: on two cores, the runtime's threads
-//!    then parked about 6 times per contended hand-off. Measured with `python/bench/bench.py`
-//!    (contended, 32 workers, one node, three runs of each, alternated): threads 3,690–3,836
-//!    hand-offs/s with one worker against 2,757–3,464 with two; asyncio 3,067–3,343 against
-//!    2,804–2,841. Nothing runs on the worker that blocks it: blocking waits happen on Python's
-//!    threads, and name lookups on the runtime's blocking pool.
+//!    up with every thread or task Python can run (uncontended, 32 threads on one node, three
+//!    alternated runs: 21.9–23.2k cycles/s with one worker, 21.5–24.4k with two). A second
+//!    worker costs more than it adds. Every hand-off crosses between Python threads and the
+//!    runtime several times, and each crossing that wakes one worker may wake the other to look
+//!    for work to steal: on two cores, the runtime's threads then parked about 6 times per
+//!    contended hand-off. Measured with `python/bench/bench.py` (contended, 32 workers, one
+//!    node, three runs of each, alternated): threads 3,690–3,836 hand-offs/s with one worker
+//!    against 2,757–3,464 with two; asyncio 3,067–3,343 against 2,804–2,841. So nothing may
+//!    hold the worker: blocking waits happen on Python's threads, name lookups on the blocking
+//!    pool, and the worker takes the GIL (to build an exception, to set a loss event) only
+//!    through [`exit::attach`], inside `block_in_place`, which hands its other tasks to another
+//!    thread until the GIL is free. A Python thread that keeps the GIL for seconds (a long call
+//!    into C, a tight loop with a long switch interval) then delays that one task, not every
+//!    lock's keep-alive (`test_sync.py::test_a_thread_that_keeps_the_gil_does_not_stop_the_runtime`:
+//!    a kept-alive lock with a 1 s TTL was lost without it).
 //! 7. **A blocking wait wakes the worker for nothing.** The task hands its output to the waiting
 //!    thread on a channel of their own, and the thread looks for signals between timed waits
 //!    on that channel. A timer of the runtime's (the `SIGNAL_CHECK` sleep this replaced), set
