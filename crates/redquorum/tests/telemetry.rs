@@ -270,8 +270,12 @@ fn a_known_sequence_of_operations_shows_in_the_prometheus_figures() {
         };
         let first = waiter(manager.clone(), patient.clone());
         waiters_reach(addr, 1.0).await;
+        let sets = || -> u64 { cluster.iter().map(|node| common::calls(node, "set")).sum() };
+        let before = sets();
         let newcomer = waiter(manager.clone(), patient);
         waiters_reach(addr, 2.0).await;
+        // Counted while deferred: it has made no attempt yet.
+        assert_eq!(sets(), before, "the newcomer attempted instead of queueing");
         first.abort();
         newcomer.abort();
         waiters_reach(addr, 0.0).await;
