@@ -18,9 +18,11 @@
 //! Any other wait (the lock is held elsewhere, or too few servers answer) is the command doing
 //! what it was asked, and a script's stderr stays empty for it, as `flock`'s does. But a person at
 //! a terminal who sees nothing for a few seconds cannot tell a wait from a hang: so in a
-//! terminal only, a wait that lasts [`QUIET_FOR`] gets a progress line saying what it waits for,
-//! for how long so far, and the command that shows who holds it (or which servers do not
-//! answer). It costs no request.
+//! terminal only, a wait that lasts [`QUIET_FOR`] gets one line saying what it waits for and,
+//! where `redlock status` or `redlock leader` can tell, the command (with the same servers) that
+//! shows who holds it or which servers do not answer; then a progress line counts the seconds.
+//! It costs no request. The [`Notice`] owns the line, so dropping it clears the line at once,
+//! before COMMAND writes to the terminal or an error is printed.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -379,7 +381,10 @@ mod tests {
         assert!(
             Awaited::lead("nightly build")
                 .first_line(&redlock)
-                .ends_with("`redlock --servers redis://10.0.0.1:6379 leader -- 'nightly build'` shows which")
+                .ends_with(
+                    "`redlock --servers redis://10.0.0.1:6379 leader -- 'nightly build'` shows \
+                     which"
+                )
         );
     }
 

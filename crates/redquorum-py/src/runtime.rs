@@ -3,8 +3,8 @@
 //! The library's locks are more than their calls: connections run as tasks, a keep-alive task
 //! extends a lock between calls, a subscriber hears releases. They need a runtime that keeps
 //! running while Python does something else, so the process has one, started on first use
-//! (its one worker thread named `redquorum`: invariant 6), never stopped: at exit the process simply ends, and the
-//! keys of locks still held expire with their TTL.
+//! (its one worker thread is named `redquorum`: invariant 6), never stopped: at exit the
+//! process simply ends, and the keys of locks still held expire with their TTL.
 //!
 //! Synchronous calls wait on it with the GIL released ([`Owner::wait`]); asynchronous ones are
 //! asyncio futures of the running loop whose Rust futures run on it ([`Owner::awaitable`],
@@ -50,8 +50,9 @@
 //!    through [`exit::attach`], inside `block_in_place`, which hands its other tasks to another
 //!    thread until the GIL is free. A Python thread that keeps the GIL for seconds (a long call
 //!    into C, a tight loop with a long switch interval) then delays that one task, not every
-//!    lock's keep-alive (`test_sync.py::test_a_thread_that_keeps_the_gil_does_not_stop_the_runtime`:
-//!    a kept-alive lock with a 1 s TTL was lost without it).
+//!    lock's keep-alive (`test_sync.py`,
+//!    `test_a_thread_that_keeps_the_gil_does_not_stop_the_runtime`: a kept-alive lock with a
+//!    1 s TTL was lost without it).
 //! 7. **A blocking wait wakes the worker for nothing.** The task hands its output to the waiting
 //!    thread on a channel of their own, and the thread looks for signals between timed waits
 //!    on that channel. A timer of the runtime's (the `SIGNAL_CHECK` sleep this replaced), set
