@@ -183,6 +183,9 @@ pub fn watch(
     let task = tokio::spawn(async move {
         let mut told = false;
         let mut said = false;
+        // A quarantine's end starts the quiet second again: the acquisition only then gets to
+        // try, and a free lock must not be called held elsewhere.
+        let mut quiet_since = started;
         loop {
             let quarantined = manager.quarantined_nodes();
             let voters = manager.nodes().len() - quarantined.len();
@@ -193,6 +196,7 @@ pub fn watch(
                     return;
                 }
                 if blocked {
+                    quiet_since = tokio::time::Instant::now();
                     let left = quarantined
                         .iter()
                         .map(|(_, q)| q.left)
@@ -215,7 +219,7 @@ pub fn watch(
                     if let Some(bar) = &screen.bar {
                         bar.left(left);
                     }
-                } else if started.elapsed() >= QUIET_FOR {
+                } else if quiet_since.elapsed() >= QUIET_FOR {
                     if screen.bar.is_none() {
                         screen.bar = Bar::new();
                     }
