@@ -277,15 +277,20 @@ async fn a_set_token_is_above_every_earlier_token_of_each_member() {
     assert!(set_token > ahead && set_token > a_token, "{set_token}");
     // The won round did not wait for the slowest node.
     redlock.settle().await;
-    // Stored in every member's counter, on every node that granted.
-    for i in 0..3 {
-        for key in ["redlock-fence:a", "redlock-fence:b"] {
-            let stored: u64 = cluster.node(i).cli(&["GET", key]).unwrap().parse().unwrap();
-            assert!(
-                stored >= set_token,
-                "{key} on node {i}: {stored} < {set_token}"
-            );
-        }
+    // Stored in every member's counter on the acquisition's voters: a quorum at least (a node
+    // whose grant came after the round was decided is no voter, and its counters may be left
+    // behind: `fencing` invariant 8).
+    for key in ["redlock-fence:a", "redlock-fence:b"] {
+        let stored = (0..3)
+            .filter(|&i| {
+                let value = cluster.node(i).cli(&["GET", key]).ok();
+                value.and_then(|v| v.parse::<u64>().ok()) >= Some(set_token)
+            })
+            .count();
+        assert!(
+            stored >= 2,
+            "{key} holds {set_token} on {stored} of 3 nodes"
+        );
     }
     set.release().await;
     // So the next single lock of either member is above the set's token.

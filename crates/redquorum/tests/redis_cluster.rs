@@ -11,6 +11,7 @@ use redquorum::{Cause, Error, Redlock, Reply, Retry};
 use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster};
 
 const TTL: Duration = Duration::from_secs(10);
+
 fn manager(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls).build().expect("valid configuration")
 }
@@ -66,14 +67,19 @@ async fn locks_extend_release_and_fence_across_three_clusters() {
         let token = lock.fence().await.expect("a token on request");
         // The won rounds did not wait for the slowest cluster's reply.
         redlock.settle().await;
+        let mut stored = 0;
         for cluster in &mut clusters {
             assert_eq!(
                 on_owner(cluster, &resource).as_deref(),
                 Some(lock.value()),
                 "the lock key is the resource name, on the master serving its slot"
             );
-            assert_eq!(counter_on_owner(cluster, &resource), Some(token));
+            stored += usize::from(counter_on_owner(cluster, &resource) == Some(token));
         }
+        // The token is issued on the acquisition's voters, often exactly a quorum: a won round
+        // does not wait for the third cluster (`fencing` invariant 8), which then has no counter
+        // (seen in CI on a loaded machine).
+        assert!(stored >= 2, "the token is stored on {stored} of 3 clusters");
         let refused = rival.try_acquire(&resource, TTL).await.expect_err("held");
         assert_eq!(refused.cause(), Some(Cause::Busy), "{refused}");
         lock.extend(TTL).await.expect("extended on every cluster");
