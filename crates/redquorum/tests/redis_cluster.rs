@@ -16,6 +16,23 @@ fn manager(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls).build().expect("valid configuration")
 }
 
+/// For tests that look at every node after a round: connected to every master of every cluster
+/// before the first lock, with a patient node timeout. A won round does not wait for the last
+/// node, and a request still waiting for its connection when the round's deadline passes is
+/// never sent (`stragglers` invariant 1): a fresh manager's first round on a cluster (reading
+/// the slot map, connecting and checking a master) can leave that node without the key on a
+/// loaded machine. Connected, every request is queued at once behind the earlier ones, and
+/// `settle` waits for it.
+async fn connected(urls: Vec<String>) -> Redlock {
+    common::ready(
+        Redlock::builder(urls)
+            .node_timeout(common::PATIENT_NODE_TIMEOUT)
+            .build()
+            .expect("valid configuration"),
+    )
+    .await
+}
+
 /// The defaults, and votes wait for the shards' replicas.
 fn waiting_for_replicas(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls)
@@ -57,8 +74,8 @@ fn counter_on_owner(cluster: &mut RedisCluster, resource: &str) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_extend_release_and_fence_across_three_clusters() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(3, 1)).collect();
-    let redlock = manager(clusters.iter().map(RedisCluster::url).collect());
-    let rival = manager(clusters.iter().map(RedisCluster::url).collect());
+    let redlock = connected(clusters.iter().map(RedisCluster::url).collect()).await;
+    let rival = connected(clusters.iter().map(RedisCluster::url).collect()).await;
     let mut tokens = Vec::new();
     // Names spread over the slots, so the three masters of each cluster all serve some.
     for i in 0..6 {
@@ -156,14 +173,21 @@ async fn read_write_locks_and_permits_work_across_clusters() {
 async fn a_forced_failover_of_a_majority_in_the_middle_of_a_lease_never_gives_the_lock_twice() {
     let mut clusters: Vec<RedisCluster> = (0..3).map(|_| redis_cluster(1, 1)).collect();
     let urls: Vec<String> = clusters.iter().map(RedisCluster::url).collect();
-    let unquarantined = || {
-        Redlock::builder(urls.clone())
-            .quarantine(false)
-            .build()
-            .expect("valid configuration")
+    // Connected first and patient (see `connected`): the key must reach both shards' masters
+    // that are failed over below, not only a quorum's.
+    let unquarantined = || async {
+        common::ready(
+            Redlock::builder(urls.clone())
+                .quarantine(false)
+                .node_timeout(common::PATIENT_NODE_TIMEOUT)
+                .build()
+                .expect("valid configuration"),
+        )
+        .await
     };
-    let (holder, rival) = (unquarantined(), unquarantined());
+    let (holder, rival) = (unquarantined().await, unquarantined().await);
     let mut lock = holder.acquire("payments", TTL).await.expect("acquired");
+    holder.settle().await;
     for cluster in clusters.iter_mut().take(2) {
         cluster.failover(1).expect("the replica takes over");
         assert_eq!(
@@ -271,8 +295,9 @@ async fn clusters_and_plain_nodes_mix_and_a_shard_without_replicas_still_votes()
         .expect("plain nodes");
     let mut urls = vec![cluster.url()];
     urls.extend(plain.urls());
-    let redlock = manager(urls);
+    let redlock = connected(urls).await;
     let lock = redlock.acquire("report:7", TTL).await.expect("acquired");
+    redlock.settle().await;
     assert_eq!(
         on_owner(&mut cluster, "report:7").as_deref(),
         Some(lock.value())
