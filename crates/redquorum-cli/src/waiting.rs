@@ -107,16 +107,15 @@ impl Awaited {
 /// A name as the terminal shows it: control characters escaped, so a name cannot move the
 /// cursor or end the line.
 fn shown(name: &str) -> String {
-    name.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    let mut shown = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
 }
 
 /// `word` as one shell word: quoted unless it is made only of characters no shell (zsh

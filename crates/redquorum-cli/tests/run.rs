@@ -575,7 +575,7 @@ fn a_wait_for_a_busy_lock_says_so_in_a_terminal_and_nothing_elsewhere() {
     }
 
     fs::write(&release, "").unwrap();
-    let terminal_waiter = finish_without_pipes(in_terminal.take(), started);
+    let terminal_waiter = common::exit_status(in_terminal.take(), started);
     assert!(terminal_waiter.success(), "{terminal_waiter:?}");
     let script_waiter = finish(in_script.take(), started);
     script_waiter.expect_code(0);
@@ -583,23 +583,5 @@ fn a_wait_for_a_busy_lock_says_so_in_a_terminal_and_nothing_elsewhere() {
         script_waiter.stderr.is_empty(),
         "a script's stderr got the terminal's lines: {script_waiter:#?}"
     );
-    assert!(finish_without_pipes(holder.take(), started).success());
-}
-
-/// Waits for a child whose output is not piped, killing it after [`common::LIMIT`].
-fn finish_without_pipes(
-    mut child: std::process::Child,
-    started: Instant,
-) -> std::process::ExitStatus {
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for redlock") {
-            return status;
-        }
-        if started.elapsed() > common::LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("redlock did not finish within {:?}", common::LIMIT);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert!(common::exit_status(holder.take(), started).success());
 }

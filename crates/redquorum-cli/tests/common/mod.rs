@@ -106,9 +106,21 @@ pub fn finish(mut child: Child, started: Instant) -> Output {
     };
     let stdout = reader(Box::new(child.stdout.take().expect("piped stdout")));
     let stderr = reader(Box::new(child.stderr.take().expect("piped stderr")));
-    let status = loop {
+    let status = exit_status(child, started);
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Waits for a spawned child's exit, whatever its output goes to, killing it after [`LIMIT`].
+#[track_caller]
+pub fn exit_status(mut child: Child, started: Instant) -> ExitStatus {
+    loop {
         if let Some(status) = child.try_wait().expect("wait for redlock") {
-            break status;
+            return status;
         }
         if started.elapsed() > LIMIT {
             let _ = child.kill();
@@ -116,12 +128,6 @@ pub fn finish(mut child: Child, started: Instant) -> Output {
             panic!("redlock did not finish within {LIMIT:?}");
         }
         thread::sleep(Duration::from_millis(10));
-    };
-    Output {
-        status,
-        stdout: stdout.join().expect("stdout reader"),
-        stderr: stderr.join().expect("stderr reader"),
-        elapsed: started.elapsed(),
     }
 }
 
