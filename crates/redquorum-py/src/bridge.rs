@@ -286,15 +286,16 @@ fn waker_for(event_loop: &Bound<'_, PyAny>, runtime: &'static Runtime) -> PyResu
 
 /// An asyncio future of the running loop that resolves with `future`'s output, run as a task
 /// of `runtime`; `what` names the call in a panic's message.
-pub(crate) fn awaitable<'py, F, T>(
+pub(crate) fn awaitable<'py, F, T, E>(
     py: Python<'py>,
     runtime: &'static Runtime,
     what: &'static str,
     future: F,
 ) -> PyResult<Bound<'py, PyAny>>
 where
-    F: Future<Output = PyResult<T>> + Send + 'static,
+    F: Future<Output = Result<T, E>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
+    E: Into<PyErr> + Send + 'static,
 {
     static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     static IDS: AtomicU64 = AtomicU64::new(0);
@@ -314,7 +315,10 @@ where
         runtime.spawn(Gated::new(async move {
             let output = AssertUnwindSafe(future).catch_unwind().await;
             let outcome: Outcome = Box::new(move |py| match output {
-                Ok(result) => result.and_then(|value| value.into_py_any(py)),
+                // An error becomes an exception here, on the loop's thread (`errors::Failed`).
+                Ok(result) => result
+                    .map_err(Into::into)
+                    .and_then(|value| value.into_py_any(py)),
                 // Invariant 4.
                 Err(panic) => Err(PyRuntimeError::new_err(format!(
                     "{what}: redquorum panicked: {}",

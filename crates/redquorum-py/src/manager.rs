@@ -10,7 +10,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use redquorum::{Error, Lock, Locked, Redlock, Retry, Vouch};
 
-use crate::errors::{self, OrRaise};
+use crate::errors::{self, Failed, OrRaise};
 use crate::held::{Acquired, Held};
 use crate::runtime::Owner;
 use crate::settings::{RetrySettings, Servers, Settings, maybe_seconds, seconds, servers};
@@ -116,7 +116,7 @@ impl Manager {
         identity: Option<String>,
         blocking: bool,
         timeout: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<impl Future<Output = PyResult<Held>> + Send + 'static> {
+    ) -> PyResult<impl Future<Output = Result<Held, Failed>> + Send + 'static> {
         let ttl = seconds("ttl", ttl)?;
         let retry = self
             .retry
@@ -148,7 +148,7 @@ impl Manager {
         }
         let (owner, redlock) = self.here()?;
         Ok(async move {
-            let acquired = wanted.acquire(redlock, ttl, retry).await.or_raise()?;
+            let acquired = wanted.acquire(redlock, ttl, retry).await.map_err(Failed)?;
             Ok(Held::new(owner, acquired))
         })
     }
@@ -252,7 +252,7 @@ impl Manager {
     ) -> PyResult<Held> {
         let future = self.request(kind, resources, ttl, permits, identity, blocking, timeout)?;
         let (owner, _) = self.here()?;
-        owner.wait(py, "Redlock.acquire", future)?
+        Ok(owner.wait(py, "Redlock.acquire", future)??)
     }
 
     /// `acquire` as an awaitable.
@@ -391,10 +391,12 @@ impl Manager {
         let (owner, redlock) = self.here()?;
         owner.awaitable(py, "Redlock.status", async move {
             let statuses = redlock.status(&resource).await;
-            Ok(statuses
-                .into_iter()
-                .map(NodeStatus::from)
-                .collect::<Vec<_>>())
+            PyResult::Ok(
+                statuses
+                    .into_iter()
+                    .map(NodeStatus::from)
+                    .collect::<Vec<_>>(),
+            )
         })
     }
 
@@ -411,7 +413,7 @@ impl Manager {
     fn leader_async<'py>(&self, py: Python<'py>, election: String) -> PyResult<Bound<'py, PyAny>> {
         let (owner, redlock) = self.here()?;
         owner.awaitable(py, "Redlock.leader", async move {
-            Ok(redlock.leader(&election).await.map(Leader::from))
+            PyResult::Ok(redlock.leader(&election).await.map(Leader::from))
         })
     }
 

@@ -46,13 +46,14 @@
 //!    node, three runs of each, alternated): threads 3,690–3,836 hand-offs/s with one worker
 //!    against 2,757–3,464 with two; asyncio 3,067–3,343 against 2,804–2,841. So nothing may
 //!    hold the worker: blocking waits happen on Python's threads, name lookups on the blocking
-//!    pool, and the worker takes the GIL (to build an exception, to set a loss event) only
-//!    through [`exit::attach`], inside `block_in_place`, which hands its other tasks to another
-//!    thread until the GIL is free. A Python thread that keeps the GIL for seconds (a long call
+//!    pool, an acquisition's error becomes an exception on the thread that raises it
+//!    ([`errors::Failed`](crate::errors::Failed)), and the worker takes the GIL (to set a loss
+//!    event, to build a rarer error) only through [`exit::attach`], inside `block_in_place`,
+//!    which hands its other tasks to another thread until the GIL is free. A Python thread that keeps the GIL for seconds (a long call
 //!    into C, a tight loop with a long switch interval) then delays that one task, not every
 //!    lock's keep-alive (`test_sync.py`,
 //!    `test_a_thread_that_keeps_the_gil_does_not_stop_the_runtime`: a kept-alive lock with a
-//!    1 s TTL was lost without it).
+//!    2 s TTL was lost without it while a 5 s hog held the GIL).
 //! 7. **A blocking wait wakes the worker for nothing.** The task hands its output to the waiting
 //!    thread on a channel of their own, and the thread looks for signals between timed waits
 //!    on that channel. A timer of the runtime's (the `SIGNAL_CHECK` sleep this replaced), set
@@ -202,15 +203,16 @@ impl Owner {
     /// An awaitable for the running asyncio loop that resolves with `future`'s output, run on
     /// this object's runtime. Cancelling the awaitable drops the future (the library's cancel
     /// safety applies).
-    pub(crate) fn awaitable<'py, F, T>(
+    pub(crate) fn awaitable<'py, F, T, E>(
         &self,
         py: Python<'py>,
         what: &'static str,
         future: F,
     ) -> PyResult<Bound<'py, PyAny>>
     where
-        F: Future<Output = PyResult<T>> + Send + 'static,
+        F: Future<Output = Result<T, E>> + Send + 'static,
         T: for<'a> IntoPyObject<'a> + Send + 'static,
+        E: Into<PyErr> + Send + 'static,
     {
         self.runtime(what)?;
         if exit::closing() {

@@ -132,7 +132,7 @@ impl Watch {
     fn changed_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let watch = Arc::clone(&self.watch);
         self.owner.awaitable(py, "Watch.changed", async move {
-            Ok(watch.lock().await.changed().await.map(Leader::from))
+            PyResult::Ok(watch.lock().await.changed().await.map(Leader::from))
         })
     }
 }
