@@ -305,6 +305,12 @@ function pick (settings, keys) {
  * A held lock (or semaphore permit, reader, writer, leadership). Ownership is the object:
  * whoever has it can extend or release it.
  */
+/** AbortSignal's own readers, which `Lock.lost` wraps. */
+const ABORTED = /** @type {(this: AbortSignal) => boolean} */ (
+  /** @type {PropertyDescriptor} */ (Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')).get)
+const REASON = /** @type {(this: AbortSignal) => any} */ (
+  /** @type {PropertyDescriptor} */ (Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason')).get)
+
 class Lock {
   /**
    * @param {Redlock} redlock
@@ -326,19 +332,37 @@ class Lock {
    * Aborts when the lock is lost (not when it is released), with a `LockLostError` as its
    * `reason` (and `error`, as node-redlock's `using()` signal): validity run out, an
    * extension refused, keys found deleted. Stop relying on the lock then. Watched from the
-   * first time it is read (a lock already lost aborts it at once).
+   * first time it is read (a lock already lost aborts it at once). `aborted`, `reason` and
+   * `throwIfAborted()` read the clock too, so a check between steps is never late, however
+   * long the event loop was busy; an `abort` listener runs when the loop gets to it.
    * @returns {AbortSignal & { error?: Error }}
    */
   get lost () {
     if (this._lost === undefined) {
       const controller = new AbortController()
       const signal = /** @type {AbortSignal & { error?: Error }} */ (controller.signal)
-      this._lost = signal
-      this._held.onLost((failure) => {
+      const held = this._held
+      /** @param {import('./native.js').Failure} failure */
+      const abort = (failure) => {
+        if (ABORTED.call(signal)) return // the first word on a loss is kept
         const error = toError(failure.detail)
         signal.error = error
         controller.abort(error)
-      }, this._keepProcessAlive)
+      }
+      // Read the clock whenever the signal is read (held.rs invariant 7): the watcher's call
+      // waits behind whatever keeps the event loop busy, the keys' expiry does not.
+      const settle = () => {
+        if (ABORTED.call(signal)) return
+        const failure = held.lossNow()
+        if (failure) abort(failure)
+      }
+      Object.defineProperties(signal, {
+        aborted: { get () { settle(); return ABORTED.call(signal) } },
+        reason: { get () { settle(); return REASON.call(signal) } },
+        throwIfAborted: { value () { settle(); AbortSignal.prototype.throwIfAborted.call(signal) } }
+      })
+      this._lost = signal
+      held.onLost(abort, this._keepProcessAlive)
     }
     return this._lost
   }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterator, List, Optional, Tuple, TypeVar
 
 from . import _redquorum
@@ -68,6 +69,40 @@ F = TypeVar("F", bound=Callable[..., Any])
 _log = logging.getLogger("redquorum")
 
 
+class _Lost(threading.Event):
+    """``Lock.lost``: a ``threading.Event`` whose ``is_set()`` and ``wait()`` also read the
+    clock against the lock's deadline. The background watcher sets it at the deadline, but it
+    needs the GIL to do so, and threads that keep the GIL can hold it up past the moment the
+    keys expire; a clock read needs nothing. So no code that checks ``is_set()`` or waits on
+    it sees the lock held once its deadline has passed (an expiry on the servers comes later
+    still, by the drift allowance), however busy the interpreter."""
+
+    def __init__(self, held: Any) -> None:
+        super().__init__()
+        self._held = held
+
+    def is_set(self) -> bool:
+        if super().is_set():
+            return True
+        if self._held.is_lost():
+            self.set()  # wakes every waiter too
+            return True
+        return False
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        until = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            # Never past the deadline: the clock says "lost" then, set or not.
+            step = self._held.remaining()
+            if until is not None:
+                left = until - time.monotonic()
+                if left <= 0:
+                    return False
+                step = min(step, left)
+            super().wait(step)
+        return True
+
+
 class Lock(LockView):
     """A held lock (or permit, reader, writer, leadership). Release it with ``release()``, or
     use ``Redlock.lock(...)`` as a context manager. A handle dropped unreleased is released in
@@ -81,7 +116,7 @@ class Lock(LockView):
         failed, or its keep-alive gave it up) and once it is released: from then on it must not
         be relied on. Wait on it from another thread, or check ``is_set()`` between steps."""
         if self._lost is None:
-            event = threading.Event()
+            event = _Lost(self._held)
             self._held.on_lost(event.set)
             self._lost = event
         return self._lost
@@ -95,7 +130,11 @@ class Lock(LockView):
         """Releases the lock on every node; returns how many confirmed. Raises ``NotHeld`` if
         the nodes no longer held it (it expired or was taken over: work done under it may have
         overlapped another holder's), ``LockLost`` if its keep-alive had lost it."""
-        return self._held.release()
+        try:
+            return self._held.release()
+        finally:
+            if self._lost is not None:
+                self._lost.set()  # at once, not when the watcher gets the GIL
 
     def keep_alive(
         self,

@@ -18,7 +18,7 @@ import functools
 import inspect
 import logging
 from typing import (
-    Any, AsyncIterator, Awaitable, Callable, List, Optional, Tuple, TypeVar, Union,
+    Any, AsyncIterator, Awaitable, Callable, List, Literal, Optional, Tuple, TypeVar, Union,
 )
 
 from ._common import (
@@ -36,6 +36,35 @@ F = TypeVar("F", bound=Callable[..., Any])
 _log = logging.getLogger("redquorum")
 
 
+class _Lost(_asyncio.Event):
+    """``Lock.lost``: an ``asyncio.Event`` whose ``is_set()`` and ``wait()`` also read the
+    clock against the lock's deadline. The background watcher sets it through the event loop,
+    which a busy task can hold up past the moment the keys expire; a clock read needs nothing.
+    So no code that checks ``is_set()`` or awaits ``wait()`` sees the lock held once its
+    deadline has passed (an expiry on the servers comes later still, by the drift allowance)."""
+
+    def __init__(self, held: Any) -> None:
+        super().__init__()
+        self._held = held
+
+    def is_set(self) -> bool:
+        if super().is_set():
+            return True
+        if self._held.is_lost():
+            self.set()  # wakes every waiter too
+            return True
+        return False
+
+    async def wait(self) -> Literal[True]:
+        while not self.is_set():
+            # Never past the deadline: the clock says "lost" then, set or not.
+            try:
+                await _asyncio.wait_for(super().wait(), self._held.remaining())
+            except _asyncio.TimeoutError:
+                pass
+        return True
+
+
 class Lock(LockView):
     """A held lock, for asyncio. ``extend`` and ``release`` are coroutines; ``lost`` is an
     ``asyncio.Event``."""
@@ -49,7 +78,7 @@ class Lock(LockView):
         released: ``await lock.lost.wait()`` to stop work when the lock goes."""
         if self._lost is None:
             loop = _asyncio.get_running_loop()
-            event = _asyncio.Event()
+            event = _Lost(self._held)
 
             def fire() -> None:
                 try:
@@ -69,7 +98,11 @@ class Lock(LockView):
     async def release(self) -> int:
         """Releases the lock on every node; returns how many confirmed. Raises ``NotHeld`` if
         the nodes no longer held it, ``LockLost`` if its keep-alive had lost it."""
-        return await self._held.release_async()
+        try:
+            return await self._held.release_async()
+        finally:
+            if self._lost is not None:
+                self._lost.set()  # at once, not when the watcher reaches the loop
 
     def keep_alive(
         self,

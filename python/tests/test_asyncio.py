@@ -255,6 +255,32 @@ def test_with_lock_cancels_the_work_when_the_lock_is_lost(servers, nodes, name):
     assert cancelled == [True]
 
 
+def test_lost_is_set_by_the_clock_while_a_task_keeps_the_loop_busy(servers, nodes, name):
+    """The loop is busy (a task that does not await) past the lock's deadline: ``lost`` reads
+    the clock, so it says "lost" once the keys may be gone, though the watcher's call to the
+    loop has not run yet; and ``wait()`` returns at the deadline on its own."""
+
+    async def main():
+        rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+        lock = await rl.acquire(name, 0.3)
+        lost = lock.lost
+        assert not lost.is_set()
+        end = time.monotonic() + 0.6
+        while time.monotonic() < end:
+            pass  # the loop runs nothing else meanwhile
+        assert not any(r.exists(name) for r in nodes.clients()), "setup: the keys expired"
+        assert lost.is_set(), "lost unset after the keys expired"
+        waited = await rl.acquire(name + ":waited", 0.3)
+        assert await asyncio.wait_for(waited.lost.wait(), 10)
+        assert waited.remaining() == 0.0
+        released = await rl.acquire(name + ":released", 10)
+        signal = released.lost
+        await released.release()
+        assert asyncio.Event.is_set(signal), "a release sets lost before it returns"
+
+    run(main())
+
+
 def test_with_lock_returns_the_work_result(servers, name):
     async def main():
         rl = Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)

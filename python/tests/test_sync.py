@@ -302,6 +302,56 @@ def test_a_lock_left_to_expire_is_lost_by_the_clock(rl, name):
     assert lock.is_lost() and lock.remaining() == 0.0
 
 
+def test_lost_is_never_unset_once_the_keys_are_gone_however_busy_the_interpreter(
+    rl, nodes, name
+):
+    """No code that polls ``lost`` sees it unset once another client could hold the lock (issue
+    44): 20 locks of 0.3 s, nobody keeping them alive, beside three threads that keep the
+    interpreter busy. Each time a majority of the nodes no longer has the key, ``lost`` was
+    already set; it reads the clock, where the watcher needs the GIL. Checked in that order: the
+    keys first, then ``lost``."""
+    stop = threading.Event()
+
+    def burn() -> None:
+        while not stop.is_set():
+            sum(range(2000))
+
+    hogs = [threading.Thread(target=burn, daemon=True) for _ in range(3)]
+    for hog in hogs:
+        hog.start()
+    clients = nodes.clients()
+    try:
+        for i in range(20):
+            key = f"{name}:{i}"
+            lock = rl.acquire(key, 0.3)
+            lost = lock.lost
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                gone = sum(1 for r in clients if not r.exists(key))
+                if gone >= 2:
+                    assert lost.is_set(), f"lock {i}: {gone} of 3 keys gone, lost unset"
+                    break
+            else:
+                pytest.fail(f"lock {i}: the keys never expired")
+            assert lock.is_lost()
+    finally:
+        stop.set()
+        for hog in hogs:
+            hog.join(5)
+
+
+def test_lost_waits_no_longer_than_the_deadline_and_is_set_by_a_release(rl, name):
+    """``lost.wait()`` returns at the deadline on its own (the clock), and a release sets
+    ``lost`` before it returns, not when the watcher next runs."""
+    lock = rl.acquire(name, 0.5)
+    assert not lock.lost.is_set() and not lock.lost.wait(0.05)
+    assert lock.lost.wait(10) and lock.remaining() == 0.0
+    released = rl.acquire(name + ":released", 10)
+    signal = released.lost
+    released.release()
+    assert signal.is_set() and threading.Event.is_set(signal)
+
+
 def test_keep_alive_outlives_the_ttl_and_signals_loss(rl, nodes, name):
     with pytest.raises(LockLost):
         with rl.lock(name, ttl=2, keep_alive=True) as lock:
@@ -566,7 +616,8 @@ def test_a_thread_that_keeps_the_gil_does_not_stop_the_runtime(rl, name):
         hog.join(20)
     finally:
         sys.setswitchinterval(interval)
-    assert signal.wait(5), "the short lock's loss was never signalled"
+    # The watcher's own signal (the base class's wait: the flag it sets), not the clock's.
+    assert threading.Event.wait(signal, 5), "the short lock's loss was never signalled"
     assert not kept.is_lost(), "the runtime stopped while a thread kept the GIL"
     assert kept.extensions() >= 2
     kept.release()

@@ -349,6 +349,31 @@ fn a_release_after_the_validity_under_a_lock_delay_is_left_to_the_delay_and_says
     out.one_line_error("busy");
 }
 
+/// An `extend` from a shell without `--lock-delay` keeps the delay of the process that took the
+/// lock (engine invariant 9): every node's key still lives the TTL plus the holder's 5 s, and
+/// another process's `acquire --wait 0s` is refused after the new deadline. Before the fix, the
+/// keys were left with the TTL alone (PTTL 2981 of 3 s) and the lock was free 0.2 s after it.
+#[test]
+fn an_extend_without_lock_delay_keeps_the_holders_delay() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let out = run(redlock(&servers).args(["--lock-delay", "5s", "acquire", "job", "--ttl", "3s"]));
+    out.expect_code(0);
+    let value = out.stdout.trim().to_owned();
+    let out = run(redlock(&servers).args(["extend", "job", &value, "--ttl", "2s", "--json"]));
+    out.expect_code(0);
+    let status = json(&run(redlock(&servers).args(["status", "job", "--json"])).stdout);
+    for node in status["nodes"].as_array().expect("nodes") {
+        let pttl = node["pttl_ms"].as_u64().expect("pttl_ms");
+        assert!(pttl > 4_500 && pttl <= 7_000, "TTL plus the holder's delay: {node}");
+    }
+    // Past the new deadline (2 s), inside the delay: nobody gets the lock.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let out = run(redlock(&servers).args(["acquire", "job", "--ttl", "1s", "--wait", "0s"]));
+    out.expect_code(75);
+    out.one_line_error("busy");
+}
+
 /// `locked`: 1 and `free` for a free resource, 0 and the holder's value while held, 69 when the
 /// servers do not answer (never "free" for an outage).
 #[test]

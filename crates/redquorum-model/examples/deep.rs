@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use redquorum_model::{Bounds, FaultKinds, Rules, check, check_symmetric};
+use redquorum_model::{Bounds, Budget, FaultKinds, Rules, check, check_symmetric};
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -62,7 +62,7 @@ fn main() {
         bounds,
         Rules::ALL,
         threads,
-        Some(Duration::from_secs(seconds)),
+        Budget::Time(Duration::from_secs(seconds)),
     );
     println!(
         "deep: {} states in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",

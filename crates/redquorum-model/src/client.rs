@@ -217,10 +217,10 @@ pub struct Settings {
     /// (`first_sight` invariant 1): the drift of `max_ttl` (the library adds 100 ms for a
     /// round's own duration, which the model's rounds do not take).
     pub sight_margin_ms: u64,
-    /// The late-release bound a holder carries in its value (`engine`'s `value_bound_ms`: the
-    /// delay, the node timeout and the drift of `max_ttl`), for senders that do not know its
-    /// deadline.
-    pub value_bound_ms: u64,
+    /// What a holder carries in its value (`engine`'s `Rules::carried`): the late-release bound
+    /// (the delay, the node timeout and the drift of `max_ttl`) for senders that do not know its
+    /// deadline, and the delay.
+    pub carried: redquorum::protocol::value::Carried,
 }
 
 impl Settings {
@@ -236,7 +236,7 @@ impl Settings {
             self.drift_factor,
         );
         let bound = if rules.release_bound_from_value {
-            let text = redquorum::protocol::value::new([value; 20], self.value_bound_ms);
+            let text = redquorum::protocol::value::new([value; 20], self.carried);
             redquorum::protocol::value::release_bound_by_value(own, &text)
         } else {
             own

@@ -71,11 +71,35 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Model};
 
+/// How far a check may go before it stops short of the whole space. An exhaustive check is
+/// judged by what it visited, never by the clock: a loaded machine takes longer over the same
+/// states, and must reach the same verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// Stop once this many states were generated (every successor counted, repeats included, as
+    /// stateright counts them): the same cap on any machine. For an exhaustive check, a cap far
+    /// above what the bounds generate turns bounds grown beyond what CI affords into a failure
+    /// (not exhausted) instead of a run that never ends.
+    States(usize),
+    /// Stop after this long: for explorations that never meant to finish (`examples/deep.rs`).
+    Time(Duration),
+}
+
+impl Budget {
+    /// The tests' cap: 2.5 times what the largest of them generates (`Bounds::CI` with every
+    /// rule on: 10.1 million states generated, 3.2 million unique; `docs/model.md`), so bounds
+    /// grown past it fail within minutes rather than run for hours.
+    pub const TESTS: Budget = Budget::States(25_000_000);
+}
+
 /// What one bounded check found.
 #[derive(Debug)]
 pub struct Report {
     /// Unique states explored.
     pub states: usize,
+    /// States generated, repeats included: what [`Budget::States`] caps. The same count for
+    /// the same bounds on every run that visits the whole space.
+    pub generated: usize,
     /// How long it took.
     pub elapsed: Duration,
     /// A counterexample for each safety property broken.
@@ -84,16 +108,16 @@ pub struct Report {
     pub live: bool,
     /// The witnesses of time passing ([`properties::WITNESSES`]) that were reached.
     pub witnessed: Vec<&'static str>,
-    /// Whether the checker visited every reachable state: it was not stopped by the time cap,
+    /// Whether the checker visited every reachable state: it was not stopped by its budget,
     /// nor at a first counterexample. Only then does an empty `counterexamples` mean that no
     /// schedule within the bounds breaks a guarantee.
     pub exhausted: bool,
 }
 
 /// Checks the model of `bounds` under `rules` (breadth first, so each counterexample is a
-/// shortest one), on `threads` threads, for at most `timeout` if given.
-pub fn check(bounds: Bounds, rules: Rules, threads: usize, timeout: Option<Duration>) -> Report {
-    check_until(bounds, rules, threads, timeout, false)
+/// shortest one), on `threads` threads, within `budget`.
+pub fn check(bounds: Bounds, rules: Rules, threads: usize, budget: Budget) -> Report {
+    check_until(bounds, rules, threads, budget, false)
 }
 
 /// [`check`], stopping at the first counterexample when `first` (a search for a known hole).
@@ -101,22 +125,17 @@ pub fn check_until(
     bounds: Bounds,
     rules: Rules,
     threads: usize,
-    timeout: Option<Duration>,
+    budget: Budget,
     first: bool,
 ) -> Report {
-    search(bounds, rules, threads, timeout, first, Search::Breadth)
+    search(bounds, rules, threads, budget, first, Search::Breadth)
 }
 
 /// [`check`] with the symmetry reduction ([`symmetry`]): depth first (stateright reduces
 /// symmetry only there), so a counterexample is not the shortest; for the all-rules checks,
 /// where the point is to find none.
-pub fn check_symmetric(
-    bounds: Bounds,
-    rules: Rules,
-    threads: usize,
-    timeout: Option<Duration>,
-) -> Report {
-    search(bounds, rules, threads, timeout, false, Search::Symmetric)
+pub fn check_symmetric(bounds: Bounds, rules: Rules, threads: usize, budget: Budget) -> Report {
+    search(bounds, rules, threads, budget, false, Search::Symmetric)
 }
 
 /// How the checker walks the space.
@@ -133,13 +152,13 @@ pub enum Search {
 }
 
 /// Checks the model of `bounds` under `rules`, walking it as `how` says, on `threads` threads,
-/// for at most `timeout` if given, stopping at the first counterexample when `first` (a search
-/// for a known hole).
+/// within `budget`, stopping at the first counterexample when `first` (a search for a known
+/// hole).
 pub fn search(
     bounds: Bounds,
     rules: Rules,
     threads: usize,
-    timeout: Option<Duration>,
+    budget: Budget,
     first: bool,
     how: Search,
 ) -> Report {
@@ -150,15 +169,16 @@ pub fn search(
     if first {
         builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
     }
-    if let Some(timeout) = timeout {
-        builder = builder.timeout(timeout);
-    }
+    builder = match budget {
+        Budget::States(cap) => builder.target_state_count(cap),
+        Budget::Time(cap) => builder.timeout(cap),
+    };
     match how {
-        Search::Breadth => report(&builder.spawn_bfs().join(), &names, started, timeout, first),
-        Search::Depth => report(&builder.spawn_dfs().join(), &names, started, timeout, first),
+        Search::Breadth => report(&builder.spawn_bfs().join(), &names, started, budget, first),
+        Search::Depth => report(&builder.spawn_dfs().join(), &names, started, budget, first),
         Search::Symmetric => {
             let checker = builder.symmetry_fn(symmetry::representative).spawn_dfs();
-            report(&checker.join(), &names, started, timeout, first)
+            report(&checker.join(), &names, started, budget, first)
         }
     }
 }
@@ -167,7 +187,7 @@ fn report(
     checker: &impl Checker<Protocol>,
     names: &[&'static str],
     started: Instant,
-    timeout: Option<Duration>,
+    budget: Budget,
     first: bool,
 ) -> Report {
     let elapsed = started.elapsed();
@@ -189,10 +209,15 @@ fn report(
             counterexamples.push(Trace::of(name, path));
         }
     }
-    let capped = timeout.is_some_and(|cap| elapsed >= cap);
+    let generated = checker.state_count();
+    let capped = match budget {
+        Budget::States(cap) => generated >= cap,
+        Budget::Time(cap) => elapsed >= cap,
+    };
     let stopped_early = first && !counterexamples.is_empty();
     Report {
         states: checker.unique_state_count(),
+        generated,
         elapsed,
         exhausted: !capped && !stopped_early,
         counterexamples,

@@ -332,14 +332,17 @@ impl Protocol {
             sight_margin_ms: u64::try_from(drift(max_ttl, drift_factor).as_millis())
                 .unwrap_or(u64::MAX)
                 + 1,
-            // `Rules::value_bound_ms` of the holder's engine.
-            value_bound_ms: late_release_bound(
-                u64::from(bounds.lock_delay_ms),
-                false,
-                node_timeout,
-                max_ttl,
-                drift_factor,
-            ),
+            // `Rules::carried` of the holder's engine.
+            carried: redquorum::protocol::value::Carried {
+                late_bound_ms: late_release_bound(
+                    u64::from(bounds.lock_delay_ms),
+                    false,
+                    node_timeout,
+                    max_ttl,
+                    drift_factor,
+                ),
+                lock_delay_ms: u64::from(bounds.lock_delay_ms),
+            },
         };
         Self {
             bounds,

@@ -1,9 +1,7 @@
 //! What every test of the model shares: run a check, print what it found.
 
-use std::time::Duration;
-
 use redquorum_model::node::Markers;
-use redquorum_model::{Bounds, FaultKinds, Report, Rules, Search, search};
+use redquorum_model::{Bounds, Budget, FaultKinds, Report, Rules, Search, search};
 
 /// No faults at all.
 pub const NO_FAULTS: FaultKinds = FaultKinds::NONE;
@@ -45,7 +43,7 @@ pub const STILL: Bounds = Bounds {
 /// not the shortest).
 pub fn checked(what: &str, bounds: Bounds, rules: Rules, deep: bool) -> Report {
     let first = rules != Rules::ALL;
-    let guard = Some(Duration::from_secs(60));
+    let guard = Budget::TESTS;
     let how = match (deep, first) {
         (false, _) => Search::Breadth,
         (true, true) => Search::Depth,
@@ -53,8 +51,9 @@ pub fn checked(what: &str, bounds: Bounds, rules: Rules, deep: bool) -> Report {
     };
     let report = search(bounds, rules, 2, guard, first, how);
     println!(
-        "{what}: {} states in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",
+        "{what}: {} states ({} generated) in {:.2?}, {} counterexample(s), live: {}, exhausted: {}",
         report.states,
+        report.generated,
         report.elapsed,
         report.counterexamples.len(),
         report.live,

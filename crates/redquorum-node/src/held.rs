@@ -19,6 +19,13 @@
 //! 6. **A handle collected unreleased releases in the background**, on the process's runtime
 //!    (the library's drop; runtime invariant 1); at the environment's end it is left to expire
 //!    instead (`exit`).
+//! 7. **`lock.lost` is never late for code that reads it.** The watcher calls back at the
+//!    deadline, but its call waits in the event loop's queue behind whatever runs (a long
+//!    synchronous task), and the keys expire meanwhile. So `lost.aborted`, `lost.reason` and
+//!    `lost.throwIfAborted()` first ask [`Held::loss_now`], which reads the clock: the signal
+//!    aborts the moment a read finds the lock lost, whether or not the watcher's call has run.
+//!    A listener added with `addEventListener` still runs only when the loop gets to it; code
+//!    that must stop in time reads the signal between steps.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -87,8 +94,14 @@ impl Held {
 
     /// Why the lock was lost, once the watcher saw it lost (invariant 4).
     async fn loss(state: &tokio::sync::Mutex<State>, info: &Mutex<LockInfo>) -> Failure {
+        Self::loss_of(Some(&*state.lock().await), info)
+    }
+
+    /// Why the lock was lost: a kept-alive lock's recorded reason when `state` could be read,
+    /// else its validity ran out (which is what a loss read off the clock is).
+    fn loss_of(state: Option<&State>, info: &Mutex<LockInfo>) -> Failure {
         let name = read(info).resources().join(", ");
-        if let State::Guard(guard) = &*state.lock().await
+        if let Some(State::Guard(guard)) = state
             && let Some(reason) = guard.loss_reason()
         {
             let message = format!("lock on {name:?} was lost: {reason}");
@@ -196,6 +209,17 @@ impl Held {
     #[napi(getter)]
     pub fn is_lost(&self) -> bool {
         read(&self.info).is_lost()
+    }
+
+    /// The loss, if the lock is lost by now (the clock, or its keep-alive's verdict) and was
+    /// neither released nor dropped (invariant 4); else null. What `lock.lost` reads whenever
+    /// it is read (invariant 7).
+    #[napi]
+    pub fn loss_now(&self) -> Option<Failure> {
+        if self.ended.is_cancelled() || !read(&self.info).is_lost() {
+            return None;
+        }
+        Some(Self::loss_of(self.state.try_lock().ok().as_deref(), &self.info))
     }
 
     /// How many background extensions succeeded.

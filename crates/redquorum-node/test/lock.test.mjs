@@ -186,6 +186,33 @@ test('an unextended lock aborts lock.lost once its validity runs out', async () 
   assert.equal(lock.isLost, true)
 })
 
+test('lock.lost reads the clock: never unaborted once the keys are gone, however busy the loop', async () => {
+  const resource = name()
+  const lock = await redlock.acquire([resource], 300)
+  const lost = lock.lost
+  const released = await redlock.acquire([name()], 300)
+  const kept = released.lost
+  await released.release()
+  assert.equal(lost.aborted, false)
+  // The event loop runs nothing else past the deadline and the keys' expiry: the watcher's
+  // call waits in its queue.
+  const end = Date.now() + 600
+  while (Date.now() < end) { /* busy */ }
+  assert.equal(lost.aborted, true, 'aborted when read, before the watcher ran')
+  assert.equal(lost.reason.name, 'LockLostError')
+  assert.equal(lost.reason.cause, 'validity_ran_out')
+  assert.equal(lost.error, lost.reason)
+  assert.throws(() => lost.throwIfAborted(), LockLostError)
+  assert.equal(kept.aborted, false, 'a lock released in time is not lost by the clock')
+  const clients = nodes.clients()
+  try {
+    const held = await Promise.all(clients.map((r) => r.exists(resource)))
+    assert.deepEqual(held, [0, 0, 0], 'setup: the keys expired')
+  } finally {
+    clients.forEach((r) => r.disconnect())
+  }
+})
+
 test('quit() closes the manager', async () => {
   const own = new Redlock(nodes.urls, PATIENT)
   const lock = await own.acquire([name()], 5000)

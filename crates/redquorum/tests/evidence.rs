@@ -601,6 +601,62 @@ async fn a_node_that_evicted_keys_since_the_last_check_does_not_vote() {
     );
 }
 
+/// Issue 44: an eviction followed by `CONFIG RESETSTAT` reads the same `evicted_keys` as the
+/// last check (0, n evicted, reset to 0). The reset still shows: `total_commands_processed`
+/// went down, and on a node that may evict that is a loss. (`quarantine` invariant 7.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_hidden_by_a_reset_of_the_statistics_still_quarantines() {
+    let mut cluster = cluster(3);
+    // A node that may evict (a limit far above its data) when the client first checks it, and
+    // that ran commands before, as a server in use has (a reset is seen by its count going
+    // down: `quarantine` invariant 7).
+    let node = cluster.node(0);
+    node.cli(&["EVAL", "for i = 1, 5000 do redis.call('PING') end", "0"])
+        .expect("a history of commands");
+    node.cli(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"])
+        .expect("policy");
+    node.cli(&["CONFIG", "SET", "maxmemory", "100mb"])
+        .expect("limit");
+    let other = client(&cluster, Duration::from_secs(30));
+    assert!(other.connect().await.iter().all(|r| r.reply.is_granted()));
+    assert_eq!(other.status("res").await[0].quarantine, None);
+    let node = cluster.node(0);
+    let marker = node.cli(&["GET", redquorum::MARKER_KEY]).expect("marker");
+    // Squeezed, it evicts keys with a TTL (as lock keys have); the marker (none) stays.
+    node.cli(&["CONFIG", "SET", "maxmemory", "2mb"])
+        .expect("limit");
+    node.cli(&[
+        "EVAL",
+        "for i = 1, 4000 do redis.call('SET', 'filler:' .. i, string.rep('x', 1000), 'PX', 600000) end",
+        "0",
+    ])
+    .expect("fill");
+    let _ = node.cli(&["SET", "one-more", "x", "PX", "600000"]);
+    let stats = node.cli(&["INFO", "stats"]).expect("INFO stats");
+    assert!(
+        !stats.contains("evicted_keys:0\r") && stats.contains("evicted_keys:"),
+        "setup: the node evicted keys"
+    );
+    node.cli(&["CONFIG", "SET", "maxmemory", "100mb"])
+        .expect("limit");
+    node.cli(&["CONFIG", "RESETSTAT"]).expect("reset");
+    let stats = node.cli(&["INFO", "stats"]).expect("INFO stats");
+    assert!(
+        stats.contains("evicted_keys:0\r"),
+        "setup: the reset took the count back to the last check's"
+    );
+    assert_eq!(
+        node.cli(&["GET", redquorum::MARKER_KEY]).expect("marker"),
+        marker,
+        "setup: the marker stayed"
+    );
+    reconnect_to(node);
+    assert_eq!(
+        reason_on_node_0(&other).await,
+        Some(redquorum::QuarantineReason::StatsReset)
+    );
+}
+
 /// Review item: a standalone master made a replica (its full resync replaces its data, here
 /// with a copy of its own marker) and promoted again (`REPLICAOF NO ONE`) is the same process
 /// with the same marker, and its locks are gone: its `master_replid` changed, and a client that

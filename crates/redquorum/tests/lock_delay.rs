@@ -281,3 +281,109 @@ async fn late_release_by_value(fair: bool) {
         .release()
         .await;
 }
+
+/// An extension by value keeps the holder's lock-delay, whoever sends it (engine invariant 9,
+/// `value` invariant 2): a process without a lock-delay of its own (a shell's `redlock extend`)
+/// extends a handed-off lock, and every node still keeps the key the holder's delay past the new
+/// TTL; the holder then vanishes, and nobody gets the lock before the new deadline plus the
+/// delay. (With the extender's settings, the keys would get the TTL alone and the lock would be
+/// free at the new deadline.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_by_value_keeps_the_holders_delay_whoever_sends_it() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let info = holder
+        .try_acquire("handed", Duration::from_secs(1))
+        .await
+        .unwrap()
+        .detach();
+    let extender = connected(&cluster).await; // no lock-delay
+    let ttl = Duration::from_secs(2);
+    let deadline = extender
+        .extend_value("handed", info.value(), ttl)
+        .await
+        .expect("the holder's lock is extended by value");
+    extender.settle().await;
+    for node in cluster.iter() {
+        let pttl = pttl_on(node, "handed");
+        assert!(
+            pttl > (ttl + DELAY / 2).as_millis() as i64 && pttl <= (ttl + DELAY).as_millis() as i64,
+            "the key lives the holder's delay past the new TTL: PTTL {pttl}"
+        );
+    }
+    let other = connected(&cluster).await;
+    next_holder_not_before(&other, "handed", deadline + DELAY).await;
+}
+
+/// Nor does an extender with a longer lock-delay of its own give the keys more than the
+/// holder's: a key that outlived the new deadline by more than the holder's delay would have
+/// more left than the bound the value carries, and a late release by value would be judged
+/// timely and free the lock inside the delay (`value` invariant 2). Here the late release after
+/// such an extension is still no release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_by_value_gives_the_holders_delay_not_the_senders() {
+    let cluster = cluster(3);
+    let holder = delayed(&cluster).await;
+    let info = holder
+        .try_acquire("handed", Duration::from_secs(1))
+        .await
+        .unwrap()
+        .detach();
+    let longer = common::ready(
+        Redlock::builder(cluster.urls())
+            .node_timeout(NODE_TIMEOUT)
+            .lock_delay(DELAY * 3)
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let ttl = Duration::from_millis(800);
+    let deadline = longer
+        .extend_value("handed", info.value(), ttl)
+        .await
+        .expect("extended by value");
+    longer.settle().await;
+    for node in cluster.iter() {
+        let pttl = pttl_on(node, "handed");
+        assert!(
+            pttl <= (ttl + DELAY).as_millis() as i64,
+            "the holder's delay, not the extender's: PTTL {pttl}"
+        );
+    }
+    tokio::time::sleep_until((deadline + Duration::from_millis(100)).into()).await;
+    let released = longer.release_value("handed", info.value()).await;
+    assert_eq!(
+        released.cause(),
+        Some(redquorum::Cause::LeftToDelay),
+        "a late release after an extension by value is no release: {released:?}"
+    );
+    let other = connected(&cluster).await;
+    next_holder_not_before(&other, "handed", deadline + DELAY).await;
+}
+
+/// A late release is judged by the bound the holder carried, which allows the write's lag and
+/// the drift allowance of the holder's `max_ttl` (engine invariant 9). An extension by value
+/// whose own drift allowance already takes all of that is refused before anything is sent: no
+/// lag would be left for its votes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_by_value_the_holders_bound_cannot_cover_is_refused() {
+    // A holder with a 100 ms delay, 50 ms node timeout and 10 s max_ttl carries 252 ms:
+    // 152 ms for the lag and the drift allowance; a 20 s TTL's allowance is 202 ms.
+    let value = format!("{}-252-100", "ab".repeat(20));
+    let extender = Redlock::builder(["redis://127.0.0.1:1"]).build().unwrap();
+    let err = extender
+        .extend_value("r", &value, Duration::from_secs(20))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Config(ConfigError::InvalidTtl { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("carried in the lock's value"), "{err}");
+    // A TTL whose allowance leaves room is sent (and fails only for want of a server).
+    let err = extender
+        .extend_value("r", &value, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LockLost { .. }), "{err}");
+}

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{eventually, patient, redis_cluster, value_on};
-use redquorum::{Cause, Error, Redlock, Reply, Retry};
+use redquorum::{Cause, Error, NodeReply, NodeState, Redlock, Reply, Retry};
 use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -805,4 +805,127 @@ async fn a_failback_during_a_quiet_spell_does_not_vote_for_a_client_connected_be
         "both failed-back masters are out of the vote: {err}"
     );
     assert!(a_lock.is_valid(), "A is the only holder");
+}
+
+/// How the alias check names a cluster node's master at `address` (`host:port`) in a refusal,
+/// given the node's URL.
+fn master_of(address: &str, cluster_url: &str) -> String {
+    let seeds = cluster_url.trim_start_matches("redis+cluster://");
+    format!("{address} of cluster({seeds})")
+}
+
+/// Which of nodes 0 and 1 (two URLs that reach one server, `names` as a refusal names each) the
+/// manager refused as the other's alias when connecting, and the refusal; checks that exactly
+/// one was, and that its refusal names the other. Which one is refused is a race: the first to
+/// claim the server keeps it.
+fn refused_alias(replies: &[NodeReply], names: [&str; 2]) -> (usize, String) {
+    let refused: Vec<usize> = (0..2).filter(|&i| !replies[i].reply.is_granted()).collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "one of the two URLs is refused: {replies:?}"
+    );
+    assert!(replies[2].reply.is_granted(), "{replies:?}");
+    let i = refused[0];
+    let why = format!("the same server as {} (the same run_id)", names[1 - i]);
+    let reply = replies[i].reply.to_string();
+    assert!(reply.contains(&why), "the refusal names the other: {reply}");
+    (i, why)
+}
+
+/// With the independent plain node (node 2) stopped, the server reached through nodes 0 and 1
+/// keeps `lock` alone no more: the alias refused when connecting (`refused`, named by `why`)
+/// fails the extension with the same refusal, and `status` shows it too.
+async fn one_server_alone_keeps_no_lock(
+    redlock: &Redlock,
+    lock: &mut redquorum::Lock,
+    refused: usize,
+    why: &str,
+) {
+    let err = lock
+        .extend(TTL)
+        .await
+        .expect_err("one server listed twice is no majority of three");
+    let Error::LockLost {
+        failure: Some(failure),
+        ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!(failure.granted(), 1, "{err}");
+    let reply = failure.replies[refused].reply.to_string();
+    assert!(reply.contains(why), "the round shows the refusal: {err}");
+    let status = redlock.status("res").await;
+    match &status[refused].state {
+        NodeState::Unavailable(reply) => assert!(reply.to_string().contains(why), "{status:?}"),
+        other => panic!("the refused alias is not asked: {other:?}"),
+    }
+}
+
+/// Issue 44: two URLs of one Redis Cluster with different seeds pass the duplicate check (their
+/// seeds differ), and each master would vote once per URL: an acquisition's two `SET NX` meet on
+/// one key, but an extension succeeds through both, so with the independent plain node down the
+/// one cluster alone would keep the lock. The first cluster node to show a master's `run_id`
+/// claims it; the other's health check fails, naming it, and it never votes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_cluster_listed_twice_with_different_seeds_votes_once() {
+    let cluster = redis_cluster(1, 1);
+    let mut plain = Cluster::start(1, NodeSpec::new().persistence(Persistence::AofAlways))
+        .expect("a plain node");
+    let (by_master, by_replica) = (cluster.url_with_seeds(&[0]), cluster.url_with_seeds(&[1]));
+    let master = cluster.urls()[0].trim_start_matches("redis://").to_owned();
+    let names = [
+        master_of(&master, &by_master),
+        master_of(&master, &by_replica),
+    ];
+    let redlock = Redlock::builder([by_master, by_replica, plain.urls()[0].clone()])
+        .node_timeout(common::PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid: the seeds differ");
+    let (refused, why) = refused_alias(&redlock.connect().await, [&names[0], &names[1]]);
+    let mut lock = redlock
+        .acquire("res", TTL)
+        .await
+        .expect("the cluster once and the plain node");
+    plain.node(0).kill().expect("stop the plain node");
+    one_server_alone_keeps_no_lock(&redlock, &mut lock, refused, &why).await;
+}
+
+/// Issue 44: a cluster URL and a plain URL of the master that serves the resource are one
+/// server under two nodes (the duplicate check compares a cluster's seeds with cluster seeds
+/// only); whichever shows its `run_id` second is refused, naming the other, and the master alone
+/// keeps no lock once the independent plain node is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_and_a_plain_url_of_its_master_vote_once() {
+    // One master, serving every slot: the plain URL's marker key and the resource are both its.
+    let mut cluster = redis_cluster(1, 0);
+    let master_url = cluster.urls()[0].clone();
+    let master = master_url.trim_start_matches("redis://").to_owned();
+    // The plain URL's marker (the cluster's are keys of their own): an id of 16 hex digits with
+    // no time to wait for, as the node launcher writes on a brand-new server. Trusted at once,
+    // so without the alias check the plain URL's grants would be votes.
+    let marker = format!("{:016x}:0", cluster.node(0).port());
+    cluster
+        .node(0)
+        .cli(&["SET", redquorum::MARKER_KEY, &marker, "NX"])
+        .expect("the plain URL's marker");
+    let mut plain = Cluster::start(1, NodeSpec::new().persistence(Persistence::AofAlways))
+        .expect("a plain node");
+    let cluster_url = cluster.url();
+    let names = [master_of(&master, &cluster_url), master.clone()];
+    // Fencing off: a plain URL of a cluster master cannot run our scripts over the lock key and
+    // its counter (another slot: CROSSSLOT), so the lock key alone is asked.
+    let redlock = Redlock::builder([cluster_url, master_url, plain.urls()[0].clone()])
+        .node_timeout(common::PATIENT_NODE_TIMEOUT)
+        .fencing(false)
+        .build()
+        .expect("valid: a cluster URL and a plain one differ");
+    let (refused, why) = refused_alias(&redlock.connect().await, [&names[0], &names[1]]);
+    let mut lock = redlock
+        .acquire("res", TTL)
+        .await
+        .expect("the master once and the plain node");
+    plain.node(0).kill().expect("stop the plain node");
+    one_server_alone_keeps_no_lock(&redlock, &mut lock, refused, &why).await;
 }

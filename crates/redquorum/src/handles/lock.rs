@@ -587,7 +587,12 @@ impl Lock {
         match self
             .held
             .shared
-            .extend(&self.held.resources, &self.held.value, ttl)
+            .extend(
+                &self.held.resources,
+                &self.held.value,
+                ttl,
+                Deadline::Known,
+            )
             .await
         {
             Ok(deadline) => {

@@ -14,7 +14,7 @@ use redis::aio::MultiplexedConnection;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::MARKER;
 use crate::nodes::vouch::FirstSight;
-use crate::protocol::aliases::RunIds;
+use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::marker::{MarkerValue, Tag};
 use crate::protocol::quarantine::{
     Marker, Memory, Observation, TrustPolicy, info_field, marker_owner,
@@ -54,7 +54,7 @@ pub(crate) async fn check_health(
     memory: &Mutex<Memory>,
     marker: &MarkerKey,
     first_sight: Option<&Arc<FirstSight>>,
-    claim: Option<(&RunIds, &str)>,
+    claim: Option<(&RunIds, &Claimant)>,
 ) -> Result<Health, NodeError> {
     let config = read_config(conn).await;
     let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
@@ -152,11 +152,13 @@ pub(crate) async fn check_health(
     // invariant 4).
     let durable = durable_config && never_promoted(&replication);
     let observed = [info.as_str(), &replication, &stats].concat();
-    let seen = Observation::from_info(&observed, durable, marker)
+    let mut seen = Observation::from_info(&observed, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
-    if let Some((run_ids, label)) = claim {
+    // Quarantine invariant 7: a node whose settings cannot be read may evict, for all we know.
+    seen.may_evict = config.may_evict || !config.read;
+    if let Some((run_ids, claimant)) = claim {
         // `aliases` invariant 1: one server, one vote.
-        run_ids.claim(label, &seen.run_id).map_err(|other| {
+        run_ids.claim(claimant, &seen.run_id).map_err(|other| {
             NodeError::Server(format!(
                 "the same server as {other} (the same run_id): it would vote twice; list each \
                  server once"
@@ -272,6 +274,8 @@ struct ServerConfig {
     durable: bool,
     /// A memory limit with a policy that may evict keys with a TTL (lock keys).
     may_evict: bool,
+    /// Whether `CONFIG GET` answered at all: else nothing here is known.
+    read: bool,
     /// `cluster-node-timeout`, when it could be read.
     cluster_node_timeout: Option<Duration>,
 }
@@ -307,6 +311,7 @@ async fn read_config(conn: &mut MultiplexedConnection) -> ServerConfig {
     };
     let value = |pair: &[String]| pair.get(1).cloned().unwrap_or_default();
     ServerConfig {
+        read: true,
         durable: value(&appendonly) == "yes" && value(&appendfsync) == "always",
         may_evict: value(&maxmemory) != "0" && value(&policy) != "noeviction",
         cluster_node_timeout: value(&node_timeout)

@@ -36,7 +36,7 @@ use crate::nodes::shards::Shards;
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::nodes::vouch::FirstSight;
 use crate::primitives::resources::{Access, Resources};
-use crate::protocol::aliases::RunIds;
+use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::cause::Asked;
 use crate::protocol::fencing::{Advance, Proposal};
 use crate::protocol::marker::MarkerState;
@@ -313,10 +313,16 @@ impl Node {
         }
     }
 
-    /// Shares the manager's record of its servers' `run_id`s (a plain server only: `aliases`).
+    /// Shares the manager's record of its servers' `run_id`s: a plain server claims its own
+    /// under its label, each master of a cluster under its address and the cluster's label
+    /// (`aliases` invariant 1).
     pub(crate) fn share_run_ids(&mut self, run_ids: &Arc<RunIds>) {
-        if let Target::Plain(server) = &mut self.target {
-            server.set_run_ids(Arc::clone(run_ids));
+        match &mut self.target {
+            Target::Plain(server) => {
+                let claimant = Claimant::plain(server.label());
+                server.set_run_ids(Arc::clone(run_ids), claimant);
+            }
+            Target::Cluster(shards) => shards.share_run_ids(run_ids),
         }
     }
 

@@ -111,7 +111,7 @@ use crate::nodes::replica_acks::ReplicaAcks;
 use crate::nodes::scripts::{FENCE_PREFIX, KeyGroup, LuaScript, WRITER_WAITING_PREFIX};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::nodes::vouch::FirstSight;
-use crate::protocol::aliases::RunIds;
+use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::fencing::ClockEstimate;
 use crate::protocol::marker::{self, MarkerState};
 use crate::protocol::quarantine::{
@@ -309,8 +309,9 @@ pub(crate) struct Server {
     /// The manager's first-sight protocol, for a plain server of a manager whose nodes are all
     /// plain servers (`first_sight` invariant 5).
     first_sight: Option<Arc<FirstSight>>,
-    /// The `run_id`s the manager's plain servers showed (`aliases` invariant 1).
-    run_ids: Option<Arc<RunIds>>,
+    /// The `run_id`s the manager's servers showed, and who this server claims its own as
+    /// (`aliases` invariant 1).
+    claim: Option<(Arc<RunIds>, Arc<Claimant>)>,
 }
 
 impl std::fmt::Debug for Server {
@@ -370,7 +371,7 @@ impl Server {
             generations: AtomicU64::new(0),
             cluster: None,
             first_sight: None,
-            run_ids: None,
+            claim: None,
         })
     }
 
@@ -379,9 +380,10 @@ impl Server {
         self.first_sight = Some(group);
     }
 
-    /// Shares the manager's record of its servers' `run_id`s (`aliases` invariant 1).
-    pub(crate) fn set_run_ids(&mut self, run_ids: Arc<RunIds>) {
-        self.run_ids = Some(run_ids);
+    /// Shares the manager's record of its servers' `run_id`s, in which this server claims its
+    /// own as `claimant` (`aliases` invariant 1).
+    pub(crate) fn set_run_ids(&mut self, run_ids: Arc<RunIds>, claimant: Claimant) {
+        self.claim = Some((run_ids, Arc::new(claimant)));
     }
 
     /// The client this server connects with (credentials and TLS included).
@@ -493,7 +495,7 @@ impl Server {
         let epoch = self.epoch;
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
-        let claim = self.run_ids.clone().map(|ids| (ids, self.label.clone()));
+        let claim = self.claim.clone();
         async move {
             let attempt = async {
                 let config = AsyncConnectionConfig::new()
@@ -517,7 +519,7 @@ impl Server {
                     &memory,
                     &marker,
                     first_sight.as_ref(),
-                    claim.as_ref().map(|(ids, label)| (&**ids, label.as_str())),
+                    claim.as_ref().map(|(ids, claimant)| (&**ids, &**claimant)),
                 )
                 .await?;
                 Ok(Arc::new(Live::new(
@@ -549,10 +551,10 @@ impl Server {
         let timeout = self.settings.connect_timeout;
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
-        let claim = self.run_ids.clone().map(|ids| (ids, self.label.clone()));
+        let claim = self.claim.clone();
         tokio::spawn(async move {
             let mut conn = live.conn.clone();
-            let claim = claim.as_ref().map(|(ids, label)| (&**ids, label.as_str()));
+            let claim = claim.as_ref().map(|(ids, claimant)| (&**ids, &**claimant));
             let check = check_health(
                 &mut conn,
                 &trust,

@@ -5,7 +5,10 @@
 //! `rediss+cluster://` for TLS): a few seed addresses, from which the slot map is read with
 //! `CLUSTER NODES`. Every master in that map is a [`Server`] of its own, with everything a plain
 //! node has: one multiplexed connection, the health check before its first vote, the restart
-//! quarantine, the marker read back after each acquisition. The engine sees one node, whose
+//! quarantine, the marker read back after each acquisition, and its `run_id` claimed against the
+//! manager's other nodes (`127.0.0.1:7001 of cluster(127.0.0.1:7000)`,
+//! [`aliases`](crate::protocol::aliases) invariant 1: the same cluster listed twice, or one of
+//! its masters listed plain as well, would otherwise vote twice). The engine sees one node, whose
 //! answer is that of the master that owns the slot.
 //!
 //! We route by hand rather than through redis-rs's cluster client because each master must be
@@ -51,7 +54,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -65,6 +68,7 @@ use crate::nodes::node_error::NodeError;
 use crate::nodes::server::{InCluster, Server, ServerSettings, scrub};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::primitives::resources::Resources;
+use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::quarantine::{Quarantine, cluster_marker_key};
 use crate::protocol::slots::{self, slot_of};
 use crate::protocol::sync::lock;
@@ -218,7 +222,6 @@ struct Master {
 pub(crate) struct Shards {
     /// Shared with the background task that reads the map (invariant 5).
     inner: Arc<Inner>,
-    label: String,
     /// A client for the first seed: the subscriber's connection.
     seed_client: redis::Client,
 }
@@ -228,6 +231,8 @@ type Reading = Shared<BoxFuture<'static, Result<Arc<SlotMap>, NodeError>>>;
 
 struct Inner {
     url: ClusterUrl,
+    /// `cluster(seed,…)`: the node's label.
+    label: String,
     settings: ServerSettings,
     tls_roots: Option<Vec<u8>>,
     /// How long a vote's `WAIT` may block, in ms: half the node timeout, so that replicas that
@@ -246,6 +251,9 @@ struct Inner {
     /// For each range (by its first slot), the most replicas a map listed for it and when
     /// (invariant 2).
     replicas_seen: Mutex<HashMap<u16, (u32, Instant)>>,
+    /// The manager's record of its servers' `run_id`s, set once before the first map is read:
+    /// each master claims its own in it (`aliases` invariant 1).
+    run_ids: OnceLock<Arc<RunIds>>,
 }
 
 impl std::fmt::Debug for Shards {
@@ -277,9 +285,9 @@ impl Shards {
         let seed_client = redis::Client::open(parsed.server_url(&parsed.seeds[0]))
             .map_err(|e| invalid(e.to_string()))?;
         Ok(Self {
-            label: format!("cluster({})", parsed.seeds.join(",")),
             seed_client,
             inner: Arc::new(Inner {
+                label: format!("cluster({})", parsed.seeds.join(",")),
                 url: parsed,
                 settings,
                 tls_roots: tls_roots.map(<[u8]>::to_vec),
@@ -293,13 +301,20 @@ impl Shards {
                 reading: Mutex::new(None),
                 stale: AtomicBool::new(false),
                 replicas_seen: Mutex::new(HashMap::new()),
+                run_ids: OnceLock::new(),
             }),
         })
     }
 
     /// `cluster(host:port,…)`: the seeds, without credentials.
     pub(crate) fn label(&self) -> &str {
-        &self.label
+        &self.inner.label
+    }
+
+    /// Shares the manager's record of its servers' `run_id`s, in which each master claims its
+    /// own (`aliases` invariant 1). Only the first record shared is kept.
+    pub(crate) fn share_run_ids(&self, run_ids: &Arc<RunIds>) {
+        let _ = self.inner.run_ids.set(Arc::clone(run_ids));
     }
 
     /// What makes two cluster nodes the same: their seeds.
@@ -606,7 +621,8 @@ impl Inner {
     }
 
     /// The map for `ranges`: each master's server, made on first sight, or again when it no
-    /// longer serves its marker's slot (invariant 4); masters no longer in the map are
+    /// longer serves its marker's slot (invariant 4), and claiming its `run_id` under its
+    /// address and this node's label (`aliases` invariant 1); masters no longer in the map are
     /// forgotten.
     fn build_map(&self, ranges: &[Range]) -> Result<SlotMap, NodeError> {
         let mut masters = lock(&self.masters);
@@ -626,9 +642,13 @@ impl Inner {
                     wait_ms: self.wait_ms.unwrap_or(0),
                 };
                 let url = self.url.server_url(&range.master);
-                let server =
+                let mut server =
                     Server::in_cluster(&url, self.settings, self.tls_roots.as_deref(), cluster)
                         .map_err(|e| NodeError::Server(e.to_string()))?;
+                if let Some(run_ids) = self.run_ids.get() {
+                    let claimant = Claimant::master(&range.master, &self.label);
+                    server.set_run_ids(Arc::clone(run_ids), claimant);
+                }
                 masters.insert(
                     range.master.clone(),
                     Master {

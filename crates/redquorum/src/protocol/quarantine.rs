@@ -100,7 +100,17 @@
 //!    check (`INFO stats`'s `evicted_keys` moved: it grew under a `maxmemory-policy` other than
 //!    `noeviction`, or went down with a `CONFIG RESETSTAT` that may hide an eviction)
 //!    may have evicted a lock key and kept its marker (the marker has no TTL, so `volatile-*`
-//!    policies never take it); a plain server whose `master_replid` changed under the same
+//!    policies never take it). A reset can also hide an eviction without moving the count (0,
+//!    then n evicted, then a reset: 0 again), so a reset is read from a counter that only a
+//!    reset takes down, `total_commands_processed` in the same reply: a count that grew by less
+//!    than our own health checks ran since our last reading ([`OWN_COMMANDS`]) was reset, and
+//!    that is a loss on a node that may evict keys, at this check or the last, or whose eviction
+//!    settings cannot be read (`CONFIG GET` refused); a node known not to evict at both checks
+//!    lost nothing by it. What is left: a reset after which the server ran more commands than
+//!    in its whole run before our last reading (a server that had run almost none: a
+//!    long-running one has run millions), or a policy switched to evicting and back, an
+//!    eviction and a reset, all between two health checks (10 s). A plain server whose
+//!    `master_replid` changed under the same
 //!    `run_id` was made a replica, whose full resync replaces its data (perhaps with a copy of
 //!    its own marker), or was promoted (`REPLICAOF NO ONE`) with a replica's data. Neither
 //!    shows in the marker, so the health check reads both. A client that meets the node for the
@@ -193,6 +203,9 @@ pub enum QuarantineReason {
     Promoted,
     /// It evicted keys since our last check (invariant 7): a lock key may be gone.
     Evicted,
+    /// Its statistics were reset since our last check (`CONFIG RESETSTAT`) while it may evict
+    /// keys (invariant 7): the reset may hide an eviction.
+    StatsReset,
     /// Its replication history changed since our last check, in the same run (invariant 7): it
     /// was made a replica (whose full resync replaces its data) or promoted.
     Resynchronised,
@@ -207,6 +220,9 @@ impl fmt::Display for QuarantineReason {
             QuarantineReason::LostMarker => "lost its marker (data loss without a restart)",
             QuarantineReason::Promoted => "promoted replica (it holds another master's marker)",
             QuarantineReason::Evicted => "evicted keys (a lock key may be gone)",
+            QuarantineReason::StatsReset => {
+                "its statistics were reset while it may evict keys (an eviction may be hidden)"
+            }
             QuarantineReason::Resynchronised => {
                 "its replication history changed (made a replica, or promoted)"
             }
@@ -300,6 +316,12 @@ impl Marker {
     }
 }
 
+/// The fewest commands a server runs for our health checks between two readings of its
+/// `total_commands_processed` (invariant 7): after one reading, the `INFO stats` that read it
+/// and the marker script; before the next, `INFO server` and `INFO replication` in the same
+/// pipeline. (`CONFIG GET` too, unless refused: not counted.)
+pub(crate) const OWN_COMMANDS: u64 = 4;
+
 /// What a health check read from a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
@@ -313,13 +335,20 @@ pub struct Observation {
     pub marker: Marker,
     /// `INFO stats`'s `evicted_keys`, when it was read (invariant 7).
     pub evicted_keys: Option<u64>,
+    /// `INFO stats`'s `total_commands_processed`, when it was read: lower than before only
+    /// after a reset (invariant 7).
+    pub commands: Option<u64>,
+    /// Whether the server may evict lock keys, or its settings could not be read (invariant 7).
+    pub may_evict: bool,
     /// `INFO replication`'s `master_replid`, when it was read (invariant 7).
     pub replid: Option<String>,
 }
 
 impl Observation {
-    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply, and `evicted_keys`
-    /// and `master_replid` when the reply also holds `INFO stats` and `INFO replication`.
+    /// Reads `run_id` and `uptime_in_seconds` from an `INFO server` reply, and `evicted_keys`,
+    /// `total_commands_processed` and `master_replid` when the reply also holds `INFO stats`
+    /// and `INFO replication`. The server may evict until the caller says otherwise
+    /// ([`may_evict`](Self::may_evict)): the settings are not in `INFO`.
     pub fn from_info(info: &str, durable: bool, marker: Marker) -> Option<Self> {
         let field = |name: &str| info_field(info, name);
         Some(Self {
@@ -328,6 +357,8 @@ impl Observation {
             durable,
             marker,
             evicted_keys: field("evicted_keys").and_then(|n| n.parse().ok()),
+            commands: field("total_commands_processed").and_then(|n| n.parse().ok()),
+            may_evict: true,
             replid: field("master_replid").map(str::to_owned),
         })
     }
@@ -360,8 +391,11 @@ pub struct Memory {
     /// The last verdict, for reports: until when the node is out and why, and until when its
     /// uptime alone keeps it out.
     last: Option<(Until, Option<Instant>)>,
-    /// `evicted_keys` and `master_replid` at the last check of the current run (invariant 7).
+    /// `evicted_keys`, `total_commands_processed`, whether it may evict and `master_replid` at
+    /// the last check of the current run (invariant 7).
     evicted_keys: Option<u64>,
+    commands: Option<u64>,
+    may_evict: bool,
     replid: Option<String>,
     /// Whether the node was already reported as able to evict keys (warned once, not every
     /// health check).
@@ -459,12 +493,20 @@ impl Memory {
         // A count that went down was reset (`CONFIG RESETSTAT`), which may hide an eviction.
         let moved = |before: Option<u64>, now: Option<u64>| matches!((before, now), (Some(b), Some(n)) if n != b);
         let changed = |before: &Option<String>, now: &Option<String>| matches!((before, now), (Some(b), Some(n)) if b != n);
+        // A count of commands that grew by less than our own health checks ran since the last
+        // reading was reset too, perhaps after an eviction that the reset took back to the same
+        // count.
+        let reset = matches!((self.commands, seen.commands), (Some(b), Some(n)) if n < b.saturating_add(OWN_COMMANDS));
         let marker_loss = marker_loss
             .or((same_run && moved(self.evicted_keys, seen.evicted_keys))
                 .then_some(QuarantineReason::Evicted))
+            .or((same_run && reset && (self.may_evict || seen.may_evict))
+                .then_some(QuarantineReason::StatsReset))
             .or((same_run && changed(&self.replid, &seen.replid))
                 .then_some(QuarantineReason::Resynchronised));
         self.evicted_keys = seen.evicted_keys;
+        self.commands = seen.commands;
+        self.may_evict = seen.may_evict;
         self.replid.clone_from(&seen.replid);
         // Invariant 4; across a restart only on a marker whose id tells servers apart (`marker`
         // invariant 5): a hand-written word is on the replacement too.
@@ -562,6 +604,8 @@ mod tests {
             durable,
             marker,
             evicted_keys: Some(0),
+            commands: Some(100),
+            may_evict: false,
             replid: Some("r1".into()),
         }
     }
@@ -612,6 +656,45 @@ mod tests {
         let mut unread = long_running();
         unread.evicted_keys = None;
         assert_eq!(judged(&mut memory, &unread, now), Duration::ZERO);
+    }
+
+    /// Issue 44: an eviction, then `CONFIG RESETSTAT`, reads the same `evicted_keys` as before
+    /// (0, n, 0); the count of commands, which only a reset takes down, says there was a reset,
+    /// a loss on a node that may evict at either check (or cannot say), and nothing on one
+    /// known not to evict at both.
+    #[test]
+    fn a_reset_of_the_statistics_is_a_loss_on_a_node_that_may_evict() {
+        let now = Instant::now();
+        let at = |commands: u64, may_evict: bool| Observation {
+            commands: Some(commands),
+            may_evict,
+            ..seen("a", 3_600, false, found("m"))
+        };
+        for (before, after, loss) in [
+            (true, true, Some(QuarantineReason::StatsReset)),
+            (true, false, Some(QuarantineReason::StatsReset)),
+            (false, true, Some(QuarantineReason::StatsReset)),
+            (false, false, None),
+        ] {
+            let mut memory = Memory::default();
+            assert_eq!(judged(&mut memory, &at(5_000, before), now), Duration::ZERO);
+            let verdict = memory.judge(&policy(), &at(12, after), now);
+            assert_eq!(verdict.loss, loss, "may evict before: {before}, after: {after}");
+            // Counting on: no reset.
+            let mut memory = Memory::default();
+            judged(&mut memory, &at(5_000, before), now);
+            assert_eq!(memory.judge(&policy(), &at(5_012, after), now).loss, None);
+        }
+        // Grown by less than our own health checks ran in between: reset, and run up again.
+        let mut memory = Memory::default();
+        judged(&mut memory, &at(5_000, true), now);
+        let verdict = memory.judge(&policy(), &at(5_000 + OWN_COMMANDS - 1, true), now);
+        assert_eq!(verdict.loss, Some(QuarantineReason::StatsReset));
+        // Read from a reply that holds them: a server's settings are not in INFO, so it may
+        // evict until the health check says otherwise.
+        let info = "run_id:a\r\nuptime_in_seconds:9\r\ntotal_commands_processed:77\r\n";
+        let read = Observation::from_info(info, false, found("m")).expect("parsed");
+        assert_eq!((read.commands, read.may_evict), (Some(77), true));
     }
 
     #[test]
@@ -852,16 +935,20 @@ mod tests {
         let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:7f3a9c\r\ntcp_port:6379\r\nuptime_in_seconds:42\r\nuptime_in_days:0\r\n";
         let mut server_only = seen("7f3a9c", 42, false, found("m"));
         (server_only.evicted_keys, server_only.replid) = (None, None);
+        (server_only.commands, server_only.may_evict) = (None, true);
         assert_eq!(
             Observation::from_info(info, false, found("m")),
             Some(server_only)
         );
         let all = format!(
-            "{info}# Replication\r\nrole:master\r\nmaster_replid:r1\r\n# Stats\r\nevicted_keys:0\r\n"
+            "{info}# Replication\r\nrole:master\r\nmaster_replid:r1\r\n# Stats\r\ntotal_commands_processed:100\r\nevicted_keys:0\r\n"
         );
         assert_eq!(
             Observation::from_info(&all, false, found("m")),
-            Some(seen("7f3a9c", 42, false, found("m")))
+            Some(Observation {
+                may_evict: true,
+                ..seen("7f3a9c", 42, false, found("m"))
+            })
         );
         assert_eq!(
             Observation::from_info("# Server\r\n", false, found("m")),

@@ -76,6 +76,20 @@
 //!    poll of the requests, never inside one, so every request counted as queued has been
 //!    handed to its connection when the waiter runs (the exceptions, and why they cost only a
 //!    refused attempt, are in that invariant).
+//! 9. **An extension by value keeps the holder's lock-delay, whoever sends it**
+//!    ([`Redlock::extend_value`](crate::Redlock::extend_value), the CLI's `extend`, the
+//!    bindings' `extend_value`). Invariant 5 holds for the holder's own extensions; a process
+//!    that extends by value may have no lock-delay of its own, or another one. So it takes the
+//!    delay the holder carried in the value (`value` invariant 2), exactly: the keys get the
+//!    TTL plus the holder's delay, which outlives the new deadline by that delay as invariant 5
+//!    says, and leaves a release by value judging late exactly as invariant 6 says (a delay of
+//!    the sender's own, longer, would leave a late release more than the holder's bound to find,
+//!    and it would delete). Invariant 6 also needs the write's lag within the bound the value
+//!    carries: that bound minus the delay is what the holder allows the lag and the drift
+//!    allowance together, so this round counts only votes that come within it, less this TTL's
+//!    drift allowance (the extender's node timeout if shorter; with the holder's settings, the
+//!    node timeout itself). A value that carries no delay (another client's, or none was set)
+//!    is extended with the sender's own settings, as the holder's own extensions are.
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};
@@ -109,7 +123,7 @@ use crate::protocol::quorum::{Decision, Tally};
 use crate::protocol::reply::{NodeReply, Reply};
 use crate::protocol::sync::lock;
 use crate::protocol::validity;
-use crate::protocol::value;
+use crate::protocol::value::{self, Carried};
 use crate::round::deadlines::Alarm;
 use crate::round::retry::Retry;
 use crate::round::waiting::{WaiterId, Waiters};
@@ -159,12 +173,14 @@ impl Released {
     }
 }
 
-/// Whether a release's sender knows the lock's deadline (invariant 6).
+/// Whether a release's or an extension's sender knows the lock's deadline (invariants 6, 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Deadline {
-    /// The holder: it lingers on its own once its validity ran out.
+    /// The holder: it lingers on its own once its validity ran out, and its settings are the
+    /// lock's.
     Known,
-    /// A release by value, from a process that may not know when the lock was taken.
+    /// A release or an extension by value, from a process that may not know when the lock was
+    /// taken, nor under which settings.
     Unknown,
 }
 
@@ -224,6 +240,14 @@ impl Rules {
             self.max_ttl,
             self.drift_factor,
         )
+    }
+
+    /// What a lock value carries from these settings (`value` invariants 1 and 2).
+    pub(crate) fn carried(&self) -> Carried {
+        Carried {
+            late_bound_ms: self.value_bound_ms(),
+            lock_delay_ms: self.lock_delay_ms,
+        }
     }
 }
 
@@ -771,14 +795,17 @@ impl Engine {
         Ok(token.value)
     }
 
-    /// Runs the compare-and-PEXPIRE script on every node; returns the new deadline.
+    /// Runs the compare-and-PEXPIRE script on every node; returns the new deadline. `sender`
+    /// says whether the holder extends, or a process by value (invariant 9).
     pub(crate) async fn extend(
         self: &Arc<Self>,
         resources: &Resources,
         value: &Arc<str>,
         ttl: Duration,
+        sender: Deadline,
     ) -> Result<Instant, Error> {
-        let ttl_ms = self.check_ttl(ttl)?;
+        let (delay, timeout) = self.extension_terms(value, ttl, sender)?;
+        let ttl_ms = self.check_ttl_with(ttl, delay)?;
         let span = tracing::debug_span!("extend", resource = %resources, ttl_ms);
         let round = self
             .round(
@@ -789,7 +816,7 @@ impl Engine {
                 },
                 resources,
                 value,
-                self.rules.node_timeout,
+                timeout,
             )
             .instrument(span)
             .await;
@@ -804,6 +831,40 @@ impl Engine {
         }
     }
 
+    /// The lock-delay an extension of `value` to `ttl` gives its keys, and how long its votes
+    /// may take (invariant 9): the sender's own settings, unless it extends by a value that
+    /// carries its holder's.
+    fn extension_terms(
+        &self,
+        value: &str,
+        ttl: Duration,
+        sender: Deadline,
+    ) -> Result<(LockDelay, Duration), ConfigError> {
+        let own = (
+            LockDelay::Own(self.rules.lock_delay_ms),
+            self.rules.node_timeout,
+        );
+        let carried = match (sender, value::carried(value)) {
+            (Deadline::Unknown, Some(carried)) => carried,
+            _ => return Ok(own),
+        };
+        // What the holder's bound allows the write's lag and the drift allowance together.
+        let allowance = carried.late_bound_ms.saturating_sub(carried.lock_delay_ms);
+        let lag = Duration::from_millis(allowance)
+            .saturating_sub(validity::drift(ttl, self.rules.drift_factor));
+        let timeout = self.rules.node_timeout.min(lag);
+        if timeout.is_zero() {
+            return Err(ConfigError::InvalidTtl {
+                ttl,
+                reason: format!(
+                    "its clock-drift allowance is longer than the lock's holder allows for a late \
+                     release ({allowance} ms, carried in the lock's value); use a shorter TTL"
+                ),
+            });
+        }
+        Ok((LockDelay::Holders(carried.lock_delay_ms), timeout))
+    }
+
     /// Invariant 3: the deadline, if the round was won and it is still in the future.
     pub(crate) fn deadline_if_won(&self, round: &Round, ttl: Duration) -> Option<Instant> {
         if round.decision != Decision::Won {
@@ -816,6 +877,11 @@ impl Engine {
     /// The TTL the servers' keys get, in whole milliseconds: the lock's own plus the lock-delay
     /// (invariant 5), if it leaves any validity after the drift allowance.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64, ConfigError> {
+        self.check_ttl_with(ttl, LockDelay::Own(self.rules.lock_delay_ms))
+    }
+
+    /// [`check_ttl`](Self::check_ttl) with the lock-delay `delay`.
+    fn check_ttl_with(&self, ttl: Duration, delay: LockDelay) -> Result<u64, ConfigError> {
         let ttl_ms = validity::ttl_millis(ttl);
         let invalid = |reason: String| ConfigError::InvalidTtl { ttl, reason };
         if ttl_ms == 0 {
@@ -829,10 +895,14 @@ impl Engine {
                 self.rules.max_ttl
             )));
         }
-        let delay = Duration::from_millis(self.rules.lock_delay_ms);
+        let (delay_ms, whose) = match delay {
+            LockDelay::Own(ms) => (ms, "the lock-delay"),
+            LockDelay::Holders(ms) => (ms, "the holder's lock-delay, carried in the lock's value,"),
+        };
+        let delay = Duration::from_millis(delay_ms);
         if ttl.saturating_add(delay) > self.rules.max_ttl {
             return Err(invalid(format!(
-                "with the lock-delay ({delay:?}) longer than max_ttl ({:?}), the restart quarantine; use a shorter TTL or raise max_ttl on every client of these servers",
+                "with {whose} ({delay:?}) longer than max_ttl ({:?}), the restart quarantine; use a shorter TTL or raise max_ttl on every client of these servers",
                 self.rules.max_ttl
             )));
         }
@@ -842,7 +912,7 @@ impl Engine {
                 "the clock-drift allowance ({drift:?}) leaves no validity; use a longer TTL"
             )));
         }
-        Ok(ttl_ms + self.rules.lock_delay_ms)
+        Ok(ttl_ms.saturating_add(delay_ms))
     }
 
     /// What a release round (or a lost lock's lingering one) did, node by node.
@@ -864,6 +934,15 @@ impl Engine {
             })
             .collect()
     }
+}
+
+/// The lock-delay a round's keys get past their TTL, in milliseconds, and whose it is.
+#[derive(Debug, Clone, Copy)]
+enum LockDelay {
+    /// The sender's own settings.
+    Own(u64),
+    /// The holder's, carried in the lock's value (invariant 9).
+    Holders(u64),
 }
 
 /// A round's replies, node by node (`address=word`), for its `debug` event: formatted only

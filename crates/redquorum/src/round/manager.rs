@@ -43,7 +43,7 @@ use crate::protocol::fencing::Voters;
 use crate::protocol::quorum::Decision;
 use crate::protocol::reply::{NodeReply, Reply};
 use crate::protocol::rwlock;
-use crate::protocol::value;
+use crate::protocol::value::{self, Carried};
 use crate::round::engine::{Deadline, Engine, Released, Until};
 use crate::round::fresh;
 use crate::round::retry::{Failed, Retry};
@@ -554,7 +554,7 @@ impl Redlock {
             Held::new(
                 Arc::clone(engine),
                 resources,
-                value::new(fresh::bytes(), 0),
+                value::new(fresh::bytes(), Carried::NONE),
                 Some(id),
             )
         });
@@ -674,7 +674,7 @@ impl Redlock {
                     Held::new(
                         Arc::clone(engine),
                         probed,
-                        value::new(fresh::bytes(), 0),
+                        value::new(fresh::bytes(), Carried::NONE),
                         None,
                     )
                 });
@@ -753,9 +753,9 @@ impl Redlock {
         // keeps that release from touching anybody else's lock).
         let value = match identity {
             // `value` invariant 1: the holder's late-release bound travels with the value.
-            None => value::new(fresh::bytes(), engine.rules.value_bound_ms()),
+            None => value::new(fresh::bytes(), engine.rules.carried()),
             Some(identity) => {
-                value::campaign(fresh::bytes(), identity, engine.rules.value_bound_ms())
+                value::campaign(fresh::bytes(), identity, engine.rules.carried())
             }
         };
         let mut held = Held::new(Arc::clone(engine), resources.clone(), value, turn.id());
@@ -846,7 +846,9 @@ impl Redlock {
     }
 
     /// Extends a lock known only by its resource and value (e.g. taken by another process of
-    /// ours, as the CLI does) to `ttl` from now; returns its new deadline.
+    /// ours, as the CLI does) to `ttl` from now; returns its new deadline. Under the holder's
+    /// [`lock_delay`](crate::Builder::lock_delay), whatever this manager's: the keys get the TTL
+    /// plus the delay the holder carried in the value (engine invariant 9).
     ///
     /// # Errors
     /// [`Error::LockLost`] when fewer than a quorum still held `value` and extended it in time.
@@ -861,7 +863,12 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<Instant, Error> {
         self.engine
-            .extend(&Resources::one(resource), &Arc::from(value), ttl)
+            .extend(
+                &Resources::one(resource),
+                &Arc::from(value),
+                ttl,
+                Deadline::Unknown,
+            )
             .await
     }
 
