@@ -421,7 +421,8 @@ class Redlock(ManagerBase):
         return self._m.mark_nodes(force, brand_new)
 
     def extend_value(self, resource: str, value: str, ttl: Seconds) -> float:
-        """Extends a lock known only by its value; returns the seconds of validity."""
+        """Extends a lock known only by its value; returns the seconds of validity. Under the
+        holder's ``lock_delay``, whatever this manager's: the value carries it."""
         return self._m.extend_value(resource, value, ttl)
 
     def release_value(self, resource: str, value: str) -> int:

@@ -352,6 +352,24 @@ def test_lost_waits_no_longer_than_the_deadline_and_is_set_by_a_release(rl, name
     assert signal.is_set() and threading.Event.is_set(signal)
 
 
+def test_an_extension_by_value_keeps_the_holders_lock_delay(servers, nodes, name):
+    """A process without ``lock_delay`` extends a handed-off lock by value: every node keeps the
+    key the holder's delay past the new TTL, and nobody gets the lock inside the delay after
+    the new deadline (engine invariant 9; issue 44)."""
+    holder = redquorum.Redlock(servers, lock_delay=2, node_timeout=PATIENT_NODE_TIMEOUT)
+    value = holder.acquire(name, 1).detach()
+    extender = redquorum.Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
+    validity = extender.extend_value(name, value, 1.5)
+    deadline = time.monotonic() + validity
+    for r in nodes.clients():
+        pttl = r.pttl(name)
+        assert 2_500 < pttl <= 3_500, f"the TTL plus the holder's 2 s: PTTL {pttl}"
+    while time.monotonic() < deadline + 0.3:
+        time.sleep(0.05)
+    with pytest.raises(LockBusy):
+        extender.try_acquire(name, 1)
+
+
 def test_keep_alive_outlives_the_ttl_and_signals_loss(rl, nodes, name):
     with pytest.raises(LockLost):
         with rl.lock(name, ttl=2, keep_alive=True) as lock:

@@ -365,7 +365,10 @@ fn an_extend_without_lock_delay_keeps_the_holders_delay() {
     let status = json(&run(redlock(&servers).args(["status", "job", "--json"])).stdout);
     for node in status["nodes"].as_array().expect("nodes") {
         let pttl = node["pttl_ms"].as_u64().expect("pttl_ms");
-        assert!(pttl > 4_500 && pttl <= 7_000, "TTL plus the holder's delay: {node}");
+        assert!(
+            pttl > 4_500 && pttl <= 7_000,
+            "TTL plus the holder's delay: {node}"
+        );
     }
     // Past the new deadline (2 s), inside the delay: nobody gets the lock.
     std::thread::sleep(std::time::Duration::from_millis(2500));

@@ -219,7 +219,10 @@ impl Held {
         if self.ended.is_cancelled() || !read(&self.info).is_lost() {
             return None;
         }
-        Some(Self::loss_of(self.state.try_lock().ok().as_deref(), &self.info))
+        Some(Self::loss_of(
+            self.state.try_lock().ok().as_deref(),
+            &self.info,
+        ))
     }
 
     /// How many background extensions succeeded.

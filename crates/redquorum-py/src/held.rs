@@ -15,6 +15,9 @@
 //! 4. **The loss signal fires once,** when the lock is lost (its deadline passed, an extension
 //!    failed, its guard gave it up) or released or dropped: whatever waits on it must stop
 //!    relying on the lock then, as the library's loss token says.
+//!    The call needs the GIL, which busy threads may hold past the deadline: so the events
+//!    `lock.lost` hands out (`_Lost` in `redquorum/__init__.py` and `asyncio.py`) read
+//!    `Held::is_lost` too, and are never late for code that reads them.
 //! 5. **A handle dropped unreleased releases in the background**, on the process's runtime (the
 //!    library's drop), or in a forked child is forgotten (runtime invariant 2).
 

@@ -379,7 +379,10 @@ async fn an_extension_by_value_the_holders_bound_cannot_cover_is_refused() {
         matches!(err, Error::Config(ConfigError::InvalidTtl { .. })),
         "{err}"
     );
-    assert!(err.to_string().contains("carried in the lock's value"), "{err}");
+    assert!(
+        err.to_string().contains("carried in the lock's value"),
+        "{err}"
+    );
     // A TTL whose allowance leaves room is sent (and fails only for want of a server).
     let err = extender
         .extend_value("r", &value, Duration::from_secs(1))

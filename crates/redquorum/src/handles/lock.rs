@@ -587,12 +587,7 @@ impl Lock {
         match self
             .held
             .shared
-            .extend(
-                &self.held.resources,
-                &self.held.value,
-                ttl,
-                Deadline::Known,
-            )
+            .extend(&self.held.resources, &self.held.value, ttl, Deadline::Known)
             .await
         {
             Ok(deadline) => {

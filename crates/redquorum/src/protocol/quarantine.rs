@@ -679,7 +679,10 @@ mod tests {
             let mut memory = Memory::default();
             assert_eq!(judged(&mut memory, &at(5_000, before), now), Duration::ZERO);
             let verdict = memory.judge(&policy(), &at(12, after), now);
-            assert_eq!(verdict.loss, loss, "may evict before: {before}, after: {after}");
+            assert_eq!(
+                verdict.loss, loss,
+                "may evict before: {before}, after: {after}"
+            );
             // Counting on: no reset.
             let mut memory = Memory::default();
             judged(&mut memory, &at(5_000, before), now);

@@ -754,9 +754,7 @@ impl Redlock {
         let value = match identity {
             // `value` invariant 1: the holder's late-release bound travels with the value.
             None => value::new(fresh::bytes(), engine.rules.carried()),
-            Some(identity) => {
-                value::campaign(fresh::bytes(), identity, engine.rules.carried())
-            }
+            Some(identity) => value::campaign(fresh::bytes(), identity, engine.rules.carried()),
         };
         let mut held = Held::new(Arc::clone(engine), resources.clone(), value, turn.id());
         let set = match (turn.place(), resources.access()) {
