@@ -305,6 +305,9 @@ function pick (settings, keys) {
  * A held lock (or semaphore permit, reader, writer, leadership). Ownership is the object:
  * whoever has it can extend or release it.
  */
+/** How long an acquisition waits before it says why, if nodes are quarantined. */
+const NOTICE_AFTER_MS = 1000
+
 /** AbortSignal's own readers, which `Lock.lost` wraps. */
 const ABORTED = /** @type {(this: AbortSignal) => boolean} */ (
   /** @type {PropertyDescriptor} */ (Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')).get)
@@ -466,6 +469,11 @@ class Redlock extends EventEmitter {
     const canceller = signal ? new native.Canceller() : undefined
     const abort = () => canceller?.cancel()
     signal?.addEventListener('abort', abort, { once: true })
+    // A wait of a second or more for quarantined nodes says so once, with the call that ends
+    // it where a mark is right (the library gives up at once on a quarantine its attempts
+    // cannot outlast; a long retryCount waits).
+    const notice = setTimeout(() => this._noticeQuarantine(), NOTICE_AFTER_MS)
+    notice.unref()
     try {
       const held = await settled(checked(() => this._native.acquire(
         resources, ttl, request, pick(settings, RETRY_KEYS), canceller)))
@@ -474,8 +482,15 @@ class Redlock extends EventEmitter {
       if (signal?.aborted) throw signal.reason
       throw e
     } finally {
+      clearTimeout(notice)
       signal?.removeEventListener('abort', abort)
     }
+  }
+
+  /** @private */
+  _noticeQuarantine () {
+    const notice = this._native.quarantineNotice()
+    if (notice) process.emitWarning(notice, { code: 'REDQUORUM_QUARANTINE' })
   }
 
   /**

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import logging
 import math
 from datetime import timedelta
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -154,6 +155,13 @@ class ManagerBase:
     def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
         """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""
         return self._m.quarantined_nodes()
+
+    def _notice_quarantine(self) -> None:
+        """Logs why an acquisition still waits, if nodes are quarantined, with the call that
+        ends the wait where a mark is right."""
+        text = self._m.quarantine_notice()
+        if text:
+            logging.getLogger("redquorum").warning("%s", text)
 
     def __repr__(self) -> str:
         return repr(self._m)

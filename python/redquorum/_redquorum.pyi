@@ -127,6 +127,8 @@ class Manager:
         """Vouches for nodes as an operator; returns (node, marked, what happened)."""
     def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
         """The nodes in quarantine: (node, seconds left, why)."""
+    def quarantine_notice(self) -> Optional[str]:
+        """What to tell a caller that waits while nodes are quarantined, or None."""
     def status(self, resource: str) -> List[NodeStatus]:
         """Who holds ``resource``, node by node."""
     def status_async(self, resource: str) -> Awaitable[List[NodeStatus]]:

@@ -215,10 +215,15 @@ class Redlock(ManagerBase):
         identity: Optional[str] = None,
         keep_alive: bool = False,
     ) -> Lock:
-        held = await self._m.acquire_async(
-            kind, names(resource), ttl, permits=permits, identity=identity,
-            **wait_args(blocking, timeout),
-        )
+        # A wait of a second says why, once (as the blocking API's does from its thread).
+        notice = _asyncio.get_running_loop().call_later(1.0, self._notice_quarantine)
+        try:
+            held = await self._m.acquire_async(
+                kind, names(resource), ttl, permits=permits, identity=identity,
+                **wait_args(blocking, timeout),
+            )
+        finally:
+            notice.cancel()
         lock = Lock(held)
         if keep_alive:
             held.keep_alive(ttl)

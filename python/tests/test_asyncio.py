@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from redquorum import ConfigError, LockBusy, LockLost, NotHeld
+from redquorum import ConfigError, LockBusy, LockLost, NotHeld, Quarantined
 from redquorum.asyncio import Redlock
 
 from conftest import PATIENT_NODE_TIMEOUT
@@ -279,6 +279,36 @@ def test_lost_is_set_by_the_clock_while_a_task_keeps_the_loop_busy(servers, node
         assert asyncio.Event.is_set(signal), "a release sets lost before it returns"
 
     run(main())
+
+
+def test_a_wait_for_quarantined_nodes_says_why_with_the_remedy(name, caplog):
+    """Issue 45, asyncio: the first lock on a new server raises at once with the remedy; a wait
+    with a timeout logs why within a second or two."""
+    from conftest import Nodes
+
+    fresh = Nodes(1)
+
+    async def main():
+        rl = Redlock(fresh.servers)
+        with pytest.raises(Quarantined) as e:
+            await rl.acquire(name, 10)
+        assert "rl.mark_nodes(brand_new=True)" in str(e.value)
+        patient = Redlock(fresh.servers, retry_attempts=100)  # outlasts the quarantine
+        with caplog.at_level(logging.WARNING, logger="redquorum"):
+            with pytest.raises(Quarantined):
+                await patient.acquire(name, 10, timeout=2.5)
+        warned = [r.getMessage() for r in caplog.records if r.name == "redquorum"]
+        assert any("rl.mark_nodes(brand_new=True)" in w for w in warned), warned
+        await rl.mark_nodes(brand_new=True)
+        lock = await rl.try_acquire(name, 10)
+        await lock.release()
+
+    try:
+        for r in fresh.clients():
+            r.delete("redlock-node-marker")
+        run(main())
+    finally:
+        fresh.stop()
 
 
 def test_with_lock_returns_the_work_result(servers, name):

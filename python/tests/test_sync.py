@@ -448,6 +448,41 @@ def test_quarantined_says_when_it_ends(name):
         fresh.stop()
 
 
+def test_a_first_lock_on_a_new_server_names_the_call_that_ends_the_wait(name, caplog):
+    """Issue 45: a server just started, the package's defaults. The first lock raises
+    ``Quarantined`` at its first attempt (the quarantine outlasts the default wait), naming the
+    remedy in Python's words; a caller whose attempts outlast it waits, and is told why within
+    a second or two on the ``redquorum`` logger; the remedy, followed, gives a lock at once."""
+    from conftest import Nodes
+
+    fresh = Nodes(1)
+    try:
+        for r in fresh.clients():
+            r.delete("redlock-node-marker")  # as if first seen by no client yet
+        rl = redquorum.Redlock(fresh.servers)
+        with pytest.raises(Quarantined) as e:
+            with rl.lock(name, ttl=10):
+                pass
+        message = str(e.value)
+        assert "after 1 attempt(s)" in message and "s left" in message, message
+        assert "end the wait at once with rl.mark_nodes(brand_new=True)" in message, message
+        assert "\n" not in message
+        # Attempts enough to outlast the quarantine (each waits at most 2 s): waited for.
+        patient = redquorum.Redlock(fresh.servers, retry_attempts=100)
+        with caplog.at_level(logging.WARNING, logger="redquorum"):
+            with pytest.raises(Quarantined):
+                patient.acquire(name, 10, timeout=2.5)
+        warned = [r.getMessage() for r in caplog.records if r.name == "redquorum"]
+        assert any(
+            "waiting for quarantined nodes" in w and "rl.mark_nodes(brand_new=True)" in w
+            for w in warned
+        ), warned
+        assert all(marked for _, marked, _ in rl.mark_nodes(brand_new=True))
+        rl.try_acquire(name, 10).release()  # at once: the mark is seen by this manager
+    finally:
+        fresh.stop()
+
+
 def test_semaphore_permits(rl, name):
     a = rl.acquire(name, 10, permits=2)
     b = rl.acquire(name, 10, permits=2)

@@ -107,7 +107,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         }
         None => manager.acquire_with(&args.resource, args.ttl, &retry).await,
     }
-    .map_err(exit::not_acquired)?;
+    .map_err(|e| global.not_acquired(e))?;
     // The token is printed (--json) for the process the lock is handed to: issued now, while
     // the lock is surely ours (`fencing` invariant 8).
     let mut lock = lock;

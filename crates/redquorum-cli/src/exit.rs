@@ -74,6 +74,14 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The same failure, with `more` after its message (a hint that belongs on the same line).
+    pub fn with(mut self, more: &str) -> Self {
+        self.message.push_str("; ");
+        self.message
+            .push_str(&more.split_whitespace().collect::<Vec<_>>().join(" "));
+        self
+    }
+
     /// A failure with this status; line breaks in `message` become spaces, so the error stays on
     /// one line whatever a server or the OS said.
     pub fn new(status: u8, message: impl Into<String>) -> Self {

@@ -288,6 +288,18 @@ impl Global {
         Ok(manager)
     }
 
+    /// A failed acquisition's one-line error ([`exit::not_acquired`]), with the command that
+    /// ends the wait where the library names a remedy for the quarantine that blocked it.
+    pub fn not_acquired(&self, error: redquorum::Error) -> Failure {
+        let hint =
+            crate::waiting::failure_hint(&error, &self.servers, self.password_file.as_deref());
+        let failure = exit::not_acquired(error);
+        match hint {
+            Some(hint) => failure.with(&hint),
+            None => failure,
+        }
+    }
+
     /// [`connected`](Self::connected), for acquiring; returns the manager and the retry policy
     /// to acquire with.
     ///

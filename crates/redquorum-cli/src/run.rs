@@ -51,7 +51,7 @@ use tokio::signal::unix::SignalKind;
 
 use crate::duration;
 use crate::exit::Outcome;
-use crate::exit::{self, BUSY, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
+use crate::exit::{BUSY, CANNOT_EXECUTE, COMMAND_NOT_FOUND, Failure, LOST};
 use crate::global::Global;
 use crate::output;
 use crate::waiting::Awaited;
@@ -316,7 +316,7 @@ pub(crate) async fn until_signalled(
     global: &Global,
 ) -> Result<Result<Guard, u8>, Failure> {
     tokio::select! {
-        guard = acquisition => Ok(Ok(guard.map_err(exit::not_acquired)?)),
+        guard = acquisition => Ok(Ok(guard.map_err(|e| global.not_acquired(e))?)),
         signal = signals.recv() => {
             // Dropping the acquisition rolls back its round in flight, in the background; that
             // round is bounded by the node timeout, so give it that long (and a little) before

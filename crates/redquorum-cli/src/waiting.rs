@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use redquorum::{QuarantineReason, Redlock};
+use redquorum::{Redlock, Remedy};
 use tokio::task::JoinHandle;
 
 /// How often the watcher looks again.
@@ -282,30 +282,40 @@ fn redlock_command(servers: &str, password_file: Option<&Path>) -> String {
 /// no hint for those; and for a server up for less than `--max-ttl` the hint is `--brand-new`,
 /// with what that means, since a restart looks the same.
 fn mark_hint(quarantined: &[(String, redquorum::Quarantine)], redlock: &str) -> Option<String> {
+    // The library's rule (`remedy` invariant 1), in the CLI's words.
+    Some(remedy_hint(
+        Remedy::of(quarantined.iter().map(|(_, q)| q))?,
+        redlock,
+    ))
+}
+
+/// The hint for a failed acquisition whose error names a remedy ([`redquorum::Error::remedy`]):
+/// the same words as a wait's, with the command that reaches these servers.
+pub fn failure_hint(
+    error: &redquorum::Error,
+    servers: &str,
+    password_file: Option<&Path>,
+) -> Option<String> {
+    Some(remedy_hint(
+        error.remedy()?,
+        &redlock_command(servers, password_file),
+    ))
+}
+
+/// `remedy` as a command line for `redlock` (`redlock --servers … nodes mark [--brand-new]`).
+fn remedy_hint(remedy: Remedy, redlock: &str) -> String {
     let command = format!("{redlock} nodes mark");
-    let new = quarantined.iter().all(|(_, q)| {
-        matches!(
-            q.reason,
-            QuarantineReason::Started | QuarantineReason::FirstSeenWithoutMarker
-        )
-    });
-    if !new {
-        return None;
-    }
-    let just_started =
-        |q: &redquorum::Quarantine| q.up.is_some() || q.reason == QuarantineReason::Started;
-    Some(if quarantined.iter().any(|(_, q)| just_started(q)) {
-        format!(
+    match remedy {
+        Remedy::MarkBrandNew => format!(
             "if these servers are new and never held a lock, skip the wait with: {command} \
              --brand-new (not after a restart: a restarted server may have lost locks still held)"
-        )
-    } else {
-        format!(
+        ),
+        _ => format!(
             "if no lock was taken on these servers in the last --max-ttl before they lost their \
              marker (they are new, or nothing restarted or flushed them), skip the wait with: \
              {command}"
-        )
-    })
+        ),
+    }
 }
 
 /// The countdown line, in a terminal only.

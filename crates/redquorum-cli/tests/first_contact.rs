@@ -153,3 +153,28 @@ fn a_long_running_redis_that_nobody_marked_waits_once_unless_trusted_on_first_si
     out.expect_code(69);
     out.one_line_error("first seen without a marker");
 }
+
+/// Issue 45: a long-running Redis that no client marked. A single attempt fails at once with
+/// the reason and the command that ends the wait (the plain mark: no `--brand-new` for a server
+/// up for longer than `--max-ttl`), and that command then gives a lock at once.
+#[test]
+fn a_long_running_unmarked_redis_names_nodes_mark_which_then_gives_a_lock_at_once() {
+    let node = users_redis();
+    let servers = node.url();
+    thread::sleep(Duration::from_millis(7_500)); // up for longer than --max-ttl 6s
+    let with = |args: &[&str]| {
+        let mut cmd = redlock(&servers);
+        cmd.args(["--max-ttl", "6s"]).args(args);
+        cmd
+    };
+    let out = run(&mut with(&["acquire", "x", "--ttl", "2s"]));
+    out.expect_code(69);
+    out.one_line_error("first seen without a marker");
+    let command = format!("skip the wait with: redlock --servers {servers} nodes mark");
+    assert!(out.stderr.contains(&command), "{out:#?}");
+    assert!(!out.stderr.contains("--brand-new"), "{out:#?}");
+    let out = run(&mut with(&["nodes", "mark"]));
+    out.expect_code(0);
+    let out = run(&mut with(&["acquire", "x", "--ttl", "2s"]));
+    out.expect_code(0);
+}

@@ -227,7 +227,7 @@ fn kind_of(cause: &Cause) -> &'static str {
 
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
-        let message = error.to_string();
+        let message = error.message(redquorum::Reader::Node);
         match &error {
             Error::Config(_) => Self::new("config", &message),
             Error::NotAcquired {

@@ -299,6 +299,13 @@ impl Manager {
         )
     }
 
+    /// What to tell a caller that waits while nodes are quarantined, with the remedy in
+    /// JavaScript's words; null when no node is.
+    #[napi]
+    pub fn quarantine_notice(&self) -> napi::Result<Option<String>> {
+        Ok(self.redlock()?.quarantine_notice(redquorum::Reader::Node))
+    }
+
     /// The nodes in quarantine now.
     #[napi]
     pub fn quarantined_nodes(&self) -> napi::Result<Vec<String>> {

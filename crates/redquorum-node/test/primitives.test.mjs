@@ -118,6 +118,39 @@ test('quarantine: QuarantinedError says when it ends; markNodes vouches for bran
   }
 })
 
+test('a first lock on a new server: QuarantinedError at once with the call that ends the wait; a long wait warns', async () => {
+  const fresh = new Nodes(1)
+  const clients = fresh.clients()
+  try {
+    await Promise.all(clients.map((c) => c.del('redlock-node-marker'))) // as if seen by no client yet
+    const own = new Redlock(fresh.urls, PATIENT) // the defaults: retryCount 10
+    const error = await own.acquire(name(), 5000).then(() => null, (e) => e)
+    assert.ok(error instanceof QuarantinedError, String(error))
+    assert.match(error.message, /after 1 attempt\(s\)/, 'not waited for')
+    assert.ok(error.message.includes('end the wait at once with await redlock.markNodes({ brandNew: true }) (never after a restart'), error.message)
+    // Attempts enough to outlast the quarantine: waited for, and a warning says why.
+    const warnings = []
+    const onWarning = (w) => { if (w.code === 'REDQUORUM_QUARANTINE') warnings.push(w.message) }
+    process.on('warning', onWarning)
+    try {
+      const waited = await own.acquire(name(), 5000, { retryCount: 100, signal: AbortSignal.timeout(2500) })
+        .then(() => null, (e) => e)
+      assert.equal(waited?.name, 'TimeoutError', String(waited))
+    } finally {
+      process.off('warning', onWarning)
+    }
+    assert.ok(warnings.some((w) => w.includes('waiting for quarantined nodes') && w.includes('markNodes({ brandNew: true })')), JSON.stringify(warnings))
+    const marks = await own.markNodes({ brandNew: true })
+    assert.ok(marks.every((m) => m.marked), JSON.stringify(marks))
+    const lock = await own.acquire(name(), 5000, { retryCount: 0 }) // at once: this manager sees its own mark
+    await lock.release()
+    await own.quit()
+  } finally {
+    await Promise.all(clients.map((c) => c.quit()))
+    fresh.stop()
+  }
+})
+
 test('notified waiting: a release wakes a waiter long before its retry delay', async () => {
   // Polling alone would try again after 10 to 20 s; the release's notification wakes it at once.
   const patient = new Redlock(nodes.urls, { ...PATIENT, retryCount: -1, retryDelay: 15_000, retryJitter: 5000 })

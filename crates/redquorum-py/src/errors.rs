@@ -150,7 +150,7 @@ fn round_failure(resource: &str, failure: &RoundFailure, message: &str) -> PyErr
 
 /// The Python exception for a library error.
 pub(crate) fn from_error(error: Error) -> PyErr {
-    let message = error.to_string();
+    let message = error.message(redquorum::Reader::Python);
     match &error {
         Error::Config(_) => config(message),
         Error::NotAcquired {

@@ -251,8 +251,9 @@ impl Manager {
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Held> {
         let future = self.request(kind, resources, ttl, permits, identity, blocking, timeout)?;
-        let (owner, _) = self.here()?;
-        Ok(owner.wait(py, "Redlock.acquire", future)??)
+        let (owner, redlock) = self.here()?;
+        let notice = || redlock.quarantine_notice(redquorum::Reader::Python);
+        Ok(owner.wait_noticing(py, "Redlock.acquire", future, notice)??)
     }
 
     /// `acquire` as an awaitable.
@@ -344,6 +345,12 @@ impl Manager {
             .into_iter()
             .map(|(node, mark)| (node, mark.is_marked(), mark.to_string()))
             .collect())
+    }
+
+    /// What to tell a caller that waits while nodes are quarantined, with the remedy in
+    /// Python's words; None when no node is.
+    fn quarantine_notice(&self) -> PyResult<Option<String>> {
+        Ok(self.here()?.1.quarantine_notice(redquorum::Reader::Python))
     }
 
     /// The nodes in quarantine: (node, seconds left, why).

@@ -60,6 +60,11 @@
 //!    by each wait from outside the runtime, woke the parked worker whenever it was the
 //!    earliest one, only to re-arm its sleep: the worker's parks per contended hand-off went
 //!    from 2.4 to 2.2 (counted per thread in `/proc`, 32 threads, one node).
+//! 8. **A wait says why, once, on the caller's thread.** An acquisition still waiting after
+//!    [`NOTICE_AFTER`] asks its manager what nodes are quarantined and logs it as a warning on
+//!    the `redquorum` logger, with the call that ends the wait where a mark is right: from the
+//!    waiting thread, between its signal checks, never from the worker (invariant 6). A wait
+//!    that ends sooner costs nothing.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -75,6 +80,20 @@ use crate::exit::{self, Pass};
 
 /// How often a blocking wait looks for signals (invariant 4).
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+/// How long a blocking wait lasts before it says why (invariant 8), as the CLI does.
+const NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// Logs `text` as a warning on the `redquorum` logger; a logging failure is not the caller's.
+fn warn(py: Python<'_>, text: &str) {
+    let logged = py
+        .import("logging")
+        .and_then(|logging| logging.call_method1("getLogger", ("redquorum",)))
+        .and_then(|logger| logger.call_method1("warning", ("%s", text)));
+    if let Err(e) = logged {
+        e.write_unraisable(py, None);
+    }
+}
 
 /// The runtime of this process, with the pid that built it (invariant 1). Leaked: it lives as
 /// long as the process, and a child's copy must never be dropped (invariant 2).
@@ -151,6 +170,24 @@ impl Owner {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        self.wait_noticing(py, what, future, || None)
+    }
+
+    /// [`wait`](Self::wait), which after [`NOTICE_AFTER`] of waiting asks `notice` once what to
+    /// tell the caller, and logs it as a warning on the `redquorum` logger, from the waiting
+    /// thread (invariant 8).
+    pub(crate) fn wait_noticing<F, N>(
+        &self,
+        py: Python<'_>,
+        what: &str,
+        future: F,
+        mut notice: N,
+    ) -> PyResult<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+        N: FnMut() -> Option<String> + Send,
+    {
         let runtime = self.runtime(what)?;
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(errors::config(format!(
@@ -171,12 +208,20 @@ impl Owner {
             let mut task = AbortOnDrop(runtime.spawn(async move {
                 let _ = send.send(future.await);
             }));
+            let started = std::time::Instant::now();
+            let mut noticed = false;
             let output = loop {
                 match output.recv_timeout(SIGNAL_CHECK) {
                     Ok(output) => break Ok(output),
                     Err(RecvTimeoutError::Timeout) => {
                         if let Some(Err(signalled)) = exit::attach(|py| py.check_signals()) {
                             break Err(signalled);
+                        }
+                        if !noticed && started.elapsed() >= NOTICE_AFTER {
+                            noticed = true;
+                            if let Some(text) = notice() {
+                                exit::attach(|py| warn(py, &text));
+                            }
                         }
                     }
                     // The task ended without its output: it panicked.

@@ -184,6 +184,7 @@ pub use protocol::cause::Cause;
 pub use protocol::mark::{Mark, Vouch};
 pub use protocol::marker::MarkerState;
 pub use protocol::quarantine::{MARKER_KEY, Quarantine, QuarantineReason};
+pub use protocol::remedy::{Reader, Remedy};
 pub use protocol::reply::{NodeReply, Reply};
 pub use round::engine::Released;
 pub use round::manager::Redlock;

@@ -9,8 +9,10 @@ use common::{marker_on, unmarked};
 
 use std::time::{Duration, Instant};
 
-use redquorum::{Cause, Error, Mark, MarkerState, QuarantineReason, Redlock, Reply, Retry, Vouch};
-use redquorum_nodes::{Cluster, RedisNode};
+use redquorum::{
+    Cause, Error, Mark, MarkerState, QuarantineReason, Reader, Redlock, Remedy, Reply, Retry, Vouch,
+};
+use redquorum_nodes::{Cluster, NodeSpec, RedisNode};
 
 const MAX_TTL: Duration = Duration::from_secs(3);
 
@@ -396,4 +398,123 @@ async fn a_first_sight_marker_whose_quarantine_was_waited_out_is_reported_so() {
         after[0].marker.map(|m| m.to_string()).as_deref(),
         Some("written on first sight, quarantine waited out")
     );
+}
+
+/// A manager with the defaults but for the node timeout (and `max_ttl`, when given).
+fn plain(url: String, max_ttl: Option<Duration>) -> Redlock {
+    let builder = Redlock::builder([url]).node_timeout(common::PATIENT_NODE_TIMEOUT);
+    match max_ttl {
+        Some(max_ttl) => builder.max_ttl(max_ttl).fence_retention(max_ttl * 2),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+/// Issue 45: the first lock on a server just started, with the default retry policy (three
+/// attempts), is not waited for (its quarantine outlasts them: `manager` invariant 7). It fails
+/// at its first attempt, naming the call that ends the wait in the reader's words; following
+/// it, the same manager's next lock is granted at its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_lock_on_a_new_server_fails_at_once_with_the_call_that_ends_the_wait() {
+    let node = RedisNode::start(unmarked()).unwrap();
+    let manager = plain(node.url(), None); // max_ttl 60 s
+    let err = manager
+        .acquire("res", Duration::from_secs(5))
+        .await
+        .expect_err("quarantined for a minute");
+    assert!(
+        matches!(err, Error::NotAcquired { attempts: 1, .. }),
+        "not waited for: {err}"
+    );
+    assert_eq!(err.remedy(), Some(Remedy::MarkBrandNew));
+    let message = err.to_string();
+    assert!(
+        message.contains("s left")
+            && message.contains(
+                "; if these servers are new and never held a lock, end the wait at once with \
+                 Redlock::mark_nodes(Vouch::BrandNew) (never after a restart"
+            ),
+        "{message}"
+    );
+    assert!(
+        err.message(Reader::Python)
+            .contains("with rl.mark_nodes(brand_new=True) (never after a restart"),
+        "{err}"
+    );
+    let marks = manager.mark_nodes(Vouch::BrandNew).await;
+    assert!(marks[0].1.is_marked(), "{marks:?}");
+    manager
+        .acquire_with("res", Duration::from_secs(5), &Retry::once())
+        .await
+        .expect("granted at the first attempt once marked")
+        .release()
+        .await;
+}
+
+/// A long-running server that no client marked (first-sight trust is opt-in): the remedy is
+/// the plain mark, and it works at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_lock_on_a_long_running_unmarked_server_names_the_plain_mark() {
+    let node = RedisNode::start(unmarked()).unwrap();
+    tokio::time::sleep(UNTIL_LONG_RUNNING).await;
+    let manager = plain(node.url(), Some(MAX_TTL));
+    let err = manager
+        .acquire_with("res", Duration::from_secs(1), &Retry::once())
+        .await
+        .expect_err("first seen without a marker");
+    assert_eq!(err.remedy(), Some(Remedy::Mark), "{err}");
+    assert!(
+        err.to_string()
+            .ends_with("end the wait at once with Redlock::mark_nodes(Vouch::Checked)"),
+        "{err}"
+    );
+    let marks = manager.mark_nodes(Vouch::Checked).await;
+    assert!(marks[0].1.is_marked(), "{marks:?}");
+    manager
+        .acquire_with("res", Duration::from_secs(1), &Retry::once())
+        .await
+        .expect("granted at the first attempt once marked")
+        .release()
+        .await;
+}
+
+/// A server that restarted under a client's eyes may have lost locks still held: no mark is
+/// suggested, only how long is left; and a caller that gave a deadline waits for it (a vouch
+/// may end the wait), after one warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_names_no_remedy_and_a_deadline_is_waited_for() {
+    let mut node = RedisNode::start(NodeSpec::new()).unwrap(); // marked when it started
+    let manager = plain(node.url(), Some(MAX_TTL));
+    let patient = Retry::forever().max_wait(MAX_TTL * 3);
+    manager
+        .acquire_with("res", Duration::from_secs(1), &patient)
+        .await
+        .expect("the server votes once up for max_ttl")
+        .release()
+        .await;
+    node.restart_empty().unwrap();
+    let mut err = None;
+    for _ in 0..50 {
+        // The first attempts may find the connection broken (unavailable), not yet judged.
+        match manager
+            .acquire_with("res", Duration::from_secs(1), &Retry::once())
+            .await
+        {
+            Err(e) if matches!(e.cause(), Some(Cause::Quarantined { .. })) => {
+                err = Some(e);
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let err = err.expect("quarantined after its restart");
+    assert_eq!(err.remedy(), None, "{err}");
+    assert!(!err.to_string().contains("mark_nodes"), "{err}");
+    // A deadline longer than the quarantine: waited out, and granted.
+    let lock = manager
+        .acquire_with("res", Duration::from_secs(1), &patient)
+        .await
+        .expect("granted once the quarantine ended");
+    lock.release().await;
 }

@@ -9,6 +9,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::protocol::cause::{Asked, Cause};
+use crate::protocol::remedy::{Reader, Remedy};
 use crate::protocol::reply::NodeReply;
 
 /// The record of a round that did not reach a quorum in time.
@@ -70,8 +71,9 @@ pub enum Error {
     Config(#[from] ConfigError),
 
     /// The lock could not be acquired: busy, unreachable, or too slow to leave any validity.
-    /// The failure describes the last attempt.
-    #[error("could not lock {resource:?} after {attempts} attempt(s): {failure}")]
+    /// The failure describes the last attempt. Where quarantined nodes kept it from a quorum and
+    /// a mark is right ([`Error::remedy`]), the message ends with the call that ends the wait.
+    #[error("{}", not_acquired(resource, *attempts, failure, Reader::Rust))]
     NotAcquired {
         /// The resource that was asked for; for a set, its members sorted and joined by `, `.
         resource: String,
@@ -130,6 +132,20 @@ pub enum Error {
     },
 }
 
+/// [`Error::NotAcquired`]'s message, its remedy (if any) in `reader`'s words.
+fn not_acquired(resource: &str, attempts: u32, failure: &RoundFailure, reader: Reader) -> String {
+    let mut message = format!("could not lock {resource:?} after {attempts} attempt(s): {failure}");
+    if let Cause::Quarantined {
+        remedy: Some(remedy),
+        ..
+    } = failure.cause()
+    {
+        message.push_str("; ");
+        message.push_str(&remedy.advice(remedy.call(reader)).to_string());
+    }
+    message
+}
+
 fn not_fenced_reason(failure: &Option<Box<RoundFailure>>) -> String {
     match failure {
         Some(f) => format!("the lock's voters did not issue one, {f}"),
@@ -145,6 +161,31 @@ fn lost_reason(failure: &Option<Box<RoundFailure>>) -> String {
 }
 
 impl Error {
+    /// The one-line message with any remedy in `reader`'s words (`remedy` invariant 3): what
+    /// the Python and Node packages raise. For [`Reader::Rust`], the `Display`.
+    pub fn message(&self, reader: Reader) -> String {
+        match self {
+            Error::NotAcquired {
+                resource,
+                attempts,
+                failure,
+            } => not_acquired(resource, *attempts, failure, reader),
+            other => other.to_string(),
+        }
+    }
+
+    /// What an operator can do at once about an acquisition that quarantined nodes kept from a
+    /// quorum, where a mark is right: nodes that may simply be new (`remedy` invariant 1).
+    pub fn remedy(&self) -> Option<Remedy> {
+        match self {
+            Error::NotAcquired { failure, .. } => match failure.cause() {
+                Cause::Quarantined { remedy, .. } => remedy,
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Whether the lock was not acquired because somebody else holds it (as opposed to the
     /// servers being unreachable or the configuration being wrong).
     pub fn is_busy(&self) -> bool {

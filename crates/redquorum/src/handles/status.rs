@@ -19,6 +19,7 @@ use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::INSPECT;
 use crate::protocol::marker::MarkerState;
 use crate::protocol::quarantine::Quarantine;
+use crate::protocol::remedy::{Reader, Remedy};
 use crate::protocol::reply::Reply;
 use crate::protocol::validity;
 use crate::round::manager::Redlock;
@@ -105,6 +106,25 @@ impl Redlock {
             .iter()
             .filter_map(|node| Some((node.label().to_owned(), node.longest_quarantine()?)))
             .collect()
+    }
+
+    /// What to tell a caller waiting for a lock while nodes are quarantined, in `reader`'s
+    /// words, or `None` when none is: each quarantined node, why and how much longer, and where
+    /// a mark is right, the call that ends the wait (`remedy` invariant 1). Sends nothing.
+    pub fn quarantine_notice(&self, reader: Reader) -> Option<String> {
+        let quarantined = self.quarantined_nodes();
+        if quarantined.is_empty() {
+            return None;
+        }
+        let mut notice = String::from("waiting for quarantined nodes: ");
+        for (i, (node, quarantine)) in quarantined.iter().enumerate() {
+            let gap = if i == 0 { "" } else { "; " };
+            notice.push_str(&format!("{gap}{node} ({quarantine})"));
+        }
+        if let Some(remedy) = Remedy::of(quarantined.iter().map(|(_, q)| q)) {
+            notice.push_str(&format!("; {}", remedy.advice(remedy.call(reader))));
+        }
+        Some(notice)
     }
 
     /// What every node holds for `resource`, in configuration order.
@@ -358,6 +378,7 @@ mod tests {
             left: Duration::from_secs(30),
             reason: crate::QuarantineReason::Restarted,
             up: None,
+            young: false,
         });
         assert!(matches!(
             Locked::of(&[forgetful, held("v", 5), node(NodeState::Free)], 2, 0.01),

@@ -32,6 +32,8 @@ impl Redlock {
     /// evidence. The uptime is the server's own, a wall-clock difference: on a host whose clock
     /// stepped forward since the server started it overstates (`docs/guarantees.md`).
     ///
+    /// This manager checks the nodes it marked again at once: its own next lock needs no wait.
+    ///
     /// Returns each node's address (without credentials) and what was done there.
     ///
     /// # Cancel safety
@@ -69,6 +71,12 @@ impl Redlock {
                 }
                 Ok((conn, _)) => self::mark(conn, vouch, max_ttl).await,
             };
+            // This manager's own next lock need not wait for its next health check.
+            if mark.is_marked()
+                && let Some(server) = node.plain_server()
+            {
+                server.recheck_now().await;
+            }
             (node.label().to_owned(), mark)
         }))
         .await

@@ -543,16 +543,28 @@ impl Server {
         if !live.health_is_stale(tick) || live.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (live, trust, memory) = (
-            Arc::clone(live),
-            self.settings.trust,
-            Arc::clone(&self.memory),
-        );
+        tokio::spawn(self.recheck(Arc::clone(live)));
+    }
+
+    /// Repeats the health check now on the live connection, if there is one: after an
+    /// operator's vouch from this very manager ([`Redlock::mark_nodes`](crate::Redlock::mark_nodes)),
+    /// so that its next lock does not wait for the next recheck.
+    pub(crate) async fn recheck_now(&self) {
+        if let Some(live) = self.live.load_full() {
+            live.rechecking.store(true, Ordering::Release);
+            self.recheck(live).await;
+        }
+    }
+
+    /// The health check again on `live`'s connection, its verdict recorded (`rechecking` is
+    /// cleared at the end).
+    fn recheck(&self, live: Arc<Live>) -> impl Future<Output = ()> + Send + 'static {
+        let (trust, memory) = (self.settings.trust, Arc::clone(&self.memory));
         let timeout = self.settings.connect_timeout;
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
         let claim = self.claim.clone();
-        tokio::spawn(async move {
+        async move {
             let mut conn = live.conn.clone();
             let claim = claim.as_ref().map(|(ids, claimant)| (&**ids, &**claimant));
             let check = check_health(
@@ -570,7 +582,7 @@ impl Server {
                 _ => live.condemned.store(true, Ordering::Release),
             }
             live.rechecking.store(false, Ordering::Release);
-        });
+        }
     }
 
     /// Forgets a connection that broke, so the next request makes a new one.

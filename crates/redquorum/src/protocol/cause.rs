@@ -23,6 +23,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::protocol::remedy::Remedy;
 use crate::protocol::reply::Reply;
 
 /// What a round asked the nodes to do, which decides what a refusal means.
@@ -55,6 +56,8 @@ pub enum Cause {
         /// How long until enough of them leave their quarantine for the nodes that granted to
         /// make a quorum (as the replies stood): when waiting can first succeed.
         ready_in: Duration,
+        /// What an operator can do at once, where a mark is right (`remedy` invariant 1).
+        remedy: Option<Remedy>,
     },
     /// An acquisition: a node refused because somebody else holds the resource.
     Busy,
@@ -115,13 +118,17 @@ impl Cause {
         }
         let (mut granted, mut refused, mut late) = (0, 0, 0);
         let mut lefts = Vec::new();
+        let mut quarantines = Vec::new();
         let mut total = 0;
         for (_, reply) in replies {
             total += 1;
             match reply {
                 Reply::Granted => granted += 1,
                 Reply::Refused => refused += 1,
-                Reply::Quarantined(quarantine) => lefts.push(quarantine.left),
+                Reply::Quarantined(quarantine) => {
+                    lefts.push(quarantine.left);
+                    quarantines.push(quarantine);
+                }
                 Reply::LeftToDelay => late += 1,
                 _ => {}
             }
@@ -138,6 +145,7 @@ impl Cause {
                 nodes: lefts.len(),
                 longest: lefts[lefts.len() - 1],
                 ready_in,
+                remedy: Remedy::of(quarantines),
             };
         }
         // Invariant 3. Silent: no answer that counts (a quarantined node's included).
@@ -184,7 +192,8 @@ mod tests {
             Cause::Quarantined {
                 nodes: 3,
                 longest: s(10),
-                ready_in: s(7)
+                ready_in: s(7),
+                remedy: Some(Remedy::Mark),
             }
         );
         // Two granted: the shortest is enough.
@@ -202,6 +211,7 @@ mod tests {
             nodes,
             longest: Duration::from_secs(10),
             ready_in: Duration::from_secs(10),
+            remedy: Some(Remedy::Mark),
         };
         for (replies, expected) in [
             (vec![q(10), q(10), q(3)], quarantined(3)),

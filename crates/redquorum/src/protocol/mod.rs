@@ -23,6 +23,7 @@ pub mod mark;
 pub mod marker;
 pub mod quarantine;
 pub mod quorum;
+pub mod remedy;
 pub(crate) mod reply;
 pub(crate) mod rwlock;
 pub(crate) mod slots;

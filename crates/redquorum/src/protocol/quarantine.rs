@@ -240,6 +240,10 @@ pub struct Quarantine {
     pub reason: QuarantineReason,
     /// How long the server has been up, when that alone would keep it out too.
     pub up: Option<Duration>,
+    /// Whether the server started less than `max_ttl` ago, by its uptime, whether or not that
+    /// keeps it out (a durable server's does not): an operator's plain mark is refused then,
+    /// and only a brand-new one's vouch ([`Remedy`](crate::protocol::remedy::Remedy)) is right.
+    pub young: bool,
 }
 
 impl Quarantine {
@@ -249,6 +253,7 @@ impl Quarantine {
             left,
             reason,
             up: None,
+            young: false,
         }
     }
 }
@@ -397,6 +402,8 @@ pub struct Memory {
     commands: Option<u64>,
     may_evict: bool,
     replid: Option<String>,
+    /// Until when the server's uptime, at the last check, is under `max_ttl` (for reports).
+    young_until: Option<Instant>,
     /// Whether the node was already reported as able to evict keys (warned once, not every
     /// health check).
     pub(crate) eviction_reported: bool,
@@ -459,7 +466,13 @@ impl Memory {
             .filter(|u| *u > now)
             .and(self.started_by)
             .map(|s| now.saturating_duration_since(s));
-        Some(Quarantine { left, reason, up })
+        let young = self.young_until.is_some_and(|y| y > now);
+        Some(Quarantine {
+            left,
+            reason,
+            up,
+            young,
+        })
     }
 
     /// Judges `seen` at `now` and remembers it.
@@ -536,6 +549,10 @@ impl Memory {
             QuarantineReason::LostMarker
         };
         until = latest(Some(until), (after(now, pending), pending_reason));
+        // Young by its uptime, whether or not that keeps it out: what an operator's mark asks.
+        let up_at_least = seen.uptime.saturating_sub(UPTIME_SLACK);
+        self.young_until = (up_at_least < policy.max_ttl)
+            .then(|| after(now, policy.max_ttl.saturating_sub(up_at_least)));
         // Invariant 1, waived for a durable node that kept its marker (invariant 4) and for a
         // run an operator or the group vouched for (`marker` invariant 3).
         let mut uptime_until = None;

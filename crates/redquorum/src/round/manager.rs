@@ -24,6 +24,16 @@
 //!    again meanwhile, so an operator's vouch is seen), never sooner than the retry delay; and
 //!    no release wakes it: our own rollback frees the key, and a waiter woken by that tried
 //!    again at once, over a thousand attempts a second for the whole quarantine.
+//! 7. **A quarantine that a few tries cannot outlast is not waited for, and one that is waited
+//!    for is waited for aloud.** When quarantined nodes made the difference and the attempts
+//!    left cannot reach the end of their quarantine ([`retry`](crate::round::retry) invariant
+//!    4: each wait lasts at most [`QUARANTINE_POLL`]), the acquisition gives up at once, and its
+//!    error says how long is left and, where the nodes may simply be new, how to vouch for them
+//!    ([`remedy`](crate::protocol::remedy)): with a retry policy of attempts (every package's
+//!    default), a first lock on a new server fails in milliseconds with the one call that ends
+//!    the wait, not after seconds of silence. A caller that gave a deadline (`max_wait`) waits
+//!    for as long as it said, since a vouch ends the quarantine at once and is seen within
+//!    [`QUARANTINE_POLL`]; its wait begins with one warning that says the same.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +51,7 @@ use crate::primitives::semaphore::Permits;
 use crate::protocol::cause::Cause;
 use crate::protocol::fencing::Voters;
 use crate::protocol::quorum::Decision;
+use crate::protocol::remedy::Reader;
 use crate::protocol::reply::{NodeReply, Reply};
 use crate::protocol::rwlock;
 use crate::protocol::value::{self, Carried};
@@ -616,7 +627,13 @@ impl Redlock {
             } else {
                 Failed::Otherwise
             };
-            let next = schedule.next_delay(Instant::now(), failed);
+            let mut next = schedule.next_delay(Instant::now(), failed);
+            // Invariant 7: a quarantine that ends after the last attempt is not waited for.
+            if let (Some(_), Cause::Quarantined { ready_in, .. }) = (next, failure.cause())
+                && !schedule.reaches(ready_in, QUARANTINE_POLL)
+            {
+                next = None;
+            }
             // Invariant 2; the last rollback also gives up the queue place (`waiting` invariant
             // 4) and tells a key of another type from a busy one.
             match next {
@@ -643,13 +660,18 @@ impl Redlock {
             let waiting = Waiting::start();
             match failure.cause() {
                 // Invariant 6: a quarantine is waited out quietly, not polled.
-                Cause::Quarantined { ready_in, .. } => {
+                Cause::Quarantined {
+                    ready_in, remedy, ..
+                } => {
                     if !told_quarantine {
                         told_quarantine = true;
-                        tracing::info!(
+                        let advice = remedy
+                            .map(|r| format!("; {}", r.advice(r.call(Reader::Rust))))
+                            .unwrap_or_default();
+                        tracing::warn!(
                             resource = %wanted,
                             ready_in_s = ready_in.as_secs_f64().ceil(),
-                            "waiting for quarantined nodes: {}",
+                            "waiting for quarantined nodes: {}{advice}",
                             quarantined_nodes(&failure)
                         );
                     }

@@ -16,6 +16,12 @@
 //!    attempts or time left: a caller that waits "until acquired" hears of unreachable or
 //!    quarantined nodes as an error, not as a silent wait. A busy attempt starts the count
 //!    again.
+//! 4. **A few tries are no wait for a minute.** [`Schedule::reaches`] says whether an attempt
+//!    left can start once a wait of a known length is over: not when the attempts (or outages
+//!    in a row) left, each after a wait of at most a given step, run out first (`manager`
+//!    invariant 7). A deadline ([`Retry::max_wait`]) is not counted: a caller that gave one
+//!    waits for as long as it said, since the wait may end sooner than it looks (an operator's
+//!    vouch ends a quarantine at once).
 
 use std::time::{Duration, Instant};
 
@@ -205,6 +211,19 @@ impl Schedule {
         (!wait.is_zero()).then_some(wait)
     }
 
+    /// Whether an attempt left can start `wait` from now or later, if every wait between
+    /// attempts lasts at most `step` (or the retry delay, if longer), counting attempts only
+    /// (invariant 4). Called after [`next_delay`](Self::next_delay) for the attempt that just
+    /// failed.
+    pub(crate) fn reaches(&self, wait: Duration, step: Duration) -> bool {
+        let left = match (self.attempts_left, self.outages_left) {
+            (Some(a), Some(o)) => Some(a.min(o)),
+            (a, o) => a.or(o),
+        };
+        let step = step.max(self.delay);
+        left.is_none_or(|n| step.saturating_mul(n) >= wait)
+    }
+
     /// Whether the deadline has passed at `now`: no attempt may start (invariant 1).
     /// When the acquisition gives up (`max_wait`), if ever.
     pub(crate) fn give_up_at(&self) -> Option<Instant> {
@@ -230,6 +249,33 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_is_reached_only_if_an_attempt_is_left_after_it() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let step = s(2);
+        // The default: two attempts left after the first, each after at most 2 s.
+        let mut default = Retry::new().schedule(now);
+        assert!(default.next_delay(now, Failed::Otherwise).is_some());
+        assert!(default.reaches(s(4), step));
+        assert!(!default.reaches(s(5), step));
+        // The Python package's: three outages in a row, so two more after the first.
+        let mut python = Retry::forever().outage_attempts(3).schedule(now);
+        assert!(python.next_delay(now, Failed::Otherwise).is_some());
+        assert!(python.reaches(s(4), step) && !python.reaches(s(56), step));
+        // A deadline is waited for as long as it says; no limit at all, forever.
+        let mut bounded = Retry::forever().max_wait(s(30)).schedule(now);
+        assert!(bounded.next_delay(now, Failed::Otherwise).is_some());
+        assert!(bounded.reaches(s(60), step));
+        let mut forever = Retry::forever().schedule(now);
+        assert!(forever.next_delay(now, Failed::Otherwise).is_some());
+        assert!(forever.reaches(Duration::MAX, step), "no limit, no panic");
+        // A retry delay longer than the step is the step.
+        let mut slow = Retry::new().attempts(2).delay(s(10)).schedule(now);
+        assert!(slow.next_delay(now, Failed::Otherwise).is_some());
+        assert!(slow.reaches(s(10), step) && !slow.reaches(s(11), step));
+    }
 
     #[test]
     fn default_policy_makes_three_attempts() {
