@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple, TypeVar
 
 from . import _redquorum
 from ._common import (
-    LockView, ManagerBase, Resources, Seconds, decorable, entered, leaving, lost_at_release,
-    names, not_entered, wait_args,
+    LockView, ManagerBase, ReadsTheClock, Resources, Seconds, decorable, entered, leaving,
+    lost_at_release, names, not_entered, wait_args,
 )
 from ._redquorum import Leader, NodeStatus
 from .errors import (
@@ -69,25 +69,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 _log = logging.getLogger("redquorum")
 
 
-class _Lost(threading.Event):
+class _Lost(ReadsTheClock, threading.Event):
     """``Lock.lost``: a ``threading.Event`` whose ``is_set()`` and ``wait()`` also read the
-    clock against the lock's deadline. The background watcher sets it at the deadline, but it
-    needs the GIL to do so, and threads that keep the GIL can hold it up past the moment the
-    keys expire; a clock read needs nothing. So no code that checks ``is_set()`` or waits on
-    it sees the lock held once its deadline has passed (an expiry on the servers comes later
-    still, by the drift allowance), however busy the interpreter."""
-
-    def __init__(self, held: Any) -> None:
-        super().__init__()
-        self._held = held
-
-    def is_set(self) -> bool:
-        if super().is_set():
-            return True
-        if self._held.is_lost():
-            self.set()  # wakes every waiter too
-            return True
-        return False
+    clock against the lock's deadline (``ReadsTheClock``): the background watcher needs the
+    GIL to set it, which threads that keep the GIL can hold up past the keys' expiry."""
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         until = None if timeout is None else time.monotonic() + timeout

@@ -22,8 +22,8 @@ from typing import (
 )
 
 from ._common import (
-    LockView, ManagerBase, Resources, Seconds, decorable, entered, leaving, lost_at_release,
-    names, not_entered, wait_args,
+    LockView, ManagerBase, ReadsTheClock, Resources, Seconds, decorable, entered, leaving,
+    lost_at_release, names, not_entered, wait_args,
 )
 from ._redquorum import Leader, NodeStatus
 from .errors import ConfigError, LockLost, RedquorumError, Unavailable
@@ -36,24 +36,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 _log = logging.getLogger("redquorum")
 
 
-class _Lost(_asyncio.Event):
+class _Lost(ReadsTheClock, _asyncio.Event):
     """``Lock.lost``: an ``asyncio.Event`` whose ``is_set()`` and ``wait()`` also read the
-    clock against the lock's deadline. The background watcher sets it through the event loop,
-    which a busy task can hold up past the moment the keys expire; a clock read needs nothing.
-    So no code that checks ``is_set()`` or awaits ``wait()`` sees the lock held once its
-    deadline has passed (an expiry on the servers comes later still, by the drift allowance)."""
-
-    def __init__(self, held: Any) -> None:
-        super().__init__()
-        self._held = held
-
-    def is_set(self) -> bool:
-        if super().is_set():
-            return True
-        if self._held.is_lost():
-            self.set()  # wakes every waiter too
-            return True
-        return False
+    clock against the lock's deadline (``ReadsTheClock``): the background watcher sets it
+    through the event loop, which a busy task can hold up past the keys' expiry."""
 
     async def wait(self) -> Literal[True]:
         while not self.is_set():

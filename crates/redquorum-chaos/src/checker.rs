@@ -40,13 +40,17 @@
 //!    was valid (it crashed and abandoned the lock, or it sent its release only after its
 //!    deadline, having slept past it) keeps its lock from everybody else until
 //!    `valid_until_us + d`: a release sent after the deadline frees nothing (the library's
-//!    engine invariant 6), whoever sends it. Another acquisition of the same lock (the
+//!    engine invariant 6), whoever sends it. A lock handed to another process that extended it
+//!    by value and abandoned it too ([`Section::extended_by_value`]) is such a section, its
+//!    `valid_until_us` the extension's deadline: the extension keeps the holder's delay
+//!    whoever sends it (engine invariant 9). Another acquisition of the same lock (the
 //!    resource, or for a semaphore the same permit) entering in `[believed_until, that end)` is a
 //!    violation ([`DelayViolation`]); entering earlier is invariant 2's (or 6's) business. The
 //!    delay is the history's own unless the caller names another ([`check_with`]): judging a run
 //!    without lock-delay against a delay is how the rule is shown to catch something. With
 //!    `d = 0` it still says something: a crashed holder's lock is not handed out before its
-//!    deadline.
+//!    deadline. Readers share (invariant 8): a reader entering after an abandoned reader is no
+//!    violation; a writer after a reader, or anyone after a writer, is.
 //! 8. **Read-write locks.** Sections marked `shared` are readers: two readers may overlap, a
 //!    reader and a writer or two writers may not (invariant 2 otherwise). Tokens follow the
 //!    library's read-write rule instead of invariant 3, in order of entry: a writer's token is
@@ -345,7 +349,8 @@ fn delay_violations(sections: &[&Section], lock_delay_us: u64) -> Vec<DelayViola
         for next in sections[first..]
             .iter()
             .take_while(|s| s.enter_us < protected_until)
-            .filter(|s| s.value != unreleased.value)
+            // Readers share (invariant 8).
+            .filter(|s| s.value != unreleased.value && !(s.shared && unreleased.shared))
         {
             found.push(DelayViolation {
                 unreleased: (*unreleased).clone(),
@@ -573,6 +578,7 @@ mod tests {
             permit: None,
             released_us: None,
             abandoned: false,
+            extended_by_value: false,
             shared: false,
         }
     }
@@ -1297,6 +1303,68 @@ mod tests {
         assert_eq!(check_with(&none, 200).violations, 1);
         assert_eq!(check_with(&none, 200).lock_delay_us, 200);
         assert_eq!(check(&with_delay(0, vec![a, at(60)])).violations, 1);
+    }
+
+    /// Readers share under a lock-delay too: another reader may enter after an abandoned
+    /// reader's deadline; a writer may not, nor anyone after an abandoned writer. (Before, every
+    /// reader after a crashed reader was a violation: `--read-write --lock-delay 1s --faults
+    /// client-crash --seed 4` reported 18.)
+    #[test]
+    fn an_abandoned_readers_delay_keeps_writers_out_not_readers() {
+        let reader = |value: &str, enter, exit, valid_until| Section {
+            shared: true,
+            ..sec("r", value, enter, exit, valid_until)
+        };
+        let crashed_reader = Section {
+            abandoned: true,
+            ..reader("a", 0, 50, 100)
+        };
+        let writer_at = |enter| sec("r", "w", enter, enter + 10, enter + 10);
+        let next_reader = reader("b", 150, 160, 160);
+        assert!(check(&with_delay(200, vec![crashed_reader.clone(), next_reader])).is_safe());
+        let r = check(&with_delay(200, vec![crashed_reader, writer_at(150)]));
+        assert_eq!(
+            only(&r).delay_violations.len(),
+            1,
+            "a writer inside a reader's delay"
+        );
+        let crashed_writer = crashed("w0", 0, 50, 100);
+        let r = check(&with_delay(
+            200,
+            vec![crashed_writer, reader("b", 150, 160, 160)],
+        ));
+        assert_eq!(
+            only(&r).delay_violations.len(),
+            1,
+            "a reader inside a writer's delay"
+        );
+    }
+
+    #[test]
+    fn a_lock_extended_by_value_and_abandoned_stays_out_of_reach_from_the_extensions_deadline() {
+        // Handed off at 50; the holder's deadline was 100, the extension's is 400 (recorded as
+        // the section's); delay 200: nobody else before 600.
+        let handed = Section {
+            extended_by_value: true,
+            ..crashed("a", 0, 50, 400)
+        };
+        let at = |enter| sec("r", "b", enter, enter + 10, enter + 10);
+        let within = check(&with_delay(200, vec![handed.clone(), at(550)]));
+        let r = only(&within);
+        assert_eq!((r.unreleased, within.violations), (1, 1));
+        assert_eq!(r.delay_violations[0].protected_until_us, 600);
+        // Past the holder's own deadline plus the delay, still within the extension's.
+        assert_eq!(
+            check(&with_delay(200, vec![handed.clone(), at(300)])).violations,
+            1
+        );
+        assert!(check(&with_delay(200, vec![handed.clone(), at(600)])).is_safe());
+        // Without a delay, the extension's deadline alone.
+        assert_eq!(
+            check(&with_delay(0, vec![handed.clone(), at(399)])).violations,
+            1
+        );
+        assert!(check(&with_delay(0, vec![handed, at(400)])).is_safe());
     }
 
     #[test]

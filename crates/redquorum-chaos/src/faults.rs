@@ -17,6 +17,7 @@
 //! | `drop` | its proxy closes every open connection | (instant) |
 //! | `client-pause` | the client, in its next critical section, sleeps past its validity by 100–700 ms after its last validity check and before its write; it then writes, leaves and releases, late | (instant) |
 //! | `client-crash` | the client, in its next critical section, crashes after its work: it leaves at once and abandons its lock, unreleased (`Lock::detach`), as a dead process would; the lock lives until its keys expire, which with a lock-delay is the delay after the holder's validity | (instant) |
+//! | `client-handoff` | the library's strategies only: the client, in its next critical section, after its work, leaves at once and hands its lock to another process (`Lock::detach`), which extends it by value (`Redlock::extend_value`, a TTL from now) from a manager of its own without a lock-delay, then it too walks away: nobody releases it. The keys must keep the holder's delay (the library's engine invariant 9): the lock lives until the extension's deadline plus the delay. An extension that fails, or a reader's hold (never extended), leaves a crash's lock | (instant) |
 //! | `restart-burst` | a majority of nodes, one after the other: `SIGKILL`, then a restart with its data deleted | (instant) |
 //! | `flush` | `FLUSHALL` on a majority of nodes, over a connection of its own: data lost by a running server (an operator's mistake, eviction) | (instant) |
 //! | `replace` | a majority of proxies switch to their spares: different, long-running servers without data, behind the same addresses; open connections are closed | switched back |
@@ -29,8 +30,9 @@
 //! Which kinds apply depends on the layout (`Layout::supports`): the cluster layout has no
 //! proxies (cluster routing needs the servers' real addresses), so `delay`, `drop`,
 //! `blackhole` and `replace` are left out of its plan, and so are `kill`, `restart` and
-//! `restart-burst`; `failover` and `failback` apply to the cluster layout alone. The runner drops the kinds
-//! that do not apply before planning.
+//! `restart-burst`; `failover` and `failback` apply to the cluster layout alone. `client-handoff`
+//! applies to the library's strategies alone, whatever the layout (`Strategy::supports`). The
+//! runner drops the kinds that do not apply before planning.
 //!
 //! # How `failover` makes a replica miss a window
 //! The replica is told a wrong `masterauth` (`CONFIG SET masterauth …`) and the master closes
@@ -195,11 +197,14 @@ pub enum Fault {
     ClientCrash,
     /// Each client group is cut off from a minority of the nodes, a different one per group.
     Partition,
+    /// A client hands its lock to another process, which extends it by value from a manager
+    /// without a lock-delay; then both abandon it unreleased.
+    ClientHandoff,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 16] = [
         Fault::Kill,
         Fault::Restart,
         Fault::Pause,
@@ -215,6 +220,7 @@ impl Fault {
         Fault::Failback,
         Fault::ClientCrash,
         Fault::Partition,
+        Fault::ClientHandoff,
     ];
 
     /// The kinds enabled when none are named, on the layouts with proxies: all but `drop` and
@@ -250,12 +256,16 @@ impl Fault {
             Fault::Failback => "failback",
             Fault::ClientCrash => "client-crash",
             Fault::Partition => "partition",
+            Fault::ClientHandoff => "client-handoff",
         }
     }
 
     /// Whether it hits a client rather than nodes.
     fn hits_a_client(self) -> bool {
-        matches!(self, Fault::ClientPause | Fault::ClientCrash)
+        matches!(
+            self,
+            Fault::ClientPause | Fault::ClientCrash | Fault::ClientHandoff
+        )
     }
 
     /// Parses a comma-separated list (`kill,pause`), ignoring blanks and repeats; `none` or an
@@ -408,6 +418,12 @@ pub enum Action {
         /// The client.
         client: u32,
     },
+    /// Make a client hand its lock, in its next critical section, to another process that
+    /// extends it by value without a lock-delay of its own; then the lock is abandoned.
+    ClientHandoff {
+        /// The client.
+        client: u32,
+    },
     /// Cut every client group off the slots outside its majority in a ring rotated by `offset`,
     /// then heal.
     Partition {
@@ -436,11 +452,12 @@ impl Action {
             Action::Failback { .. } => Fault::Failback,
             Action::ClientCrash { .. } => Fault::ClientCrash,
             Action::Partition { .. } => Fault::Partition,
+            Action::ClientHandoff { .. } => Fault::ClientHandoff,
         }
     }
 
-    /// The slots it hits, given `slots` in all (none for a client pause or crash, every one for
-    /// a partition).
+    /// The slots it hits, given `slots` in all (none for a client pause, crash or handoff, every
+    /// one for a partition).
     #[must_use]
     pub fn slots(self, slots: usize) -> Vec<usize> {
         match self {
@@ -458,7 +475,9 @@ impl Action {
                 (0..count).map(|i| (first + i) % slots.max(1)).collect()
             }
             Action::Partition { .. } => (0..slots).collect(),
-            Action::ClientPause { .. } | Action::ClientCrash { .. } => Vec::new(),
+            Action::ClientPause { .. }
+            | Action::ClientCrash { .. }
+            | Action::ClientHandoff { .. } => Vec::new(),
         }
     }
 }
@@ -529,6 +548,9 @@ pub fn plan(
                 extra_ms: rng.random_range(100..=700),
             }),
             Fault::ClientCrash => Some(Action::ClientCrash {
+                client: rng.random_range(0..clients),
+            }),
+            Fault::ClientHandoff => Some(Action::ClientHandoff {
                 client: rng.random_range(0..clients),
             }),
             Fault::Partition => {
@@ -853,6 +875,11 @@ fn start(
             record.arm_crash(client);
             Ok(None)
         }
+        Action::ClientHandoff { client } => {
+            // Recorded by the client when it hands off, with the extension's outcome.
+            record.arm_handoff(client);
+            Ok(None)
+        }
         Action::RestartBurst { .. } => {
             // Down one after the other, then back one after the other: for a moment the
             // majority is down together, and every one of them comes back empty.
@@ -1111,6 +1138,7 @@ fn end(
         Action::Drop { .. }
         | Action::ClientPause { .. }
         | Action::ClientCrash { .. }
+        | Action::ClientHandoff { .. }
         | Action::RestartBurst { .. }
         | Action::Flush { .. } => {}
     }
@@ -1138,13 +1166,15 @@ mod tests {
                 &[Fault::Kill][..],
                 &[Fault::ClientPause, Fault::Delay],
                 &[Fault::ClientCrash],
+                &[Fault::ClientHandoff, Fault::Kill],
             ] {
                 for p in plan(kinds, 5, 4, Duration::from_secs(20), seed) {
                     assert!(p.at >= FIRST_AT, "{p:?}");
                     assert!(p.at + p.lasts <= Duration::from_secs(19), "{p:?}");
                     assert!(kinds.contains(&p.action.kind()), "{p:?}");
-                    if let Action::ClientPause { client, .. } | Action::ClientCrash { client } =
-                        p.action
+                    if let Action::ClientPause { client, .. }
+                    | Action::ClientCrash { client }
+                    | Action::ClientHandoff { client } = p.action
                     {
                         assert!(client < 4);
                     }
@@ -1216,6 +1246,35 @@ mod tests {
         assert!(plan(&Fault::DEFAULT, 5, 4, Duration::from_secs(2), 1).is_empty());
         assert!(plan(&[Fault::ClientPause], 5, 0, RUN, 1).is_empty());
         assert!(plan(&[Fault::ClientCrash], 5, 0, RUN, 1).is_empty());
+        assert!(plan(&[Fault::ClientHandoff], 5, 0, RUN, 1).is_empty());
+    }
+
+    #[test]
+    fn handoffs_hit_a_client_only_and_only_when_named() {
+        assert!(!Fault::DEFAULT.contains(&Fault::ClientHandoff));
+        assert!(Fault::ALL.contains(&Fault::ClientHandoff));
+        let planned = plan(&[Fault::ClientHandoff], 5, 3, RUN, 7);
+        assert!(planned.len() >= 10, "a fault every 1-3 s: {planned:?}");
+        for p in &planned {
+            assert!(
+                matches!(p.action, Action::ClientHandoff { client } if client < 3),
+                "{p:?}"
+            );
+            assert!(p.action.slots(5).is_empty(), "{p:?}");
+            assert!(!p.action.kind().impairs() && !p.action.kind().needs_every_node());
+        }
+        // Named among others, it takes its turns, and the plan stays a pure function.
+        let mixed = plan(&[Fault::ClientHandoff, Fault::ClientCrash], 5, 8, RUN, 7);
+        assert_eq!(
+            mixed,
+            plan(&[Fault::ClientHandoff, Fault::ClientCrash], 5, 8, RUN, 7)
+        );
+        assert!(
+            mixed
+                .iter()
+                .any(|p| p.action.kind() == Fault::ClientHandoff)
+        );
+        assert!(mixed.iter().any(|p| p.action.kind() == Fault::ClientCrash));
     }
 
     #[test]
@@ -1225,6 +1284,11 @@ mod tests {
             Ok(vec![Fault::Kill, Fault::Pause])
         );
         assert_eq!(Fault::parse_list("none"), Ok(vec![]));
+        assert_eq!(
+            Fault::parse_list("client-crash,client-handoff"),
+            Ok(vec![Fault::ClientCrash, Fault::ClientHandoff])
+        );
+        assert_eq!("client-handoff".parse(), Ok(Fault::ClientHandoff));
         for f in Fault::ALL {
             assert_eq!(f.name().parse::<Fault>(), Ok(f));
         }

@@ -18,8 +18,9 @@
 //!
 //! The fields added for semaphores and lock-delay ([`History::permits`],
 //! [`History::lock_delay_us`], [`Section::permit`], [`Section::released_us`],
-//! [`Section::abandoned`]) are left out of the JSON when they hold their default, and read as
-//! that default when missing, so a history of a plain mutex run reads and writes as before.
+//! [`Section::abandoned`], [`Section::extended_by_value`]) are left out of the JSON when they
+//! hold their default, and read as that default when missing, so a history of a plain mutex run
+//! reads and writes as before.
 
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +56,12 @@ pub struct Section {
     /// which then lives until its keys expire (see [`Section::released_at_us`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub abandoned: bool,
+    /// The holder handed its lock, as it left, to another process, which extended it by value
+    /// (a `client-handoff`); then nobody released it (`abandoned` is set too). `valid_until_us`
+    /// is then that extension's deadline, the one the lock's keys were last set from. A handoff
+    /// whose extension failed leaves this unset: the section is a crash's, with its own deadline.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub extended_by_value: bool,
     /// In the read-write workload, a reader's section (shared with other readers); `false` for
     /// a writer's and in every other workload.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -160,6 +167,14 @@ pub enum FaultKind {
     /// A client crashed inside its critical section: it abandoned its lock without releasing
     /// it and never used it again.
     ClientCrash,
+    /// A client left its critical section handing its lock to another process, which extended
+    /// it by value from a manager without a lock-delay of its own; then nobody released it.
+    ClientHandoff {
+        /// Whether the extension won a quorum in time: the section's deadline is then the
+        /// extension's ([`Section::extended_by_value`]); if not, the lock was abandoned with the
+        /// holder's deadline, as by a crash.
+        extended: bool,
+    },
     /// Every client was cut off from a minority of the nodes, a different one each (a ring of
     /// majorities): their connections to those nodes closed, new ones refused.
     Partition,
@@ -268,6 +283,7 @@ mod tests {
                 permit: None,
                 released_us: Some(21),
                 abandoned: false,
+                extended_by_value: false,
                 shared: false,
             }],
             faults: vec![
@@ -284,6 +300,13 @@ mod tests {
                     client: Some(1),
                     kind: FaultKind::ClientPause { ms: 200 },
                     detail: "gc".to_owned(),
+                },
+                FaultEvent {
+                    at_us: 7,
+                    node: None,
+                    client: Some(0),
+                    kind: FaultKind::ClientHandoff { extended: true },
+                    detail: String::new(),
                 },
             ],
             node_up: vec![NodeUp {
@@ -302,10 +325,14 @@ mod tests {
             "{json}"
         );
         assert!(json.contains(r#""type": "client_pause""#), "{json}");
+        assert!(
+            json.contains(r#""type": "client_handoff""#) && json.contains(r#""extended": true"#),
+            "{json}"
+        );
         assert_eq!(History::from_json(&json).expect("parses"), history);
         assert!(History::from_json("{}").is_err());
         // A mutex run without lock-delay writes none of the semaphore and lock-delay fields.
-        for field in ["permit", "abandoned", "lock_delay_us"] {
+        for field in ["permit", "abandoned", "extended_by_value", "lock_delay_us"] {
             assert!(!json.contains(field), "{field}: {json}");
         }
     }
@@ -324,6 +351,7 @@ mod tests {
             permit: Some(1),
             released_us: None,
             abandoned: true,
+            extended_by_value: true,
             shared: false,
         };
         let history = History {
@@ -342,6 +370,7 @@ mod tests {
         let json = history.to_json();
         assert!(json.contains(r#""permits": 2"#), "{json}");
         assert!(json.contains(r#""abandoned": true"#), "{json}");
+        assert!(json.contains(r#""extended_by_value": true"#), "{json}");
         assert_eq!(History::from_json(&json).expect("parses"), history);
 
         // A section written before these fields: released at its exit, no permit.
@@ -351,12 +380,13 @@ mod tests {
         )
         .expect("an old section parses");
         assert_eq!((old.permit, old.released_at_us()), (None, Some(5)));
-        assert!(!old.ended_unreleased());
+        assert!(!old.ended_unreleased() && !old.extended_by_value);
         assert_eq!(section.released_at_us(), None);
         assert!(section.ended_unreleased());
         // Released only once its deadline had passed: as good as unreleased.
         let late = Section {
             abandoned: false,
+            extended_by_value: false,
             shared: false,
             released_us: Some(31),
             ..section

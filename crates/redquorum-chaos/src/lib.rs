@@ -29,7 +29,8 @@
 //!   ([`Primitive`]).
 //! - [`faults`]: the seeded, reproducible fault plan and its injector (among its kinds, a shard
 //!   failover to a replica that missed more than a TTL of writes, on the cluster layout; a ring
-//!   of per-client partitions; a client that crashes holding its lock).
+//!   of per-client partitions; a client that crashes holding its lock; a client that hands its
+//!   lock to a process that extends it by value without a lock-delay of its own).
 //! - [`proxy`]: the loopback TCP proxy in front of each node (latency, dropped connections, black
 //!   holes, switching to another server, ports per client group that can be cut off).
 //! - `topology`: the servers and proxies of a run; `record`: live state turned into a history;

@@ -4,7 +4,7 @@
 //! It also holds the little live state the two sides exchange: which client is inside a critical
 //! section of which resource since when, and which resource each client is trying to acquire (so
 //! that a crash can be aimed at a freshly taken lock somebody else is waiting for), and which
-//! client has a pause or a crash of its own waiting for it. Everything here is plain data behind short-held locks and atomics,
+//! client has a pause, a crash or a handoff of its own waiting for it. Everything here is plain data behind short-held locks and atomics,
 //! usable from the runtime's tasks and from the injector's thread alike.
 //!
 //! # Invariants
@@ -36,6 +36,8 @@ struct ClientState {
     crash: AtomicBool,
     /// The earliest a critical section that takes the crash may have started, in µs.
     crash_from_us: AtomicU64,
+    /// A handoff waiting for its next critical section.
+    handoff: AtomicBool,
     /// The resource of its current (or last) critical section.
     resource: Mutex<String>,
     /// The resource it is trying to acquire now, if any.
@@ -79,6 +81,7 @@ impl Recorder {
                     pause_extra_ms: AtomicU64::new(0),
                     crash: AtomicBool::new(false),
                     crash_from_us: AtomicU64::new(0),
+                    handoff: AtomicBool::new(false),
                     resource: Mutex::new(String::new()),
                     wants: Mutex::new(None),
                 })
@@ -251,6 +254,19 @@ impl Recorder {
         })
     }
 
+    /// Makes client `client` hand its lock off in its next critical section.
+    pub(crate) fn arm_handoff(&self, client: u32) {
+        if let Some(state) = self.client(client) {
+            state.handoff.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether a handoff was armed for `client`, disarming it.
+    pub(crate) fn take_handoff(&self, client: u32) -> bool {
+        self.client(client)
+            .is_some_and(|state| state.handoff.swap(false, Ordering::AcqRel))
+    }
+
     fn client(&self, client: u32) -> Option<&ClientState> {
         self.clients.get(usize::try_from(client).ok()?)
     }
@@ -393,5 +409,20 @@ mod tests {
         record.arm_crash_from(0, 100);
         assert!(!record.take_crash(0, 99), "a section under way keeps going");
         assert!(record.take_crash(0, 100));
+    }
+
+    #[test]
+    fn a_handoff_is_taken_once_and_apart_from_a_crash() {
+        let record = Recorder::new(Instant::now(), 1, 2);
+        assert!(!record.take_handoff(0));
+        record.arm_handoff(1);
+        assert!(!record.take_handoff(0));
+        assert!(!record.take_crash(1, 0), "a handoff is no crash");
+        assert!(record.take_handoff(1));
+        assert!(!record.take_handoff(1));
+        record.arm_crash(0);
+        assert!(!record.take_handoff(0), "a crash is no handoff");
+        record.arm_handoff(7);
+        assert!(!record.take_handoff(7), "unknown clients hand nothing off");
     }
 }

@@ -11,7 +11,8 @@
 //! held it. A section is a bar in its client's colour: solid while the holder believed itself
 //! valid, faded after its own deadline if it stayed longer; a section whose holder crashed ends
 //! in a black tick, and its lock's remaining life (to its deadline plus the lock-delay) is a thin
-//! dashed line. Overlaps and holders beyond a semaphore's permits are red bands across the
+//! dashed line; so does one whose holder handed its lock off (`client-handoff`), whose deadline
+//! is the extension's. Overlaps and holders beyond a semaphore's permits are red bands across the
 //! resource's rows, acquisitions within the lock-delay orange ones; faults are dashed vertical
 //! lines labelled at the top. Hovering any shape shows its details (SVG `<title>`).
 //!
@@ -19,8 +20,9 @@
 //! The text table has one row per resource. A semaphore run adds `most holders` (the most
 //! acquisitions believed valid at once) and `over permits` (entries beyond the permits); a run
 //! with a lock-delay, or with locks left unreleased, adds `unreleased` (sections that ended
-//! without a release while valid) and `delay violations`. A plain lock run's table is as it
-//! always was.
+//! without a release while valid) and `delay violations`. A run with `client-handoff` faults adds
+//! a line under the rows counting the handoffs and how many were extended. A plain lock run's
+//! table is as it always was.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -122,6 +124,24 @@ pub fn summary_table(verdict: &Verdict, history: &History) -> String {
     line(&headers);
     for row in &rows {
         line(&row.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let handoffs: Vec<bool> = history
+        .faults
+        .iter()
+        .filter_map(|f| match f.kind {
+            FaultKind::ClientHandoff { extended } => Some(extended),
+            _ => None,
+        })
+        .collect();
+    if !handoffs.is_empty() {
+        let extended = handoffs.iter().filter(|e| **e).count();
+        let _ = writeln!(
+            out,
+            "handoffs: {} locks handed to another process; {extended} extended by value from a \
+             manager without lock-delay, {} not extended (judged as crashes)",
+            handoffs.len(),
+            handoffs.len() - extended
+        );
     }
     if verdict.is_safe() {
         out.push_str("SAFE\n");
@@ -390,7 +410,10 @@ fn section_bar(
     let permit = s
         .permit
         .map_or_else(String::new, |p| format!(" permit {p}"));
-    let end = if s.abandoned {
+    let end = if s.extended_by_value {
+        "handed off, extended by value (valid until the extension's deadline), never released"
+            .to_owned()
+    } else if s.abandoned {
         "crashed, never released".to_owned()
     } else {
         s.released_us
@@ -457,6 +480,8 @@ fn fault_label(fault: &FaultEvent) -> String {
         FaultKind::Heal => "heal".to_owned(),
         FaultKind::ClientPause { ms } => format!("pause {ms} ms"),
         FaultKind::ClientCrash => "crash".to_owned(),
+        FaultKind::ClientHandoff { extended: true } => "handoff".to_owned(),
+        FaultKind::ClientHandoff { extended: false } => "handoff (not extended)".to_owned(),
         FaultKind::Partition => "partition".to_owned(),
         FaultKind::Failover => "failover".to_owned(),
         FaultKind::Failback => "failback".to_owned(),
@@ -512,6 +537,7 @@ mod tests {
             permit: None,
             released_us: None,
             abandoned: false,
+            extended_by_value: false,
             shared: false,
         }
     }
@@ -601,6 +627,7 @@ VIOLATIONS: 1
             sec("orders", 2, "c", 100_000, 150_000),
             Section {
                 abandoned: true,
+                extended_by_value: false,
                 shared: false,
                 permit: Some(0),
                 ..sec("users", 0, "d", 0, 100_000)
@@ -636,6 +663,48 @@ VIOLATIONS: 2
         assert_eq!(svg.matches("class=\"abandoned\"").count(), 1, "{svg}");
         assert!(svg.contains("crashed, never released"), "{svg}");
         assert!(svg.contains(" permit 0 value d"), "{svg}");
+    }
+
+    #[test]
+    fn handoffs_are_counted_under_the_rows_and_drawn_as_abandoned() {
+        let mut h = history(vec![
+            Section {
+                abandoned: true,
+                extended_by_value: true,
+                valid_until_us: 500_000,
+                ..sec("orders", 0, "a", 0, 100_000)
+            },
+            sec("orders", 1, "b", 700_000, 800_000),
+        ]);
+        h.lock_delay_us = 100_000;
+        for (at_us, extended) in [(100_000, true), (900_000, false)] {
+            h.faults.push(FaultEvent {
+                at_us,
+                node: None,
+                client: Some(0),
+                kind: FaultKind::ClientHandoff { extended },
+                detail: String::new(),
+            });
+        }
+        let verdict = check(&h);
+        assert!(verdict.is_safe(), "{verdict:?}");
+        let table = summary_table(&verdict, &h);
+        assert!(
+            table.ends_with(
+                "handoffs: 2 locks handed to another process; 1 extended by value from a manager \
+                 without lock-delay, 1 not extended (judged as crashes)\nSAFE\n"
+            ),
+            "{table}"
+        );
+        assert!(
+            !summary_table(&check(&disjoint()), &disjoint()).contains("handoffs"),
+            "a run without handoffs says nothing of them"
+        );
+        let svg = svg(&h, &verdict);
+        assert_eq!(svg.matches("class=\"abandoned\"").count(), 1, "{svg}");
+        assert!(svg.contains("handed off, extended by value"), "{svg}");
+        assert!(svg.contains(">handoff c0<"), "{svg}");
+        assert!(svg.contains(">handoff (not extended) c0<"), "{svg}");
     }
 
     #[test]

@@ -17,7 +17,10 @@
 //!    the semaphore workload, one of its permits), work a little, check validity, maybe take an
 //!    injected pause, write to the protected resource, leave, release. A client told to crash
 //!    leaves right after its work instead, abandons its lock unreleased, and goes on as a new
-//!    process would, with new acquisitions.
+//!    process would, with new acquisitions. A client told to hand off leaves right after its
+//!    work too, and hands its lock to another process: a manager of its own from the
+//!    strategy's settings without a lock-delay, which extends the lock by value for a TTL and
+//!    walks away; nobody releases it, and the client goes on as after a crash.
 //! 5. At the deadline (or on Ctrl-C) clients are stopped, the injector is told to stop, and the
 //!    servers are killed as their thread ends.
 //!
@@ -34,7 +37,10 @@
 //! can have won the lock back before that instant), or that it never did: a crashed client's
 //! section is `abandoned`. A holder that slept past its validity releases late; with a
 //! lock-delay its keys are still there, and its release frees them. Both are what the
-//! checker's lock-delay rule reads.
+//! checker's lock-delay rule reads. A handed-off section is `abandoned` too, and when the
+//! extension won, `extended_by_value`, its deadline (`valid_until_us`) the extension's: the
+//! keys were last set from that round, so that is when they must still stand the delay later.
+//! A handoff whose extension failed is recorded as a crash, with the holder's deadline.
 //!
 //! # Invariants
 //! 1. Every loop and wait is bounded: clients end at the deadline (each step races the stop
@@ -387,12 +393,13 @@ pub async fn run_until(
     };
 
     let record = Arc::new(Recorder::new(Instant::now(), node_count, config.clients));
-    // Only the kinds that apply to the layout (the cluster layout has no proxies).
+    // Only the kinds that apply to the strategy (the cluster layout has no proxies, and only
+    // the library's clients hand a lock off).
     let faults: Vec<Fault> = config
         .faults
         .iter()
         .copied()
-        .filter(|f| layout.supports(*f))
+        .filter(|f| config.strategy.supports(*f))
         .collect();
     // The seed itself, so that `faults::plan` with the same arguments shows a run's plan.
     let plan = faults::plan(&faults, slots, config.clients, config.duration, config.seed);
@@ -700,11 +707,18 @@ async fn client_loop<C: LockClient>(id: u32, mut client: C, mut rng: StdRng, w: 
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let mut section = critical_section(id, resource, &acquired, work, &w).await;
-        if section.abandoned {
-            client.abandon(acquired.held);
-            w.record.section(section);
-            continue;
+        let (mut section, leaving) = critical_section(id, resource, &acquired, work, &w).await;
+        match leaving {
+            Leaving::Releasing => {}
+            Leaving::Crashed => {
+                client.abandon(acquired.held);
+                w.record.section(section);
+                continue;
+            }
+            Leaving::HandingOff => {
+                hand_off(id, &mut client, acquired, section, &w).await;
+                continue;
+            }
         }
         // Before the release is sent: nobody can win the lock back before this instant.
         section.released_us = Some(w.record.now_us());
@@ -713,15 +727,73 @@ async fn client_loop<C: LockClient>(id: u32, mut client: C, mut rng: StdRng, w: 
     }
 }
 
-/// Enter, work, maybe crash (an injected fault: leave at once, the lock abandoned), check
-/// validity, maybe pause (an injected fault), write, leave.
+/// How a critical section left its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leaving {
+    /// To be released (maybe late, after a pause).
+    Releasing,
+    /// Abandoned by a crash.
+    Crashed,
+    /// To be handed to another process, which extends it by value, then abandoned.
+    HandingOff,
+}
+
+/// The section's holder hands its lock to another process (an injected fault, the module
+/// docs): that process extends it by value from a manager without a lock-delay of its own, and
+/// nobody releases it. Records the fault and the section, whose deadline becomes the
+/// extension's if it won.
+async fn hand_off<C: LockClient>(
+    id: u32,
+    client: &mut C,
+    acquired: Acquired<C::Held>,
+    mut section: Section,
+    w: &Workload,
+) {
+    let name = lock_name(&section.resource, section.permit);
+    let holders_left = acquired
+        .valid_until
+        .saturating_duration_since(Instant::now());
+    let outcome = client.hand_off(acquired.held).await;
+    let detail = match &outcome {
+        Ok(deadline) => {
+            section.valid_until_us = w.record.us(*deadline);
+            section.extended_by_value = true;
+            format!(
+                "client {id} handed {name} to another process ({} ms of validity left), which \
+                 extended it by value for {} ms from a manager without lock-delay: valid until \
+                 {} ms; abandoned, never released",
+                holders_left.as_millis(),
+                crate::strategies::TTL.as_millis(),
+                section.valid_until_us / 1000
+            )
+        }
+        Err(why) => format!(
+            "client {id} handed {name} to another process ({} ms of validity left), which did \
+             not extend it ({why}): abandoned with the holder's deadline, never released",
+            holders_left.as_millis()
+        ),
+    };
+    w.record.fault(FaultEvent {
+        at_us: w.record.now_us(),
+        node: None,
+        client: Some(id),
+        kind: FaultKind::ClientHandoff {
+            extended: outcome.is_ok(),
+        },
+        detail,
+    });
+    w.record.section(section);
+}
+
+/// Enter, work, maybe crash or hand off (injected faults: leave at once, the lock abandoned, or
+/// handed to another process), check validity, maybe pause (an injected fault), write, leave.
 async fn critical_section<H>(
     id: u32,
     resource: &str,
     lock: &Acquired<H>,
     work: Duration,
     w: &Workload,
-) -> Section {
+) -> (Section, Leaving) {
     let entered = Instant::now();
     let enter_us = w.record.us(entered);
     w.record.enter(id, resource, enter_us, entered + work);
@@ -742,7 +814,9 @@ async fn critical_section<H>(
             ),
         });
     }
-    if !stopped && !crashed && Instant::now() < lock.valid_until {
+    // A handoff leaves as a crash does; the other process extends the lock once it has left.
+    let handing_off = !stopped && !crashed && w.record.take_handoff(id);
+    if !stopped && !crashed && !handing_off && Instant::now() < lock.valid_until {
         // The lock was valid when checked; a pause taken now lands between check and write,
         // as a GC pause would.
         if let Some(extra_ms) = w.record.take_pause(id) {
@@ -768,7 +842,14 @@ async fn critical_section<H>(
     }
     let exit_us = w.record.now_us();
     w.record.leave(id);
-    Section {
+    let leaving = if crashed {
+        Leaving::Crashed
+    } else if handing_off {
+        Leaving::HandingOff
+    } else {
+        Leaving::Releasing
+    };
+    let section = Section {
         resource: resource.to_owned(),
         client: id,
         value: lock.value.clone(),
@@ -779,9 +860,11 @@ async fn critical_section<H>(
         write,
         permit: lock.permit,
         released_us: None,
-        abandoned: crashed,
+        abandoned: crashed || handing_off,
+        extended_by_value: false,
         shared: lock.shared,
-    }
+    };
+    (section, leaving)
 }
 
 /// A lock's name for fault details: the resource, or the permit's key.

@@ -148,8 +148,11 @@ impl Layout {
     /// which is an outage, not a test of the lock). `failover` and `failback` apply to it alone.
     pub(crate) fn supports(self, fault: Fault) -> bool {
         match self {
-            // A client crash hits a client, whatever its servers.
-            Layout::Clusters(_) => CLUSTER_FAULTS.contains(&fault) || fault == Fault::ClientCrash,
+            // A client crash or handoff hits a client, whatever its servers.
+            Layout::Clusters(_) => {
+                CLUSTER_FAULTS.contains(&fault)
+                    || matches!(fault, Fault::ClientCrash | Fault::ClientHandoff)
+            }
             Layout::Independent(_) => !matches!(fault, Fault::Failover | Fault::Failback),
             // One node: no minority to cut off.
             Layout::Failover => {
@@ -267,11 +270,12 @@ impl Strategy {
         }
     }
 
-    /// Whether `fault` applies to this strategy's servers (the cluster layout has no proxies,
-    /// and `failover` needs Redis Clusters).
+    /// Whether `fault` applies to this strategy: to its servers (the cluster layout has no
+    /// proxies, and `failover` needs Redis Clusters), and for `client-handoff` to its clients,
+    /// which must extend a lock by value (this library's strategies only).
     #[must_use]
     pub fn supports(self, fault: Fault) -> bool {
-        self.layout(1).supports(fault)
+        self.layout(1).supports(fault) && (fault != Fault::ClientHandoff || self.is_library())
     }
 
     /// The kinds enabled when none are named: [`Fault::DEFAULT`], or for the cluster strategies
@@ -422,6 +426,22 @@ pub trait LockClient: Send + 'static {
     /// Walks away from the lock without releasing it, as a crashed process would: nothing is
     /// sent, and the lock lives until it expires.
     fn abandon(&mut self, held: Self::Held);
+
+    /// Hands the lock to another process, which extends it by value to [`TTL`] from now from a
+    /// manager of its own configured without a lock-delay; then that process walks away from
+    /// it too, as [`abandon`](Self::abandon) does: nobody releases it. The extension's new
+    /// deadline, or why there is none: then the lock was left as a crash leaves it. Only the
+    /// library's clients can (the runner gives the fault to no other design); the others
+    /// abandon the lock and say so.
+    ///
+    /// Bounded by the library's timeouts (a connection, an extension round).
+    fn hand_off(
+        &mut self,
+        held: Self::Held,
+    ) -> impl Future<Output = Result<Instant, String>> + Send {
+        self.abandon(held);
+        std::future::ready(Err("this design has no extension by value".to_owned()))
+    }
 
     /// Starts over as a new process would, knowing nothing of the nodes (a *late joiner*):
     /// whether it did. Only the library's clients remember anything (each node's restart
@@ -593,6 +613,34 @@ impl LockClient for LibraryClient {
                 tokio::spawn(async move { drop(leading.detach().await) });
             }
         }
+    }
+
+    async fn hand_off(&mut self, held: LibraryHeld) -> Result<Instant, String> {
+        let info = match held {
+            LibraryHeld::Lock(lock) if lock.is_read() => {
+                drop(lock.detach());
+                return Err("a reader's hold has no extension by value".to_owned());
+            }
+            LibraryHeld::Lock(lock) => lock.detach(),
+            // Its keeper stopped: the lock as the last extension left it.
+            LibraryHeld::Leading(leading) => leading.detach().await,
+        };
+        // The other process: the strategy's settings, the same servers, no lock-delay.
+        let Some(builder) = self.builder.clone() else {
+            return Err("no builder to make the other process's manager with".to_owned());
+        };
+        let other = builder
+            .lock_delay(Duration::ZERO)
+            .build()
+            .map_err(|e| format!("the other process's manager: {e}"))?;
+        other.connect().await;
+        let extended = other
+            .extend_value(info.resource(), info.value(), TTL)
+            .await
+            .map_err(|e| e.to_string());
+        // Its requests still in flight are answered before it goes, as a process that exits.
+        other.settle().await;
+        extended
     }
 
     fn rejoin(&mut self) -> bool {
@@ -957,6 +1005,23 @@ mod tests {
                     .default_faults()
                     .iter()
                     .all(|f| strategy.supports(*f)),
+                "{strategy}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_the_librarys_strategies_hand_a_lock_off() {
+        for strategy in Strategy::ALL {
+            assert_eq!(
+                strategy.supports(Fault::ClientHandoff),
+                strategy.is_library(),
+                "{strategy}"
+            );
+            // A crash needs nothing of the design.
+            assert!(strategy.supports(Fault::ClientCrash), "{strategy}");
+            assert!(
+                !strategy.default_faults().contains(&Fault::ClientHandoff),
                 "{strategy}"
             );
         }

@@ -6,8 +6,9 @@
 //! Semaphores: our permits (each a lock key) never let more than two hold two permits, under the
 //! default faults and under partitions, while a count kept per node is caught with three.
 //! Lock-delay: with it, a crashed holder's lock stays out of reach for the delay after its
-//! deadline; the same run without it is caught by the same rule, and so is a release that frees
-//! the lock after its holder's validity.
+//! deadline, and so does a lock handed to another process that extended it by value without a
+//! delay of its own (after the extension's deadline); the same run without it is caught by the
+//! same rule, and so is a release that frees the lock after its holder's validity.
 //!
 //! Both runs use fixed seeds, so their fault plans are fixed; what varies with the machine is
 //! only when each fault lands. Neither verdict depends on that: the first is the library's
@@ -686,4 +687,47 @@ async fn the_delay_check_catches_a_run_without_lock_delay() {
         .sum();
     assert!(caught >= 1, "nobody entered within the delay: {why}");
     assert_eq!(judged.violations, caught, "{why}");
+}
+
+/// A holder hands its lock to another process, which extends it by value from a manager without
+/// a lock-delay of its own, and nobody releases it: the extension keeps the holder's delay
+/// (the library's engine invariant 9), so nobody else enters before the extension's deadline
+/// plus the delay. With the holder's delay dropped by the extension, the next holder enters at
+/// the extension's deadline (13 delay violations in a 10 s run, seed 1, docs/chaos.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_handed_off_and_extended_by_value_keeps_its_holders_delay() {
+    let faults = [Fault::ClientHandoff];
+    let duration = Duration::from_secs(5);
+    let seed = first_seed(&faults, 8, duration, |planned| {
+        count(planned, Fault::ClientHandoff) >= 2
+    });
+    let config = ChaosConfig {
+        duration,
+        faults: faults.to_vec(),
+        seed,
+        ..crash_run(LOCK_DELAY)
+    };
+    let (history, verdict) = run(config).await;
+    let why = explain(&history, &verdict);
+    assert!(
+        applied(&history, &FaultKind::ClientHandoff { extended: true }),
+        "no extension by value landed: {why}"
+    );
+    let handed: Vec<_> = history
+        .sections
+        .iter()
+        .filter(|s| s.extended_by_value)
+        .collect();
+    assert!(!handed.is_empty(), "{why}");
+    for s in &handed {
+        assert!(s.abandoned, "{s:?}");
+        // The extension's deadline, not the holder's: its round started after the holder left,
+        // for a TTL less the drift allowance (22 ms); the holder's own ended before that.
+        assert!(s.valid_until_us >= s.exit_us + 1_977_000, "{s:?}: {why}");
+    }
+    assert!(verdict.is_safe(), "{why}");
+    assert!(
+        summary_table(&verdict, &history).contains("handoffs: "),
+        "{why}"
+    );
 }

@@ -53,12 +53,12 @@ fencing token), resigns; violations: two leaders at once, a term not larger than
 
 Lock-delay (--lock-delay DUR, the library's strategies, at most 10s): a lock its holder did not
 release stays out of reach for DUR after the holder's validity ended; max-ttl becomes 2 s + DUR.
-Checked from the history: a section that ended without a release while valid (client-crash, or a
-client-pause that released late, by value, as a process it was handed to would) keeps its lock
-until its deadline + the delay: a release after the deadline frees nothing; another holder
-entering before then is a violation. --check-delay DUR judges
-the history against another delay than the run's own, e.g. a run without lock-delay against the
-delay it lacks.
+Checked from the history: a section that ended without a release while valid (client-crash, a
+client-pause that released late, by value, as a process it was handed to would, or
+client-handoff, whose deadline is then the extension's) keeps its lock until its deadline + the
+delay: a release after the deadline frees nothing; another holder entering before then is a
+violation. --check-delay DUR judges the history against another delay than the run's own, e.g. a
+run without lock-delay against the delay it lacks.
 
 Strategies (--strategy):
   redlock                 this library with its defaults, 5 nodes: quarantine (durable nodes trusted
@@ -118,16 +118,24 @@ Faults (--faults, comma-separated, or none):
                 from them (losing the window's writes), the old masters take over again
   client-crash  a client crashes in its critical section after its work: it abandons its lock
                 unreleased, as a dead process would (not in the default list)
+  client-handoff  the library's strategies only: a client, in its critical section after its
+                work, hands its lock to another process, which extends it by value for a TTL
+                from a manager without lock-delay (same servers, otherwise the strategy's
+                settings); then nobody releases it. The lock must stay out of reach until the
+                extension's deadline + the lock-delay (a reader's hold, never extended, or an
+                extension that fails leaves a crash's lock); the table counts the handoffs (not
+                in the default list)
   partition     a ring of majorities: client c is cut off from every node outside the
                 majority of consecutive nodes from c + offset on (c mod nodes; offset drawn per
                 fault), its connections closed and refused, for 2.5-4 s (longer than a TTL);
                 independent nodes only, never with a node fault (not in the default list)
 Default: kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole; for the
-redlock-cluster* strategies failover,failback,pause,client-pause,flush (client-crash applies to them
-too). Those have no proxies, so delay, drop, blackhole, replace and partition do not apply to
-them, nor do kill, restart and restart-burst (a one-master cluster whose master is down is an
-outage); nor does partition to single-with-failover. Kinds that do not apply are left out of
-the plan, and the first line says which.
+redlock-cluster* strategies failover,failback,pause,client-pause,flush (client-crash and
+client-handoff apply to them too). Those have no proxies, so delay, drop, blackhole, replace and
+partition do not apply to them, nor do kill, restart and restart-burst (a one-master cluster
+whose master is down is an outage); nor does partition to single-with-failover, nor
+client-handoff to setnx-getset and semaphore-counting (no extension by value). Kinds that do
+not apply are left out of the plan, and the first line says which.
 
 Output: the summary table on stdout; with --json one line instead: {\"strategy\", \"seed\",
 \"nodes\", \"clients\", \"duration_ms\", \"sections\", \"faults\", \"overlaps\", \"token_violations\",
@@ -145,6 +153,7 @@ Examples:
   redlock chaos --permits 2 --duration 30s
   redlock chaos --strategy semaphore-counting --permits 2 --faults partition --duration 10s
   redlock chaos --lock-delay 1s --faults client-crash,client-pause --duration 20s
+  redlock chaos --lock-delay 1s --faults client-handoff --duration 10s
   redlock chaos --strategy redlock-release-ignores-delay --lock-delay 1s --faults client-pause
   redlock chaos --faults client-crash,client-pause --check-delay 1s --duration 20s
 
@@ -516,6 +525,15 @@ mod tests {
             "delay,pause (failover not applicable to redlock)"
         );
         assert_eq!(fault_names(Strategy::Redlock, &[]), "none");
+        let handoff = [Fault::ClientCrash, Fault::ClientHandoff];
+        assert_eq!(
+            fault_names(Strategy::SetnxGetset, &handoff),
+            "client-crash (client-handoff not applicable to setnx-getset)"
+        );
+        assert_eq!(
+            fault_names(Strategy::RedlockCluster, &handoff),
+            "client-crash,client-handoff"
+        );
     }
 
     #[test]

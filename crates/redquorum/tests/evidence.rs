@@ -557,6 +557,24 @@ async fn reason_on_node_0(client: &Redlock) -> Option<redquorum::QuarantineReaso
     reason
 }
 
+/// Makes `node`, under a 2 MB `maxmemory` and a `volatile-*` policy, evict keys with a TTL (as
+/// lock keys have): one script writes past the limit (a script is checked once, at its start);
+/// the next write evicts.
+fn evict_keys_with_a_ttl(node: &RedisNode) {
+    node.cli(&[
+        "EVAL",
+        "for i = 1, 4000 do redis.call('SET', 'filler:' .. i, string.rep('x', 1000), 'PX', 600000) end",
+        "0",
+    ])
+    .expect("fill");
+    let _ = node.cli(&["SET", "one-more", "x", "PX", "600000"]);
+    let stats = node.cli(&["INFO", "stats"]).expect("INFO stats");
+    assert!(
+        !stats.contains("evicted_keys:0\r") && stats.contains("evicted_keys:"),
+        "setup: the node evicted keys"
+    );
+}
+
 /// Review item: a node that evicted keys since a client's last check may have evicted a lock
 /// key and kept its marker (which has no TTL, so `volatile-*` policies never take it): that
 /// client's next health check quarantines it. (`quarantine` invariant 7.)
@@ -573,20 +591,7 @@ async fn a_node_that_evicted_keys_since_the_last_check_does_not_vote() {
         .expect("policy");
     node.cli(&["CONFIG", "SET", "maxmemory", "2mb"])
         .expect("limit");
-    // One script writes past the limit (a script is checked once, at its start); the next
-    // write evicts.
-    node.cli(&[
-        "EVAL",
-        "for i = 1, 4000 do redis.call('SET', 'filler:' .. i, string.rep('x', 1000), 'PX', 600000) end",
-        "0",
-    ])
-    .expect("fill");
-    let _ = node.cli(&["SET", "one-more", "x", "PX", "600000"]);
-    let stats = node.cli(&["INFO", "stats"]).expect("INFO stats");
-    assert!(
-        !stats.contains("evicted_keys:0\r") && stats.contains("evicted_keys:"),
-        "setup: the node evicted keys"
-    );
+    evict_keys_with_a_ttl(node);
     node.cli(&["CONFIG", "SET", "maxmemory", "0"])
         .expect("no limit");
     assert_eq!(
@@ -625,18 +630,7 @@ async fn an_eviction_hidden_by_a_reset_of_the_statistics_still_quarantines() {
     // Squeezed, it evicts keys with a TTL (as lock keys have); the marker (none) stays.
     node.cli(&["CONFIG", "SET", "maxmemory", "2mb"])
         .expect("limit");
-    node.cli(&[
-        "EVAL",
-        "for i = 1, 4000 do redis.call('SET', 'filler:' .. i, string.rep('x', 1000), 'PX', 600000) end",
-        "0",
-    ])
-    .expect("fill");
-    let _ = node.cli(&["SET", "one-more", "x", "PX", "600000"]);
-    let stats = node.cli(&["INFO", "stats"]).expect("INFO stats");
-    assert!(
-        !stats.contains("evicted_keys:0\r") && stats.contains("evicted_keys:"),
-        "setup: the node evicted keys"
-    );
+    evict_keys_with_a_ttl(node);
     node.cli(&["CONFIG", "SET", "maxmemory", "100mb"])
         .expect("limit");
     node.cli(&["CONFIG", "RESETSTAT"]).expect("reset");

@@ -28,6 +28,14 @@ async fn delayed(cluster: &Cluster) -> Redlock {
     redlock
 }
 
+/// A lock on "handed" that `holder` takes and hands to another process (detached): what that
+/// process knows of it.
+async fn handed_off(holder: &Redlock, ttl: Duration) -> redquorum::LockInfo {
+    let info = holder.try_acquire("handed", ttl).await.unwrap().detach();
+    holder.settle().await;
+    info
+}
+
 /// `other` takes `resource`, trying every 20 ms, and must not get it before `ends`.
 async fn next_holder_not_before(other: &Redlock, resource: &str, ends: Instant) {
     let every_20ms = Retry::forever()
@@ -200,13 +208,7 @@ async fn a_fair_release_by_value_after_the_validity_leaves_the_lock_to_its_delay
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_release_by_value_is_judged_by_the_holders_settings_not_the_senders() {
     let cluster = cluster(3);
-    let holder = delayed(&cluster).await;
-    let info = holder
-        .try_acquire("handed", Duration::from_millis(500))
-        .await
-        .unwrap()
-        .detach();
-    holder.settle().await;
+    let info = handed_off(&delayed(&cluster).await, Duration::from_millis(500)).await;
     let ends = info.deadline() + DELAY;
 
     // No lock-delay, and a node timeout a tenth of the holder's.
@@ -291,12 +293,7 @@ async fn late_release_by_value(fair: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_by_value_keeps_the_holders_delay_whoever_sends_it() {
     let cluster = cluster(3);
-    let holder = delayed(&cluster).await;
-    let info = holder
-        .try_acquire("handed", Duration::from_secs(1))
-        .await
-        .unwrap()
-        .detach();
+    let info = handed_off(&delayed(&cluster).await, Duration::from_secs(1)).await;
     let extender = connected(&cluster).await; // no lock-delay
     let ttl = Duration::from_secs(2);
     let deadline = extender
@@ -323,12 +320,7 @@ async fn an_extension_by_value_keeps_the_holders_delay_whoever_sends_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_by_value_gives_the_holders_delay_not_the_senders() {
     let cluster = cluster(3);
-    let holder = delayed(&cluster).await;
-    let info = holder
-        .try_acquire("handed", Duration::from_secs(1))
-        .await
-        .unwrap()
-        .detach();
+    let info = handed_off(&delayed(&cluster).await, Duration::from_secs(1)).await;
     let longer = common::ready(
         Redlock::builder(cluster.urls())
             .node_timeout(NODE_TIMEOUT)
