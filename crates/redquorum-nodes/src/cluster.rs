@@ -76,6 +76,11 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// No nodes yet: a placeholder until [`start`](Self::start) returns.
+    pub(crate) fn empty() -> Self {
+        Self { nodes: Vec::new() }
+    }
+
     fn spawn_all(&mut self, spec: &NodeSpec, ports: Vec<u16>) -> Result<(), LaunchError> {
         for (i, port) in ports.into_iter().enumerate() {
             let mut node_spec = spec.clone();

@@ -174,4 +174,13 @@ pub enum LaunchError {
         /// How long we waited.
         waited: Duration,
     },
+
+    /// A Sentinel group did not reach the state we waited for (or its sentinels disagree).
+    #[error("the Sentinel group did not reach {what} within {waited:?}")]
+    SentinelNotReady {
+        /// What we waited for.
+        what: String,
+        /// How long we waited.
+        waited: Duration,
+    },
 }

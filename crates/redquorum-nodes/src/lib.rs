@@ -24,7 +24,8 @@
 //!
 //! # Promises
 //!
-//! - Servers listen on 127.0.0.1 only, with protected mode on, and never read a config file.
+//! - Servers listen on 127.0.0.1 only, with protected mode on, and never read a config file
+//!   (but a sentinel, which Redis requires to have one of its own: [`NodeSpec::sentinel`]).
 //! - A brand-new server gets the lock library's marker key ([`MARKER_KEY`]), which tells its
 //!   clients it has lost nothing (see [`NodeSpec::marked`]); a restart never writes it, so a
 //!   restart that lost the data shows it.
@@ -51,6 +52,8 @@
 //! - `cluster.rs`: [`Cluster`], several independent nodes started side by side.
 //! - `redis_cluster.rs`: [`RedisCluster`], a real Redis Cluster (masters sharing the hash slots,
 //!   with replicas), formed with the cluster commands, and its failover.
+//! - `sentinel.rs`: [`SentinelGroup`], a primary with replicas behind Redis Sentinel, and its
+//!   failover.
 //! - `detached.rs`: [`stop_detached`] and [`detached_pid`] for servers of an earlier run.
 //! - `probe.rs`: free ports and the `PING` readiness probe over a plain TCP socket.
 //! - `process.rs`: spawning, signals and bounded waits; the crate's only `unsafe` block.
@@ -65,6 +68,7 @@ mod node;
 mod probe;
 mod process;
 mod redis_cluster;
+mod sentinel;
 mod spec;
 
 pub use binary::{CLI_ENV, RedisBinary, SERVER_ENV, server_binary};
@@ -74,4 +78,5 @@ pub use error::LaunchError;
 pub use node::{LOG_FILE, RedisNode};
 pub use probe::MARKER_KEY;
 pub use redis_cluster::{RedisCluster, SLOTS};
+pub use sentinel::{DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, SentinelGroup};
 pub use spec::{DEFAULT_STARTUP_TIMEOUT, NodeSpec, Persistence};

@@ -35,6 +35,9 @@ use crate::{LaunchError, NodeSpec, PID_FILE, RedisBinary};
 /// stderr, so configuration errors printed before logging starts end up there too.
 pub const LOG_FILE: &str = "redis.log";
 
+/// The config file of a sentinel node, in its directory (`NodeSpec::sentinel`).
+pub const SENTINEL_CONFIG: &str = "sentinel.conf";
+
 /// How many fresh ports to try when other processes keep grabbing the one we picked. Each race
 /// needs another process to bind the same ephemeral port within milliseconds, so five in a row
 /// means something is wrong rather than unlucky.
@@ -180,6 +183,18 @@ impl RedisNode {
         self.log_offset = log.metadata().map_or(0, |m| m.len());
 
         let mut command = Command::new(self.spec.binary_path());
+        if self.spec.sentinel {
+            // Sentinel refuses to start without a config file it can rewrite (`NodeSpec::sentinel`).
+            let config = self.dir.join(SENTINEL_CONFIG);
+            if !config.exists() {
+                fs::write(&config, "").map_err(|source| LaunchError::Io {
+                    action: "write the sentinel's config file",
+                    path: config.clone(),
+                    source,
+                })?;
+            }
+            command.arg(&config).arg("--sentinel");
+        }
         command
             .arg("--port")
             .arg(self.port.to_string())
@@ -233,6 +248,7 @@ impl RedisNode {
     pub(crate) fn await_first_ready(&mut self) -> Result<(), LaunchError> {
         self.await_ready()?;
         if self.spec.marked
+            && !self.spec.sentinel
             && let Err(source) = probe::mark(self.port, self.spec.password())
         {
             let _ = self.kill(); // invariant 3

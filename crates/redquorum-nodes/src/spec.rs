@@ -56,6 +56,7 @@ pub struct NodeSpec {
     pub(crate) binary: Option<PathBuf>,
     pub(crate) startup_timeout: Duration,
     pub(crate) marked: bool,
+    pub(crate) sentinel: bool,
 }
 
 impl NodeSpec {
@@ -72,7 +73,20 @@ impl NodeSpec {
             binary: None,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             marked: true,
+            sentinel: false,
         }
+    }
+
+    /// Run a Redis Sentinel rather than a data server (default `false`): `redis-server
+    /// DIR/sentinel.conf --sentinel`, the rest of the command line as for any node (give the
+    /// masters to monitor with [`arg`](Self::arg): `--sentinel monitor NAME HOST PORT QUORUM`).
+    /// Sentinel requires a config file of its own, which it rewrites with what it learns (the
+    /// replicas, the other sentinels, the current master): the launcher writes it empty before
+    /// the first start, and a restart reads what Sentinel wrote there. It is the only config
+    /// file a node of ours reads. A sentinel gets no marker key.
+    pub fn sentinel(mut self, sentinel: bool) -> Self {
+        self.sentinel = sentinel;
+        self
     }
 
     /// Whether [`RedisNode::start`](crate::RedisNode::start) writes the library's marker key
@@ -198,6 +212,7 @@ impl fmt::Debug for NodeSpec {
             .field("args", &redact(&self.args))
             .field("binary", &self.binary)
             .field("startup_timeout", &self.startup_timeout)
+            .field("sentinel", &self.sentinel)
             .finish()
     }
 }
