@@ -489,7 +489,12 @@ class Redlock extends EventEmitter {
 
   /** @private */
   _noticeQuarantine () {
-    const notice = this._native.quarantineNotice()
+    let notice
+    try {
+      notice = this._native.quarantineNotice()
+    } catch {
+      return // closed by quit() meanwhile: the acquisition itself says so
+    }
     if (notice) process.emitWarning(notice, { code: 'REDQUORUM_QUARANTINE' })
   }
 

@@ -52,6 +52,11 @@ class ReadsTheClock:
     code that checks ``is_set()`` sees the lock held once its deadline has passed (an expiry on
     the servers comes later still, by the drift allowance), however busy the interpreter."""
 
+    #: Whether a read that finds the lock lost also sets the event (waking its waiters): for a
+    #: ``threading.Event``, whose ``set()`` any thread may call; not for an ``asyncio.Event``,
+    #: which only its loop may set (a thread checking the lock would break that: review).
+    _set_when_read = True
+
     def __init__(self, held: Any) -> None:
         super().__init__()
         self._held = held
@@ -60,7 +65,8 @@ class ReadsTheClock:
         if super().is_set():  # type: ignore[misc]
             return True
         if self._held.is_lost():
-            self.set()  # type: ignore[attr-defined]  # wakes every waiter too
+            if self._set_when_read:
+                self.set()  # type: ignore[attr-defined]  # wakes every waiter too
             return True
         return False
 

@@ -41,6 +41,8 @@ class _Lost(ReadsTheClock, _asyncio.Event):
     clock against the lock's deadline (``ReadsTheClock``): the background watcher sets it
     through the event loop, which a busy task can hold up past the keys' expiry."""
 
+    _set_when_read = False  # only the loop sets it: `is_set()` may be called from any thread
+
     async def wait(self) -> Literal[True]:
         while not self.is_set():
             # Never past the deadline: the clock says "lost" then, set or not.

@@ -357,7 +357,7 @@ def test_an_extension_by_value_keeps_the_holders_lock_delay(servers, nodes, name
     key the holder's delay past the new TTL, and nobody gets the lock inside the delay after
     the new deadline (engine invariant 9; issue 44)."""
     holder = redquorum.Redlock(servers, lock_delay=2, node_timeout=PATIENT_NODE_TIMEOUT)
-    value = holder.acquire(name, 1).detach()
+    value = holder.acquire(name, 3).detach()  # timely: more validity left than the late bound
     extender = redquorum.Redlock(servers, node_timeout=PATIENT_NODE_TIMEOUT)
     validity = extender.extend_value(name, value, 1.5)
     deadline = time.monotonic() + validity

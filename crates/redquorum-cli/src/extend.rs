@@ -54,7 +54,7 @@ struct Extended<'a> {
 }
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
-    global.check_ttl(args.ttl)?;
+    global.check_ttl_alone(args.ttl)?; // the holder's delay, not ours, goes with the keys
     let manager = global.connected().await?;
     let resource = &args.lock.resource;
     match manager

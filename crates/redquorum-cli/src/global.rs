@@ -210,22 +210,32 @@ impl Global {
     /// Refuses a TTL longer than `--max-ttl` before anything is sent. The library refuses it
     /// too, but in its own terms (`max_ttl`); this says which flag to change, and where.
     pub fn check_ttl(&self, ttl: Duration) -> Result<(), Failure> {
+        self.check_ttl_alone(ttl)?;
+        if let Some(delay) = self.lock_delay
+            && ttl.saturating_add(delay) > self.max_ttl
+        {
+            return Err(Failure::usage(format!(
+                "--ttl {} plus --lock-delay {} is longer than --max-ttl {}: a lock's keys live \
+                 that long, and a restarted node must be quarantined for longer; shorten one, or \
+                 raise --max-ttl (or REDLOCK_MAX_TTL) on every client of these servers",
+                duration::format(ttl),
+                duration::format(delay),
+                duration::format(self.max_ttl)
+            )));
+        }
+        Ok(())
+    }
+
+    /// [`check_ttl`](Self::check_ttl) without this run's `--lock-delay`: for an extension by
+    /// value, whose keys get the holder's delay, carried in the value (the library checks that
+    /// one: its engine invariant 9).
+    pub fn check_ttl_alone(&self, ttl: Duration) -> Result<(), Failure> {
         if ttl > self.max_ttl {
             return Err(Failure::usage(format!(
                 "--ttl {} is longer than --max-ttl {}: raise --max-ttl (or REDLOCK_MAX_TTL) on \
                  every client of these servers, as it is also how long a restarted node is \
                  quarantined",
                 duration::format(ttl),
-                duration::format(self.max_ttl)
-            )));
-        }
-        if let Some(delay) = self.lock_delay
-            && ttl.saturating_add(delay) > self.max_ttl
-        {
-            return Err(Failure::usage(format!(
-                "--ttl {} plus --lock-delay {} is longer than --max-ttl {}: a lock's keys live                  that long, and a restarted node must be quarantined for longer; shorten one, or                  raise --max-ttl (or REDLOCK_MAX_TTL) on every client of these servers",
-                duration::format(ttl),
-                duration::format(delay),
                 duration::format(self.max_ttl)
             )));
         }
@@ -288,11 +298,21 @@ impl Global {
         Ok(manager)
     }
 
+    /// What a hint's `redlock` command needs to reach these servers under these rules.
+    fn reach(&self) -> crate::waiting::Reach<'_> {
+        let default_max_ttl = duration::parse(DEFAULT_MAX_TTL).ok();
+        crate::waiting::Reach {
+            servers: &self.servers,
+            password_file: self.password_file.as_deref(),
+            max_ttl: (Some(self.max_ttl) != default_max_ttl).then_some(self.max_ttl),
+            tls_ca: self.tls_ca.as_deref(),
+        }
+    }
+
     /// A failed acquisition's one-line error ([`exit::not_acquired`]), with the command that
     /// ends the wait where the library names a remedy for the quarantine that blocked it.
     pub fn not_acquired(&self, error: redquorum::Error) -> Failure {
-        let hint =
-            crate::waiting::failure_hint(&error, &self.servers, self.password_file.as_deref());
+        let hint = crate::waiting::failure_hint(&error, self.reach());
         let failure = exit::not_acquired(error);
         match hint {
             Some(hint) => failure.with(&hint),
@@ -321,10 +341,7 @@ impl Global {
         awaited: crate::waiting::Awaited,
     ) -> Result<(Redlock, Retry, Option<crate::waiting::Notice>), Failure> {
         let (manager, up, replies) = self.connect_all().await?;
-        let notice = waits.then(|| {
-            let password_file = self.password_file.as_deref();
-            crate::waiting::watch(&manager, awaited, &self.servers, password_file)
-        });
+        let notice = waits.then(|| crate::waiting::watch(&manager, awaited, self.reach()));
         if up < manager.quorum() {
             tracing::debug!(up, "too few servers reachable; one attempt only");
             return Ok((manager, Retry::once(), notice));

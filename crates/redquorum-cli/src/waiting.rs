@@ -168,14 +168,9 @@ impl Drop for Notice {
 /// Starts watching `manager`'s nodes for an acquisition of `awaited`; `servers` is the server
 /// list as given and `password_file` the global option, for the hints (the list is left out
 /// when it carries credentials).
-pub fn watch(
-    manager: &Redlock,
-    awaited: Awaited,
-    servers: &str,
-    password_file: Option<&Path>,
-) -> Notice {
+pub fn watch(manager: &Redlock, awaited: Awaited, reach: Reach<'_>) -> Notice {
     let manager = manager.clone();
-    let redlock = redlock_command(servers, password_file);
+    let redlock = redlock_command(reach);
     let started = tokio::time::Instant::now();
     let shared = Arc::new(Mutex::new(Screen::default()));
     let screen_of_task = Arc::clone(&shared);
@@ -187,7 +182,8 @@ pub fn watch(
         let mut quiet_since = started;
         loop {
             let quarantined = manager.quarantined_nodes();
-            let voters = manager.nodes().len() - quarantined.len();
+            let nodes = manager.nodes().len();
+            let voters = nodes - quarantined.len();
             let blocked = !quarantined.is_empty() && voters < manager.quorum();
             {
                 let mut screen = screen(&screen_of_task);
@@ -210,7 +206,7 @@ pub fn watch(
                             "redlock: waiting for {}",
                             describe(&quarantined, manager.quorum())
                         );
-                        if let Some(hint) = mark_hint(&quarantined, &redlock) {
+                        if let Some(hint) = mark_hint(&quarantined, nodes, &redlock) {
                             eprintln!("redlock: {hint}");
                         }
                         screen.bar = Bar::new();
@@ -260,20 +256,48 @@ fn describe(quarantined: &[(String, redquorum::Quarantine)], quorum: usize) -> S
     )
 }
 
-/// `redlock` with the global options that reach these servers: the list when it carries no
-/// password, and the password file when one was given.
-fn redlock_command(servers: &str, password_file: Option<&Path>) -> String {
-    if servers.contains('@') {
-        return "redlock --servers <the same servers>".to_owned();
-    }
-    match password_file {
-        Some(file) => format!(
-            "redlock --servers {} --password-file {}",
-            shell_word(servers),
+/// What a hint's `redlock` command needs to reach the same servers under the same rules as this
+/// run: the servers, the password file, and the options a mark is judged by.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach<'a> {
+    pub servers: &'a str,
+    pub password_file: Option<&'a Path>,
+    /// `--max-ttl`, when not the default: a mark judges a server's uptime against it.
+    pub max_ttl: Option<Duration>,
+    /// `--tls-ca`, when given.
+    pub tls_ca: Option<&'a Path>,
+}
+
+/// `redlock` with the global options of `reach`: the list when it carries no password (in its
+/// user part or its query, as `?pass=`), and the password file when one was given.
+fn redlock_command(reach: Reach<'_>) -> String {
+    let lower = reach.servers.to_ascii_lowercase();
+    let mut command = if reach.servers.contains('@') || lower.contains("pass") {
+        "redlock --servers <the same servers>".to_owned()
+    } else {
+        format!("redlock --servers {}", shell_word(reach.servers))
+    };
+    if let Some(file) = reach.password_file {
+        command.push_str(&format!(
+            " --password-file {}",
             shell_word(&file.display().to_string())
-        ),
-        None => format!("redlock --servers {}", shell_word(servers)),
+        ));
     }
+    if let Some(max_ttl) = reach.max_ttl {
+        let ttl = if max_ttl.subsec_millis() == 0 {
+            format!("{}s", max_ttl.as_secs())
+        } else {
+            format!("{}ms", max_ttl.as_millis())
+        };
+        command.push_str(&format!(" --max-ttl {ttl}"));
+    }
+    if let Some(ca) = reach.tls_ca {
+        command.push_str(&format!(
+            " --tls-ca {}",
+            shell_word(&ca.display().to_string())
+        ));
+    }
+    command
 }
 
 /// How to skip the wait, only where the nodes may simply be new: each was first seen without a
@@ -281,25 +305,20 @@ fn redlock_command(servers: &str, password_file: Option<&Path>) -> String {
 /// `run_id` changed, its marker went, it was promoted) is how a lock is given twice, so there is
 /// no hint for those; and for a server up for less than `--max-ttl` the hint is `--brand-new`,
 /// with what that means, since a restart looks the same.
-fn mark_hint(quarantined: &[(String, redquorum::Quarantine)], redlock: &str) -> Option<String> {
+fn mark_hint(
+    quarantined: &[(String, redquorum::Quarantine)],
+    nodes: usize,
+    redlock: &str,
+) -> Option<String> {
     // The library's rule (`remedy` invariant 1), in the CLI's words.
-    Some(remedy_hint(
-        Remedy::of(quarantined.iter().map(|(_, q)| q))?,
-        redlock,
-    ))
+    let remedy = Remedy::of(quarantined.iter().map(|(_, q)| q), nodes)?;
+    Some(remedy_hint(remedy, redlock))
 }
 
 /// The hint for a failed acquisition whose error names a remedy ([`redquorum::Error::remedy`]):
 /// the same words as a wait's, with the command that reaches these servers.
-pub fn failure_hint(
-    error: &redquorum::Error,
-    servers: &str,
-    password_file: Option<&Path>,
-) -> Option<String> {
-    Some(remedy_hint(
-        error.remedy()?,
-        &redlock_command(servers, password_file),
-    ))
+pub fn failure_hint(error: &redquorum::Error, reach: Reach<'_>) -> Option<String> {
+    Some(remedy_hint(error.remedy()?, &redlock_command(reach)))
 }
 
 /// `remedy` as a command line for `redlock` (`redlock --servers … nodes mark [--brand-new]`).
@@ -369,7 +388,12 @@ mod tests {
 
     #[test]
     fn a_long_wait_says_what_it_waits_for_and_how_to_see_who_holds_it() {
-        let redlock = redlock_command("redis://10.0.0.1:6379", None);
+        let redlock = redlock_command(Reach {
+            servers: "redis://10.0.0.1:6379",
+            password_file: None,
+            max_ttl: None,
+            tls_ca: None,
+        });
         let one = Awaited::lock(&["job".to_owned()]);
         assert_eq!(
             one.first_line(&redlock),
@@ -409,7 +433,12 @@ mod tests {
         assert_eq!(shell_word("a b$c"), "'a b$c'");
         assert_eq!(shell_word(""), "''");
         assert_eq!(shown("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
-        let filed = redlock_command("redis://h:6379/?a=1&b=2", Some(Path::new("/run/my pw")));
+        let filed = redlock_command(Reach {
+            servers: "redis://h:6379/?a=1&b=2",
+            password_file: Some(Path::new("/run/my pw")),
+            max_ttl: None,
+            tls_ca: None,
+        });
         assert_eq!(
             filed,
             "redlock --servers 'redis://h:6379/?a=1&b=2' --password-file '/run/my pw'"
@@ -439,15 +468,33 @@ mod tests {
             QuarantineReason::FirstSeenWithoutMarker,
         );
         let quarantined = [("10.0.0.1:6379".to_owned(), q)];
-        let hint = |servers, file: Option<&str>| {
-            mark_hint(&quarantined, &redlock_command(servers, file.map(Path::new)))
-                .unwrap_or_default()
+        let reach = |servers, file: Option<&'static str>| Reach {
+            servers,
+            password_file: file.map(Path::new),
+            max_ttl: None,
+            tls_ca: None,
+        };
+        let hint = |servers, file: Option<&'static str>| {
+            mark_hint(&quarantined, 1, &redlock_command(reach(servers, file))).unwrap_or_default()
         };
         let command = hint("redis://u:secret@10.0.0.1:6379", None);
         assert!(!command.contains("secret"), "{command}");
         assert!(
             command.ends_with("redlock --servers <the same servers> nodes mark"),
             "{command}"
+        );
+        // A password in the query (a unix socket's `?pass=`): found by review.
+        let command = hint("unix:///run/r.sock?pass=s3cr3t", None);
+        assert!(!command.contains("s3cr3t"), "{command}");
+        // The options a mark is judged by go with it.
+        let judged = redlock_command(Reach {
+            max_ttl: Some(Duration::from_secs(6)),
+            tls_ca: Some(Path::new("/etc/ca.pem")),
+            ..reach("rediss://10.0.0.1:6379", None)
+        });
+        assert_eq!(
+            judged,
+            "redlock --servers rediss://10.0.0.1:6379 --max-ttl 6s --tls-ca /etc/ca.pem"
         );
         let plain = hint("redis://10.0.0.1:6379,redis://10.0.0.2:6379", None);
         assert!(
@@ -472,33 +519,34 @@ mod tests {
             q.up = up.map(Duration::from_secs);
             vec![("127.0.0.1:7001".to_owned(), q)]
         };
+        // `Started` alone: the server showed a marker but started recently, a restart.
         for reason in [
+            QuarantineReason::Started,
             QuarantineReason::Restarted,
             QuarantineReason::LostMarker,
             QuarantineReason::Promoted,
         ] {
             assert_eq!(
-                mark_hint(&node(reason, Some(3)), "redlock"),
+                mark_hint(&node(reason, Some(3)), 1, "redlock"),
                 None,
                 "{reason}"
             );
         }
-        for reason in [
-            QuarantineReason::Started,
-            QuarantineReason::FirstSeenWithoutMarker,
-        ] {
-            let just_started = mark_hint(&node(reason, Some(3)), "redlock").unwrap_or_default();
-            assert!(
-                just_started.contains("redlock nodes mark --brand-new"),
-                "{just_started}"
-            );
-            assert!(
-                just_started.contains("not after a restart"),
-                "{just_started}"
-            );
-        }
+        let first_seen = QuarantineReason::FirstSeenWithoutMarker;
+        let just_started = mark_hint(&node(first_seen, Some(3)), 1, "redlock").unwrap_or_default();
+        assert!(
+            just_started.contains("redlock nodes mark --brand-new"),
+            "{just_started}"
+        );
+        assert!(
+            just_started.contains("not after a restart"),
+            "{just_started}"
+        );
+        // New to a group whose other node votes: a mark would be refused.
+        assert_eq!(mark_hint(&node(first_seen, Some(3)), 2, "redlock"), None);
         let long_running = mark_hint(
             &node(QuarantineReason::FirstSeenWithoutMarker, None),
+            1,
             "redlock",
         )
         .unwrap_or_default();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use redquorum::{
     Cause, Error, Mark, MarkerState, QuarantineReason, Reader, Redlock, Remedy, Reply, Retry, Vouch,
 };
-use redquorum_nodes::{Cluster, NodeSpec, RedisNode};
+use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisNode};
 
 const MAX_TTL: Duration = Duration::from_secs(3);
 
@@ -517,4 +517,33 @@ async fn a_restart_names_no_remedy_and_a_deadline_is_waited_for() {
         .await
         .expect("granted once the quarantine ended");
     lock.release().await;
+}
+
+/// Review of issue 45: a quarantine that made the difference, but not one that keeps a quorum
+/// from voting (one new node of three, another down for now), is not given up on at once: the
+/// node that is down may answer at the next attempt. Nor does the manager tell a waiter about
+/// quarantined nodes then: what it waits for is not their quarantine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantine_that_leaves_a_quorum_possible_is_not_given_up_on_at_once() {
+    // Durable and marked: trusted at once.
+    let durable = NodeSpec::new().persistence(Persistence::AofAlways);
+    let mut marked = Cluster::start(2, durable).unwrap();
+    let new = RedisNode::start(unmarked()).unwrap();
+    let urls = vec![marked.node(0).url(), marked.node(1).url(), new.url()];
+    let manager = Redlock::builder(urls)
+        .node_timeout(common::PATIENT_NODE_TIMEOUT)
+        .build()
+        .unwrap();
+    manager.connect().await;
+    assert_eq!(manager.quarantined_nodes().len(), 1, "the new node only");
+    marked.node(1).kill().unwrap();
+    let err = manager
+        .acquire("res", Duration::from_secs(5))
+        .await
+        .expect_err("one vote of two needed");
+    assert!(
+        matches!(err, Error::NotAcquired { attempts: 3, .. }),
+        "every attempt made: {err}"
+    );
+    assert_eq!(manager.quarantine_notice(Reader::Rust), None);
 }

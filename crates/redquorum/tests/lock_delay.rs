@@ -293,7 +293,9 @@ async fn late_release_by_value(fair: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_by_value_keeps_the_holders_delay_whoever_sends_it() {
     let cluster = cluster(3);
-    let info = handed_off(&delayed(&cluster).await, Duration::from_secs(1)).await;
+    // Long enough that an extension by value is timely (engine invariant 10: more validity left
+    // than the node timeout and the drift allowance of `max_ttl`, 1.1 s here).
+    let info = handed_off(&delayed(&cluster).await, Duration::from_secs(3)).await;
     let extender = connected(&cluster).await; // no lock-delay
     let ttl = Duration::from_secs(2);
     let deadline = extender
@@ -320,7 +322,9 @@ async fn an_extension_by_value_keeps_the_holders_delay_whoever_sends_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_by_value_gives_the_holders_delay_not_the_senders() {
     let cluster = cluster(3);
-    let info = handed_off(&delayed(&cluster).await, Duration::from_secs(1)).await;
+    // Long enough that an extension by value is timely (engine invariant 10: more validity left
+    // than the node timeout and the drift allowance of `max_ttl`, 1.1 s here).
+    let info = handed_off(&delayed(&cluster).await, Duration::from_secs(3)).await;
     let longer = common::ready(
         Redlock::builder(cluster.urls())
             .node_timeout(NODE_TIMEOUT)
@@ -381,4 +385,29 @@ async fn an_extension_by_value_the_holders_bound_cannot_cover_is_refused() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err}");
+}
+
+/// A late extension is no extension, whoever sends it (engine invariant 10): after the holder's
+/// deadline, an extension by value does not revive the lock inside its delay (the node says it
+/// is left to its delay), and a release by value after it is still a late one. Found by review:
+/// before, the extension succeeded and the release that followed freed the lock 4.4 s early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_by_value_after_the_deadline_does_not_revive_the_lock() {
+    let cluster = cluster(3);
+    let info = handed_off(&delayed(&cluster).await, Duration::from_millis(500)).await;
+    let ends = info.deadline() + DELAY;
+    let other = connected(&cluster).await; // no lock-delay
+    tokio::time::sleep_until((info.deadline() + Duration::from_millis(100)).into()).await;
+    let err = other
+        .extend_value("handed", info.value(), Duration::from_secs(2))
+        .await
+        .expect_err("a late extension is no extension");
+    assert_eq!(err.cause(), Some(redquorum::Cause::LeftToDelay), "{err}");
+    let released = other.release_value("handed", info.value()).await;
+    assert_eq!(
+        released.cause(),
+        Some(redquorum::Cause::LeftToDelay),
+        "{released:?}"
+    );
+    next_holder_not_before(&other, "handed", ends).await;
 }

@@ -108,12 +108,15 @@ impl Redlock {
             .collect()
     }
 
-    /// What to tell a caller waiting for a lock while nodes are quarantined, in `reader`'s
-    /// words, or `None` when none is: each quarantined node, why and how much longer, and where
-    /// a mark is right, the call that ends the wait (`remedy` invariant 1). Sends nothing.
+    /// What to tell a caller waiting for a lock while quarantined nodes keep a quorum from
+    /// voting, in `reader`'s words, or `None` when they do not (none is quarantined, or enough
+    /// others remain: the wait is then for something else, a busy lock): each quarantined node,
+    /// why and how much longer, and where a mark is right, the call that ends the wait
+    /// (`remedy` invariant 1). Sends nothing.
     pub fn quarantine_notice(&self, reader: Reader) -> Option<String> {
         let quarantined = self.quarantined_nodes();
-        if quarantined.is_empty() {
+        let voters = self.engine().nodes.len() - quarantined.len();
+        if quarantined.is_empty() || voters >= self.quorum() {
             return None;
         }
         let mut notice = String::from("waiting for quarantined nodes: ");
@@ -121,7 +124,8 @@ impl Redlock {
             let gap = if i == 0 { "" } else { "; " };
             notice.push_str(&format!("{gap}{node} ({quarantine})"));
         }
-        if let Some(remedy) = Remedy::of(quarantined.iter().map(|(_, q)| q)) {
+        let nodes = self.engine().nodes.len();
+        if let Some(remedy) = Remedy::of(quarantined.iter().map(|(_, q)| q), nodes) {
             notice.push_str(&format!("; {}", remedy.advice(remedy.call(reader))));
         }
         Some(notice)

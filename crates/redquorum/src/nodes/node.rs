@@ -87,10 +87,14 @@ pub(crate) enum Request {
     /// value: a token on request ([`fencing`](crate::protocol::fencing) invariant 8).
     FenceHeld { advance: Advance },
     /// The compare-and-PEXPIRE script; with fencing on (`retention_ms`), it also keeps the
-    /// fencing counters for their retention from now.
+    /// fencing counters for their retention from now. With `late_ms` (an extension by value of
+    /// one resource under a lock-delay: `engine` invariant 10), a key with no more than that
+    /// left is not extended but left to its delay; 0 for none (the holder's own extensions, sets
+    /// and read-write locks, which are never extended by value).
     Extend {
         ttl_ms: u64,
         retention_ms: Option<u64>,
+        late_ms: u64,
     },
     /// The compare-and-delete script; also takes `leave` out of the waiting queue. When
     /// `announce`, whatever it frees is announced to the resource's queued waiters; otherwise a
@@ -651,22 +655,32 @@ async fn perform(
         Request::Extend {
             ttl_ms,
             retention_ms: None,
+            late_ms,
         } => {
             let script = one_or_many(resources, &EXTEND, &EXTEND_MANY);
+            let args: &[u64] = match late_ms {
+                0 => &[ttl_ms],
+                late_ms => &[ttl_ms, late_ms],
+            };
             let reply = connection
-                .eval(checked, script, keys, Some(value), &[ttl_ms])
+                .eval(checked, script, keys, Some(value), args)
                 .await?;
-            (int_reply(&reply)? == 1, None, false)
+            (released(&reply)?, None, false)
         }
         Request::Extend {
             ttl_ms,
             retention_ms: Some(retention_ms),
+            late_ms,
         } => {
             let script = one_or_many(resources, &EXTEND_FENCED, &EXTEND_MANY_FENCED);
+            let args: &[u64] = match late_ms {
+                0 => &[ttl_ms, retention_ms],
+                late_ms => &[ttl_ms, retention_ms, late_ms],
+            };
             let reply = connection
-                .eval(checked, script, keys, Some(value), &[ttl_ms, retention_ms])
+                .eval(checked, script, keys, Some(value), args)
                 .await?;
-            (int_reply(&reply)? == 1, None, false)
+            (released(&reply)?, None, false)
         }
         // Done when at least one key still held our value: the keys of a set are set and
         // extended together, so they expire together, and all or none were still ours.
@@ -773,6 +787,7 @@ async fn perform_read_write(
         Request::Extend {
             ttl_ms,
             retention_ms,
+            ..
         } => {
             let tail = [ttl_ms, retention_ms.unwrap_or(0)];
             let reply = connection
@@ -808,9 +823,9 @@ fn unexpected(what: &str, reply: &Value) -> NodeError {
     NodeError::Server(format!("unexpected reply to {what}: {reply:?}"))
 }
 
-/// Reads a release script's reply: deleted (positive), not ours (0), or left to the lock-delay
-/// (negative: our key outlived its holder's validity, [`engine`](crate::round::engine)
-/// invariant 6).
+/// Reads a release's or an extension's script reply: done (positive), not ours (0), or left to
+/// the lock-delay (negative: our key outlived its holder's validity,
+/// [`engine`](crate::round::engine) invariants 6 and 10).
 fn released(reply: &Value) -> Result<bool, NodeError> {
     match int_reply(reply)? {
         n if n < 0 => Err(NodeError::LeftToDelay),

@@ -303,6 +303,11 @@ pub(crate) struct Server {
     epoch: Instant,
     /// What health checks found so far, kept across reconnections (quarantine invariant 2).
     memory: Arc<Mutex<Memory>>,
+    /// Held for the length of each health check: one at a time per server, so that each reads
+    /// the server's counters after the last one's commands (quarantine invariant 7: two checks
+    /// interleaved read a count that grew by less than a check's own commands, which looks
+    /// like a reset; found by review, a mark's recheck beside a background one).
+    checks: Arc<tokio::sync::Mutex<()>>,
     generations: AtomicU64,
     /// Set for a master of a Redis Cluster node.
     cluster: Option<InCluster>,
@@ -368,6 +373,7 @@ impl Server {
             connecting: Mutex::new(None),
             epoch: Instant::now(),
             memory: Arc::new(Mutex::new(Memory::default())),
+            checks: Arc::new(tokio::sync::Mutex::new(())),
             generations: AtomicU64::new(0),
             cluster: None,
             first_sight: None,
@@ -491,6 +497,7 @@ impl Server {
         let client = self.client.clone();
         let settings = self.settings;
         let memory = Arc::clone(&self.memory);
+        let checks = Arc::clone(&self.checks);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let epoch = self.epoch;
         let marker = self.marker();
@@ -513,6 +520,7 @@ impl Server {
                     pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
                 }
                 let _ = pipe.ignore_errors().query_async::<Value>(&mut conn).await;
+                let _one_at_a_time = checks.lock().await;
                 let health = check_health(
                     &mut conn,
                     &settings.trust,
@@ -560,11 +568,13 @@ impl Server {
     /// cleared at the end).
     fn recheck(&self, live: Arc<Live>) -> impl Future<Output = ()> + Send + 'static {
         let (trust, memory) = (self.settings.trust, Arc::clone(&self.memory));
+        let checks = Arc::clone(&self.checks);
         let timeout = self.settings.connect_timeout;
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
         let claim = self.claim.clone();
         async move {
+            let _one_at_a_time = checks.lock().await;
             let mut conn = live.conn.clone();
             let claim = claim.as_ref().map(|(ids, claimant)| (&**ids, &**claimant));
             let check = check_health(

@@ -145,7 +145,7 @@ impl Cause {
                 nodes: lefts.len(),
                 longest: lefts[lefts.len() - 1],
                 ready_in,
-                remedy: Remedy::of(quarantines),
+                remedy: Remedy::of(quarantines, total),
             };
         }
         // Invariant 3. Silent: no answer that counts (a quarantined node's included).

@@ -9,10 +9,15 @@
 //! there the only remedy is the wait, and the message says how long it is.
 //!
 //! # Invariants
-//! 1. **A remedy is named only where a mark is right**: every quarantined node was first seen
-//!    without a marker or started recently, nothing else ([`QuarantineReason`]'s other reasons
-//!    are evidence of a loss: a restart under our eyes, a lost marker, a promotion, an eviction,
-//!    a reset of the statistics, a new replication history).
+//! 1. **A remedy is named only where a mark is right**: every node of the group is quarantined
+//!    (a node that votes carries a marker, and a node without one among marked nodes is new to
+//!    the group, which a mark refuses: `mark::refused`), and each was first seen without a
+//!    marker, nothing else ([`QuarantineReason`]'s other reasons are evidence of a loss: a
+//!    restart under our eyes, a lost marker, a promotion, an eviction, a reset of the
+//!    statistics, a new replication history; and `Started` alone means the server showed a
+//!    marker but started recently: a restart, found by review, where the mark does nothing).
+//!    A mark may still be refused on evidence a quarantine does not carry (a flush in the
+//!    server's counters, a Redis before 7): the refusal then says why.
 //! 2. **A server up for less than `max_ttl` gets the brand-new vouch, with its condition.** A
 //!    restart looks the same as a new server there, so the advice says "never after a restart";
 //!    the plain mark would be refused for such a server anyway (`mark::refused`).
@@ -49,14 +54,21 @@ pub enum Reader {
 }
 
 impl Remedy {
-    /// The remedy for `quarantines`, the ones that keep a lock from being granted, if one is
-    /// right for all of them (invariants 1 and 2); `None` for none.
-    pub fn of<'a>(quarantines: impl IntoIterator<Item = &'a Quarantine>) -> Option<Remedy> {
+    /// The remedy for a group of `nodes` nodes whose quarantined ones are `quarantines`, if one
+    /// is right (invariants 1 and 2); `None` for none.
+    pub fn of<'a, I>(quarantines: I, nodes: usize) -> Option<Remedy>
+    where
+        I: IntoIterator<Item = &'a Quarantine>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let quarantines = quarantines.into_iter();
+        if quarantines.len() != nodes {
+            return None;
+        }
         let mut remedy = None;
         for quarantine in quarantines {
             let just_started = quarantine.up.is_some() || quarantine.young;
             remedy = match quarantine.reason {
-                QuarantineReason::Started => Some(Remedy::MarkBrandNew),
                 QuarantineReason::FirstSeenWithoutMarker if just_started => {
                     Some(Remedy::MarkBrandNew)
                 }
@@ -129,7 +141,6 @@ mod tests {
     #[test]
     fn a_mark_is_named_only_where_every_quarantined_node_may_simply_be_new() {
         use QuarantineReason::*;
-        let new_server = q(Started, Some(10));
         let unmarked_young = q(FirstSeenWithoutMarker, Some(10));
         let unmarked_old = q(FirstSeenWithoutMarker, None);
         // Durable and young: its uptime keeps it out of nothing, but a plain mark is refused.
@@ -137,23 +148,23 @@ mod tests {
             young: true,
             ..unmarked_old
         };
-        assert_eq!(Remedy::of([&new_server]), Some(Remedy::MarkBrandNew));
-        assert_eq!(Remedy::of([&unmarked_young]), Some(Remedy::MarkBrandNew));
-        assert_eq!(
-            Remedy::of([&unmarked_durable_young]),
-            Some(Remedy::MarkBrandNew)
-        );
-        assert_eq!(Remedy::of([&unmarked_old]), Some(Remedy::Mark));
+        let of = |qs: &[&Quarantine]| Remedy::of(qs.iter().copied(), qs.len());
+        assert_eq!(of(&[&unmarked_young]), Some(Remedy::MarkBrandNew));
+        assert_eq!(of(&[&unmarked_durable_young]), Some(Remedy::MarkBrandNew));
+        assert_eq!(of(&[&unmarked_old]), Some(Remedy::Mark));
         // One young server among long-running ones: the brand-new vouch, whatever the order.
         assert_eq!(
-            Remedy::of([&unmarked_old, &new_server]),
+            of(&[&unmarked_old, &unmarked_young]),
             Some(Remedy::MarkBrandNew)
         );
         assert_eq!(
-            Remedy::of([&new_server, &unmarked_old]),
+            of(&[&unmarked_young, &unmarked_old]),
             Some(Remedy::MarkBrandNew)
         );
+        // A server that showed a marker but started recently restarted: no mark (review).
+        assert_eq!(of(&[&q(Started, Some(10))]), None);
         for loss in [
+            Started,
             Restarted,
             LostMarker,
             Promoted,
@@ -161,14 +172,17 @@ mod tests {
             StatsReset,
             Resynchronised,
         ] {
-            assert_eq!(Remedy::of([&q(loss, None)]), None, "{loss:?}");
+            assert_eq!(of(&[&q(loss, None)]), None, "{loss:?}");
             assert_eq!(
-                Remedy::of([&unmarked_old, &q(loss, Some(3))]),
+                of(&[&unmarked_old, &q(loss, Some(3))]),
                 None,
                 "a loss among new nodes: {loss:?}"
             );
         }
-        assert_eq!(Remedy::of([]), None);
+        // A node of the group votes (it carries a marker): the others are new to a marked
+        // group, which a mark refuses (review).
+        assert_eq!(Remedy::of([&unmarked_young], 2), None);
+        assert_eq!(Remedy::of([], 0), None);
     }
 
     #[test]

@@ -90,6 +90,16 @@
 //!    drift allowance (the extender's node timeout if shorter; with the holder's settings, the
 //!    node timeout itself). A value that carries no delay (another client's, or none was set)
 //!    is extended with the sender's own settings, as the holder's own extensions are.
+//! 10. **A late extension is no extension, whoever sends it.** An extension by value that
+//!     reaches a node after the holder's validity (the key has no more than the late-release
+//!     bound of invariant 6 left) does not extend the key: the node leaves it to its delay and
+//!     says so (`Reply::LeftToDelay`), as for a late release. Otherwise a process could revive a
+//!     lock its holder left unreleased inside the delay, and its release would then free the
+//!     lock at once (found by review: `redlock extend` 0.5 s after a 2 s lock's deadline, then
+//!     `redlock release`, let another client in 4.4 s before the 5 s delay ended). The holder
+//!     never extends a lock its own clock says is lost (`lock` invariant 1), so its extensions
+//!     carry no bound. As with releases, an extension by value near the deadline may be judged
+//!     late (the safe side): one of a lock whose TTL is shorter than the bound is always refused.
 
 use std::collections::HashSet;
 use std::future::{Future, poll_fn};
@@ -806,6 +816,16 @@ impl Engine {
     ) -> Result<Instant, Error> {
         let (delay, timeout) = self.extension_terms(value, ttl, sender)?;
         let ttl_ms = self.check_ttl_with(ttl, delay)?;
+        // Invariant 10: by value, a key that outlived its holder's validity is not extended,
+        // judged by the holder's bound when the value carries it (the keys are the holder's
+        // shape: invariant 9), else by the sender's own.
+        let late_ms = match (sender, value::carried(value)) {
+            (Deadline::Known, _) => 0,
+            (Deadline::Unknown, Some(carried)) => carried.late_bound_ms,
+            (Deadline::Unknown, None) => {
+                value::release_bound_by_value(self.rules.value_bound_ms(), value)
+            }
+        };
         let span = tracing::debug_span!("extend", resource = %resources, ttl_ms);
         let round = self
             .round(
@@ -813,6 +833,7 @@ impl Engine {
                 Request::Extend {
                     ttl_ms,
                     retention_ms: self.rules.fence.map(|a| a.retention_ms),
+                    late_ms,
                 },
                 resources,
                 value,

@@ -25,8 +25,10 @@
 //!    no release wakes it: our own rollback frees the key, and a waiter woken by that tried
 //!    again at once, over a thousand attempts a second for the whole quarantine.
 //! 7. **A quarantine that a few tries cannot outlast is not waited for, and one that is waited
-//!    for is waited for aloud.** When quarantined nodes made the difference and the attempts
-//!    left cannot reach the end of their quarantine ([`retry`](crate::round::retry) invariant
+//!    for is waited for aloud.** When quarantined nodes are so many that the others cannot make
+//!    a quorum (not merely when they made the difference: a node that timed out may answer
+//!    next time, found by review) and the attempts left cannot reach the end of their
+//!    quarantine ([`retry`](crate::round::retry) invariant
 //!    4: each wait lasts at most [`QUARANTINE_POLL`]), the acquisition gives up at once, and its
 //!    error says how long is left and, where the nodes may simply be new, how to vouch for them
 //!    ([`remedy`](crate::protocol::remedy)): with a retry policy of attempts (every package's
@@ -192,6 +194,18 @@ impl std::fmt::Display for Wanted {
 /// costs the nodes a `SET`, a marker read and a rollback, and triggers their health checks,
 /// which see a vouch (`redlock nodes mark`) within two seconds.
 const QUARANTINE_POLL: Duration = Duration::from_secs(2);
+
+/// Whether the quarantined nodes of a round are so many that the others cannot make a quorum
+/// whatever they answer next (invariant 7): only then does waiting for the quarantine's end
+/// decide the acquisition. With fewer, a node that timed out or refused may grant next time.
+fn quarantine_blocks_quorum(failure: &RoundFailure) -> bool {
+    let quarantined = failure
+        .replies
+        .iter()
+        .filter(|r| matches!(r.reply, Reply::Quarantined(_)))
+        .count();
+    failure.replies.len() - quarantined < failure.quorum
+}
 
 /// `a:1 (first seen without a marker, 58 s left); b:2 (…)`: the quarantined nodes of a round.
 fn quarantined_nodes(failure: &RoundFailure) -> String {
@@ -628,8 +642,10 @@ impl Redlock {
                 Failed::Otherwise
             };
             let mut next = schedule.next_delay(Instant::now(), failed);
-            // Invariant 7: a quarantine that ends after the last attempt is not waited for.
+            // Invariant 7: a quarantine that keeps a quorum from voting and ends after the last
+            // attempt is not waited for.
             if let (Some(_), Cause::Quarantined { ready_in, .. }) = (next, failure.cause())
+                && quarantine_blocks_quorum(&failure)
                 && !schedule.reaches(ready_in, QUARANTINE_POLL)
             {
                 next = None;
