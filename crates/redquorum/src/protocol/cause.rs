@@ -193,7 +193,8 @@ mod tests {
                 nodes: 3,
                 longest: s(10),
                 ready_in: s(7),
-                remedy: Some(Remedy::Mark),
+                // Two nodes answer as voters: the others are new to a marked group.
+                remedy: None,
             }
         );
         // Two granted: the shortest is enough.
@@ -207,11 +208,12 @@ mod tests {
     #[test]
     fn acquisitions_are_blamed_on_quarantine_only_if_it_made_the_difference() {
         use Reply::*;
+        // A mark is named only when every node is quarantined (`remedy` invariant 1).
         let quarantined = |nodes| Cause::Quarantined {
             nodes,
             longest: Duration::from_secs(10),
             ready_in: Duration::from_secs(10),
-            remedy: Some(Remedy::Mark),
+            remedy: (nodes == 3).then_some(Remedy::Mark),
         };
         for (replies, expected) in [
             (vec![q(10), q(10), q(3)], quarantined(3)),
