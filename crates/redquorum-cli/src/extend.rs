@@ -26,7 +26,7 @@ Examples:
   redlock release backup \"$value\"
 
 Exit status: 0 extended on a quorum; 1 not held with VALUE (expired, released, or another value:
-it is not revived); 69 too few nodes answered to tell; 65 the resource has another Redis type;
+it is not revived; with a lock-delay, one that expired is left to its delay); 69 too few nodes answered to tell; 65 the resource has another Redis type;
 64 bad arguments (also a TTL above --max-ttl).";
 
 /// Extend a lock by its value to a new TTL.
@@ -94,7 +94,14 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
                 Cause::Unavailable | Cause::Quarantined { .. } => UNAVAILABLE,
                 _ => NOT_HELD,
             };
-            let message = if status == UNAVAILABLE {
+            let message = if cause == Cause::LeftToDelay {
+                // Engine invariant 10: a late extension is no extension; the lock stays taken
+                // until its lock-delay ends.
+                format!(
+                    "not extended, {resource:?} had expired before the extension; it is left to \
+                     its lock-delay ({failure})"
+                )
+            } else if status == UNAVAILABLE {
                 let why = match exit::Quarantine::blamed(&cause, &failure.replies) {
                     Some(q) => format!("too few nodes answered that can vote: {q}"),
                     None => "too few nodes answered".to_owned(),

@@ -170,7 +170,9 @@ fn a_long_running_unmarked_redis_names_nodes_mark_which_then_gives_a_lock_at_onc
     let out = run(&mut with(&["acquire", "x", "--ttl", "2s"]));
     out.expect_code(69);
     out.one_line_error("first seen without a marker");
-    let command = format!("skip the wait with: redlock --servers {servers} nodes mark");
+    // Verbatim: the hint carries the --max-ttl the mark is judged by.
+    let command =
+        format!("skip the wait with: redlock --servers {servers} --max-ttl 6s nodes mark");
     assert!(out.stderr.contains(&command), "{out:#?}");
     assert!(!out.stderr.contains("--brand-new"), "{out:#?}");
     let out = run(&mut with(&["nodes", "mark"]));

@@ -377,6 +377,27 @@ fn an_extend_without_lock_delay_keeps_the_holders_delay() {
     out.one_line_error("busy");
 }
 
+/// A late `extend` is no extension (engine invariant 10): after the holder's deadline it exits 1
+/// saying the lock is left to its lock-delay, and another process still cannot take it. Found by
+/// review: the extension used to revive the lock, and a `release` after it freed it at once.
+#[test]
+fn a_late_extend_does_not_revive_a_lock_left_to_its_delay() {
+    let cluster = cluster(3);
+    let servers = cluster.servers();
+    let out =
+        run(redlock(&servers).args(["--lock-delay", "20s", "acquire", "late", "--ttl", "1s"]));
+    out.expect_code(0);
+    let value = out.stdout.trim().to_owned();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let out = run(redlock(&servers).args(["extend", "late", &value, "--ttl", "5s"]));
+    out.expect_code(1);
+    out.one_line_error("had expired before the extension; it is left to its lock-delay");
+    let out = run(redlock(&servers).args(["release", "late", &value]));
+    out.expect_code(2);
+    let out = run(redlock(&servers).args(["acquire", "late", "--ttl", "1s", "--wait", "0s"]));
+    out.expect_code(75);
+}
+
 /// `locked`: 1 and `free` for a free resource, 0 and the holder's value while held, 69 when the
 /// servers do not answer (never "free" for an outage).
 #[test]
