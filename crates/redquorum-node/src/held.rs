@@ -68,6 +68,9 @@ pub struct Held {
     changed: Arc<Notify>,
     /// Fired once released or dropped (invariant 4).
     ended: CancellationToken,
+    /// Why a lock nobody keeps alive was lost, when an explicit extension found it so: what
+    /// `lock.lost`'s reason says then, rather than "its validity ran out".
+    lost_by_extension: Arc<Mutex<Option<Failure>>>,
 }
 
 fn read(info: &Mutex<LockInfo>) -> MutexGuard<'_, LockInfo> {
@@ -85,6 +88,7 @@ impl Held {
             info: Arc::new(Mutex::new(info)),
             changed: Arc::new(Notify::new()),
             ended: CancellationToken::new(),
+            lost_by_extension: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -93,13 +97,29 @@ impl Held {
     }
 
     /// Why the lock was lost, once the watcher saw it lost (invariant 4).
-    async fn loss(state: &tokio::sync::Mutex<State>, info: &Mutex<LockInfo>) -> Failure {
-        Self::loss_of(Some(&*state.lock().await), info)
+    async fn loss(
+        state: &tokio::sync::Mutex<State>,
+        info: &Mutex<LockInfo>,
+        by_extension: &Mutex<Option<Failure>>,
+    ) -> Failure {
+        Self::loss_of(Some(&*state.lock().await), info, by_extension)
     }
 
     /// Why the lock was lost: a kept-alive lock's recorded reason when `state` could be read,
-    /// else its validity ran out (which is what a loss read off the clock is).
-    fn loss_of(state: Option<&State>, info: &Mutex<LockInfo>) -> Failure {
+    /// an explicit extension's failure if one found it lost, else its validity ran out (which
+    /// is what a loss read off the clock is).
+    fn loss_of(
+        state: Option<&State>,
+        info: &Mutex<LockInfo>,
+        by_extension: &Mutex<Option<Failure>>,
+    ) -> Failure {
+        if let Some(failure) = by_extension
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return failure;
+        }
         let name = read(info).resources().join(", ");
         if let Some(State::Guard(guard)) = state
             && let Some(reason) = guard.loss_reason()
@@ -222,6 +242,7 @@ impl Held {
         Some(Self::loss_of(
             self.state.try_lock().ok().as_deref(),
             &self.info,
+            &self.lost_by_extension,
         ))
     }
 
@@ -238,10 +259,11 @@ impl Held {
     #[napi(ts_return_type = "Promise<undefined | Failure>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> napi::Result<Object<'env>> {
         let ttl = millis("duration", ttl)?;
-        let (state, info, changed) = (
+        let (state, info, changed, by_extension) = (
             Arc::clone(&self.state),
             Arc::clone(&self.info),
             Arc::clone(&self.changed),
+            Arc::clone(&self.lost_by_extension),
         );
         let name = self.name();
         let extension = async move {
@@ -249,9 +271,17 @@ impl Held {
             match &mut *state {
                 State::Lock(lock) => {
                     let result = lock.extend(ttl).await;
+                    let outcome = errors::outcome(result);
+                    if let (Either::B(failure), true) = (&outcome, lock.is_lost()) {
+                        // The loss's reason, for `lock.lost` (invariant 4).
+                        // Its message says it already: `lock on "x" is lost: extension failed…`.
+                        let mut lost = failure.clone();
+                        lost.kind = "lost".to_owned();
+                        *by_extension.lock().unwrap_or_else(|e| e.into_inner()) = Some(lost);
+                    }
                     *read(&info) = LockInfo::clone(lock); // invariant 3
                     changed.notify_waiters();
-                    errors::outcome(result)
+                    outcome
                 }
                 State::Guard(_) => Either::B(Failure::config(&format!(
                     "lock on {name:?} is kept alive: it is extended in the background"
@@ -336,6 +366,7 @@ impl Held {
             Arc::clone(&self.changed),
             self.ended.clone(),
         );
+        let by_extension = Arc::clone(&self.lost_by_extension);
         let call: Box<dyn Fn(Failure) + Send + Sync> = if keep_process_alive {
             let tsfn = callback
                 .build_threadsafe_function()
@@ -382,7 +413,7 @@ impl Held {
                     break;
                 }
             }
-            call(Self::loss(&state, &info).await);
+            call(Self::loss(&state, &info, &by_extension).await);
         });
         Ok(())
     }

@@ -213,6 +213,22 @@ test('lock.lost reads the clock: never unaborted once the keys are gone, however
   }
 })
 
+test('a lock whose own extension found it gone: lock.lost says why, not "validity ran out"', async () => {
+  const resource = name()
+  const lock = await redlock.acquire([resource], 10_000)
+  const clients = nodes.clients()
+  try {
+    await Promise.all(clients.map((c) => c.del(resource))) // somebody deletes our keys
+  } finally {
+    clients.forEach((c) => c.disconnect())
+  }
+  await assert.rejects(lock.extend(10_000), NotHeldError)
+  assert.equal(lock.lost.aborted, true)
+  assert.equal(lock.lost.reason.name, 'LockLostError')
+  assert.notEqual(lock.lost.reason.cause, 'validity_ran_out', lock.lost.reason.message)
+  assert.match(lock.lost.reason.message, /is lost: extension failed/)
+})
+
 test('quit() closes the manager', async () => {
   const own = new Redlock(nodes.urls, PATIENT)
   const lock = await own.acquire([name()], 5000)
