@@ -61,7 +61,11 @@ const READ_WRITE: &[KeyGroup] = &[KeyGroup::WriterWaiting, KeyGroup::Fence];
 /// the acquisition, the fenced scripts' shared advance of the counters).
 macro_rules! queue_script {
     ($file:literal) => {
-        concat!(include_str!("scripts/queue.lua"), include_str!($file))
+        concat!(
+            include_str!("scripts/queue.lua"),
+            include_str!("scripts/outlived.lua"),
+            include_str!($file)
+        )
     };
     ($file:literal, fenced) => {
         concat!(
@@ -72,14 +76,22 @@ macro_rules! queue_script {
     };
 }
 
+/// A script that judges whether a key outlived its holder's validity (`engine` invariants 6 and
+/// 10), the shared judgement in front.
+macro_rules! late_script {
+    ($file:literal) => {
+        concat!(include_str!("scripts/outlived.lua"), include_str!($file))
+    };
+}
+
 pub(crate) static RELEASE_STANDARD: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/release_standard.lua"), &[]));
 pub(crate) static RELEASE_TIMELY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/release_timely.lua"), &[]));
+    LazyLock::new(|| LuaScript::new(late_script!("scripts/release_timely.lua"), &[]));
 pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
 pub(crate) static EXTEND: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend.lua"), &[]));
+    LazyLock::new(|| LuaScript::new(late_script!("scripts/extend.lua"), &[]));
 pub(crate) static MARKER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/marker.lua"), &[]));
 /// Sent as `EVAL`, a few times in a process's life (`first_sight`, `redlock nodes mark`).
@@ -130,7 +142,7 @@ pub(crate) static FENCE_MANY: LazyLock<LuaScript> =
 pub(crate) static EXTEND_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(set_script!("scripts/extend_many.lua"), &[]));
 pub(crate) static EXTEND_FENCED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/extend_fenced.lua"), FENCED));
+    LazyLock::new(|| LuaScript::new(late_script!("scripts/extend_fenced.lua"), FENCED));
 pub(crate) static EXTEND_MANY_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(set_script!("scripts/extend_many_fenced.lua"), FENCED));
 pub(crate) static RELEASE_MANY: LazyLock<LuaScript> =

@@ -814,18 +814,12 @@ impl Engine {
         ttl: Duration,
         sender: Deadline,
     ) -> Result<Instant, Error> {
-        let (delay, timeout) = self.extension_terms(value, ttl, sender)?;
+        let Terms {
+            delay,
+            timeout,
+            late_ms,
+        } = self.extension_terms(value, ttl, sender)?;
         let ttl_ms = self.check_ttl_with(ttl, delay)?;
-        // Invariant 10: by value, a key that outlived its holder's validity is not extended,
-        // judged by the holder's bound when the value carries it (the keys are the holder's
-        // shape: invariant 9), else by the sender's own.
-        let late_ms = match (sender, value::carried(value)) {
-            (Deadline::Known, _) => 0,
-            (Deadline::Unknown, Some(carried)) => carried.late_bound_ms,
-            (Deadline::Unknown, None) => {
-                value::release_bound_by_value(self.rules.value_bound_ms(), value)
-            }
-        };
         let span = tracing::debug_span!("extend", resource = %resources, ttl_ms);
         let round = self
             .round(
@@ -852,22 +846,30 @@ impl Engine {
         }
     }
 
-    /// The lock-delay an extension of `value` to `ttl` gives its keys, and how long its votes
-    /// may take (invariant 9): the sender's own settings, unless it extends by a value that
-    /// carries its holder's.
+    /// How an extension of `value` to `ttl` goes (invariants 9 and 10): the holder's own
+    /// (`Deadline::Known`) with its settings and no late bound; by value, with what the value
+    /// carries of its holder's, else with the sender's settings and bound. The value is read
+    /// only by value: the holder's keep-alive pays nothing for it.
     fn extension_terms(
         &self,
         value: &str,
         ttl: Duration,
         sender: Deadline,
-    ) -> Result<(LockDelay, Duration), ConfigError> {
-        let own = (
-            LockDelay::Own(self.rules.lock_delay_ms),
-            self.rules.node_timeout,
-        );
-        let carried = match (sender, value::carried(value)) {
-            (Deadline::Unknown, Some(carried)) => carried,
-            _ => return Ok(own),
+    ) -> Result<Terms, ConfigError> {
+        let own = |late_ms| Terms {
+            delay: LockDelay::Own(self.rules.lock_delay_ms),
+            timeout: self.rules.node_timeout,
+            late_ms,
+        };
+        if sender == Deadline::Known {
+            return Ok(own(0));
+        }
+        let Some(carried) = value::carried(value) else {
+            // Invariant 10, judged by the sender's own bound, as a release by value is.
+            return Ok(own(value::release_bound_by_value(
+                self.rules.value_bound_ms(),
+                value,
+            )));
         };
         // What the holder's bound allows the write's lag and the drift allowance together.
         let allowance = carried.late_bound_ms.saturating_sub(carried.lock_delay_ms);
@@ -883,7 +885,12 @@ impl Engine {
                 ),
             });
         }
-        Ok((LockDelay::Holders(carried.lock_delay_ms), timeout))
+        // Invariant 10 by the holder's bound: the keys are the holder's shape (invariant 9).
+        Ok(Terms {
+            delay: LockDelay::Holders(carried.lock_delay_ms),
+            timeout,
+            late_ms: carried.late_bound_ms,
+        })
     }
 
     /// Invariant 3: the deadline, if the round was won and it is still in the future.
@@ -955,6 +962,16 @@ impl Engine {
             })
             .collect()
     }
+}
+
+/// How an extension goes (invariants 9 and 10).
+struct Terms {
+    /// The lock-delay its keys get.
+    delay: LockDelay,
+    /// How long its votes may take.
+    timeout: Duration,
+    /// The late bound the nodes judge it by; 0 for none.
+    late_ms: u64,
 }
 
 /// The lock-delay a round's keys get past their TTL, in milliseconds, and whose it is.

@@ -8,8 +8,7 @@
 local deleted, late = 0, 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
     local bound = tonumber(ARGV[4])
-    local left = redis.call("pttl", KEYS[1])
-    if bound > 0 and left >= 0 and left <= bound then
+    if bound > 0 and outlived(KEYS[1], bound) then
         late = 1
     else
         deleted = redis.call("del", KEYS[1])

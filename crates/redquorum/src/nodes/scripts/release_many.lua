@@ -10,8 +10,7 @@ local bound = tonumber(ARGV[4])
 for _, key in ipairs(KEYS) do
     local freed = 0
     if redis.pcall("get", key) == ARGV[1] then
-        local left = redis.call("pttl", key)
-        if bound > 0 and left >= 0 and left <= bound then
+        if bound > 0 and outlived(key, bound) then
             late = late + 1
         else
             freed = redis.call("del", key)

@@ -1,4 +1,5 @@
--- The release of a lock under a lock-delay (`engine` invariant 6): compare-and-delete, except
+-- The release of a lock under a lock-delay (`engine` invariant 6; `outlived.lua` prepended):
+-- compare-and-delete, except
 -- that a key whose remaining time is at most ARGV[2] ms has outlived its holder's validity (it was
 -- set for the TTL plus the delay): it is left to expire, so that the lock stays unavailable for
 -- its delay, whoever sends the release and whether or not they know the deadline.
@@ -11,12 +12,10 @@ local get = (#KEYS == 1) and redis.call or redis.pcall
 local deleted, late = 0, 0
 for _, key in ipairs(KEYS) do
     if get("get", key) == ARGV[1] then
-        -- A key without an expiry (-1) is no lock of ours any more: not late.
-        local left = redis.call("pttl", key)
-        if left < 0 or left > tonumber(ARGV[2]) then
-            deleted = deleted + redis.call("del", key)
-        else
+        if outlived(key, tonumber(ARGV[2])) then
             late = late + 1
+        else
+            deleted = deleted + redis.call("del", key)
         end
     end
 end
