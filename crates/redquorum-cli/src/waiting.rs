@@ -463,10 +463,11 @@ mod tests {
 
     #[test]
     fn the_hint_never_repeats_a_password_and_names_the_password_file() {
-        let q = Quarantine::new(
+        let mut q = Quarantine::new(
             Duration::from_secs(58),
             QuarantineReason::FirstSeenWithoutMarker,
         );
+        q.first_sight = true;
         let quarantined = [("10.0.0.1:6379".to_owned(), q)];
         let reach = |servers, file: Option<&'static str>| Reach {
             servers,
@@ -517,6 +518,8 @@ mod tests {
         let node = |reason, up: Option<u64>| {
             let mut q = Quarantine::new(Duration::from_secs(50), reason);
             q.up = up.map(Duration::from_secs);
+            // A restart shows the marker it had; only a server nothing vouched for may be new.
+            q.first_sight = reason != QuarantineReason::Started;
             vec![("127.0.0.1:7001".to_owned(), q)]
         };
         // `Started` alone: the server showed a marker but started recently, a restart.

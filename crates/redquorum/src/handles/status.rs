@@ -383,6 +383,7 @@ mod tests {
             reason: crate::QuarantineReason::Restarted,
             up: None,
             young: false,
+            first_sight: false,
         });
         assert!(matches!(
             Locked::of(&[forgetful, held("v", 5), node(NodeState::Free)], 2, 0.01),

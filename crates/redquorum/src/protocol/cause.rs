@@ -174,11 +174,14 @@ mod tests {
         Cause::of(asked, NODES.iter().copied().zip(replies.iter()), quorum)
     }
 
+    /// A node first seen without a marker, nothing vouched for it: `secs` left.
     fn q(secs: u64) -> Reply {
-        Reply::Quarantined(Quarantine::new(
+        let mut quarantine = Quarantine::new(
             Duration::from_secs(secs),
             QuarantineReason::FirstSeenWithoutMarker,
-        ))
+        );
+        quarantine.first_sight = true;
+        Reply::Quarantined(quarantine)
     }
 
     #[test]

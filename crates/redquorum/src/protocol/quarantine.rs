@@ -244,6 +244,10 @@ pub struct Quarantine {
     /// keeps it out (a durable server's does not): an operator's plain mark is refused then,
     /// and only a brand-new one's vouch ([`Remedy`](crate::protocol::remedy::Remedy)) is right.
     pub young: bool,
+    /// Whether its marker is a first-sight one that nothing vouched for yet: no client of ours
+    /// marked the server before one first saw it, whatever reason keeps it out longest (its
+    /// uptime may end a second after the marker's pending time).
+    pub first_sight: bool,
 }
 
 impl Quarantine {
@@ -254,6 +258,7 @@ impl Quarantine {
             reason,
             up: None,
             young: false,
+            first_sight: false,
         }
     }
 }
@@ -404,6 +409,8 @@ pub struct Memory {
     replid: Option<String>,
     /// Until when the server's uptime, at the last check, is under `max_ttl` (for reports).
     young_until: Option<Instant>,
+    /// Whether the last check found a first-sight marker nothing vouched for (for reports).
+    first_sight_marker: bool,
     /// Whether the node was already reported as able to evict keys (warned once, not every
     /// health check).
     pub(crate) eviction_reported: bool,
@@ -472,6 +479,7 @@ impl Memory {
             reason,
             up,
             young,
+            first_sight: self.first_sight_marker,
         })
     }
 
@@ -565,6 +573,7 @@ impl Memory {
             uptime_until = Some(up_until);
             until = latest(Some(until), (up_until, QuarantineReason::Started));
         }
+        self.first_sight_marker = value.tag == Tag::New;
         self.run_id = Some(seen.run_id.clone());
         self.marker_id = Some(value.id.to_owned());
         let out = until.0 > now;

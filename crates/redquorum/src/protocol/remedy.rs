@@ -11,11 +11,12 @@
 //! # Invariants
 //! 1. **A remedy is named only where a mark is right**: every node of the group is quarantined
 //!    (a node that votes carries a marker, and a node without one among marked nodes is new to
-//!    the group, which a mark refuses: `mark::refused`), and each was first seen without a
-//!    marker, nothing else ([`QuarantineReason`]'s other reasons are evidence of a loss: a
+//!    the group, which a mark refuses: `mark::refused`), and each shows only a first-sight
+//!    marker nothing vouched for ([`Quarantine::first_sight`]), kept out by that or by its
+//!    uptime, nothing else ([`QuarantineReason`]'s other reasons are evidence of a loss: a
 //!    restart under our eyes, a lost marker, a promotion, an eviction, a reset of the
-//!    statistics, a new replication history; and `Started` alone means the server showed a
-//!    marker but started recently: a restart, found by review, where the mark does nothing).
+//!    statistics, a new replication history; and a server that showed any other marker but
+//!    started recently restarted, where the mark does nothing: found by review).
 //!    A mark may still be refused on evidence a quarantine does not carry (a flush in the
 //!    server's counters, a Redis before 7): the refusal then says why.
 //! 2. **A server up for less than `max_ttl` gets the brand-new vouch, with its condition.** A
@@ -67,15 +68,17 @@ impl Remedy {
         }
         let mut remedy = None;
         for quarantine in quarantines {
-            let just_started = quarantine.up.is_some() || quarantine.young;
-            remedy = match quarantine.reason {
-                QuarantineReason::FirstSeenWithoutMarker if just_started => {
-                    Some(Remedy::MarkBrandNew)
-                }
-                QuarantineReason::FirstSeenWithoutMarker => {
-                    remedy.or(Some(Remedy::Mark)) // a brand-new one among them keeps its word
-                }
-                _ => return None,
+            let may_be_new = matches!(
+                quarantine.reason,
+                QuarantineReason::FirstSeenWithoutMarker | QuarantineReason::Started
+            ) && quarantine.first_sight;
+            if !may_be_new {
+                return None;
+            }
+            remedy = if quarantine.up.is_some() || quarantine.young {
+                Some(Remedy::MarkBrandNew)
+            } else {
+                remedy.or(Some(Remedy::Mark)) // a brand-new one among them keeps its word
             };
         }
         remedy
@@ -132,9 +135,12 @@ mod tests {
 
     use super::*;
 
+    /// A quarantine for `reason`, up for `up` s when that keeps it out too, its marker a
+    /// first-sight one nothing vouched for.
     fn q(reason: QuarantineReason, up: Option<u64>) -> Quarantine {
         let mut q = Quarantine::new(Duration::from_secs(50), reason);
         q.up = up.map(Duration::from_secs);
+        q.first_sight = true;
         q
     }
 
@@ -161,10 +167,20 @@ mod tests {
             of(&[&unmarked_young, &unmarked_old]),
             Some(Remedy::MarkBrandNew)
         );
-        // A server that showed a marker but started recently restarted: no mark (review).
-        assert_eq!(of(&[&q(Started, Some(10))]), None);
+        // Kept out by its uptime a second longer than by its first-sight marker: still new.
+        assert_eq!(of(&[&q(Started, Some(10))]), Some(Remedy::MarkBrandNew));
+        // A server that showed another marker but started recently restarted: no mark (review).
+        let restarted = Quarantine {
+            first_sight: false,
+            ..q(Started, Some(10))
+        };
+        assert_eq!(of(&[&restarted]), None);
+        let group_vouched = Quarantine {
+            first_sight: false,
+            ..unmarked_old
+        };
+        assert_eq!(of(&[&group_vouched]), None);
         for loss in [
-            Started,
             Restarted,
             LostMarker,
             Promoted,
