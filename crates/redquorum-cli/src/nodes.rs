@@ -11,7 +11,8 @@
 //! With `--cluster`, each of the N Redlock nodes is a local Redis Cluster instead (S masters
 //! sharing the slots, R replicas each, formed with the `CLUSTER` commands by
 //! [`redquorum_nodes::RedisCluster`]), and `REDLOCK_SERVERS` lists one `redis+cluster://` URL
-//! per cluster.
+//! per cluster. With `--sentinel`, each is a primary with replicas behind three sentinels
+//! ([`redquorum_nodes::SentinelGroup`]), and it lists one `redis+sentinel://` URL per group.
 //!
 //! DIR defaults to `./.redlock-nodes` (or `$REDLOCK_NODES_DIR`): per project, so `start`,
 //! `status` and `stop` run from the same place find the same nodes, and a `git clean` or `rm -r`
@@ -48,9 +49,14 @@ replicas each (in DIR/cluster-C/node-I), and REDLOCK_SERVERS lists one redis+clu
 cluster. A cluster's nodes know each other by address and a start takes new ports, so a stopped
 cluster is not started again: a new one is formed in its place, and its data is discarded.
 
+With --sentinel, each of the N nodes is a primary with --replicas replicas behind three sentinels
+(in DIR/sentinel-G), the topology most Redis users run, and REDLOCK_SERVERS lists one
+redis+sentinel:// URL per group. A stopped group is likewise formed anew.
+
 Examples:
   eval \"$(redlock nodes start --count 5)\"     # sets REDLOCK_SERVERS for this shell
   eval \"$(redlock nodes start --cluster --count 3 --shards 3 --replicas 1)\"
+  eval \"$(redlock nodes start --sentinel --count 1 --replicas 2)\"
   redlock nodes start --count 3 --port 7001 --dir /tmp/locks
   redlock nodes status
   redlock nodes stop
@@ -122,16 +128,19 @@ enum Action {
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         port: Option<u16>,
         /// Each node is a Redis Cluster (see --shards, --replicas).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "sentinel")]
         cluster: bool,
+        /// Each node is a primary with replicas behind three sentinels (see --replicas).
+        #[arg(long)]
+        sentinel: bool,
         /// With --cluster: masters per cluster, sharing the 16384 slots.
         #[arg(long, default_value_t = 1, requires = "cluster",
               value_parser = clap::value_parser!(u16).range(1..=16))]
         shards: u16,
-        /// With --cluster: replicas per master.
-        #[arg(long, default_value_t = 1, requires = "cluster",
-              value_parser = clap::value_parser!(u16).range(0..=4))]
-        replicas: u16,
+        /// With --cluster: replicas per master; with --sentinel: replicas of the primary
+        /// [default: 1].
+        #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4))]
+        replicas: Option<u16>,
         #[command(flatten)]
         dir: DirArg,
         /// Print one JSON object instead.
@@ -200,13 +209,28 @@ pub fn run(args: &Args) -> Outcome {
             count,
             port,
             cluster,
+            sentinel,
             shards,
             replicas,
             dir,
             json,
         } => {
-            let clusters = cluster.then_some((*shards, *replicas));
-            local::start(&local::absolute(&dir.dir)?, *count, *port, clusters, *json)
+            let topology = match (cluster, sentinel) {
+                (true, _) => local::Topology::Cluster {
+                    shards: *shards,
+                    replicas: replicas.unwrap_or(1),
+                },
+                (false, true) => local::Topology::Sentinel {
+                    replicas: replicas.unwrap_or(1),
+                },
+                (false, false) if replicas.is_some() => {
+                    return Err(Failure::usage(
+                        "--replicas needs --cluster or --sentinel (plain nodes have none)",
+                    ));
+                }
+                (false, false) => local::Topology::Plain,
+            };
+            local::start(&local::absolute(&dir.dir)?, *count, *port, topology, *json)
         }
         #[cfg(feature = "tools")]
         Action::Stop { dir } => local::stop(&local::absolute(&dir.dir)?),

@@ -6,7 +6,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use redquorum_nodes::{
-    Cluster, LaunchError, NodeSpec, Persistence, RedisCluster, detached_pid, stop_detached,
+    Cluster, LaunchError, NodeSpec, Persistence, RedisCluster, RedisNode, SentinelGroup,
+    detached_pid, stop_detached,
 };
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +22,8 @@ const STATE_FILE: &str = "nodes.json";
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct State {
     nodes: Vec<NodeRecord>,
-    /// The `REDLOCK_SERVERS` line, when it is not one URL per server (`--cluster`).
+    /// The `REDLOCK_SERVERS` line, when it is not one URL per server (`--cluster`,
+    /// `--sentinel`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     servers: Option<String>,
 }
@@ -70,12 +72,26 @@ impl Report {
     }
 }
 
-/// Starts `count` nodes, or with `clusters` (shards, replicas) `count` Redis Clusters.
+/// What each of the nodes `start` starts is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Topology {
+    /// One plain master.
+    Plain,
+    /// A Redis Cluster of `shards` masters with `replicas` replicas each.
+    Cluster { shards: u16, replicas: u16 },
+    /// A primary with `replicas` replicas behind three sentinels.
+    Sentinel { replicas: u16 },
+}
+
+/// How many sentinels watch each primary of `--sentinel`: the fewest that tolerate one down.
+const SENTINELS: usize = 3;
+
+/// Starts `count` nodes of `topology`.
 pub(super) fn start(
     dir: &Path,
     count: u16,
     port: Option<u16>,
-    clusters: Option<(u16, u16)>,
+    topology: Topology,
     json: bool,
 ) -> Outcome {
     if let Some(state) = read_state(dir)? {
@@ -99,8 +115,8 @@ pub(super) fn start(
         .die_with_parent(false)
         .persistence(Persistence::AofAlways)
         .dir(dir);
-    let state = match clusters {
-        None => {
+    let state = match topology {
+        Topology::Plain => {
             if let Some(port) = port {
                 spec = spec.port(port);
             }
@@ -121,16 +137,22 @@ pub(super) fn start(
             write_state(dir, &state)?;
             state
         }
-        Some((shards, replicas)) => start_clusters(dir, spec, count, port, shards, replicas)?,
+        Topology::Cluster { shards, replicas } => {
+            start_clusters(dir, spec, count, port, shards, replicas)?
+        }
+        Topology::Sentinel { replicas } => start_sentinel_groups(dir, spec, count, port, replicas)?,
     };
     let report = Report::new(dir, &state);
     if json {
         output::print(&output::json(&report))?;
     } else {
-        let what = match clusters {
-            None => format!("{count} redis-server node(s)"),
-            Some((shards, replicas)) => format!(
+        let what = match topology {
+            Topology::Plain => format!("{count} redis-server node(s)"),
+            Topology::Cluster { shards, replicas } => format!(
                 "{count} Redis Cluster(s) of {shards} master(s) with {replicas} replica(s) each"
+            ),
+            Topology::Sentinel { replicas } => format!(
+                "{count} primary(ies) with {replicas} replica(s) each behind {SENTINELS} sentinels"
             ),
         };
         eprintln!(
@@ -189,6 +211,59 @@ fn start_clusters(
             .map_err(launch_failure)?;
         // Detached: dropping the handle leaves the servers running.
         drop(cluster);
+    }
+    Ok(state)
+}
+
+/// Starts `count` Sentinel groups from `spec`, each in `DIR/sentinel-G` (a primary marked at
+/// start, `replicas` replicas, [`SENTINELS`] sentinels), and records every server as soon as its
+/// group is up (so that `stop` finds them even if a later group fails to start). A stopped
+/// group is not started again: its sentinels name the old ports, so a new one is formed in its
+/// place and its data is discarded.
+fn start_sentinel_groups(
+    dir: &Path,
+    spec: NodeSpec,
+    count: u16,
+    port: Option<u16>,
+    replicas: u16,
+) -> Result<State, Failure> {
+    let per_group = 1 + usize::from(replicas) + SENTINELS;
+    let mut state = State::default();
+    let mut urls = Vec::new();
+    for g in 0..usize::from(count) {
+        let group_dir = dir.join(format!("sentinel-{g}"));
+        discard_stopped(&group_dir, &group_dir.join("sentinels"))?;
+        let mut spec = spec.clone().dir(&group_dir);
+        if let Some(port) = port {
+            let first = usize::from(port) + g * per_group;
+            let first = u16::try_from(first)
+                .ok()
+                .filter(|p| usize::from(*p) + per_group <= usize::from(u16::MAX))
+                .ok_or_else(|| Failure::usage(format!("--port {port}: too few ports above it")))?;
+            spec = spec.port(first);
+        }
+        let mut group =
+            SentinelGroup::start(usize::from(replicas), SENTINELS, spec).map_err(launch_failure)?;
+        let record = |node: &RedisNode| NodeRecord {
+            port: node.port(),
+            dir: node
+                .dir()
+                .strip_prefix(dir)
+                .unwrap_or(node.dir())
+                .display()
+                .to_string(),
+        };
+        for i in 0..group.data_len() {
+            state.nodes.push(record(group.data_node(i)));
+        }
+        for i in 0..group.sentinels_len() {
+            state.nodes.push(record(group.sentinel(i)));
+        }
+        urls.push(group.url());
+        state.servers = Some(urls.join(","));
+        write_state(dir, &state)?;
+        // Detached: dropping the handle leaves the servers running.
+        drop(group);
     }
     Ok(state)
 }
@@ -329,16 +404,18 @@ fn chain(error: &dyn std::error::Error) -> String {
 /// cannot be formed on top of them. Only a directory with a node's `nodes.conf` is removed (ours);
 /// the caller has checked that no recorded server still runs.
 fn discard_stopped_cluster(dir: &Path) -> Result<(), Failure> {
-    if !dir.join("node-0").join("nodes.conf").exists() {
+    discard_stopped(dir, &dir.join("node-0").join("nodes.conf"))
+}
+
+/// Removes `dir` when `sign` shows a stopped cluster or Sentinel group of ours left it.
+fn discard_stopped(dir: &Path, sign: &Path) -> Result<(), Failure> {
+    if !sign.exists() {
         return Ok(());
     }
     fs::remove_dir_all(dir).map_err(|e| {
         Failure::new(
             crate::exit::OS_ERROR,
-            format!(
-                "cannot remove the stopped cluster in {}: {e}",
-                dir.display()
-            ),
+            format!("cannot remove the stopped group in {}: {e}", dir.display()),
         )
     })
 }

@@ -14,6 +14,7 @@ use crate::handles::defaults::{
     LONGEST_FENCE_RETENTION, MAX_TTL, NODE_TIMEOUT, SHORTEST_FENCE_RETENTION,
 };
 use crate::handles::error::{ConfigError, Error};
+use crate::nodes::sentinels::is_sentinel_url;
 use crate::nodes::shards::is_cluster_url;
 use crate::protocol::fencing::{self, Advance};
 use crate::protocol::quarantine::TrustPolicy;
@@ -436,7 +437,10 @@ pub(crate) fn split_list(list: &str) -> Vec<String> {
     let mut servers: Vec<String> = Vec::new();
     for entry in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match servers.last_mut() {
-            Some(cluster) if is_cluster_url(cluster) && !entry.contains("://") => {
+            Some(cluster)
+                if (is_cluster_url(cluster) || is_sentinel_url(cluster))
+                    && !entry.contains("://") =>
+            {
                 cluster.push(',');
                 cluster.push_str(entry);
             }

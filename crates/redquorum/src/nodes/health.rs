@@ -13,12 +13,14 @@ use redis::aio::MultiplexedConnection;
 
 use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::MARKER;
+use crate::nodes::server::Replicated;
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::marker::{MarkerValue, Tag};
 use crate::protocol::quarantine::{
     Marker, Memory, Observation, TrustPolicy, info_field, marker_owner,
 };
+use crate::protocol::succession::{Candidate, Succession};
 use crate::protocol::sync::lock;
 
 /// Where a server's marker is, and whether it names its owner.
@@ -55,6 +57,7 @@ pub(crate) async fn check_health(
     marker: &MarkerKey,
     first_sight: Option<&Arc<FirstSight>>,
     claim: Option<(&RunIds, &Claimant)>,
+    replicated: Option<&Replicated>,
 ) -> Result<Health, NodeError> {
     let config = read_config(conn).await;
     let reported = std::mem::replace(&mut lock(memory).eviction_reported, config.may_evict);
@@ -65,6 +68,16 @@ pub(crate) async fn check_health(
         );
     }
     if !trust.enabled {
+        if let Some(replicated) = replicated {
+            // Plain Redlock, but a vote still waits for the replicas (`succession` invariant 1).
+            let replication: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(conn)
+                .await
+                .map_err(|e| NodeError::from_redis(&e))?;
+            must_lead(&replication)?;
+            replicated.observe(&replication, Instant::now());
+        }
         let now = Instant::now();
         return Ok(Health {
             trusted_from: now,
@@ -118,15 +131,22 @@ pub(crate) async fn check_health(
         .await
         .map_err(|e| needs(&e, "INFO", "+info"))?;
     too_old(&info)?;
+    if replicated.is_some() {
+        must_lead(&replication)?;
+    }
     let durable_config = trust.trust_durable && config.durable;
     let owner = if marker.owned {
         marker_owner(&info, &replication, trust.owner_history)
     } else {
         String::new()
     };
-    let history = (marker.owned && trust.owner_history)
+    let history = ((marker.owned && trust.owner_history) || replicated.is_some())
         .then(|| info_field(&replication, "master_replid").map(str::to_owned))
         .flatten();
+    let succession = match replicated {
+        Some(replicated) => succeed(replicated, trust, memory, &info, &replication)?,
+        None => Succession::Ordinary,
+    };
     let owner = owner.as_str();
     // A marker written on first sight says so (`marker`), outside clusters (`first_sight`
     // invariant 5).
@@ -154,6 +174,7 @@ pub(crate) async fn check_health(
     let observed = [info.as_str(), &replication, &stats].concat();
     let mut seen = Observation::from_info(&observed, durable, marker)
         .ok_or_else(|| NodeError::Server("INFO server lacks run_id or uptime".to_owned()))?;
+    seen.succeeded = succession == Succession::Continues;
     // Quarantine invariant 7: a node whose settings cannot be read may evict, for all we know.
     seen.may_evict = config.may_evict || !config.read;
     if let Some((run_ids, claimant)) = claim {
@@ -183,6 +204,46 @@ pub(crate) async fn check_health(
         may_evict: config.may_evict,
         history,
     })
+}
+
+/// Judges a server that says it is a replicated node's primary by what the client saw of the
+/// service (`succession`): a promotion that may lack a counted vote is a loss, recorded before
+/// the ordinary rules judge the rest.
+fn succeed(
+    replicated: &Replicated,
+    trust: &TrustPolicy,
+    memory: &Mutex<Memory>,
+    info: &str,
+    replication: &str,
+) -> Result<Succession, NodeError> {
+    let now = Instant::now();
+    let candidate = Candidate::read(&replicated.address, info, replication).ok_or_else(|| {
+        NodeError::Server("INFO lacks run_id or master_replid: not a primary we can judge".into())
+    })?;
+    let verdict = lock(&replicated.lineage).judge(&candidate, now, trust.max_ttl);
+    // Judged first: its own list of replicas says nothing of its past as one.
+    replicated.observe(replication, now);
+    if let Succession::Lost(reason) = verdict {
+        let until = lock(memory).lost_data(trust, now, reason);
+        tracing::warn!(
+            run_id = %candidate.run_id,
+            quarantined_ms = until.saturating_duration_since(now).as_millis(),
+            "new primary quarantined: {reason}"
+        );
+    }
+    Ok(verdict)
+}
+
+/// A replicated node's server must be its primary: a replica's `OK` (one made writable) is
+/// never a vote.
+fn must_lead(replication: &str) -> Result<(), NodeError> {
+    if info_field(replication, "role") != Some("master") {
+        // `READONLY` tells the node that the primary moved: it asks the sentinels again.
+        return Err(NodeError::Server(
+            "READONLY this server is a replica now, not the primary".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the marker is a first-sight one still pending: the node showed none to us or to

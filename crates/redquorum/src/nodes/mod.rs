@@ -13,6 +13,7 @@ pub(crate) mod node_error;
 mod paused_client;
 pub(crate) mod replica_acks;
 pub(crate) mod scripts;
+pub(crate) mod sentinels;
 pub(crate) mod server;
 pub(crate) mod shards;
 pub(crate) mod stragglers;

@@ -31,6 +31,7 @@ use crate::nodes::scripts::{
     FENCE_HELD, FENCE_MANY, KeyGroup, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD,
     RELEASE_TIMELY, RW_ACQUIRE, RW_EXTEND, RW_FENCE, RW_LINGER, RW_RELEASE, one_or_many,
 };
+use crate::nodes::sentinels::Sentinels;
 use crate::nodes::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::nodes::shards::Shards;
 use crate::nodes::subscriber::{Subscriber, Watch};
@@ -191,7 +192,8 @@ pub(crate) fn reply_of(request: Request, result: &Result<Answer, NodeError>) -> 
     }
 }
 
-/// One Redlock node: one Redis server, or a whole Redis Cluster ([`shards`](crate::nodes::shards)).
+/// One Redlock node: one Redis server, a whole Redis Cluster ([`shards`](crate::nodes::shards)),
+/// or a primary with replicas behind Redis Sentinel ([`sentinels`](crate::nodes::sentinels)).
 #[derive(Debug)]
 pub(crate) struct Node {
     target: Target,
@@ -199,9 +201,12 @@ pub(crate) struct Node {
 }
 
 #[derive(Debug)]
+// One per node of a manager, made once: the plain server inline saves its requests a pointer.
+#[allow(clippy::large_enum_variant)]
 enum Target {
     Plain(Server),
     Cluster(Shards),
+    Sentinel(Sentinels),
 }
 
 impl Node {
@@ -223,11 +228,21 @@ impl Node {
         }
     }
 
+    /// A node that is a primary with replicas behind Redis Sentinel.
+    pub(crate) fn sentinel(sentinels: Sentinels) -> Self {
+        let metrics = NodeMetrics::new(sentinels.label());
+        Self {
+            target: Target::Sentinel(sentinels),
+            metrics,
+        }
+    }
+
     /// The node's address, without credentials.
     pub(crate) fn label(&self) -> &str {
         match &self.target {
             Target::Plain(server) => server.label(),
             Target::Cluster(shards) => shards.label(),
+            Target::Sentinel(sentinels) => sentinels.label(),
         }
     }
 
@@ -236,6 +251,7 @@ impl Node {
         match &self.target {
             Target::Plain(server) => server.subscriber(watch),
             Target::Cluster(shards) => shards.subscriber(watch),
+            Target::Sentinel(sentinels) => sentinels.subscriber(watch),
         }
     }
 
@@ -245,22 +261,25 @@ impl Node {
         match &self.target {
             Target::Plain(server) => server.server_identity(),
             Target::Cluster(shards) => shards.identity(),
+            Target::Sentinel(sentinels) => sentinels.identity(),
         }
     }
 
     /// On a Redis Cluster node, the shard that serves `key`.
     pub(crate) async fn shard_of(&self, key: &str) -> Option<crate::Shard> {
         match &self.target {
-            Target::Plain(_) => None,
+            Target::Plain(_) | Target::Sentinel(_) => None,
             Target::Cluster(shards) => shards.shard_of(key).await,
         }
     }
 
-    /// The servers this node has sent requests to: its one server, or a cluster's masters.
+    /// The servers this node has sent requests to besides a plain one: a cluster's masters, the
+    /// primaries the sentinels named.
     fn servers(&self) -> Vec<Arc<Server>> {
         match &self.target {
             Target::Plain(_) => Vec::new(),
             Target::Cluster(shards) => shards.servers(),
+            Target::Sentinel(sentinels) => sentinels.servers(),
         }
     }
 
@@ -277,6 +296,12 @@ impl Node {
                 }
                 shards.timed_out();
             }
+            Target::Sentinel(sentinels) => {
+                if let Some(server) = sentinels.primary_now() {
+                    server.timed_out();
+                }
+                sentinels.saw(&NodeError::Timeout);
+            }
         }
         self.metrics.failed(&Reply::Timeout);
     }
@@ -286,7 +311,9 @@ impl Node {
     pub(crate) fn may_evict(&self) -> bool {
         match &self.target {
             Target::Plain(server) => server.may_evict(),
-            Target::Cluster(_) => self.servers().iter().any(|s| s.may_evict()),
+            Target::Cluster(_) | Target::Sentinel(_) => {
+                self.servers().iter().any(|s| s.may_evict())
+            }
         }
     }
 
@@ -301,6 +328,7 @@ impl Node {
         match &self.target {
             Target::Plain(server) => server.quarantine(),
             Target::Cluster(shards) => shards.longest_quarantine(),
+            Target::Sentinel(sentinels) => sentinels.longest_quarantine(),
         }
     }
 
@@ -314,6 +342,7 @@ impl Node {
         match &self.target {
             Target::Plain(server) => read(server),
             Target::Cluster(shards) => read(&*shards.owner_now(slot_of(key.as_bytes()))?),
+            Target::Sentinel(sentinels) => read(&*sentinels.primary_now()?),
         }
     }
 
@@ -327,6 +356,7 @@ impl Node {
                 server.set_run_ids(Arc::clone(run_ids), claimant);
             }
             Target::Cluster(shards) => shards.share_run_ids(run_ids),
+            Target::Sentinel(sentinels) => sentinels.share_run_ids(run_ids),
         }
     }
 
@@ -341,7 +371,7 @@ impl Node {
     pub(crate) fn plain_server(&self) -> Option<&Server> {
         match &self.target {
             Target::Plain(server) => Some(server),
-            Target::Cluster(_) => None,
+            Target::Cluster(_) | Target::Sentinel(_) => None,
         }
     }
 
@@ -350,7 +380,7 @@ impl Node {
     pub(crate) async fn drain(&self, deadline: Instant) {
         match &self.target {
             Target::Plain(server) => server.drain(deadline).await,
-            Target::Cluster(_) => {
+            Target::Cluster(_) | Target::Sentinel(_) => {
                 let servers = self.servers();
                 join_all(servers.iter().map(|s| s.drain(deadline))).await;
             }
@@ -373,6 +403,14 @@ impl Node {
                         read_on(&server, asking, script, key).await
                     };
                     shards.on_owner(slot_of(key.as_bytes()), read, |_| {}).await
+                }
+                Target::Sentinel(sentinels) => {
+                    let server = sentinels.primary().await?;
+                    let read = read_on(&server, false, script, key).await;
+                    if let Err(e) = &read {
+                        sentinels.saw(e);
+                    }
+                    read
                 }
             }
         })
@@ -399,6 +437,31 @@ impl Node {
                     .await;
             }
             Target::Cluster(shards) => shards,
+            Target::Sentinel(sentinels) => {
+                let server = match sentinels.primary().await {
+                    Ok(server) => server,
+                    Err(e) => {
+                        queued(); // never sent: nothing is queued behind it
+                        self.metrics.failed(&e.reply());
+                        return Err(e);
+                    }
+                };
+                let result = self
+                    .send_to(&server, false, request, resources, value, sent, queued)
+                    .await;
+                let Err(e) = &result else {
+                    return result;
+                };
+                // The first request after a failover fails on the old primary: it goes once
+                // more, to the one the sentinels name now (`sentinels` invariant 2).
+                return match sentinels.moved_from(&server, e).await {
+                    Some(primary) => {
+                        self.send_to(&primary, false, request, resources, value, sent, || {})
+                            .await
+                    }
+                    None => result,
+                };
+            }
         };
         if request == Request::Connect {
             // Every master of the cluster, not only the one a resource would go to.
@@ -559,7 +622,7 @@ async fn perform(
             ttl_ms,
             advance,
             scripted: false,
-        } if !many && !connection.in_cluster() => {
+        } if !many && connection.standalone() => {
             let key = resources.first();
             set_fenced_natively(connection, checked, key, value, ttl_ms, advance).await?
         }
@@ -569,7 +632,7 @@ async fn perform(
             // One resource on a standalone master (a campaign's): the script reads the marker
             // itself, which costs no command of its own. Not on a cluster, where the marker is in
             // another slot than the lock key, nor for a set.
-            let marked = checked && !many && !connection.in_cluster();
+            let marked = checked && !many && connection.standalone();
             let script = if marked {
                 &ACQUIRE_FENCED_MARKED
             } else {

@@ -118,6 +118,7 @@ use crate::protocol::quarantine::{
     MARKER_KEY, Memory, Quarantine, QuarantineReason, TrustPolicy, info_field,
 };
 use crate::protocol::slots;
+use crate::protocol::succession::{Lineage, online_replicas};
 use crate::protocol::sync::lock;
 
 /// What a server connection needs to know to connect and to judge its own health.
@@ -140,6 +141,45 @@ pub(crate) struct InCluster {
     /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout:
     /// see [`shards`](crate::nodes::shards)).
     pub(crate) wait_ms: u64,
+}
+
+/// What a server that is the primary of a replicated node ([`sentinels`](crate::nodes::sentinels))
+/// does differently: a vote waits for its replicas (invariant 8), reads back which are online,
+/// and the server is judged by the service's [`Lineage`] when it becomes the primary
+/// (`succession`).
+#[derive(Debug)]
+pub(crate) struct Replicated {
+    /// The server's address as the sentinels name it (`ip:port`).
+    pub(crate) address: String,
+    /// How many replicas the server listed online at its last reading (`succession`
+    /// invariant 1).
+    pub(crate) online: AtomicU32,
+    /// How many replicas the sentinels listed up at their last reading, while they named this
+    /// server the primary (`succession` invariant 1).
+    pub(crate) listed: AtomicU32,
+    /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout).
+    pub(crate) wait_ms: u64,
+    /// What the client saw of the service: shared by every server of the node.
+    pub(crate) lineage: Arc<Mutex<Lineage>>,
+}
+
+impl Replicated {
+    /// Records what the server's `INFO replication` says of its replicas, read at `now`: how many
+    /// the next vote waits for, and which are down (`succession` invariants 1, 2).
+    /// Returns how many are online.
+    pub(crate) fn observe(&self, replication: &str, now: Instant) -> u32 {
+        let online = online_replicas(replication);
+        lock(&self.lineage).online(&self.address, &online, now);
+        let count = u32::try_from(online.len()).unwrap_or(u32::MAX);
+        self.online.store(count, Ordering::Release);
+        count
+    }
+
+    /// How many replicas a vote waits for (`succession` invariant 1).
+    pub(crate) fn replicas(&self) -> u32 {
+        let online = self.online.load(Ordering::Acquire);
+        online.max(self.listed.load(Ordering::Acquire))
+    }
 }
 
 /// How often a live connection's health check is repeated: catches a `run_id` change or a
@@ -311,6 +351,8 @@ pub(crate) struct Server {
     generations: AtomicU64,
     /// Set for a master of a Redis Cluster node.
     cluster: Option<InCluster>,
+    /// Set for a server that may be the primary of a replicated node.
+    replicated: Option<Arc<Replicated>>,
     /// The manager's first-sight protocol, for a plain server of a manager whose nodes are all
     /// plain servers (`first_sight` invariant 5).
     first_sight: Option<Arc<FirstSight>>,
@@ -376,6 +418,7 @@ impl Server {
             checks: Arc::new(tokio::sync::Mutex::new(())),
             generations: AtomicU64::new(0),
             cluster: None,
+            replicated: None,
             first_sight: None,
             claim: None,
         })
@@ -408,6 +451,24 @@ impl Server {
             cluster: Some(cluster),
             ..Self::new(url, settings, tls_roots)?
         })
+    }
+
+    /// A server that may be the primary of a replicated node ([`sentinels`](crate::nodes::sentinels)).
+    pub(crate) fn replicated(
+        url: &str,
+        settings: ServerSettings,
+        tls_roots: Option<&[u8]>,
+        replicated: Arc<Replicated>,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            replicated: Some(replicated),
+            ..Self::new(url, settings, tls_roots)?
+        })
+    }
+
+    /// The part of this server that only the primary of a replicated node has.
+    pub(crate) fn replication(&self) -> Option<&Replicated> {
+        self.replicated.as_deref()
     }
 
     /// The part of this server that only a master of a Redis Cluster has.
@@ -503,6 +564,7 @@ impl Server {
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
         let claim = self.claim.clone();
+        let replicated = self.replicated.clone();
         async move {
             let attempt = async {
                 let config = AsyncConnectionConfig::new()
@@ -528,6 +590,7 @@ impl Server {
                     &marker,
                     first_sight.as_ref(),
                     claim.as_ref().map(|(ids, claimant)| (&**ids, &**claimant)),
+                    replicated.as_deref(),
                 )
                 .await?;
                 Ok(Arc::new(Live::new(
@@ -573,6 +636,7 @@ impl Server {
         let marker = self.marker();
         let first_sight = self.first_sight.clone();
         let claim = self.claim.clone();
+        let replicated = self.replicated.clone();
         async move {
             let _one_at_a_time = checks.lock().await;
             let mut conn = live.conn.clone();
@@ -584,6 +648,7 @@ impl Server {
                 &marker,
                 first_sight.as_ref(),
                 claim,
+                replicated.as_deref(),
             );
             match tokio::time::timeout(timeout, check).await {
                 Ok(Ok(health)) => live.set_health(&health, &memory),
@@ -727,6 +792,30 @@ impl Connection<'_> {
         self
     }
 
+    /// How many replicas a vote on this connection waits for, and how long at most
+    /// (invariant 8): a cluster master's shard's, a replicated primary's (`succession`
+    /// invariant 1); none for anything else, or none to wait for.
+    fn waits_for(&self) -> Option<(u32, u64)> {
+        if !self.vote {
+            return None;
+        }
+        let cluster = self.server.cluster.as_ref();
+        let wanted = cluster
+            .map(|cluster| (cluster.replicas.load(Ordering::Acquire), cluster.wait_ms))
+            .or_else(|| {
+                let replicated = self.server.replicated.as_deref()?;
+                Some((replicated.replicas(), replicated.wait_ms))
+            });
+        wanted.filter(|(replicas, _)| *replicas > 0)
+    }
+
+    /// Whether a request may go as plain commands in one pipeline, with nothing to add to it:
+    /// a standalone master that no vote waits on (not a cluster's master, nor a replicated
+    /// primary, whose votes go through [`Connection::query`]).
+    pub(crate) fn standalone(&self) -> bool {
+        self.server.cluster.is_none() && self.server.replicated.is_none()
+    }
+
     /// Whether this connection goes to a master of a Redis Cluster node, whose scripts may
     /// only name keys of one slot (so the marker is read after a script, never inside it).
     pub(crate) fn in_cluster(&self) -> bool {
@@ -753,14 +842,10 @@ impl Connection<'_> {
     /// vote is then followed by `WAIT` for the shard's replicas (invariant 8).
     pub(crate) async fn query(&self, cmd: Cmd, checked: bool) -> Result<Value, NodeError> {
         let mut conn = self.live.conn.clone();
-        let waits_for = self
-            .server
-            .cluster
-            .as_ref()
-            .filter(|_| self.vote)
-            .map(|cluster| (cluster.replicas.load(Ordering::Acquire), cluster.wait_ms))
-            .filter(|(replicas, _)| *replicas > 0);
-        if !checked && waits_for.is_none() && !self.asking {
+        let waits_for = self.waits_for();
+        // A replicated primary's vote reads back its replicas (`succession` invariant 1).
+        let replicated = self.server.replicated.as_deref().filter(|_| self.vote);
+        if !checked && waits_for.is_none() && !self.asking && replicated.is_none() {
             return cmd
                 .query_async(&mut conn)
                 .await
@@ -772,11 +857,16 @@ impl Connection<'_> {
         }
         pipe.add_command(cmd);
         // A cluster master's history is read back with its marker (invariant 7).
-        let history = self.live.history.load_full().filter(|_| checked);
+        let history = self
+            .live
+            .history
+            .load_full()
+            .filter(|_| checked || replicated.is_some());
         if checked {
             pipe.cmd("GET").arg(self.server.marker_key());
         }
-        if history.is_some() {
+        let reads_replication = history.is_some() || replicated.is_some();
+        if reads_replication {
             pipe.cmd("INFO").arg("replication");
         }
         let (replies, acknowledged) = match waits_for {
@@ -808,19 +898,42 @@ impl Connection<'_> {
             }
             self.check_marker(marker.as_ref());
         }
-        if let Some(expected) = history {
-            self.check_history(&expected, replies.next())?;
+        let mut more_online = None;
+        if reads_replication {
+            let read = info_text(replies.next());
+            if let (Some(replicated), Some(read)) = (replicated, &read) {
+                let online = replicated.observe(read, Instant::now());
+                let waited = waits_for.map_or(0, |(replicas, _)| replicas);
+                // More replicas online than the `WAIT` asked for: a new one may have stood in
+                // for one that lags (`succession` invariant 1). Not a vote; the next waits for
+                // them all.
+                more_online = (online > waited).then_some((online, waited));
+            }
+            if let Some(expected) = history {
+                self.check_history(&expected, read)?;
+            }
         }
         let reply = reply
             .unwrap_or(Value::Nil)
             .extract_error()
             .map_err(|e| self.failed(&e))?;
+        let whose = if replicated.is_some() {
+            "the primary's"
+        } else {
+            "the shard's"
+        };
         if let Some((wanted, acknowledged)) = acknowledged
             && acknowledged < wanted
         {
             return Err(NodeError::Server(format!(
-                "only {acknowledged} of the shard's {wanted} replicas acknowledged the write in \
+                "only {acknowledged} of {whose} {wanted} replicas acknowledged the write in \
                  time: not a vote (it might not survive a failover)"
+            )));
+        }
+        if let Some((online, waited)) = more_online {
+            return Err(NodeError::Server(format!(
+                "{online} replicas came online while the vote waited for {waited}: not a vote \
+                 (the next one waits for them all)"
             )));
         }
         Ok(reply)
@@ -833,7 +946,7 @@ impl Connection<'_> {
         &self,
         pipe: &mut redis::Pipeline,
     ) -> Result<Vec<Value>, NodeError> {
-        debug_assert!(!self.in_cluster() && !self.asking);
+        debug_assert!(self.standalone() && !self.asking);
         let mut conn = self.live.conn.clone();
         pipe.ignore_errors()
             .query_async(&mut conn)
@@ -925,12 +1038,7 @@ impl Connection<'_> {
     /// replica lacked. Another history is evidence of that loss: the vote does not count, the
     /// node is out for `max_ttl`, and checked again, which quarantines it as a promoted replica
     /// (quarantine invariant 6). An unreadable reply is no evidence either way: not a vote.
-    fn check_history(&self, expected: &str, read: Option<Value>) -> Result<(), NodeError> {
-        let read = match read {
-            Some(Value::BulkString(bytes)) => String::from_utf8(bytes).ok(),
-            Some(Value::VerbatimString { text, .. }) => Some(text),
-            _ => None,
-        };
+    fn check_history(&self, expected: &str, read: Option<String>) -> Result<(), NodeError> {
         let Some(read) = read else {
             return Err(NodeError::Server(
                 "INFO replication gave no reply a vote could check: not a vote".to_owned(),
@@ -999,6 +1107,15 @@ impl Connection<'_> {
                 .chain(grouped.iter().map(String::as_str));
             naming_keys(e, used.chain(marker))
         })
+    }
+}
+
+/// The text of an `INFO` reply, if it is one.
+fn info_text(reply: Option<Value>) -> Option<String> {
+    match reply {
+        Some(Value::BulkString(bytes)) => String::from_utf8(bytes).ok(),
+        Some(Value::VerbatimString { text, .. }) => Some(text),
+        _ => None,
     }
 }
 

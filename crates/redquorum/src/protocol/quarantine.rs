@@ -198,8 +198,9 @@ pub enum QuarantineReason {
     /// Its marker went missing or changed while it kept running: a data loss without a restart
     /// (a flush, an eviction), seen by this client or by another one.
     LostMarker,
-    /// A Redis Cluster master that held another master's marker: a promoted replica, or a master
-    /// that took over the marker's slot.
+    /// A promoted replica that may lack a lock: a Redis Cluster master that held another
+    /// master's marker (or took over the marker's slot), or a Sentinel primary promoted from a
+    /// replica that was away while votes counted without it (`docs/sentinel.md`).
     Promoted,
     /// It evicted keys since our last check (invariant 7): a lock key may be gone.
     Evicted,
@@ -218,7 +219,10 @@ impl fmt::Display for QuarantineReason {
             QuarantineReason::FirstSeenWithoutMarker => "first seen without a marker",
             QuarantineReason::Restarted => "restarted (its run_id changed)",
             QuarantineReason::LostMarker => "lost its marker (data loss without a restart)",
-            QuarantineReason::Promoted => "promoted replica (it holds another master's marker)",
+            QuarantineReason::Promoted => {
+                "promoted replica that may lack a lock (another master's marker, or a replica \
+                 that was away)"
+            }
             QuarantineReason::Evicted => "evicted keys (a lock key may be gone)",
             QuarantineReason::StatsReset => {
                 "its statistics were reset while it may evict keys (an eviction may be hidden)"
@@ -352,6 +356,10 @@ pub struct Observation {
     pub may_evict: bool,
     /// `INFO replication`'s `master_replid`, when it was read (invariant 7).
     pub replid: Option<String>,
+    /// A replicated node's primary promoted from the one the client followed, holding every
+    /// vote counted there (`succession` invariant 3): its data came by replication, so its
+    /// uptime says nothing of a loss (invariant 1 is waived).
+    pub succeeded: bool,
 }
 
 impl Observation {
@@ -370,6 +378,7 @@ impl Observation {
             commands: field("total_commands_processed").and_then(|n| n.parse().ok()),
             may_evict: true,
             replid: field("master_replid").map(str::to_owned),
+            succeeded: false,
         })
     }
 }
@@ -561,10 +570,11 @@ impl Memory {
         let up_at_least = seen.uptime.saturating_sub(UPTIME_SLACK);
         self.young_until = (up_at_least < policy.max_ttl)
             .then(|| after(now, policy.max_ttl.saturating_sub(up_at_least)));
-        // Invariant 1, waived for a durable node that kept its marker (invariant 4) and for a
-        // run an operator or the group vouched for (`marker` invariant 3).
+        // Invariant 1, waived for a durable node that kept its marker (invariant 4), for a
+        // run an operator or the group vouched for (`marker` invariant 3), and for a replicated
+        // primary's successor that holds every counted vote (`succession` invariant 3).
         let mut uptime_until = None;
-        if !durable && !value.vouches_for_run(&seen.run_id) {
+        if !durable && !value.vouches_for_run(&seen.run_id) && !seen.succeeded {
             let up_at_least = seen.uptime.saturating_sub(UPTIME_SLACK);
             let started_by = now.checked_sub(up_at_least).unwrap_or(now);
             let started_by = self.started_by.map_or(started_by, |s| s.min(started_by));
@@ -633,6 +643,7 @@ mod tests {
             commands: Some(100),
             may_evict: false,
             replid: Some("r1".into()),
+            succeeded: false,
         }
     }
 

@@ -119,6 +119,7 @@ use crate::handles::error::{ConfigError, Error, RoundFailure};
 use crate::handles::telemetry;
 use crate::nodes::node::{Answer, Node, Request, reply_of};
 use crate::nodes::node_error::NodeError;
+use crate::nodes::sentinels::{Sentinels, is_sentinel_url};
 use crate::nodes::server::{Server, ServerSettings};
 use crate::nodes::shards::{Shards, is_cluster_url};
 use crate::nodes::stragglers::{LeftBehind, Stragglers};
@@ -470,6 +471,9 @@ impl Engine {
                     .then_some(settings.rules.node_timeout);
                 let shards = Shards::new(url, node_settings, tls_roots, wait_ms)?;
                 Node::cluster(shards)
+            } else if is_sentinel_url(url) {
+                let node_timeout = settings.rules.node_timeout;
+                Node::sentinel(Sentinels::new(url, node_settings, tls_roots, node_timeout)?)
             } else {
                 Node::plain(Server::new(url.trim(), node_settings, tls_roots)?)
             };

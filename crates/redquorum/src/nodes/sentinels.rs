@@ -1,0 +1,676 @@
+//! A Redlock node that is a primary with replicas behind Redis Sentinel: the topology most Redis
+//! users run. Each request goes to the primary the sentinels name; a vote counts once the
+//! replicas have it; a failover neither gives a lock twice nor, in the common case, costs the
+//! restart quarantine's minute without locks.
+//!
+//! A Sentinel node is named by
+//! `redis+sentinel://[user:password@]host:port[,host:port…]/SERVICE[/DB][?sentinel_username=…&sentinel_password=…]`
+//! (`rediss+sentinel://` for TLS to every server): the sentinels' addresses (port 26379 when
+//! none is given) and the service they monitor. The credentials before `@` are the data
+//! servers' (Redis's `masterauth` side); the sentinels' own, when they need any, are the query's.
+//!
+//! Every server the sentinels ever named primary is a [`Server`] of its own (health check,
+//! restart quarantine, marker read back), built as a replicated primary
+//! ([`Replicated`]): its votes wait for its replicas and read back which are online, and a
+//! server newly named primary is judged by what the client saw of the service
+//! ([`succession`](crate::protocol::succession)). That is where the safety argument lives; this
+//! module only finds the primary.
+//!
+//! # Invariants
+//! 1. **Only a majority of the configured sentinels names a primary.** The sentinels are asked
+//!    at once, each within the connect timeout; a server counts as the primary only if more
+//!    than half of *all* the sentinels in the URL (not of those that answered) name it. Sentinels
+//!    that disagree (a failover half seen), or that cannot be reached, cost the node its vote:
+//!    the request fails and nothing is sent.
+//! 2. **The node follows Sentinel's view.** The sentinels are asked again when the view is older
+//!    than [`VIEW_REFRESH`], and on the next request after one failed in a way a failover
+//!    explains (the connection refused or broke, `READONLY`, a timeout), at most every
+//!    [`VIEW_READ_INTERVAL`]: a failover is followed within about the sentinels' own time to
+//!    complete it. A server the sentinels no longer name keeps its [`Server`] (and its memory
+//!    of what it showed), in case it is named again (a failback). Whatever the view, a reply
+//!    counts only from a server that says it is a primary and passes `succession`'s judgement:
+//!    a stale view costs a round, never safety.
+//! 3. **The replicas the sentinels list feed the judgement.** Every reading records each
+//!    replica they list (address, `run_id`) and whether any of the agreeing sentinels flags it
+//!    down or its link to the primary down (`succession` invariant 2).
+//! 4. **Reading the view never blocks a round past its deadline, and never storms the
+//!    sentinels.** It runs as a task of its own, shared by every request that needs it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared, join_all};
+use redis::Value;
+
+use crate::handles::error::{ConfigError, redact_url};
+use crate::nodes::connect::connect_once;
+use crate::nodes::node_error::NodeError;
+use crate::nodes::server::{Replicated, Server, ServerSettings, scrub};
+use crate::nodes::subscriber::{Subscriber, Watch};
+use crate::protocol::aliases::{Claimant, RunIds};
+use crate::protocol::quarantine::Quarantine;
+use crate::protocol::succession::Lineage;
+use crate::protocol::sync::lock;
+
+/// The URL schemes that name a Sentinel node, and the scheme of its servers.
+const SCHEMES: [(&str, &str); 2] = [
+    ("redis+sentinel://", "redis"),
+    ("rediss+sentinel://", "rediss"),
+];
+
+/// Sentinel's own port, for an address given without one.
+const SENTINEL_PORT: u16 = 26379;
+
+/// How old the sentinels' view may get before a request asks them again (invariant 2): a
+/// failover that sends no error our way (the old primary still answers) is seen within this.
+const VIEW_REFRESH: Duration = Duration::from_secs(1);
+
+/// The shortest time between two readings of the view, however many requests fail
+/// (invariant 4).
+const VIEW_READ_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Whether `url` names a Sentinel node.
+pub(crate) fn is_sentinel_url(url: &str) -> bool {
+    SCHEMES
+        .iter()
+        .any(|(scheme, _)| url.trim_start().starts_with(scheme))
+}
+
+/// A Sentinel URL, taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SentinelUrl {
+    /// The scheme of every server, data and sentinel: `redis` or `rediss`.
+    scheme: &'static str,
+    /// The data servers' `user:password@`, or empty.
+    userinfo: String,
+    /// The sentinels' `user:password@`, or empty.
+    sentinel_userinfo: String,
+    /// `host:port` of each sentinel.
+    sentinels: Vec<String>,
+    service: String,
+    /// The data servers' database, `/DB`, or empty.
+    db: String,
+}
+
+impl SentinelUrl {
+    fn parse(url: &str) -> Result<Self, String> {
+        let url = url.trim();
+        let (prefix, scheme) = SCHEMES
+            .iter()
+            .find(|(prefix, _)| url.starts_with(prefix))
+            .ok_or("a Sentinel URL starts with redis+sentinel:// or rediss+sentinel://")?;
+        let rest = &url[prefix.len()..];
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hosts) = match authority.rfind('@') {
+            Some(at) => (format!("{}@", &authority[..at]), &authority[at + 1..]),
+            None => (String::new(), authority),
+        };
+        let sentinels: Vec<String> = hosts
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(|h| {
+                if h.ends_with(']') || !h.contains(':') {
+                    format!("{h}:{SENTINEL_PORT}")
+                } else {
+                    h.to_owned()
+                }
+            })
+            .collect();
+        if sentinels.is_empty() {
+            return Err(
+                "no sentinel address (redis+sentinel://host:port[,host:port…]/SERVICE)".to_owned(),
+            );
+        }
+        let (service, db) = path.split_once('/').unwrap_or((path, ""));
+        if service.is_empty() {
+            return Err(
+                "no service name: the sentinels monitor it, as in redis+sentinel://host:26379/mymaster"
+                    .to_owned(),
+            );
+        }
+        if !db.is_empty() && db.parse::<u16>().is_err() {
+            return Err(format!("{db:?} is not a database number"));
+        }
+        let (mut user, mut password) = (None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("sentinel_username", value)) => user = Some(value),
+                Some(("sentinel_password", value)) => password = Some(value),
+                _ => {
+                    let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+                    return Err(format!(
+                        "unknown parameter {key:?} (a Sentinel URL takes sentinel_username and \
+                         sentinel_password)"
+                    ));
+                }
+            }
+        }
+        let sentinel_userinfo = match (user, password) {
+            (None, None) => String::new(),
+            (user, password) => format!("{}:{}@", user.unwrap_or(""), password.unwrap_or("")),
+        };
+        Ok(Self {
+            scheme,
+            userinfo,
+            sentinel_userinfo,
+            sentinels,
+            service: service.to_owned(),
+            db: if db.is_empty() {
+                String::new()
+            } else {
+                format!("/{db}")
+            },
+        })
+    }
+
+    /// The URL of the data server at `address` (`host:port`), with the data servers'
+    /// credentials and database.
+    fn server_url(&self, address: &str) -> String {
+        format!("{}://{}{address}{}", self.scheme, self.userinfo, self.db)
+    }
+
+    /// The URL of the sentinel at `address`.
+    fn sentinel_url(&self, address: &str) -> String {
+        format!("{}://{}{address}", self.scheme, self.sentinel_userinfo)
+    }
+}
+
+/// What the sentinels said at one reading.
+#[derive(Debug)]
+struct View {
+    primary: Arc<Server>,
+    read_at: Instant,
+}
+
+/// A replica as one sentinel lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listed {
+    address: String,
+    run_id: String,
+    /// Not flagged down, and its link to the primary up.
+    up: bool,
+}
+
+/// One sentinel's answer: the primary's address and its replicas.
+type Answer = Result<(String, Vec<Listed>), String>;
+
+type Reading = Shared<BoxFuture<'static, Result<Arc<View>, NodeError>>>;
+
+/// A Sentinel node.
+pub(crate) struct Sentinels {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    label: String,
+    url: SentinelUrl,
+    settings: ServerSettings,
+    tls_roots: Option<Vec<u8>>,
+    wait_ms: u64,
+    sentinels: Vec<redis::Client>,
+    view: ArcSwapOption<View>,
+    /// Every server the sentinels named primary, by address (invariant 2).
+    servers: Mutex<HashMap<String, Arc<Server>>>,
+    lineage: Arc<Mutex<Lineage>>,
+    reading: Mutex<Option<Reading>>,
+    /// When the last reading began (invariant 4).
+    last_read: Mutex<Option<Instant>>,
+    /// Set when a reply said the primary may have moved: the next request asks again.
+    stale: AtomicBool,
+    run_ids: OnceLock<Arc<RunIds>>,
+}
+
+impl std::fmt::Debug for Sentinels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sentinels")
+            .field("label", &self.inner.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sentinels {
+    /// Parses a `redis+sentinel://` URL (without connecting). Votes wait up to half of
+    /// `node_timeout` for the replicas.
+    pub(crate) fn new(
+        url: &str,
+        settings: ServerSettings,
+        tls_roots: Option<&[u8]>,
+        node_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        let invalid = |reason: String| ConfigError::InvalidUrl {
+            url: redact_url(url),
+            reason: scrub(&reason, url),
+        };
+        let parsed = SentinelUrl::parse(url).map_err(invalid)?;
+        // The data servers' URL must be valid on its own (credentials, database).
+        Server::new(&parsed.server_url("127.0.0.1:6379"), settings, tls_roots)?;
+        let sentinels = parsed
+            .sentinels
+            .iter()
+            .map(|address| {
+                let url = parsed.sentinel_url(address);
+                let client = match tls_roots {
+                    Some(roots) if parsed.scheme == "rediss" => redis::Client::build_with_tls(
+                        url.as_str(),
+                        redis::TlsCertificates {
+                            client_tls: None,
+                            root_cert: Some(roots.to_vec()),
+                        },
+                    ),
+                    _ => redis::Client::open(url.as_str()),
+                };
+                client.map_err(|e| invalid(format!("sentinel {address}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let db = parsed.db.clone();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                label: format!(
+                    "sentinel({})/{}{db}",
+                    parsed.sentinels.join(","),
+                    parsed.service
+                ),
+                url: parsed,
+                settings,
+                tls_roots: tls_roots.map(<[u8]>::to_vec),
+                wait_ms: u64::try_from(node_timeout.as_millis() / 2)
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+                sentinels,
+                view: ArcSwapOption::empty(),
+                servers: Mutex::new(HashMap::new()),
+                lineage: Arc::new(Mutex::new(Lineage::default())),
+                reading: Mutex::new(None),
+                last_read: Mutex::new(None),
+                stale: AtomicBool::new(false),
+                run_ids: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// `sentinel(host:port,…)/SERVICE`: without credentials.
+    pub(crate) fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// What makes two Sentinel nodes the same: their sentinels and service.
+    pub(crate) fn identity(&self) -> String {
+        let mut sentinels = self.inner.url.sentinels.clone();
+        sentinels.sort();
+        format!(
+            "sentinel:{}/{}{}",
+            sentinels.join(","),
+            self.inner.url.service,
+            self.inner.url.db
+        )
+    }
+
+    /// Shares the manager's record of its servers' `run_id`s, in which each primary claims its
+    /// own (`aliases` invariant 1). Only the first record shared is kept.
+    pub(crate) fn share_run_ids(&self, run_ids: &Arc<RunIds>) {
+        let _ = self.inner.run_ids.set(Arc::clone(run_ids));
+    }
+
+    /// A subscriber on the primary the sentinels named last, when there is one. Only a hint (the
+    /// subscriber's invariants): after a failover it fails, and waiters poll until the next
+    /// one is made.
+    pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
+        let primary = self.inner.view.load_full().map(|view| {
+            let server = &view.primary;
+            server.client().clone()
+        });
+        let client = primary.unwrap_or_else(|| {
+            // Not resolved yet: the first sentinel's address stands in, which serves no keys, so
+            // waiters poll until a subscriber is made on the primary.
+            self.inner.sentinels[0].clone()
+        });
+        Subscriber::new(&client, self.inner.settings.connect_timeout, watch)
+    }
+
+    /// The servers the sentinels ever named primary.
+    pub(crate) fn servers(&self) -> Vec<Arc<Server>> {
+        lock(&self.inner.servers).values().cloned().collect()
+    }
+
+    /// The primary as the last view named it, without asking.
+    pub(crate) fn primary_now(&self) -> Option<Arc<Server>> {
+        self.inner
+            .view
+            .load()
+            .as_ref()
+            .map(|view| Arc::clone(&view.primary))
+    }
+
+    /// The primary the sentinels name, asking them first when we have no view, when a reply
+    /// said it may have moved (but not more often than every [`VIEW_READ_INTERVAL`]), or when
+    /// the view is older than [`VIEW_REFRESH`]: a vote never goes by an older view
+    /// (invariants 2, 4). A view three quarters that old is read again in the background, so
+    /// that a busy node rarely waits for it.
+    pub(crate) async fn primary(&self) -> Result<Arc<Server>, NodeError> {
+        let inner = &self.inner;
+        if let Some(view) = inner.view.load_full() {
+            let age = view.read_at.elapsed();
+            let recent = lock(&inner.last_read).is_some_and(|at| at.elapsed() < VIEW_READ_INTERVAL);
+            if age < VIEW_REFRESH && (recent || !inner.stale.load(Ordering::Acquire)) {
+                if age > VIEW_REFRESH * 3 / 4 {
+                    drop(self.read_view());
+                }
+                return Ok(Arc::clone(&view.primary));
+            }
+        }
+        Ok(Arc::clone(&self.read_view().await?.primary))
+    }
+
+    /// After `request`'s error on `failed`: the primary the sentinels name now, if it is
+    /// another one (a failover since the view was read), for one more try within the same
+    /// deadline (invariant 2).
+    pub(crate) async fn moved_from(
+        &self,
+        failed: &Arc<Server>,
+        error: &NodeError,
+    ) -> Option<Arc<Server>> {
+        self.saw(error);
+        if !self.inner.stale.load(Ordering::Acquire) {
+            return None;
+        }
+        let now = self.primary().await.ok()?;
+        (!Arc::ptr_eq(&now, failed)).then_some(now)
+    }
+
+    /// Whether a request's error says the primary may have moved: the next request asks the
+    /// sentinels again first (invariant 2).
+    pub(crate) fn saw(&self, error: &NodeError) {
+        let moved = match error {
+            NodeError::Server(why) => {
+                why.starts_with("READONLY")
+                    || why.starts_with("LOADING")
+                    || why.contains("replicas acknowledged")
+                    || why.contains("replicas came online")
+            }
+            NodeError::Unreachable(_) | NodeError::Timeout => true,
+            NodeError::WrongType(_) | NodeError::LeftToDelay => false,
+        };
+        if moved {
+            self.inner.stale.store(true, Ordering::Release);
+        }
+    }
+
+    /// The longest quarantine among the servers the sentinels named primary.
+    pub(crate) fn longest_quarantine(&self) -> Option<Quarantine> {
+        self.primary_now()?.quarantine()
+    }
+
+    /// The reading under way, or a new one started in the background (invariant 4).
+    fn read_view(&self) -> Reading {
+        let mut reading = lock(&self.inner.reading);
+        reading
+            .get_or_insert_with(|| {
+                *lock(&self.inner.last_read) = Some(Instant::now());
+                let inner = Arc::clone(&self.inner);
+                let task = tokio::spawn(async move {
+                    let result = inner.read().await;
+                    *lock(&inner.reading) = None;
+                    result
+                });
+                async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(NodeError::Server(format!(
+                            "asking the sentinels failed: {e}"
+                        )))
+                    })
+                }
+                .boxed()
+                .shared()
+            })
+            .clone()
+    }
+}
+
+impl Inner {
+    /// Asks every sentinel at once and keeps the primary a majority of them name (invariant 1),
+    /// recording the replicas they list (invariant 3).
+    async fn read(&self) -> Result<Arc<View>, NodeError> {
+        let timeout = self.settings.connect_timeout;
+        let service = self.url.service.as_str();
+        let answers: Vec<Answer> = join_all(self.sentinels.iter().map(|client| async move {
+            tokio::time::timeout(timeout, ask(client, service, timeout))
+                .await
+                .unwrap_or_else(|_| Err("no answer within the connect timeout".to_owned()))
+        }))
+        .await;
+        let now = Instant::now();
+        let needed = self.sentinels.len() / 2 + 1;
+        let mut named: HashMap<&str, Vec<&[Listed]>> = HashMap::new();
+        for (address, replicas) in answers.iter().flatten() {
+            named.entry(address).or_default().push(replicas);
+        }
+        let Some((address, listings)) = named
+            .into_iter()
+            .find(|(_, listings)| listings.len() >= needed)
+        else {
+            let said: Vec<String> = self
+                .url
+                .sentinels
+                .iter()
+                .zip(&answers)
+                .map(|(sentinel, answer)| match answer {
+                    Ok((address, _)) => format!("{sentinel} names {address}"),
+                    Err(why) => format!("{sentinel}: {why}"),
+                })
+                .collect();
+            return Err(NodeError::Unreachable(format!(
+                "no primary for {service:?} named by {needed} of the {} sentinels ({})",
+                self.sentinels.len(),
+                said.join("; ")
+            )));
+        };
+        // Invariant 3: listed by any agreeing sentinel; down if any of them says so.
+        let mut replicas: HashMap<&str, (&str, bool)> = HashMap::new();
+        for listed in listings.iter().flat_map(|l| l.iter()) {
+            let entry = replicas
+                .entry(&listed.address)
+                .or_insert((&listed.run_id, true));
+            if !listed.run_id.is_empty() {
+                entry.0 = &listed.run_id;
+            }
+            entry.1 &= listed.up;
+        }
+        {
+            let mut lineage = lock(&self.lineage);
+            for (replica, (run_id, up)) in &replicas {
+                lineage.listed(replica, run_id, *up, now);
+            }
+        }
+        let primary = self.server_at(address)?;
+        let up = replicas.values().filter(|(_, up)| *up).count();
+        if let Some(replicated) = primary.replication() {
+            // Succession invariant 1.
+            let up = u32::try_from(up).unwrap_or(u32::MAX);
+            replicated.listed.store(up, Ordering::Release);
+        }
+        let view = Arc::new(View {
+            primary,
+            read_at: now,
+        });
+        self.view.store(Some(Arc::clone(&view)));
+        self.stale.store(false, Ordering::Release);
+        Ok(view)
+    }
+
+    /// The server at `address`, made on first sight (invariant 2).
+    fn server_at(&self, address: &str) -> Result<Arc<Server>, NodeError> {
+        let mut servers = lock(&self.servers);
+        if let Some(server) = servers.get(address) {
+            return Ok(Arc::clone(server));
+        }
+        let replicated = Arc::new(Replicated {
+            address: address.to_owned(),
+            online: AtomicU32::new(0),
+            listed: AtomicU32::new(0),
+            wait_ms: self.wait_ms,
+            lineage: Arc::clone(&self.lineage),
+        });
+        let url = self.url.server_url(address);
+        let mut server =
+            Server::replicated(&url, self.settings, self.tls_roots.as_deref(), replicated)
+                .map_err(|e| NodeError::Server(format!("the primary at {address}: {e}")))?;
+        if let Some(run_ids) = self.run_ids.get() {
+            server.set_run_ids(Arc::clone(run_ids), Claimant::master(address, &self.label));
+        }
+        let server = Arc::new(server);
+        servers.insert(address.to_owned(), Arc::clone(&server));
+        Ok(server)
+    }
+}
+
+/// One sentinel's answer: `SENTINEL GET-MASTER-ADDR-BY-NAME` and `SENTINEL REPLICAS`, in one
+/// round trip on a connection of its own.
+async fn ask(client: &redis::Client, service: &str, timeout: Duration) -> Answer {
+    let mut conn = connect_once(client, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (primary, replicas): (Value, Value) = redis::pipe()
+        .cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(service)
+        .cmd("SENTINEL")
+        .arg("REPLICAS")
+        .arg(service)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    let address = match &primary {
+        Value::Array(parts) => match parts.as_slice() {
+            [host, port] => Some(format!("{}:{}", text(host), text(port))),
+            _ => None,
+        },
+        _ => None,
+    }
+    .ok_or_else(|| format!("does not monitor {service:?}"))?;
+    let Value::Array(replicas) = replicas else {
+        return Err("SENTINEL REPLICAS gave no list".to_owned());
+    };
+    Ok((address, replicas.iter().filter_map(listed).collect()))
+}
+
+/// A replica in `SENTINEL REPLICAS`'s reply: a flat list of field names and values (RESP2) or
+/// a map (RESP3).
+fn listed(reply: &Value) -> Option<Listed> {
+    let pairs: Vec<(String, String)> = match reply {
+        Value::Array(flat) => flat
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [k, v] => Some((text(k), text(v))),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(map) => map.iter().map(|(k, v)| (text(k), text(v))).collect(),
+        _ => return None,
+    };
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let flags = field("flags").unwrap_or_default();
+    let down = flags
+        .split(',')
+        .any(|flag| matches!(flag, "s_down" | "o_down" | "disconnected"));
+    let link_up = field("master-link-status") == Some("ok");
+    Some(Listed {
+        address: format!("{}:{}", field("ip")?, field("port")?),
+        run_id: field("runid").unwrap_or_default().to_owned(),
+        up: !down && link_up,
+    })
+}
+
+/// A reply's text (a bulk or simple string, or a number).
+fn text(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_url_names_the_sentinels_the_service_and_both_credentials() {
+        let url = SentinelUrl::parse(
+            "redis+sentinel://app:secret@s1:26380,s2,s3:26381/mymaster/2?sentinel_password=sp",
+        )
+        .expect("valid");
+        assert_eq!(url.sentinels, vec!["s1:26380", "s2:26379", "s3:26381"]);
+        assert_eq!(url.service, "mymaster");
+        assert_eq!(
+            url.server_url("10.0.0.1:6379"),
+            "redis://app:secret@10.0.0.1:6379/2"
+        );
+        assert_eq!(url.sentinel_url("s1:26380"), "redis://:sp@s1:26380");
+        let tls = SentinelUrl::parse("rediss+sentinel://s1/m").expect("valid");
+        assert_eq!(tls.server_url("h:1"), "rediss://h:1");
+        assert_eq!(tls.sentinel_url("s1:26379"), "rediss://s1:26379");
+    }
+
+    #[test]
+    fn a_sentinel_url_without_a_service_or_with_unknown_parameters_is_refused() {
+        for (url, says) in [
+            ("redis+sentinel://s1:26379", "no service name"),
+            ("redis+sentinel://s1:26379/", "no service name"),
+            ("redis+sentinel:///m", "no sentinel address"),
+            ("redis+sentinel://s1/m/x", "not a database number"),
+            ("redis+sentinel://s1/m?password=x", "unknown parameter"),
+        ] {
+            let why = SentinelUrl::parse(url).expect_err(url);
+            assert!(why.contains(says), "{url}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_replica_is_up_only_unflagged_with_its_link_up() {
+        let reply = |flags: &str, link: &str| {
+            Value::Array(
+                [
+                    ("ip", "127.0.0.1"),
+                    ("port", "7001"),
+                    ("runid", "abc"),
+                    ("flags", flags),
+                    ("master-link-status", link),
+                ]
+                .iter()
+                .flat_map(|(k, v)| {
+                    [
+                        Value::BulkString(k.as_bytes().to_vec()),
+                        Value::BulkString(v.as_bytes().to_vec()),
+                    ]
+                })
+                .collect(),
+            )
+        };
+        let up = listed(&reply("slave", "ok")).expect("listed");
+        assert_eq!(up.address, "127.0.0.1:7001");
+        assert_eq!(up.run_id, "abc");
+        assert!(up.up);
+        for (flags, link) in [
+            ("s_down,slave", "ok"),
+            ("slave,disconnected", "ok"),
+            ("slave", "err"),
+        ] {
+            assert!(
+                !listed(&reply(flags, link)).expect("listed").up,
+                "{flags} {link}"
+            );
+        }
+    }
+}

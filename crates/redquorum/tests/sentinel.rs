@@ -1,0 +1,161 @@
+//! A Redlock node may be a primary with replicas behind Redis Sentinel: requests go to the
+//! primary a majority of the sentinels name, a vote counts once the replicas have it, and a
+//! failover neither gives a lock twice nor, when the promoted replica was online throughout,
+//! costs the restart quarantine's wait.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{patient, value_on};
+use redquorum::{Cause, Error, QuarantineReason, Redlock, Reply};
+use redquorum_nodes::{NodeSpec, Persistence, SentinelGroup};
+
+const MAX_TTL: Duration = Duration::from_secs(30);
+const TTL: Duration = Duration::from_secs(20);
+
+/// A primary with `replicas` replicas and three sentinels; durable, so that the first primary,
+/// seconds old, is trusted from the start (as `common::cluster`'s nodes are).
+fn group(replicas: usize) -> SentinelGroup {
+    SentinelGroup::start(
+        replicas,
+        3,
+        NodeSpec::new().persistence(Persistence::AofAlways),
+    )
+    .expect("a primary, replicas, sentinels")
+}
+
+fn manager(url: &str) -> Redlock {
+    Redlock::builder(vec![url.to_owned()])
+        .max_ttl(MAX_TTL)
+        .build()
+        .expect("valid configuration")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_survives_its_primary_killed_and_the_promoted_replica_votes_at_once() {
+    let mut group = group(1);
+    let url = group.url();
+    let (a, b) = (manager(&url), manager(&url));
+    let held = a.acquire("invoice:1", TTL).await.expect("A holds the lock");
+    // B has used the node before the failover: it saw the replica online.
+    let before = b.acquire("warm-up", TTL).await.expect("B's first lock");
+    assert!(before.release().await.cause().is_none());
+    // The vote counted once the replica had it (succession invariant 1).
+    assert_eq!(
+        value_on(group.data_node(1), "invoice:1").as_deref(),
+        Some(held.value()),
+        "A's lock is on the replica"
+    );
+
+    group.data_node(0).kill().expect("SIGKILL the primary");
+    assert_eq!(group.await_new_primary(0).expect("a failover"), 1);
+    let promoted = Instant::now();
+
+    // Every attempt by B on A's resource is refused while A's lock is valid.
+    let refused = b.try_acquire("invoice:1", TTL).await;
+    let Err(refused) = refused else {
+        panic!("B took A's lock after the failover: {refused:?}");
+    };
+    assert_ne!(refused.cause(), None, "{refused}");
+    // And a lock on another resource comes within seconds, not after max_ttl.
+    let other = b
+        .acquire_with("invoice:2", TTL, &patient())
+        .await
+        .expect("a lock on the new primary");
+    let waited = promoted.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "the new primary voted only after {waited:?}"
+    );
+    assert!(other.release().await.cause().is_none());
+    // A client that starts now judges the new primary as a first sight: refused, because A's
+    // lock is there (or, since the promoted replica is seconds old here, its uptime).
+    let c = manager(&url);
+    let Err(refused) = c.try_acquire("invoice:1", TTL).await else {
+        panic!("a new client took A's lock after the failover");
+    };
+    assert!(
+        matches!(
+            refused.cause(),
+            Some(Cause::Busy | Cause::Quarantined { .. })
+        ),
+        "{refused}"
+    );
+    // A still holds its lock: it extends and releases it on the new primary.
+    let mut held = held;
+    held.extend(TTL)
+        .await
+        .expect("A extends on the new primary");
+    assert!(held.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_replica_did_not_acknowledge_is_not_a_vote() {
+    let mut group = group(1);
+    let redlock = manager(&group.url());
+    let first = redlock.acquire("payments", TTL).await.expect("acquired");
+    assert!(first.release().await.cause().is_none());
+    // The replica stops answering; the primary still lists it online.
+    group.data_node(1).pause().expect("SIGSTOP the replica");
+    let refused = redlock.try_acquire("payments", TTL).await;
+    group.data_node(1).resume().expect("SIGCONT the replica");
+    let Err(Error::NotAcquired { failure, .. }) = refused else {
+        panic!("a write no replica had was counted as a vote: {refused:?}");
+    };
+    let reply = &failure.replies[0].reply;
+    assert!(
+        matches!(reply, Reply::Timeout)
+            || matches!(reply, Reply::ServerError(why) if why.contains("replicas acknowledged")),
+        "{failure:?}"
+    );
+    let lock = redlock
+        .acquire_with("payments", TTL, &patient())
+        .await
+        .expect("acquired once the replica answers again");
+    assert!(lock.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_was_away_is_quarantined_when_promoted() {
+    let mut group = group(1);
+    let redlock = manager(&group.url());
+    let first = redlock.acquire("ledger", TTL).await.expect("acquired");
+    assert!(first.release().await.cause().is_none());
+    // The replica restarts: the primary no longer lists it online, and votes counted while it
+    // was away may be missing on it (succession invariant 2).
+    group.data_node(1).kill().expect("kill the replica");
+    let away = redlock
+        .acquire_with("ledger", TTL, &patient())
+        .await
+        .expect("a lock while the replica is away");
+    assert!(away.release().await.cause().is_none());
+    group.data_node(1).restart().expect("the replica back");
+    assert_eq!(group.failover().expect("a failover to it"), 1);
+
+    let refused = redlock.try_acquire("ledger", TTL).await;
+    let Err(Error::NotAcquired { failure, .. }) = refused else {
+        panic!("a replica that was away voted at once after its promotion: {refused:?}");
+    };
+    assert!(
+        matches!(&failure.replies[0].reply, Reply::Quarantined(q) if q.reason == QuarantineReason::Promoted),
+        "{failure:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_that_do_not_agree_give_no_vote() {
+    let mut group = group(1);
+    let redlock = manager(&group.url());
+    // Two of three sentinels gone: the one left names the primary, but alone.
+    group.sentinel(1).kill().expect("kill a sentinel");
+    group.sentinel(2).kill().expect("kill a sentinel");
+    let refused = redlock.try_acquire("orders", TTL).await;
+    let Err(Error::NotAcquired { failure, .. }) = refused else {
+        panic!("one sentinel of three named a primary that voted: {refused:?}");
+    };
+    assert!(
+        matches!(&failure.replies[0].reply, Reply::Unreachable(why) if why.contains("2 of the 3 sentinels")),
+        "{failure:?}"
+    );
+}
