@@ -239,7 +239,22 @@ function resourceList (resources) {
  * @returns {string[]}
  */
 function serverList (servers) {
-  if (typeof servers === 'string') return servers.split(',').map((s) => s.trim()).filter(Boolean)
+  if (typeof servers === 'string') {
+    // As the core splits a list: an entry without a scheme after a cluster's or a Sentinel
+    // node's URL is one more of its seeds or sentinels.
+    /** @type {string[]} */
+    const urls = []
+    for (const entry of servers.split(',').map((s) => s.trim()).filter(Boolean)) {
+      /** @type {string | undefined} */
+      const last = urls[urls.length - 1]
+      if (!entry.includes('://') && last !== undefined && /^rediss?\+(cluster|sentinel):\/\//.test(last)) {
+        urls[urls.length - 1] = `${last},${entry}`
+      } else {
+        urls.push(entry)
+      }
+    }
+    return urls
+  }
   if (Array.isArray(servers) && servers.every((s) => typeof s === 'string')) return servers
   throw new TypeError(
     'servers must be Redis URLs (an array of "redis://host:port" strings, or one comma-separated ' +

@@ -43,7 +43,7 @@ use hdrhistogram::Histogram;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redquorum::Redlock;
-use redquorum_nodes::{Cluster, NodeSpec, RedisCluster, RedisNode};
+use redquorum_nodes::{Cluster, NodeSpec, RedisCluster, RedisNode, SentinelGroup};
 
 /// The compare-and-delete script as the Redis documentation and other Redlock clients write it.
 const STANDARD_RELEASE: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then
@@ -132,8 +132,14 @@ struct Args {
     /// plain replicas each (`--replicaof`, so that both sides pay for replication on this one
     /// machine): what routing and the vote's `WAIT` for replicas cost. Target: ≥ 0.9× the
     /// cycles/s with many tasks.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sentinel_replicas")]
     cluster_replicas: Option<usize>,
+    /// The redlock side runs over N primaries behind Redis Sentinel (three sentinels each), with
+    /// this many replicas each (`redis+sentinel://`), the baseline over N plain nodes with the
+    /// same settings and as many plain replicas each: what following the sentinels and the
+    /// vote's `WAIT` cost.
+    #[arg(long)]
+    sentinel_replicas: Option<usize>,
     /// With `--cluster-replicas`: masters per Redis Cluster, sharing the slots. The table then
     /// also shows each master's server CPU per cycle in the first cluster (how evenly uniformly
     /// named resources spread over the shards).
@@ -614,6 +620,7 @@ impl Row {
             ));
         }
         if args.cluster_replicas.is_some()
+            || args.sentinel_replicas.is_some()
             || args.fencing
             || args.quarantine
             || args.only.is_some()
@@ -663,6 +670,7 @@ impl Row {
             "against": format!("{:?}", args.against).to_lowercase(),
             "reuse": args.reuse,
             "cluster_replicas": args.cluster_replicas,
+            "sentinel_replicas": args.sentinel_replicas,
             "cluster_shards": args.cluster_replicas.map(|_| args.cluster_shards),
             "shard_cpu_us_per_cycle": self
                 .redlock
@@ -743,6 +751,8 @@ fn table(rows: &[Row], args: &Args) -> String {
         match (args.cluster_replicas, args.against) {
             (Some(_), _) =>
                 "the same settings over plain nodes (redlock: one-shard Redis Clusters)",
+            (None, _) if args.sentinel_replicas.is_some() =>
+                "the same settings over plain nodes with plain replicas (redlock: Sentinel primaries)",
             (None, Against::Raw) => "raw `SET NX PX` then `EVALSHA` on every node",
             (None, Against::Plain) => "plain Redlock (no fencing, quarantine or notification)",
             (None, Against::Mutex) => "a lock through the library, same settings",
@@ -868,7 +878,8 @@ fn main() {
             .iter()
             .flat_map(|master| {
                 let port = master.port().to_string();
-                (0..args.cluster_replicas.unwrap_or(0)).map(move |_| {
+                let replicas = args.cluster_replicas.or(args.sentinel_replicas);
+                (0..replicas.unwrap_or(0)).map(move |_| {
                     let spec = NodeSpec::new()
                         .arg("--replicaof")
                         .arg("127.0.0.1")
@@ -894,6 +905,31 @@ fn main() {
                     .collect()
             })
             .unwrap_or_default();
+        // With --sentinel-replicas: N primaries behind sentinels for the redlock side.
+        let mut sentinel_groups: Vec<SentinelGroup> = args
+            .sentinel_replicas
+            .map(|replicas| {
+                (0..nodes)
+                    .map(|_| {
+                        SentinelGroup::start(replicas, 3, NodeSpec::new())
+                            .expect("start a Sentinel group")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let sentinel_side = args.sentinel_replicas.map(|_| {
+            let urls = sentinel_groups.iter().map(SentinelGroup::url).collect();
+            let pids: Vec<u32> = sentinel_groups
+                .iter_mut()
+                .flat_map(|g| {
+                    (0..g.data_len())
+                        .filter_map(|i| g.data_node(i).pid())
+                        .collect::<Vec<_>>()
+                })
+                .chain(plain_replicas.iter().filter_map(RedisNode::pid))
+                .collect();
+            (urls, pids)
+        });
         let cluster_side = args.cluster_replicas.map(|_| {
             let urls = redis_clusters.iter().map(RedisCluster::url).collect();
             let pids: Vec<u32> = redis_clusters
@@ -918,8 +954,12 @@ fn main() {
                     .collect()
             })
             .unwrap_or_default();
-        let target =
-            Arc::new(runtime.block_on(Target::connect(&cluster, cluster_side, shard_pids, &args)));
+        let target = Arc::new(runtime.block_on(Target::connect(
+            &cluster,
+            cluster_side.or(sentinel_side),
+            shard_pids,
+            &args,
+        )));
         for &tasks in &args.tasks {
             eprintln!("measuring {nodes} node(s), {tasks} task(s)…");
             let row = runtime.block_on(measure(&target, tasks, &args));
@@ -931,6 +971,7 @@ fn main() {
         drop(target);
         drop(cluster);
         drop(redis_clusters);
+        drop(sentinel_groups);
         drop(plain_replicas);
     }
     let table = table(&rows, &args);

@@ -152,7 +152,9 @@ pub(super) fn start(
                 "{count} Redis Cluster(s) of {shards} master(s) with {replicas} replica(s) each"
             ),
             Topology::Sentinel { replicas } => format!(
-                "{count} primary(ies) with {replicas} replica(s) each behind {SENTINELS} sentinels"
+                "{count} {} with {replicas} {} behind {SENTINELS} sentinels (each)",
+                if count == 1 { "primary" } else { "primaries" },
+                if replicas == 1 { "replica" } else { "replicas" },
             ),
         };
         eprintln!(

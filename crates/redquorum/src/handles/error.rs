@@ -356,7 +356,9 @@ pub(crate) fn redact_url(url: &str) -> String {
         let masked: Vec<String> = query
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+                Some((k, _)) if matches!(k, "pass" | "password" | "sentinel_password") => {
+                    format!("{k}=***")
+                }
                 _ => pair.to_owned(),
             })
             .collect();
@@ -412,6 +414,10 @@ mod tests {
             "redis+unix:///run/redis.sock?db=1&pass=***"
         );
         assert_eq!(redact_url("redis://127.0.0.1"), "redis://127.0.0.1");
+        assert_eq!(
+            redact_url("redis+sentinel://:d4ta@s1,s2/mymaster?sentinel_password=s3nt"),
+            "redis+sentinel://:***@s1,s2/mymaster?sentinel_password=***"
+        );
     }
 
     #[test]

@@ -454,13 +454,22 @@ impl Node {
                 };
                 // The first request after a failover fails on the old primary: it goes once
                 // more, to the one the sentinels name now (`sentinels` invariant 2).
-                return match sentinels.moved_from(&server, e).await {
+                let (server, result) = match sentinels.moved_from(&server, e).await {
                     Some(primary) => {
-                        self.send_to(&primary, false, request, resources, value, sent, || {})
-                            .await
+                        let again = self
+                            .send_to(&primary, false, request, resources, value, sent, || {})
+                            .await;
+                        (primary, again)
                     }
-                    None => result,
+                    None => (server, result),
                 };
+                // Which server failed: the node's label names only the sentinels.
+                return result.map_err(|e| match e {
+                    NodeError::Unreachable(why) => {
+                        NodeError::Unreachable(format!("the primary {}: {why}", server.label()))
+                    }
+                    other => other,
+                });
             }
         };
         if request == Request::Connect {

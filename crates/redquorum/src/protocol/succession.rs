@@ -40,6 +40,15 @@
 //!    replicas, still a primary in its own eyes, is judged against the new history, quarantined,
 //!    and cannot take the client back to its own.
 //!
+//! 5. **A promoted replica's uptime is no evidence.** The restart quarantine keeps a server
+//!    out until it has been up for `max_ttl` because a restart may have lost locks; a replica's
+//!    data is its primary's, taken again in full when it restarts, so a replica restarted a
+//!    minute before its promotion lost nothing by it. What it may lack is a vote counted while
+//!    it was away, which invariant 2 judges, not its uptime. So the first primary a client sees,
+//!    when it was promoted in its current run (`second_repl_offset`), is not held to its uptime
+//!    (every other rule still applies: its marker, evictions, resets); a primary that restarted
+//!    since its promotion shows none and is held to it.
+//!
 //! What it cannot see: a replica that dropped out and came back between two of this client's
 //! readings while *another* client counted votes without it, then was promoted before it caught
 //! up with them, with every other replica unable to be promoted. And a client that starts after
@@ -77,7 +86,8 @@ pub(crate) enum Succession {
     /// rules judge it.
     Ordinary,
     /// Promoted from the primary the client followed, and holds every vote counted there
-    /// (invariant 3): its uptime says nothing of a loss.
+    /// (invariant 3), or promoted from one the client never saw (invariant 5): its uptime says
+    /// nothing of a loss.
     Continues,
     /// May lack a counted vote: out for `max_ttl`, for this reason.
     Lost(QuarantineReason),
@@ -93,6 +103,9 @@ pub(crate) struct Candidate {
     pub(crate) history: String,
     /// `master_replid2`: the history it continued when it was promoted (`000…` when never).
     pub(crate) previous: String,
+    /// Whether it was promoted from a replica in its current run (`second_repl_offset` is not
+    /// -1): its data came by replication.
+    pub(crate) promoted: bool,
 }
 
 impl Candidate {
@@ -105,6 +118,7 @@ impl Candidate {
             previous: info_field(replication, "master_replid2")
                 .unwrap_or_default()
                 .to_owned(),
+            promoted: info_field(replication, "second_repl_offset").is_some_and(|o| o != "-1"),
         })
     }
 }
@@ -169,7 +183,13 @@ impl Lineage {
     ) -> Succession {
         let Some(followed) = self.history.as_deref() else {
             self.history = Some(candidate.history.clone());
-            return Succession::Ordinary; // the first primary seen (invariant 3)
+            // The first primary seen (invariant 3): nothing to compare with. Promoted, its data
+            // came by replication, so its uptime is no evidence of a loss (invariant 5).
+            return if candidate.promoted {
+                Succession::Continues
+            } else {
+                Succession::Ordinary
+            };
         };
         if candidate.history == followed {
             return Succession::Ordinary;
@@ -210,6 +230,7 @@ mod tests {
             run_id: format!("run-{address}"),
             history: history.into(),
             previous: previous.into(),
+            promoted: previous != "0",
         }
     }
 
@@ -322,15 +343,27 @@ mod tests {
     }
 
     #[test]
+    fn a_promoted_primary_seen_first_is_not_held_to_its_uptime() {
+        let now = Instant::now();
+        let mut lineage = Lineage::default();
+        assert_eq!(
+            lineage.judge(&primary("r", "h2", "h1"), now, MAX_TTL),
+            Succession::Continues
+        );
+        assert_eq!(lineage.history(), Some("h2"));
+    }
+
+    #[test]
     fn reads_a_candidate_and_its_online_replicas_from_info() {
         let server = "# Server\r\nrun_id:abc\r\n";
         let replication = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
              slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
              slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n\
-             master_replid:h2\r\nmaster_replid2:h1\r\n";
+             master_replid:h2\r\nmaster_replid2:h1\r\nsecond_repl_offset:11\r\n";
         let read = Candidate::read("a:1", server, replication).expect("candidate");
         assert_eq!((read.run_id.as_str(), read.history.as_str()), ("abc", "h2"));
         assert_eq!(read.previous, "h1");
+        assert!(read.promoted);
         assert_eq!(online_replicas(replication), vec!["127.0.0.1:7001"]);
         assert_eq!(Candidate::read("a:1", "", replication), None);
     }
