@@ -16,6 +16,8 @@
 //! | `redlock-cluster-wait` | same | `.quarantine(false).wait_for_replicas(true)`: every vote waits (`WAIT`) for the shard's replica |
 //! | `redlock-cluster-no-failover-rule` | same | `.quarantine(false).wait_for_replicas(false)`: neither rule, plain writes to whichever master serves the slot |
 //! | `redlock-cluster-run-id-marker` | same | our defaults, but a master's marker names its `run_id` alone (`replaced_rule_marker_names_process_only`, feature `replaced-rules`): the rule that the failback defeated |
+//! | `redlock-sentinel` | 1 primary + 1 replica behind 3 sentinels | this library with its defaults, one `redis+sentinel://` node: a vote waits (`WAIT`) for the replicas, and a promoted replica votes at once only if the client saw it online throughout (the library's `succession`) |
+//! | `redlock-sentinel-trusting` | same | our defaults, but the node trusts whatever server the sentinels name, as a plain client of a replicated primary does (`replaced_rule_sentinel_trusts_its_primary`, feature `replaced-rules`): no `WAIT`, no judgement of a promoted replica |
 //! | `semaphore-counting` | `--nodes` independent masters | a semaphore only (`--permits k`): a count per node (a sorted set of holders with expiry, granted while it has fewer than `k`), held on a majority of grants |
 //!
 //! Every lock has the same TTL, [`TTL`], which is also the library's `max_ttl` (the restart
@@ -112,6 +114,10 @@ pub enum Strategy {
     RedlockClusterRunIdMarker,
     /// A semaphore kept as a count per node, held on a majority of grants (the module docs).
     SemaphoreCounting,
+    /// This library with its defaults over one primary with a replica behind three sentinels.
+    RedlockSentinel,
+    /// The same, but trusting whatever server the sentinels name: the replaced rule.
+    RedlockSentinelTrusting,
 }
 
 /// How a strategy's servers are laid out.
@@ -126,6 +132,9 @@ pub(crate) enum Layout {
     /// Clients reach them directly, without proxies (cluster routing needs the real addresses),
     /// so the proxy faults do not apply (see [`Layout::supports`]).
     Clusters(usize),
+    /// One primary with one replica behind three sentinels, one slot. Clients reach it by its
+    /// `redis+sentinel://` URL, without proxies (the sentinels name the real addresses).
+    Sentinel,
 }
 
 /// How many Redis Clusters the `redlock-cluster*` strategies run on.
@@ -136,6 +145,15 @@ pub const CLUSTER_FAULTS: [Fault; 5] = [
     Fault::Failover,
     Fault::Failback,
     Fault::Pause,
+    Fault::ClientPause,
+    Fault::Flush,
+];
+
+/// The kinds the Sentinel layout supports, in the order they are drawn from when none are named.
+pub const SENTINEL_FAULTS: [Fault; 5] = [
+    Fault::Kill,
+    Fault::Pause,
+    Fault::Failover,
     Fault::ClientPause,
     Fault::Flush,
 ];
@@ -153,6 +171,10 @@ impl Layout {
                 CLUSTER_FAULTS.contains(&fault)
                     || matches!(fault, Fault::ClientCrash | Fault::ClientHandoff)
             }
+            Layout::Sentinel => {
+                SENTINEL_FAULTS.contains(&fault)
+                    || matches!(fault, Fault::ClientCrash | Fault::ClientHandoff)
+            }
             Layout::Independent(_) => !matches!(fault, Fault::Failover | Fault::Failback),
             // One node: no minority to cut off.
             Layout::Failover => {
@@ -164,7 +186,7 @@ impl Layout {
 
 impl Strategy {
     /// Every strategy, in the order the CLI lists them.
-    pub const ALL: [Strategy; 12] = [
+    pub const ALL: [Strategy; 14] = [
         Strategy::Redlock,
         Strategy::RedlockNoQuarantine,
         Strategy::RedlockReleaseIgnoresDelay,
@@ -176,6 +198,8 @@ impl Strategy {
         Strategy::RedlockClusterWait,
         Strategy::RedlockClusterNoFailoverRule,
         Strategy::RedlockClusterRunIdMarker,
+        Strategy::RedlockSentinel,
+        Strategy::RedlockSentinelTrusting,
         Strategy::SemaphoreCounting,
     ];
 
@@ -195,6 +219,8 @@ impl Strategy {
             Strategy::RedlockClusterNoFailoverRule => "redlock-cluster-no-failover-rule",
             Strategy::RedlockClusterRunIdMarker => "redlock-cluster-run-id-marker",
             Strategy::SemaphoreCounting => "semaphore-counting",
+            Strategy::RedlockSentinel => "redlock-sentinel",
+            Strategy::RedlockSentinelTrusting => "redlock-sentinel-trusting",
         }
     }
 
@@ -232,6 +258,12 @@ impl Strategy {
             Strategy::SemaphoreCounting => {
                 "a semaphore as a count per node (a set of holders with expiry), held on a majority of grants"
             }
+            Strategy::RedlockSentinel => {
+                "this library with its defaults over 1 primary + 1 replica behind 3 sentinels: votes wait for the replica, a promoted replica is judged"
+            }
+            Strategy::RedlockSentinelTrusting => {
+                "this library over 1 primary + 1 replica behind 3 sentinels, trusting whatever server the sentinels name (the replaced rule)"
+            }
         }
     }
 
@@ -267,6 +299,7 @@ impl Strategy {
             | Strategy::RedlockClusterWait
             | Strategy::RedlockClusterNoFailoverRule
             | Strategy::RedlockClusterRunIdMarker => Layout::Clusters(CLUSTERS),
+            Strategy::RedlockSentinel | Strategy::RedlockSentinelTrusting => Layout::Sentinel,
         }
     }
 
@@ -284,6 +317,7 @@ impl Strategy {
     pub fn default_faults(self) -> &'static [Fault] {
         match self.layout(1) {
             Layout::Clusters(_) => &CLUSTER_FAULTS,
+            Layout::Sentinel => &SENTINEL_FAULTS,
             Layout::Independent(_) | Layout::Failover => &Fault::DEFAULT,
         }
     }
@@ -345,6 +379,10 @@ impl Strategy {
             Strategy::RedlockClusterRunIdMarker => {
                 Design::Library(Box::new(builder.replaced_rule_marker_names_process_only()))
             }
+            Strategy::RedlockSentinel => Design::Library(Box::new(builder)),
+            Strategy::RedlockSentinelTrusting => Design::Library(Box::new(
+                builder.replaced_rule_sentinel_trusts_its_primary(),
+            )),
             Strategy::SetnxGetset => Design::OldRecipe,
             Strategy::SemaphoreCounting => Design::Counting,
         }

@@ -44,6 +44,15 @@
 //! front. The `failover` fault cuts a master's replication link for longer than a TTL, then
 //! promotes the replica (see [`faults`](crate::faults)).
 //!
+//! # A primary behind Redis Sentinel
+//! The Sentinel layout has no proxy either: its one slot is a primary with one replica and
+//! three sentinels (`SentinelGroup`), data nodes `0` (the first primary) and `1` in the history,
+//! and clients are given its `redis+sentinel://` URL. The slot's node is whichever one the
+//! sentinels name primary now. A `kill` or `pause` hits that node and lets the sentinels fail
+//! over by themselves (a primary is down after a second without an answer); a `failover` cuts
+//! the replica off as on the cluster layout, then asks the sentinels for a failover
+//! (`SENTINEL FAILOVER`), so that the replica they promote misses more than a TTL of writes.
+//!
 //! # Invariants
 //! 1. Servers listen on 127.0.0.1 only, on ports the launcher picked, and every process signalled
 //!    is one this topology started (the launcher signals only its own children, by pid).
@@ -56,7 +65,9 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redquorum_nodes::{LaunchError, MARKER_KEY, NodeSpec, Persistence, RedisCluster, RedisNode};
+use redquorum_nodes::{
+    LaunchError, MARKER_KEY, NodeSpec, Persistence, RedisCluster, RedisNode, SentinelGroup,
+};
 
 use crate::ChaosError;
 use crate::proxy::Proxy;
@@ -103,6 +114,9 @@ pub(crate) struct Topology {
     spares: Vec<RedisNode>,
     /// The cluster layout: one Redis Cluster per slot (then `nodes` and `proxies` are empty).
     clusters: Vec<Shard>,
+    /// The Sentinel layout: its one group (then `nodes`, `proxies` and `clusters` are empty),
+    /// and the data node last seen primary.
+    sentinel: Option<(SentinelGroup, usize)>,
 }
 
 /// One Redis Cluster of the cluster layout: a master and its replica.
@@ -130,7 +144,7 @@ impl Topology {
         match layout {
             Layout::Independent(n) => (n, false),
             Layout::Failover => (1, true),
-            Layout::Clusters(_) => (0, false),
+            Layout::Clusters(_) | Layout::Sentinel => (0, false),
         }
     }
 
@@ -162,6 +176,7 @@ impl Topology {
                     failover: None,
                     spares,
                     clusters: Vec::new(),
+                    sentinel: None,
                 })
             }
             (Layout::Failover, Some(link)) => {
@@ -186,6 +201,7 @@ impl Topology {
                     failover: Some((link, 0)),
                     spares: Vec::new(),
                     clusters: Vec::new(),
+                    sentinel: None,
                 })
             }
             (Layout::Clusters(n), _) => {
@@ -202,6 +218,19 @@ impl Topology {
                     failover: None,
                     spares: Vec::new(),
                     clusters,
+                    sentinel: None,
+                })
+            }
+            (Layout::Sentinel, _) => {
+                // The primary is marked at start and durable, so clients trust it at once.
+                let group = SentinelGroup::start(1, 3, spec())?;
+                Ok(Self {
+                    nodes: Vec::new(),
+                    proxies,
+                    failover: None,
+                    spares: Vec::new(),
+                    clusters: Vec::new(),
+                    sentinel: Some((group, 0)),
                 })
             }
             (Layout::Failover, None) => Err(ChaosError::Config(
@@ -212,11 +241,15 @@ impl Topology {
 
     /// How many servers there are.
     pub(crate) fn node_count(&self) -> usize {
-        self.nodes.len() + 2 * self.clusters.len()
+        let sentinel = self.sentinel.as_ref().map_or(0, |(g, _)| g.data_len());
+        self.nodes.len() + 2 * self.clusters.len() + sentinel
     }
 
     /// How many slots (client-facing proxies, or Redis Clusters) there are.
     pub(crate) fn slots(&self) -> usize {
+        if self.sentinel.is_some() {
+            return 1;
+        }
         if self.clusters.is_empty() {
             self.proxies.len()
         } else {
@@ -227,6 +260,9 @@ impl Topology {
     /// The URLs clients are given, one per slot: the proxies', or one `redis+cluster://` URL per
     /// Redis Cluster.
     pub(crate) fn urls(&self) -> Vec<String> {
+        if let Some((group, _)) = &self.sentinel {
+            return vec![group.url()];
+        }
         if self.clusters.is_empty() {
             self.proxies.iter().map(Proxy::url).collect()
         } else {
@@ -239,6 +275,10 @@ impl Topology {
 
     /// The node behind `slot` now.
     pub(crate) fn node_of(&self, slot: usize) -> usize {
+        if let Some((group, last)) = &self.sentinel {
+            // The sentinels' word; while they disagree (a failover under way), the last seen.
+            return group.primary().unwrap_or(*last);
+        }
         if let Some(shard) = self.clusters.get(slot) {
             return 2 * slot + shard.master;
         }
@@ -250,6 +290,9 @@ impl Topology {
 
     /// Server `node` (numbered as in the history).
     fn server(&mut self, node: usize) -> &mut RedisNode {
+        if let Some((group, _)) = &mut self.sentinel {
+            return group.data_node(node);
+        }
         if self.clusters.is_empty() {
             &mut self.nodes[node]
         } else {
@@ -274,6 +317,15 @@ impl Topology {
     pub(crate) fn kill(&mut self, slot: usize) -> Result<Killed, ChaosError> {
         self.not_on_clusters("a kill")?;
         let node = self.node_of(slot);
+        if let Some((group, last)) = &mut self.sentinel {
+            // The sentinels promote the replica by themselves.
+            *last = node;
+            group.data_node(node).kill()?;
+            return Ok(Killed {
+                node,
+                promoted: None,
+            });
+        }
         self.nodes[node].kill()?;
         let Some((link, master)) = &mut self.failover else {
             return Ok(Killed {
@@ -306,6 +358,15 @@ impl Topology {
     /// link its handshake takes a while, and until it is done it has only its own old data.
     pub(crate) fn bring_back(&mut self, node: usize, with_data: bool) -> Result<(), ChaosError> {
         self.not_on_clusters("a restart")?;
+        if let Some((group, _)) = &mut self.sentinel {
+            // Back as it was: the sentinels make it a replica of the primary they named since.
+            let server = group.data_node(node);
+            return Ok(if with_data {
+                server.restart()?
+            } else {
+                server.restart_empty()?
+            });
+        }
         let server = &mut self.nodes[node];
         if with_data {
             server.restart()?;
@@ -326,7 +387,7 @@ impl Topology {
     /// be asked counts as having it. On the cluster layout, always: a failover is aimed at its
     /// promotion, when the replicas have been cut off for longer than a TTL.
     pub(crate) fn replica_lacks(&self, key: &str) -> bool {
-        if !self.clusters.is_empty() {
+        if !self.clusters.is_empty() || self.sentinel.is_some() {
             return true;
         }
         let Some((_, master)) = self.failover else {
@@ -431,6 +492,15 @@ impl Topology {
     /// then `CLIENT KILL TYPE replica` on the master; from then on every handshake the replica
     /// tries fails at `AUTH` (invariant 3). Returns the master, or `None` without clusters.
     pub(crate) fn cut_replica(&mut self, slot: usize) -> Result<Option<usize>, LaunchError> {
+        if self.sentinel.is_some() {
+            let primary = self.node_of(slot);
+            let replica = 1 - primary;
+            self.server(replica)
+                .cli(&["CONFIG", "SET", "masterauth", CUT_OFF_AUTH])?;
+            self.server(primary)
+                .cli(&["CLIENT", "KILL", "TYPE", "replica"])?;
+            return Ok(Some(primary));
+        }
         let Some(shard) = self.clusters.get_mut(slot) else {
             return Ok(None);
         };
@@ -449,6 +519,12 @@ impl Topology {
     /// Makes Redis Cluster `slot`'s replica take over (`CLUSTER FAILOVER TAKEOVER`: no
     /// election, no handshake with the master), without waiting.
     pub(crate) fn take_over(&mut self, slot: usize) -> Result<(), ChaosError> {
+        if let Some((group, last)) = &mut self.sentinel {
+            // `SENTINEL FAILOVER`, waited for: the sentinels promote the cut-off replica.
+            *last = group.primary()?;
+            group.failover()?;
+            return Ok(());
+        }
         let shard = self.shard(slot)?;
         let replica = 1 - shard.master;
         shard
@@ -462,6 +538,15 @@ impl Topology {
     /// master after [`Topology::take_over`], gives it its `masterauth` back (invariant 3) and
     /// counts it as the master; returns the old master and the new one.
     pub(crate) fn promoted(&mut self, slot: usize) -> Result<(usize, usize), ChaosError> {
+        if let Some((group, last)) = &mut self.sentinel {
+            let old = *last;
+            let new = group.await_new_primary(old)?;
+            group
+                .data_node(new)
+                .cli(&["CONFIG", "SET", "masterauth", ""])?;
+            *last = new;
+            return Ok((old, new));
+        }
         let shard = self.shard(slot)?;
         let (old, new) = (shard.master, 1 - shard.master);
         until_master(shard.cluster.node(new), slot)?;
@@ -540,6 +625,11 @@ impl Topology {
     /// Waits until Redis Cluster `slot` is ok again: every node agrees on the new master, and
     /// the old one has resynchronised from it as its replica.
     pub(crate) fn settle(&mut self, slot: usize) -> Result<(), ChaosError> {
+        if let Some((group, last)) = &mut self.sentinel {
+            // The old primary, made a replica by the sentinels, resynchronised in full.
+            let old = 1 - *last;
+            return wait_for_sync(group.data_node(old));
+        }
         self.shard(slot)?.cluster.wait_until_ok()?;
         Ok(())
     }

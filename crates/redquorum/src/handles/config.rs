@@ -40,6 +40,7 @@ pub struct Builder {
     trust_first_sight: bool,
     marker_names_history: bool,
     hand_markers_vouch: bool,
+    sentinel_trusts_primary: bool,
     release_ignores_delay: bool,
     fencing: bool,
     fence_on_acquire: bool,
@@ -66,6 +67,7 @@ impl Builder {
             trust_first_sight: false,
             marker_names_history: true,
             hand_markers_vouch: false,
+            sentinel_trusts_primary: false,
             release_ignores_delay: false,
             fencing: true,
             fence_on_acquire: false,
@@ -142,6 +144,17 @@ impl Builder {
     #[cfg(feature = "replaced-rules")]
     pub fn replaced_rule_marker_names_process_only(mut self) -> Self {
         self.marker_names_history = false;
+        self
+    }
+
+    /// **Unsafe; for `redlock chaos` only** (feature `replaced-rules`): a Sentinel node trusts
+    /// whatever server the sentinels name, as a plain client of a replicated primary would: its
+    /// votes wait for no replica, and a promoted replica is never judged by what the client saw
+    /// of the old primary (`succession` invariants 1 to 4 off), so that the chaos run can show
+    /// its Sentinel faults catching that.
+    #[cfg(feature = "replaced-rules")]
+    pub fn replaced_rule_sentinel_trusts_its_primary(mut self) -> Self {
+        self.sentinel_trusts_primary = true;
         self
     }
 
@@ -374,6 +387,7 @@ impl Builder {
                 wait_for_replicas: self.wait_for_replicas.unwrap_or(!self.quarantine),
                 resource_label: self.metrics_resource_label,
             },
+            sentinel_trusts_primary: self.sentinel_trusts_primary,
         };
         Ok(Redlock::new(Arc::new(Engine::new(settings)?)))
     }

@@ -356,7 +356,9 @@ pub(crate) fn redact_url(url: &str) -> String {
         let masked: Vec<String> = query
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((k, _)) if matches!(k, "pass" | "password" | "sentinel_password") => {
+                // Every value but a few harmless ones: a misspelt password parameter
+                // (`sentinel_pasword`) is still a password.
+                Some((k, _)) if !matches!(k, "db" | "protocol" | "sentinel_username") => {
                     format!("{k}=***")
                 }
                 _ => pair.to_owned(),
@@ -417,6 +419,10 @@ mod tests {
         assert_eq!(
             redact_url("redis+sentinel://:d4ta@s1,s2/mymaster?sentinel_password=s3nt"),
             "redis+sentinel://:***@s1,s2/mymaster?sentinel_password=***"
+        );
+        assert_eq!(
+            redact_url("redis+sentinel://s1/m?sentinel_username=app&sentinel_pasword=s3nt"),
+            "redis+sentinel://s1/m?sentinel_username=app&sentinel_pasword=***"
         );
     }
 

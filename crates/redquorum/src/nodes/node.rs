@@ -533,6 +533,9 @@ impl Node {
         // channel, whose permit counts against the budget), and invariant 2 needs it queued.
         let outcome =
             tokio::task::unconstrained(perform(&connection, request, resources, value)).await;
+        if let Ok((true, ..)) = &outcome {
+            connection.vote_done(sent);
+        }
         let answered = Instant::now();
         let quarantined_for = connection.finish(answered); // invariant 1: read after the reply
         let (done, proposal, behind) = match outcome {

@@ -19,7 +19,9 @@
 //! # Invariants
 //! 1. **Only a majority of the configured sentinels names a primary.** The sentinels are asked
 //!    at once, each within the connect timeout; a server counts as the primary only if more
-//!    than half of *all* the sentinels in the URL (not of those that answered) name it. Sentinels
+//!    than half of *all* the sentinels in the URL (not of those that answered) name it. A
+//!    sentinel listed twice is refused (found by review: one sentinel listed three times was a
+//!    majority on its own); two names of one sentinel are not caught. Sentinels
 //!    that disagree (a failover half seen), or that cannot be reached, cost the node its vote:
 //!    the request fails and nothing is sent.
 //! 2. **The node follows Sentinel's view.** The sentinels are asked again when the view is older
@@ -30,9 +32,17 @@
 //!    of what it showed), in case it is named again (a failback). Whatever the view, a reply
 //!    counts only from a server that says it is a primary and passes `succession`'s judgement:
 //!    a stale view costs a round, never safety.
-//! 3. **The replicas the sentinels list feed the judgement.** Every reading records each
-//!    replica they list (address, `run_id`) and whether any of the agreeing sentinels flags it
-//!    down or its link to the primary down (`succession` invariant 2).
+//! 3. **The replicas the sentinels could promote count.** Every reading records each replica
+//!    they list (address, `run_id`) and whether one of the agreeing sentinels could promote it
+//!    now (any of them may lead the next failover): not flagged down by it (`s_down`, `o_down`,
+//!    `disconnected`), and its link to the primary down for no longer than ten
+//!    `down-after-milliseconds` (Sentinel's own limit for a candidate). Votes wait for every
+//!    such replica (`succession` invariant 1); one that is neither a candidate nor online at
+//!    the primary is recorded as away (`succession` invariant 2). A replica whose replication
+//!    merely broke is still a candidate: found by `redlock chaos --strategy redlock-sentinel
+//!    --faults failover`, when a replica cut off from its primary for 4 s was left out of the
+//!    count as soon as the sentinels saw its link down, the primary counted votes without it,
+//!    and the sentinels promoted it without them.
 //! 4. **Reading the view never blocks a round past its deadline, and never storms the
 //!    sentinels.** It runs as a task of its own, shared by every request that needs it.
 
@@ -53,7 +63,7 @@ use crate::nodes::server::{Replicated, Server, ServerSettings, scrub};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::quarantine::Quarantine;
-use crate::protocol::succession::Lineage;
+use crate::protocol::succession::{Lineage, Offsets};
 use crate::protocol::sync::lock;
 
 /// The URL schemes that name a Sentinel node, and the scheme of its servers.
@@ -127,6 +137,21 @@ impl SentinelUrl {
                 "no sentinel address (redis+sentinel://host:port[,host:port…]/SERVICE)".to_owned(),
             );
         }
+        for (i, address) in sentinels.iter().enumerate() {
+            let port = address.rsplit_once(':').map_or("", |(_, port)| port);
+            if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+                return Err(format!(
+                    "sentinel address {address:?}: the port must be a number from 1 to 65535"
+                ));
+            }
+            // Invariant 1: each sentinel counts once toward the majority.
+            if sentinels[..i].contains(address) {
+                return Err(format!(
+                    "sentinel {address} is listed twice: each sentinel counts once toward the \
+                     majority that names the primary"
+                ));
+            }
+        }
         let (service, db) = path.split_once('/').unwrap_or((path, ""));
         if service.is_empty() {
             return Err(
@@ -193,9 +218,17 @@ struct View {
 struct Listed {
     address: String,
     run_id: String,
-    /// Not flagged down, and its link to the primary up.
+    /// Whether the sentinels could promote it now (invariant 3): not flagged down, and its link
+    /// to the primary down for no longer than Sentinel's own limit for a candidate. A replica
+    /// whose link is down but which the sentinels could still promote is up: votes must wait
+    /// for it, since a failover may pick it.
     up: bool,
 }
+
+/// How many `down-after-milliseconds` a replica's link may be down and Sentinel still promote
+/// it (`sentinelSelectSlave` in Redis's `sentinel.c`: ten times, plus the time the primary has
+/// been down, which a replica's link-down time grows with too, so the excess never shrinks).
+const CANDIDATE_LINK_DOWN_PERIODS: u64 = 10;
 
 /// One sentinel's answer: the primary's address and its replicas.
 type Answer = Result<(String, Vec<Listed>), String>;
@@ -223,6 +256,8 @@ struct Inner {
     last_read: Mutex<Option<Instant>>,
     /// Set when a reply said the primary may have moved: the next request asks again.
     stale: AtomicBool,
+    /// The chaos run's replaced rule ([`Sentinels::trusting`]).
+    trusting: AtomicBool,
     run_ids: OnceLock<Arc<RunIds>>,
 }
 
@@ -289,9 +324,17 @@ impl Sentinels {
                 reading: Mutex::new(None),
                 last_read: Mutex::new(None),
                 stale: AtomicBool::new(false),
+                trusting: AtomicBool::new(false),
                 run_ids: OnceLock::new(),
             }),
         })
+    }
+
+    /// With `trusting`, the replaced rule of the chaos run: every server the sentinels name is
+    /// trusted as a plain server would be (no `WAIT`, no `succession` judgement).
+    pub(crate) fn trusting(self, trusting: bool) -> Self {
+        self.inner.trusting.store(trusting, Ordering::Release);
+        self
     }
 
     /// `sentinel(host:port,…)/SERVICE`: without credentials.
@@ -470,16 +513,17 @@ impl Inner {
                 said.join("; ")
             )));
         };
-        // Invariant 3: listed by any agreeing sentinel; down if any of them says so.
+        // Invariant 3: a candidate if any agreeing sentinel could promote it (that one may lead
+        // the next failover).
         let mut replicas: HashMap<&str, (&str, bool)> = HashMap::new();
         for listed in listings.iter().flat_map(|l| l.iter()) {
             let entry = replicas
                 .entry(&listed.address)
-                .or_insert((&listed.run_id, true));
+                .or_insert((&listed.run_id, false));
             if !listed.run_id.is_empty() {
                 entry.0 = &listed.run_id;
             }
-            entry.1 &= listed.up;
+            entry.1 |= listed.up;
         }
         {
             let mut lineage = lock(&self.lineage);
@@ -488,11 +532,14 @@ impl Inner {
             }
         }
         let primary = self.server_at(address)?;
-        let up = replicas.values().filter(|(_, up)| *up).count();
         if let Some(replicated) = primary.replication() {
             // Succession invariant 1.
-            let up = u32::try_from(up).unwrap_or(u32::MAX);
-            replicated.listed.store(up, Ordering::Release);
+            let candidates = replicas
+                .iter()
+                .filter(|(_, (_, up))| *up)
+                .map(|(address, _)| (*address).to_owned())
+                .collect();
+            replicated.candidates(candidates);
         }
         let view = Arc::new(View {
             primary,
@@ -511,15 +558,21 @@ impl Inner {
         }
         let replicated = Arc::new(Replicated {
             address: address.to_owned(),
-            online: AtomicU32::new(0),
-            listed: AtomicU32::new(0),
+            known: Mutex::new((Vec::new(), Vec::new())),
+            wait_for: AtomicU32::new(0),
             wait_ms: self.wait_ms,
             lineage: Arc::clone(&self.lineage),
+            offsets: Mutex::new(Offsets::default()),
         });
         let url = self.url.server_url(address);
+        let tls_roots = self.tls_roots.as_deref();
+        let server = if self.trusting.load(Ordering::Acquire) {
+            Server::new(&url, self.settings, tls_roots)
+        } else {
+            Server::replicated(&url, self.settings, tls_roots, replicated)
+        };
         let mut server =
-            Server::replicated(&url, self.settings, self.tls_roots.as_deref(), replicated)
-                .map_err(|e| NodeError::Server(format!("the primary at {address}: {e}")))?;
+            server.map_err(|e| NodeError::Server(format!("the primary at {address}: {e}")))?;
         if let Some(run_ids) = self.run_ids.get() {
             server.set_run_ids(Arc::clone(run_ids), Claimant::master(address, &self.label));
         }
@@ -580,14 +633,22 @@ fn listed(reply: &Value) -> Option<Listed> {
             .map(|(_, v)| v.as_str())
     };
     let flags = field("flags").unwrap_or_default();
-    let down = flags
+    let flagged = flags
         .split(',')
         .any(|flag| matches!(flag, "s_down" | "o_down" | "disconnected"));
-    let link_up = field("master-link-status") == Some("ok");
+    let number = |name: &str| field(name).and_then(|n| n.parse::<u64>().ok());
+    // Unreadable numbers count as a candidate: waiting for one more replica is the safe side.
+    let beyond_candidacy = match (
+        number("master-link-down-time"),
+        number("down-after-milliseconds"),
+    ) {
+        (Some(down), Some(after)) => down > after.saturating_mul(CANDIDATE_LINK_DOWN_PERIODS),
+        _ => false,
+    };
     Some(Listed {
         address: format!("{}:{}", field("ip")?, field("port")?),
         run_id: field("runid").unwrap_or_default().to_owned(),
-        up: !down && link_up,
+        up: !flagged && !beyond_candidacy,
     })
 }
 
@@ -631,6 +692,9 @@ mod tests {
             ("redis+sentinel:///m", "no sentinel address"),
             ("redis+sentinel://s1/m/x", "not a database number"),
             ("redis+sentinel://s1/m?password=x", "unknown parameter"),
+            ("redis+sentinel://s1:xyz/m", "port must be a number"),
+            ("redis+sentinel://s1:99999/m", "port must be a number"),
+            ("redis+sentinel://s1:1,s2,s1:1/m", "listed twice"),
         ] {
             let why = SentinelUrl::parse(url).expect_err(url);
             assert!(why.contains(says), "{url}: {why}");
@@ -638,15 +702,16 @@ mod tests {
     }
 
     #[test]
-    fn a_replica_is_up_only_unflagged_with_its_link_up() {
-        let reply = |flags: &str, link: &str| {
+    fn a_replica_counts_while_the_sentinels_could_promote_it() {
+        let reply = |flags: &str, link_down_ms: &str| {
             Value::Array(
                 [
                     ("ip", "127.0.0.1"),
                     ("port", "7001"),
                     ("runid", "abc"),
                     ("flags", flags),
-                    ("master-link-status", link),
+                    ("master-link-down-time", link_down_ms),
+                    ("down-after-milliseconds", "1000"),
                 ]
                 .iter()
                 .flat_map(|(k, v)| {
@@ -658,19 +723,19 @@ mod tests {
                 .collect(),
             )
         };
-        let up = listed(&reply("slave", "ok")).expect("listed");
+        let up = listed(&reply("slave", "0")).expect("listed");
         assert_eq!(up.address, "127.0.0.1:7001");
         assert_eq!(up.run_id, "abc");
         assert!(up.up);
-        for (flags, link) in [
-            ("s_down,slave", "ok"),
-            ("slave,disconnected", "ok"),
-            ("slave", "err"),
+        // Its link down for a while: Sentinel could still promote it, so votes wait for it.
+        assert!(listed(&reply("slave", "9000")).expect("listed").up);
+        for (flags, link_down_ms) in [
+            ("s_down,slave", "0"),
+            ("slave,disconnected", "0"),
+            ("slave", "10001"),
         ] {
-            assert!(
-                !listed(&reply(flags, link)).expect("listed").up,
-                "{flags} {link}"
-            );
+            let listed = listed(&reply(flags, link_down_ms)).expect("listed");
+            assert!(!listed.up, "{flags} {link_down_ms}");
         }
     }
 }

@@ -118,7 +118,7 @@ use crate::protocol::quarantine::{
     MARKER_KEY, Memory, Quarantine, QuarantineReason, TrustPolicy, info_field,
 };
 use crate::protocol::slots;
-use crate::protocol::succession::{Lineage, online_replicas};
+use crate::protocol::succession::{Lineage, Offsets, Replicas};
 use crate::protocol::sync::lock;
 
 /// What a server connection needs to know to connect and to judge its own health.
@@ -151,34 +151,70 @@ pub(crate) struct InCluster {
 pub(crate) struct Replicated {
     /// The server's address as the sentinels name it (`ip:port`).
     pub(crate) address: String,
-    /// How many replicas the server listed online at its last reading (`succession`
-    /// invariant 1).
-    pub(crate) online: AtomicU32,
-    /// How many replicas the sentinels listed up at their last reading, while they named this
-    /// server the primary (`succession` invariant 1).
-    pub(crate) listed: AtomicU32,
+    /// The replicas (`ip:port`) the server listed online at its last reading, and those the
+    /// sentinels listed as candidates at their last reading while they named this server the
+    /// primary (`succession` invariant 1).
+    pub(crate) known: Mutex<(Vec<String>, Vec<String>)>,
+    /// How many replicas a vote waits for: every one of either list, once
+    /// (`succession` invariant 1).
+    pub(crate) wait_for: AtomicU32,
     /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout).
     pub(crate) wait_ms: u64,
     /// What the client saw of the service: shared by every server of the node.
     pub(crate) lineage: Arc<Mutex<Lineage>>,
+    /// This server's replication offsets of the last few seconds (`succession` invariant 2).
+    pub(crate) offsets: Mutex<Offsets>,
 }
 
 impl Replicated {
     /// Records what the server's `INFO replication` says of its replicas, read at `now`: how many
-    /// the next vote waits for, and which are down (`succession` invariants 1, 2).
-    /// Returns how many are online.
-    pub(crate) fn observe(&self, replication: &str, now: Instant) -> u32 {
-        let online = online_replicas(replication);
-        lock(&self.lineage).online(&self.address, &online, now);
-        let count = u32::try_from(online.len()).unwrap_or(u32::MAX);
-        self.online.store(count, Ordering::Release);
-        count
+    /// the next vote waits for, which are away and which caught up (`succession` invariants 1,
+    /// 2). Returns those online.
+    pub(crate) fn observe(&self, replication: &str, now: Instant) -> Vec<String> {
+        let replicas = Replicas::read(replication);
+        let history = info_field(replication, "master_replid").unwrap_or_default();
+        let caught_up: Vec<(&str, Instant)> = {
+            let mut offsets = lock(&self.offsets);
+            if let Some(offset) = replicas.primary_offset {
+                offsets.record(now, offset);
+            }
+            replicas
+                .acknowledged
+                .iter()
+                .filter_map(|(address, offset)| Some((address.as_str(), offsets.reached(*offset)?)))
+                .collect()
+        };
+        {
+            let mut lineage = lock(&self.lineage);
+            lineage.online(&self.address, history, &replicas.online, now);
+            for (address, at) in caught_up {
+                lineage.caught_up(address, history, at);
+            }
+        }
+        let mut known = lock(&self.known);
+        known.0.clone_from(&replicas.online);
+        self.count(&known);
+        replicas.online
+    }
+
+    /// The sentinels listed `candidates` while they named this server the primary.
+    pub(crate) fn candidates(&self, candidates: Vec<String>) {
+        let mut known = lock(&self.known);
+        known.1 = candidates;
+        self.count(&known);
+    }
+
+    /// Counts the replicas of `known`, each once (`succession` invariant 1).
+    fn count(&self, known: &(Vec<String>, Vec<String>)) {
+        let (online, candidates) = known;
+        let extra = candidates.iter().filter(|c| !online.contains(c)).count();
+        let count = u32::try_from(online.len() + extra).unwrap_or(u32::MAX);
+        self.wait_for.store(count, Ordering::Release);
     }
 
     /// How many replicas a vote waits for (`succession` invariant 1).
     pub(crate) fn replicas(&self) -> u32 {
-        let online = self.online.load(Ordering::Acquire);
-        online.max(self.listed.load(Ordering::Acquire))
+        self.wait_for.load(Ordering::Acquire)
     }
 }
 
@@ -740,6 +776,7 @@ impl Server {
             live: self.live().await?,
             vote: false,
             asking: false,
+            acknowledged_by: Mutex::new(None),
         })
     }
 
@@ -755,6 +792,7 @@ impl Server {
             live,
             vote: false,
             asking: false,
+            acknowledged_by: Mutex::new(None),
         };
         let ping = connection.query(redis::cmd("PING"), false);
         let _ = bounded(deadline, ping).await;
@@ -771,9 +809,30 @@ pub(crate) struct Connection<'s> {
     vote: bool,
     /// Whether each command is preceded by `ASKING` (a slot being imported: `ASK`).
     asking: bool,
+    /// On a replicated primary: the replicas online in a vote's own reading, once its `WAIT`
+    /// answered that every one of them acknowledged it (`succession` invariant 2).
+    acknowledged_by: Mutex<Option<Vec<String>>>,
 }
 
 impl Connection<'_> {
+    /// The vote sent at `sent` on this connection was done (it wrote): every replica its `WAIT`
+    /// covered had every write the primary executed before `sent` (`succession` invariant 2).
+    pub(crate) fn vote_done(&self, sent: Instant) {
+        let (Some(replicated), Some(replicas)) = (
+            self.server.replicated.as_deref(),
+            lock(&self.acknowledged_by).take(),
+        ) else {
+            return;
+        };
+        let Some(history) = self.live.history.load_full() else {
+            return;
+        };
+        let mut lineage = lock(&replicated.lineage);
+        for address in &replicas {
+            lineage.caught_up(address, &history, sent);
+        }
+    }
+
     /// Whether acquisitions on this connection read the marker back (the quarantine is on).
     pub(crate) fn checks_votes(&self) -> bool {
         self.server.settings.trust.enabled
@@ -902,8 +961,16 @@ impl Connection<'_> {
         if reads_replication {
             let read = info_text(replies.next());
             if let (Some(replicated), Some(read)) = (replicated, &read) {
-                let online = replicated.observe(read, Instant::now());
+                let online_replicas = replicated.observe(read, Instant::now());
+                let online = u32::try_from(online_replicas.len()).unwrap_or(u32::MAX);
                 let waited = waits_for.map_or(0, |(replicas, _)| replicas);
+                if let Some((_, acks)) = acknowledged
+                    && acks >= online
+                    && online > 0
+                {
+                    // Every replica online in this reading acknowledged the `WAIT`.
+                    *lock(&self.acknowledged_by) = Some(online_replicas);
+                }
                 // More replicas online than the `WAIT` asked for: a new one may have stood in
                 // for one that lags (`succession` invariant 1). Not a vote; the next waits for
                 // them all.

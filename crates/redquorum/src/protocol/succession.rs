@@ -3,62 +3,69 @@
 //! replica that may lack a lock.
 //!
 //! A node that is a primary with replicas ([`sentinels`](crate::nodes::sentinels)) counts a vote
-//! only once every replica that could be promoted acknowledged it (`WAIT`, invariant 1). So a
-//! replica that was up and acknowledging through the life of every lock still valid holds every
-//! one of them, and when Sentinel promotes it, it may vote at once. This module judges a new
-//! primary against what the client saw of the old one: its replication history (`master_replid`)
-//! and which replicas Sentinel listed, and when each was down. It is pure: the node layer reads,
-//! this judges.
+//! only once every replica the sentinels could promote acknowledged it (`WAIT`, invariant 1). A
+//! replica the client saw caught up with the primary after it last started, and never saw away
+//! since, holds every vote counted before then (replication is in order), and every later one
+//! waited for it too: promoted, it may vote at once. This module judges a new
+//! primary against what the client saw of the old one: its replication history
+//! (`master_replid`), which replicas acknowledged its votes, and when each was away. It is
+//! pure: the node layer reads, this judges.
 //!
 //! # Invariants
-//! 1. **Every counted vote reached every replica that could be promoted in its place.** A vote
-//!    counts only when `WAIT n` answered `n`, where `n` is the larger of the number of replicas
+//! 1. **Every counted vote reached every replica the sentinels could promote now.** A vote
+//!    counts only when `WAIT n` answered `n`, where `n` counts every replica (by address) that
 //!    the primary itself listed online (`INFO replication`) at its last reading, which every
-//!    vote makes in the same pipeline before its `WAIT`, and the number the sentinels last
-//!    listed up (not flagged down, their link to the primary up). A vote whose own reading
-//!    shows more replicas online than its `WAIT` asked for is not counted either: a new replica
-//!    might have stood in for one that lags. Replicas that drop out of the primary's list do
-//!    not lower `n` until the sentinels flag them down: a primary cut off from its replicas
+//!    vote makes in the same pipeline before its `WAIT`, or that the sentinels last listed as
+//!    a candidate (`sentinels` invariant 3): the union, not the larger count, since a replica
+//!    online could otherwise stand in for a candidate that lags. A vote whose own reading shows more
+//!    replicas online than its `WAIT` asked for is not counted either: a new replica might have
+//!    stood in for one that lags. Replicas that drop out of the primary's list do not lower `n`
+//!    until the sentinels stop listing them as candidates: a primary cut off from its replicas
 //!    (a partition, or deposed by a failover it has not heard of) sees none online, and its
-//!    votes must still wait for them, in vain. A replica that drops out is recorded as down by
-//!    the reading that no longer shows it (invariant 2).
-//! 2. **A replica that was down may have missed a vote.** The [`Lineage`] remembers when the
-//!    client last saw each replica down: not online at the primary, or flagged by the sentinels
-//!    (`s_down`, `o_down`, `disconnected`, its link to the primary down). Promoted within
-//!    `max_ttl` of that, it may lack a lock still valid: it is quarantined for `max_ttl`
-//!    ([`QuarantineReason::Promoted`]). So is a replica the client never saw online, or one
-//!    whose `run_id` is not the one the sentinels listed at its address (a replacement).
+//!    votes still wait for them, in vain.
+//! 2. **Caught up is not the same as seen.** Every vote and health check reads the primary's
+//!    `INFO replication`: its own `master_repl_offset`, and the offset each replica last
+//!    acknowledged. The client keeps the primary's offsets of the last few seconds
+//!    ([`Offsets`]); a replica whose acknowledged offset is at least the primary's offset at an
+//!    earlier reading had every write the primary had executed by then, and is recorded as
+//!    caught up as of that reading (replicas acknowledge every second, and at every `WAIT`).
+//!    It is recorded as away whenever a vote could count without it: when neither the primary's
+//!    last reading lists it online nor the sentinels' last listing names it a candidate. (Either
+//!    one, and every vote waits for it: a primary deposed without knowing it lists none of the
+//!    replicas that left it, and a sentinel that just switched primaries lists the others as
+//!    `disconnected` for a moment; neither says anything of them. Nor is a deposed primary
+//!    heard at all once the client follows another history.) A replica that restarted since it was
+//!    last caught up (its uptime says so) may have come back from its disk without what it
+//!    missed: it has not caught up since.
 //! 3. **A promotion continues a history, or it is judged as a loss.** A new primary votes at
 //!    once only if its `master_replid2` is the history the client last followed (it was a
-//!    replica of that primary and was promoted from it) and invariant 2 lets it. Any other
-//!    history (a chain of failovers the client missed, a server that was a replica of
-//!    something else, a resync from a replica that missed a lock) is quarantined for `max_ttl`.
-//!    The first primary a client sees is judged by the ordinary rules
-//!    ([`quarantine`](crate::protocol::quarantine)): it has nothing to compare.
+//!    replica of that primary and was promoted from it), its `run_id` is the one the sentinels
+//!    listed at its address, and it was caught up after it last started and not seen away
+//!    since: its uptime is then no evidence of a loss (its data came by replication, up to a
+//!    reading after its start, and every vote since waited for it). A replica seen away within
+//!    `max_ttl` (not caught up since) may lack a lock still valid: it is quarantined for `max_ttl`
+//!    ([`QuarantineReason::Promoted`]). Any other history (a chain of failovers the client
+//!    missed, a server that was a replica of something else, a resync from a replica that
+//!    missed a lock) is quarantined for `max_ttl` too. Anything else (the first primary a client
+//!    sees, a replica never caught up nor seen away) is judged by the ordinary rules
+//!    ([`quarantine`](crate::protocol::quarantine)), its uptime included: a replica restarted
+//!    and promoted before it resynchronised is young, and is held to it (found by review: a
+//!    client that started after such a promotion took a lock still held).
 //! 4. **The history only moves forward.** The client follows a new history only from a primary
 //!    that continues the one it followed (or from its first): an old primary cut off from its
 //!    replicas, still a primary in its own eyes, is judged against the new history, quarantined,
 //!    and cannot take the client back to its own.
 //!
-//! 5. **A promoted replica's uptime is no evidence.** The restart quarantine keeps a server
-//!    out until it has been up for `max_ttl` because a restart may have lost locks; a replica's
-//!    data is its primary's, taken again in full when it restarts, so a replica restarted a
-//!    minute before its promotion lost nothing by it. What it may lack is a vote counted while
-//!    it was away, which invariant 2 judges, not its uptime. So the first primary a client sees,
-//!    when it was promoted in its current run (`second_repl_offset`), is not held to its uptime
-//!    (every other rule still applies: its marker, evictions, resets); a primary that restarted
-//!    since its promotion shows none and is held to it.
-//!
-//! What it cannot see: a replica that dropped out and came back between two of this client's
-//! readings while *another* client counted votes without it, then was promoted before it caught
-//! up with them, with every other replica unable to be promoted. And a client that starts after
-//! a failover judges the promoted primary as a first sight (invariant 3): it relies on invariant
-//! 1 having held for every client before it. Both are in `docs/sentinel.md`.
+//! What it cannot see: a replica cut off without a restart (a partition) for longer than the
+//! sentinels' `down-after-milliseconds`, while another client counted votes without it, then
+//! back and promoted before it caught up, with every other replica unable to be promoted: a
+//! client that did not read the primary while it was away, or that starts after the failover,
+//! trusts it. Its uptime is long, so nothing on the server tells. That is in `docs/sentinel.md`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::protocol::quarantine::{QuarantineReason, info_field};
+use crate::protocol::quarantine::{QuarantineReason, UPTIME_SLACK, info_field};
 
 /// What a client saw of one replicated service: the history it follows and its replicas.
 #[derive(Debug, Default)]
@@ -73,21 +80,33 @@ pub(crate) struct Lineage {
 struct Replica {
     /// The `run_id` the sentinels listed at this address, if they did.
     run_id: Option<String>,
-    /// When the client last saw it down, if ever (invariant 2).
-    down_at: Option<Instant>,
-    /// Whether the client ever saw it online at the primary.
-    online_once: bool,
+    /// Whether the sentinels' last listing named it a candidate for promotion.
+    candidate: bool,
+    /// Whether the followed primary's last reading listed it online.
+    online: bool,
+    /// When the client last saw it away (invariant 2).
+    away_at: Option<Instant>,
+    /// When the client last saw it caught up with the primary (invariant 2).
+    acknowledged_at: Option<Instant>,
+}
+
+impl Replica {
+    /// Records it away at `now` if a vote could count without it now: neither online at the
+    /// primary nor a candidate (invariants 1, 2).
+    fn check_away(&mut self, now: Instant) {
+        if !self.online && !self.candidate {
+            self.away_at = Some(now);
+        }
+    }
 }
 
 /// What [`Lineage::judge`] made of a primary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Succession {
-    /// The first primary this client saw of the service, or the one it follows: the ordinary
-    /// rules judge it.
+    /// Nothing to judge it by here: the ordinary rules judge it, its uptime included.
     Ordinary,
-    /// Promoted from the primary the client followed, and holds every vote counted there
-    /// (invariant 3), or promoted from one the client never saw (invariant 5): its uptime says
-    /// nothing of a loss.
+    /// Promoted from the primary the client followed, after acknowledging since it last started
+    /// (invariant 3): its uptime says nothing of a loss.
     Continues,
     /// May lack a counted vote: out for `max_ttl`, for this reason.
     Lost(QuarantineReason),
@@ -99,13 +118,12 @@ pub(crate) enum Succession {
 pub(crate) struct Candidate {
     pub(crate) address: String,
     pub(crate) run_id: String,
+    /// `uptime_in_seconds`.
+    pub(crate) uptime: Duration,
     /// `master_replid`: its history.
     pub(crate) history: String,
     /// `master_replid2`: the history it continued when it was promoted (`000…` when never).
     pub(crate) previous: String,
-    /// Whether it was promoted from a replica in its current run (`second_repl_offset` is not
-    /// -1): its data came by replication.
-    pub(crate) promoted: bool,
 }
 
 impl Candidate {
@@ -114,63 +132,156 @@ impl Candidate {
         Some(Self {
             address: address.to_owned(),
             run_id: info_field(server, "run_id")?.to_owned(),
+            uptime: Duration::from_secs(info_field(server, "uptime_in_seconds")?.parse().ok()?),
             history: info_field(replication, "master_replid")?.to_owned(),
             previous: info_field(replication, "master_replid2")
                 .unwrap_or_default()
                 .to_owned(),
-            promoted: info_field(replication, "second_repl_offset").is_some_and(|o| o != "-1"),
         })
     }
 }
 
-/// The replicas a primary's `INFO replication` lists online (`slaveN:ip=…,port=…,state=online`),
-/// as `ip:port`.
-pub(crate) fn online_replicas(replication: &str) -> Vec<String> {
-    replication
-        .lines()
-        .filter(|line| line.starts_with("slave"))
-        .filter_map(|line| {
-            let (_, fields) = line.trim_end().split_once(':')?;
+/// What a primary's `INFO replication` says of its replicas: those online
+/// (`slaveN:ip=…,port=…,state=online`, as `ip:port`) with the offset each last acknowledged,
+/// and the primary's own `master_repl_offset` (invariant 2).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Replicas {
+    pub(crate) online: Vec<String>,
+    pub(crate) acknowledged: Vec<(String, u64)>,
+    pub(crate) primary_offset: Option<u64>,
+}
+
+/// How long the primary's offsets are kept (invariant 2): longer than the second between a
+/// replica's acknowledgements, with room for a loaded machine.
+const OFFSETS_KEPT: Duration = Duration::from_secs(10);
+
+/// The shortest time between two offsets kept: a busy primary is read by every vote.
+const OFFSETS_SPACING: Duration = Duration::from_millis(50);
+
+/// The primary's `master_repl_offset` at its readings of the last [`OFFSETS_KEPT`] (invariant 2).
+#[derive(Debug, Default)]
+pub(crate) struct Offsets {
+    readings: VecDeque<(Instant, u64)>,
+}
+
+impl Offsets {
+    /// The primary's offset was `offset` at a reading at `now`.
+    pub(crate) fn record(&mut self, now: Instant, offset: u64) {
+        while self
+            .readings
+            .front()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > OFFSETS_KEPT)
+        {
+            self.readings.pop_front();
+        }
+        let spaced = self
+            .readings
+            .back()
+            .is_none_or(|(at, _)| now.saturating_duration_since(*at) >= OFFSETS_SPACING);
+        if spaced {
+            self.readings.push_back((now, offset));
+        }
+    }
+
+    /// The latest reading by which a replica that acknowledged `acknowledged` had every write
+    /// the primary had executed, if one is kept.
+    pub(crate) fn reached(&self, acknowledged: u64) -> Option<Instant> {
+        self.readings
+            .iter()
+            .rev()
+            .find(|(_, offset)| *offset <= acknowledged)
+            .map(|(at, _)| *at)
+    }
+}
+
+impl Replicas {
+    /// Reads them from an `INFO replication` reply.
+    pub(crate) fn read(replication: &str) -> Self {
+        let mut replicas = Replicas {
+            primary_offset: info_field(replication, "master_repl_offset")
+                .and_then(|o| o.parse().ok()),
+            ..Replicas::default()
+        };
+        for line in replication.lines().filter(|l| l.starts_with("slave")) {
+            let Some((_, fields)) = line.trim_end().split_once(':') else {
+                continue;
+            };
             let field = |name: &str| {
                 fields
                     .split(',')
                     .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
             };
-            if field("state")? != "online" {
-                return None;
+            if let (Some("online"), Some(ip), Some(port)) =
+                (field("state"), field("ip"), field("port"))
+            {
+                let address = format!("{ip}:{port}");
+                if let Some(offset) = field("offset").and_then(|o| o.parse().ok()) {
+                    replicas.acknowledged.push((address.clone(), offset));
+                }
+                replicas.online.push(address);
             }
-            Some(format!("{}:{}", field("ip")?, field("port")?))
-        })
-        .collect()
+        }
+        replicas
+    }
 }
 
 impl Lineage {
-    /// The sentinels listed a replica at `address`, with `run_id`, `up` or flagged down, at
+    /// The sentinels listed a replica at `address`, with `run_id`, a candidate or flagged, at
     /// `now` (invariant 2).
-    pub(crate) fn listed(&mut self, address: &str, run_id: &str, up: bool, now: Instant) {
+    pub(crate) fn listed(&mut self, address: &str, run_id: &str, candidate: bool, now: Instant) {
         let replica = self.replicas.entry(address.to_owned()).or_default();
         if !run_id.is_empty() {
             replica.run_id = Some(run_id.to_owned());
         }
-        if !up {
-            replica.down_at = Some(now);
+        replica.candidate = candidate;
+        replica.check_away(now);
+    }
+
+    /// The primary at `primary`, whose history is `history`, listed `online` as its replicas
+    /// online at `now`: every other replica the client knows is away (invariant 2). Only the
+    /// primary whose history the client follows is heard: an old primary, deposed without
+    /// knowing it, lists none of the replicas that left it for the new one (invariant 4).
+    pub(crate) fn online(&mut self, primary: &str, history: &str, online: &[String], now: Instant) {
+        if self.history.as_deref() != Some(history) {
+            return;
+        }
+        for address in online {
+            self.replicas.entry(address.clone()).or_default();
+        }
+        for (address, replica) in &mut self.replicas {
+            if address != primary {
+                replica.online = online.contains(address);
+                replica.check_away(now);
+            }
         }
     }
 
-    /// The primary at `primary` listed `online` as its replicas online at `now`: every other
-    /// replica the client knows is down (invariants 1, 2).
-    pub(crate) fn online(&mut self, primary: &str, online: &[String], now: Instant) {
-        for address in online {
-            self.replicas
-                .entry(address.clone())
-                .or_default()
-                .online_once = true;
+    /// The replica at `address` was caught up as of `at` with the primary whose history is
+    /// `history` (invariant 2): heard only from the primary the client follows, as
+    /// [`online`](Self::online).
+    pub(crate) fn caught_up(&mut self, address: &str, history: &str, at: Instant) {
+        if self.history.as_deref() != Some(history) {
+            return;
         }
-        for (address, replica) in &mut self.replicas {
-            if address != primary && !online.contains(address) {
-                replica.down_at = Some(now);
-            }
+        let replica = self.replicas.entry(address.to_owned()).or_default();
+        replica.acknowledged_at = replica.acknowledged_at.max(Some(at));
+    }
+
+    /// `replicas` were caught up with the primary the client follows at `now` (for tests of
+    /// the judgement).
+    #[cfg(test)]
+    fn acknowledged(&mut self, replicas: &[String], now: Instant) {
+        let history = self.history.clone().unwrap_or_default();
+        for address in replicas {
+            self.caught_up(address, &history, now);
         }
+    }
+
+    /// The primary the client follows listed `online` at `now` (for tests of the judgement).
+    #[cfg(test)]
+    fn online_now(&mut self, primary: &str, online: &[String], now: Instant) {
+        let history = self.history.clone().unwrap_or_default();
+        self.online(primary, &history, online, now);
     }
 
     /// Judges `candidate`, a server that says it is the primary, at `now` (invariants 2 to 4).
@@ -183,13 +294,7 @@ impl Lineage {
     ) -> Succession {
         let Some(followed) = self.history.as_deref() else {
             self.history = Some(candidate.history.clone());
-            // The first primary seen (invariant 3): nothing to compare with. Promoted, its data
-            // came by replication, so its uptime is no evidence of a loss (invariant 5).
-            return if candidate.promoted {
-                Succession::Continues
-            } else {
-                Succession::Ordinary
-            };
+            return Succession::Ordinary; // the first primary seen (invariant 3)
         };
         if candidate.history == followed {
             return Succession::Ordinary;
@@ -198,16 +303,32 @@ impl Lineage {
             return Succession::Lost(QuarantineReason::Resynchronised); // invariants 3, 4
         }
         self.history = Some(candidate.history.clone());
-        let acknowledged = self.replicas.get(&candidate.address).is_some_and(|r| {
-            r.online_once
-                && r.run_id.as_ref().is_none_or(|id| *id == candidate.run_id)
-                && r.down_at
-                    .is_none_or(|at| now.saturating_duration_since(at) >= max_ttl)
+        let Some(replica) = self.replicas.get(&candidate.address) else {
+            return Succession::Ordinary;
+        };
+        if replica
+            .run_id
+            .as_ref()
+            .is_some_and(|id| *id != candidate.run_id)
+        {
+            return Succession::Lost(QuarantineReason::Promoted); // another server there
+        }
+        // When it started, at the latest (a reported uptime may be a second long: `quarantine`
+        // invariant 1).
+        let started = now.checked_sub(candidate.uptime.saturating_sub(UPTIME_SLACK));
+        let acknowledged = replica
+            .acknowledged_at
+            .filter(|at| started.is_some_and(|started| *at > started));
+        let away = replica.away_at.filter(|away| {
+            acknowledged.is_none_or(|at| *away >= at)
+                && now.saturating_duration_since(*away) < max_ttl
         });
-        if acknowledged {
-            Succession::Continues
-        } else {
-            Succession::Lost(QuarantineReason::Promoted) // invariant 2
+        match (acknowledged, away) {
+            (_, Some(_)) => Succession::Lost(QuarantineReason::Promoted),
+            (Some(at), None) if replica.away_at.is_none_or(|away| away < at) => {
+                Succession::Continues
+            }
+            _ => Succession::Ordinary,
         }
     }
 
@@ -223,100 +344,119 @@ mod tests {
     use super::*;
 
     const MAX_TTL: Duration = Duration::from_secs(30);
+    const LONG_UP: Duration = Duration::from_secs(3_600);
 
     fn primary(address: &str, history: &str, previous: &str) -> Candidate {
         Candidate {
             address: address.into(),
             run_id: format!("run-{address}"),
+            uptime: LONG_UP,
             history: history.into(),
             previous: previous.into(),
-            promoted: previous != "0",
         }
     }
 
-    /// A client that followed the primary `p` with `history`, whose replicas `online` were
-    /// listed by the sentinels and online at the primary.
-    fn following(history: &str, online: &[&str], now: Instant) -> Lineage {
+    /// A client that followed the primary `p` with `history`, whose replicas `acked`, listed by
+    /// the sentinels, acknowledged one of its votes at `now`.
+    fn following(history: &str, acked: &[&str], now: Instant) -> Lineage {
         let mut lineage = Lineage::default();
-        assert_eq!(
-            lineage.judge(&primary("p", history, "0"), now, MAX_TTL),
-            Succession::Ordinary
-        );
-        for address in online {
+        let first = lineage.judge(&primary("p", history, "0"), now, MAX_TTL);
+        assert_eq!(first, Succession::Ordinary);
+        for address in acked {
             lineage.listed(address, &format!("run-{address}"), true, now);
         }
-        let online: Vec<String> = online.iter().map(|a| (*a).to_owned()).collect();
-        lineage.online("p", &online, now);
+        let acked: Vec<String> = acked.iter().map(|a| (*a).to_owned()).collect();
+        lineage.online_now("p", &acked, now);
+        lineage.acknowledged(&acked, now);
         lineage
     }
 
     #[test]
-    fn a_replica_online_throughout_that_continues_the_history_votes_at_once() {
+    fn a_replica_that_acknowledged_since_it_started_votes_at_once() {
         let now = Instant::now();
+        let later = now + Duration::from_secs(5);
         let mut lineage = following("h1", &["r"], now);
-        assert_eq!(
-            lineage.judge(&primary("r", "h2", "h1"), now, MAX_TTL),
-            Succession::Continues
-        );
+        let r = primary("r", "h2", "h1");
+        assert_eq!(lineage.judge(&r, later, MAX_TTL), Succession::Continues);
         assert_eq!(lineage.history(), Some("h2"));
         // And the next failover continues from there.
-        lineage.online("r", &["p".to_owned()], now);
-        assert_eq!(
-            lineage.judge(&primary("p", "h3", "h2"), now, MAX_TTL),
-            Succession::Continues
-        );
+        lineage.online_now("r", &["p".to_owned()], later);
+        // What the old primary says, once deposed, is not heard.
+        lineage.online("p", "h1", &[], later);
+        lineage.acknowledged(&["p".to_owned()], later);
+        let p = primary("p", "h3", "h2");
+        assert_eq!(lineage.judge(&p, later, MAX_TTL), Succession::Continues);
     }
 
     #[test]
-    fn a_replica_down_within_max_ttl_never_online_or_replaced_is_quarantined() {
+    fn a_replica_restarted_since_it_acknowledged_is_held_to_its_uptime() {
+        let then = Instant::now();
+        let mut lineage = following("h1", &["r"], then);
+        let mut young = primary("r", "h2", "h1");
+        young.uptime = Duration::from_secs(3);
+        let soon = then + Duration::from_secs(10);
+        assert_eq!(lineage.judge(&young, soon, MAX_TTL), Succession::Ordinary);
+    }
+
+    #[test]
+    fn a_replica_away_within_max_ttl_or_replaced_is_quarantined() {
         let then = Instant::now();
         let soon = then + Duration::from_secs(10);
         let r = || primary("r", "h2", "h1");
 
-        // Dropped out of the primary's list, then back.
+        // Dropped out of the primary's list after it acknowledged, no longer a candidate, then
+        // back online.
         let mut lineage = following("h1", &["r"], then);
-        lineage.online("p", &[], then);
-        lineage.online("p", &["r".to_owned()], then + Duration::from_secs(1));
-        assert_eq!(
-            lineage.judge(&r(), soon, MAX_TTL),
-            Succession::Lost(QuarantineReason::Promoted)
-        );
+        lineage.online_now("p", &[], then + Duration::from_secs(1));
+        lineage.listed("r", "run-r", false, then + Duration::from_secs(1));
+        lineage.online_now("p", &["r".to_owned()], then + Duration::from_secs(2));
+        let lost = Succession::Lost(QuarantineReason::Promoted);
+        assert_eq!(lineage.judge(&r(), soon, MAX_TTL), lost);
         // Its history is followed all the same: its own quarantine covers what it missed.
         assert_eq!(lineage.history(), Some("h2"));
 
-        // Flagged down by the sentinels, more than max_ttl ago: long caught up.
+        // Listed as no candidate (a sentinel that just switched lists the others as
+        // `disconnected`) while online at the primary: every vote still waited for it.
         let mut lineage = following("h1", &["r"], then);
-        lineage.listed("r", "run-r", false, then);
-        assert_eq!(
-            lineage.judge(&r(), then + MAX_TTL, MAX_TTL),
-            Succession::Continues
-        );
-        let mut lineage = following("h1", &["r"], then);
-        lineage.listed("r", "run-r", false, then);
-        assert_eq!(
-            lineage.judge(&r(), soon, MAX_TTL),
-            Succession::Lost(QuarantineReason::Promoted)
-        );
+        lineage.listed("r", "run-r", false, then + Duration::from_secs(1));
+        assert_eq!(lineage.judge(&r(), soon, MAX_TTL), Succession::Continues);
 
-        // Listed by the sentinels but never seen online; never listed; another server there.
-        let mut lineage = following("h1", &[], then);
-        lineage.listed("r", "run-r", true, then);
-        assert_eq!(
-            lineage.judge(&r(), then, MAX_TTL),
-            Succession::Lost(QuarantineReason::Promoted)
-        );
+        // Away, but it acknowledged again since: it caught up.
         let mut lineage = following("h1", &["r"], then);
-        assert_eq!(
-            lineage.judge(&primary("x", "h2", "h1"), then, MAX_TTL),
-            Succession::Lost(QuarantineReason::Promoted)
-        );
+        lineage.online_now("p", &[], then + Duration::from_secs(1));
+        lineage.listed("r", "run-r", false, then + Duration::from_secs(1));
+        lineage.acknowledged(&["r".to_owned()], then + Duration::from_secs(2));
+        assert_eq!(lineage.judge(&r(), soon, MAX_TTL), Succession::Continues);
+
+        // Away more than max_ttl ago, never acknowledged since: the ordinary rules.
+        let mut lineage = following("h1", &["r"], then);
+        lineage.online_now("p", &[], then + Duration::from_secs(1));
+        lineage.listed("r", "run-r", false, then + Duration::from_secs(1));
+        let late = then + MAX_TTL + Duration::from_secs(2);
+        assert_eq!(lineage.judge(&r(), late, MAX_TTL), Succession::Ordinary);
+
+        // Another server at its address.
         let mut lineage = following("h1", &["r"], then);
         let mut replaced = r();
         replaced.run_id = "another".into();
-        assert_eq!(
-            lineage.judge(&replaced, then, MAX_TTL),
-            Succession::Lost(QuarantineReason::Promoted)
-        );
+        assert_eq!(lineage.judge(&replaced, then, MAX_TTL), lost);
+
+        // Never seen: the ordinary rules.
+        let mut lineage = following("h1", &["r"], then);
+        let x = primary("x", "h2", "h1");
+        assert_eq!(lineage.judge(&x, then, MAX_TTL), Succession::Ordinary);
+    }
+
+    #[test]
+    fn a_replica_the_sentinels_name_a_candidate_is_not_away_for_leaving_a_primary() {
+        let now = Instant::now();
+        let mut lineage = following("h1", &["r"], now);
+        let r = primary("r", "h2", "h1");
+        // The old primary, deposed without knowing it, lists no replica (r left it for the new
+        // history): while the sentinels name r a candidate, that says nothing of it.
+        lineage.online("p", "h1", &[], now + Duration::from_secs(1));
+        let later = now + Duration::from_secs(2);
+        assert_eq!(lineage.judge(&r, later, MAX_TTL), Succession::Continues);
     }
 
     #[test]
@@ -324,47 +464,58 @@ mod tests {
         let now = Instant::now();
         let mut lineage = following("h1", &["r"], now);
         // Promoted from a history the client never followed (a failover it missed).
-        assert_eq!(
-            lineage.judge(&primary("r", "h3", "h2"), now, MAX_TTL),
-            Succession::Lost(QuarantineReason::Resynchronised)
-        );
+        let lost = Succession::Lost(QuarantineReason::Resynchronised);
+        assert_eq!(lineage.judge(&primary("r", "h3", "h2"), now, MAX_TTL), lost);
         assert_eq!(lineage.history(), Some("h1"));
         // The old primary, still one in its own eyes after the client followed a new history.
         let mut lineage = following("h1", &["r"], now);
-        assert_eq!(
-            lineage.judge(&primary("r", "h2", "h1"), now, MAX_TTL),
-            Succession::Continues
-        );
-        assert_eq!(
-            lineage.judge(&primary("p", "h1", "0"), now, MAX_TTL),
-            Succession::Lost(QuarantineReason::Resynchronised)
-        );
+        let r = primary("r", "h2", "h1");
+        assert_eq!(lineage.judge(&r, now, MAX_TTL), Succession::Continues);
+        assert_eq!(lineage.judge(&primary("p", "h1", "0"), now, MAX_TTL), lost);
         assert_eq!(lineage.history(), Some("h2"));
     }
 
     #[test]
-    fn a_promoted_primary_seen_first_is_not_held_to_its_uptime() {
-        let now = Instant::now();
-        let mut lineage = Lineage::default();
-        assert_eq!(
-            lineage.judge(&primary("r", "h2", "h1"), now, MAX_TTL),
-            Succession::Continues
-        );
-        assert_eq!(lineage.history(), Some("h2"));
-    }
-
-    #[test]
-    fn reads_a_candidate_and_its_online_replicas_from_info() {
-        let server = "# Server\r\nrun_id:abc\r\n";
-        let replication = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
+    fn reads_a_candidate_and_its_replicas_from_info() {
+        let server = "# Server\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n";
+        let replication = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
              slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
              slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n\
-             master_replid:h2\r\nmaster_replid2:h1\r\nsecond_repl_offset:11\r\n";
+             slave2:ip=127.0.0.1,port=7003,state=online,offset=9,lag=0\r\n\
+             master_replid:h2\r\nmaster_replid2:h1\r\nmaster_repl_offset:10\r\n\
+             second_repl_offset:11\r\n";
         let read = Candidate::read("a:1", server, replication).expect("candidate");
         assert_eq!((read.run_id.as_str(), read.history.as_str()), ("abc", "h2"));
-        assert_eq!(read.previous, "h1");
-        assert!(read.promoted);
-        assert_eq!(online_replicas(replication), vec!["127.0.0.1:7001"]);
+        assert_eq!((read.previous.as_str(), read.uptime.as_secs()), ("h1", 42));
+        let replicas = Replicas::read(replication);
+        assert_eq!(replicas.online, vec!["127.0.0.1:7001", "127.0.0.1:7003"]);
+        assert_eq!(replicas.primary_offset, Some(10));
+        assert_eq!(
+            replicas.acknowledged,
+            vec![
+                ("127.0.0.1:7001".to_owned(), 10),
+                ("127.0.0.1:7003".to_owned(), 9)
+            ]
+        );
         assert_eq!(Candidate::read("a:1", "", replication), None);
+    }
+
+    #[test]
+    fn a_replica_caught_up_as_of_the_latest_reading_its_offset_covers() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut offsets = Offsets::default();
+        offsets.record(at(0), 100);
+        offsets.record(at(10), 150); // too soon after the last: not kept
+        offsets.record(at(100), 200);
+        offsets.record(at(200), 300);
+        assert_eq!(offsets.reached(99), None);
+        assert_eq!(offsets.reached(150), Some(at(0)));
+        assert_eq!(offsets.reached(250), Some(at(100)));
+        assert_eq!(offsets.reached(300), Some(at(200)));
+        // Old readings go.
+        offsets.record(at(20_000), 400);
+        assert_eq!(offsets.reached(300), None);
+        assert_eq!(offsets.reached(400), Some(at(20_000)));
     }
 }

@@ -205,6 +205,9 @@ pub(crate) struct Settings {
     /// ([`Builder::trust_first_sight`](crate::Builder::trust_first_sight)).
     pub(crate) first_sight: bool,
     pub(crate) rules: Rules,
+    /// The replaced rule, for the chaos run only: Sentinel nodes trust the server the sentinels
+    /// name (`succession` off).
+    pub(crate) sentinel_trusts_primary: bool,
 }
 
 /// The settings every round and every lock follows, kept by the engine.
@@ -473,7 +476,8 @@ impl Engine {
                 Node::cluster(shards)
             } else if is_sentinel_url(url) {
                 let node_timeout = settings.rules.node_timeout;
-                Node::sentinel(Sentinels::new(url, node_settings, tls_roots, node_timeout)?)
+                let sentinels = Sentinels::new(url, node_settings, tls_roots, node_timeout)?;
+                Node::sentinel(sentinels.trusting(settings.sentinel_trusts_primary))
             } else {
                 Node::plain(Server::new(url.trim(), node_settings, tls_roots)?)
             };
