@@ -24,15 +24,20 @@
 //! | `replace-marked` | as `replace`, and each spare is first marked by hand the way an operator once did (`SET redlock-node-marker manual`), the same word on every spare: a replacement that passes for a marked server unless a word written by hand vouches for nothing (the library's `marker` invariant 5) | switched back |
 //! | `blackhole` | its proxy stops forwarding on every open connection, which stays open; new connections work | the black-holed connections are closed |
 //! | `partition` | independent masters only: every client is cut off from a minority of the nodes, a different one per client group (a *ring of majorities*: group `g` reaches the majority of consecutive slots from `g + offset` on, `offset` drawn per fault); its connections to the others are closed and new ones refused, through ports of the proxies that only that group uses; it lasts 2.5–4 s ([`PARTITION_EXTRA`]) | healed: every client reaches every node |
-//! | `failover` | cluster layout only: a majority of the Redis Clusters stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`), missing every write of that window |
+//! | `failover` | cluster and Sentinel layouts only: a majority of the Redis Clusters (or the Sentinel node) stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`; `SENTINEL FAILOVER`), missing every write of that window |
 //! | `failback` | cluster layout only, from [`FAILBACK_FROM`] on: as `failover` for [`FAILBACK_WINDOW`], and a client is armed to crash in its next critical section, abandoning a lock the replicas never get | once it holds: each replica takes over with its client writes paused, its old master resynchronises from it and takes over again (see *How `failback` returns a master without its locks*) |
 //!
 //! Which kinds apply depends on the layout (`Layout::supports`): the cluster layout has no
 //! proxies (cluster routing needs the servers' real addresses), so `delay`, `drop`,
 //! `blackhole` and `replace` are left out of its plan, and so are `kill`, `restart` and
-//! `restart-burst`; `failover` and `failback` apply to the cluster layout alone. `client-handoff`
-//! applies to the library's strategies alone, whatever the layout (`Strategy::supports`). The
-//! runner drops the kinds that do not apply before planning.
+//! `restart-burst`; `failback` applies to the cluster layout alone, `failover` to it and to the
+//! Sentinel layout. The Sentinel
+//! layout (no proxies either) takes `kill`, `pause`, `failover`, `flush` and the client faults:
+//! `kill` and `pause` hit the primary, and the sentinels fail over by themselves when it stays
+//! down for longer than their `down-after-milliseconds` (1 s); a paused primary that wakes after
+//! that is a split brain. `client-handoff` applies to the library's strategies alone, whatever
+//! the layout (`Strategy::supports`). The runner drops the kinds that do not apply before
+//! planning.
 //!
 //! # How `failover` makes a replica miss a window
 //! The replica is told a wrong `masterauth` (`CONFIG SET masterauth …`) and the master closes
@@ -1092,13 +1097,18 @@ fn end(
             }
             for &slot in &slots {
                 let (old, new) = topology.promoted(slot)?;
+                let how = if topology.is_sentinel() {
+                    "SENTINEL FAILOVER"
+                } else {
+                    "CLUSTER FAILOVER TAKEOVER"
+                };
                 event(
                     record,
                     Some(new),
                     FaultKind::Failover,
                     format!(
-                        "CLUSTER FAILOVER TAKEOVER: node {new}, cut off for longer than a TTL, is \
-                         master; node {old} turns its replica and loses the window's writes"
+                        "{how}: node {new}, cut off for longer than a TTL, is master; node {old} \
+                         turns its replica and loses the window's writes"
                     ),
                 );
             }

@@ -239,6 +239,11 @@ impl Topology {
         }
     }
 
+    /// Whether this is the Sentinel layout, whose failovers the sentinels carry out.
+    pub(crate) fn is_sentinel(&self) -> bool {
+        self.sentinel.is_some()
+    }
+
     /// How many servers there are.
     pub(crate) fn node_count(&self) -> usize {
         let sentinel = self.sentinel.as_ref().map_or(0, |(g, _)| g.data_len());
@@ -361,11 +366,12 @@ impl Topology {
         if let Some((group, _)) = &mut self.sentinel {
             // Back as it was: the sentinels make it a replica of the primary they named since.
             let server = group.data_node(node);
-            return Ok(if with_data {
-                server.restart()?
+            if with_data {
+                server.restart()?;
             } else {
-                server.restart_empty()?
-            });
+                server.restart_empty()?;
+            }
+            return Ok(());
         }
         let server = &mut self.nodes[node];
         if with_data {

@@ -9,6 +9,9 @@
 //! deadline, and so does a lock handed to another process that extended it by value without a
 //! delay of its own (after the extension's deadline); the same run without it is caught by the
 //! same rule, and so is a release that frees the lock after its holder's validity.
+//! Sentinel: our defaults over a primary with a replica behind three sentinels survive kills,
+//! split brains and failovers to a replica that missed a window, and the same node trusting
+//! whatever server the sentinels name is caught.
 //!
 //! Both runs use fixed seeds, so their fault plans are fixed; what varies with the machine is
 //! only when each fault lands. Neither verdict depends on that: the first is the library's
@@ -730,4 +733,47 @@ async fn a_lock_handed_off_and_extended_by_value_keeps_its_holders_delay() {
         summary_table(&verdict, &history).contains("handoffs: "),
         "{why}"
     );
+}
+
+/// One primary with a replica behind three sentinels, 8 clients on 2 resources, 20 s, every
+/// fault the Sentinel layout takes: the primary killed (and back with its data), paused past
+/// the sentinels' down-after (a split brain when it wakes), its replica cut off for longer
+/// than a TTL and then promoted on request, a flush, a client pause.
+fn sentinel_run(strategy: Strategy) -> ChaosConfig {
+    ChaosConfig {
+        strategy,
+        nodes: 1,
+        clients: 8,
+        resources: 2,
+        duration: Duration::from_secs(20),
+        faults: redquorum_chaos::strategies::SENTINEL_FAULTS.to_vec(),
+        seed: 2,
+        ..ChaosConfig::default()
+    }
+}
+
+/// Our defaults over a Sentinel node: votes wait for every replica the sentinels could
+/// promote, and a promoted replica votes at once only if its clients saw it caught up since it
+/// last started; no lock is granted twice through kills, split brains and failovers to a
+/// replica that missed the writes of a window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_over_a_sentinel_node_holds_through_failovers_and_split_brains() {
+    let (history, verdict) = run(sentinel_run(Strategy::RedlockSentinel)).await;
+    let why = explain(&history, &verdict);
+    assert_eq!(history.nodes, 2, "a primary and its replica: {why}");
+    assert!(applied(&history, &FaultKind::Kill), "{why}");
+    assert!(failovers(&history) >= 1, "{why}");
+    assert!(verdict.is_safe(), "{why}");
+    assert!(history.sections.len() >= 5, "too little work: {why}");
+}
+
+/// The same node and faults, trusting whatever server the sentinels name (no `WAIT`, no
+/// judgement of a promoted replica), as a plain client of a replicated primary does: caught
+/// granting a lock twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusting_the_server_the_sentinels_name_is_caught() {
+    let config = sentinel_run(Strategy::RedlockSentinelTrusting);
+    let (history, verdict) = until_caught(&config, unsafe_run).await;
+    let why = explain(&history, &verdict);
+    assert!(!verdict.is_safe(), "no lock was granted twice: {why}");
 }

@@ -86,6 +86,12 @@ Strategies (--strategy):
   redlock-cluster-run-id-marker
                           redlock-cluster, but a master's marker names its run_id alone (the
                           rule a failback defeats; restored to show that failback catches it)
+  redlock-sentinel        this library with its defaults over one primary with a replica behind
+                          three sentinels (one redis+sentinel:// node, no proxies): votes wait
+                          for the replica, a promoted replica is judged by what clients saw
+  redlock-sentinel-trusting
+                          redlock-sentinel, but trusting whatever server the sentinels name (no
+                          WAIT, no judgement: restored to show that the Sentinel faults catch it)
   semaphore-counting      a semaphore only (needs --permits): a count per node, each node a set
                           of holders with expiry that grants while it has fewer than K, held on
                           a majority of grants (three majorities need not share a node)
@@ -110,9 +116,10 @@ Faults (--faults, comma-separated, or none):
                 default list)
   blackhole     a node's proxy stops forwarding on its open connections, which stay open;
                 new connections work
-  failover      redlock-cluster* only: a majority of the Redis Clusters stop replicating to
-                their replica for 2.5 s (more than a TTL) while clients keep locking, then
-                the replicas take over (CLUSTER FAILOVER TAKEOVER), missing those writes
+  failover      redlock-cluster* and redlock-sentinel* only: a majority of the Redis
+                Clusters (or the Sentinel node) stop replicating to their replica for 2.5 s
+                (more than a TTL) while clients keep locking, then the replicas take over
+                (CLUSTER FAILOVER TAKEOVER; SENTINEL FAILOVER), missing those writes
   failback      redlock-cluster* only: as failover, with a 0.3 s window and the replicas'
                 client writes paused while they lead; once the old masters resynchronised
                 from them (losing the window's writes), the old masters take over again
@@ -131,7 +138,9 @@ Faults (--faults, comma-separated, or none):
                 independent nodes only, never with a node fault (not in the default list)
 Default: kill,pause,restart,delay,client-pause,restart-burst,flush,replace,blackhole; for the
 redlock-cluster* strategies failover,failback,pause,client-pause,flush (client-crash and
-client-handoff apply to them too). Those have no proxies, so delay, drop, blackhole, replace and
+client-handoff apply to them too); for the redlock-sentinel* strategies kill,pause,failover,
+client-pause,flush, where kill and pause hit the primary and the sentinels fail over by
+themselves (a primary is down after 1 s). Those have no proxies, so delay, drop, blackhole, replace and
 partition do not apply to them, nor do kill, restart and restart-burst (a one-master cluster
 whose master is down is an outage); nor does partition to single-with-failover, nor
 client-handoff to setnx-getset and semaphore-counting (no extension by value). Kinds that do
@@ -150,6 +159,7 @@ Examples:
   redlock chaos --strategy setnx-getset --faults client-pause --report run.html
   redlock chaos --strategy redlock-cluster-no-failover-rule --faults failover --seed 1
   redlock chaos --strategy redlock-cluster-run-id-marker --faults failback --seed 1
+  redlock chaos --strategy redlock-sentinel --duration 30s
   redlock chaos --permits 2 --duration 30s
   redlock chaos --strategy semaphore-counting --permits 2 --faults partition --duration 10s
   redlock chaos --lock-delay 1s --faults client-crash,client-pause --duration 20s
