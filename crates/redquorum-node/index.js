@@ -449,7 +449,7 @@ class Lock {
  */
 class Redlock extends EventEmitter {
   /**
-   * @param {string[] | string} servers Redis URLs (`redis://[user:password@]host:port[/db]`, `rediss://…`), or one comma-separated string.
+   * @param {string[] | string} servers Redis URLs (`redis://[user:password@]host:port[/db]`, `rediss://…`, `redis+cluster://seed,…`, `redis+sentinel://sentinel,…/SERVICE`), or one comma-separated string.
    * @param {Settings & ManagerSettings} [settings]
    */
   constructor (servers, settings = {}) {

@@ -52,14 +52,15 @@ def redlock_bin() -> str:
 class Nodes:
     """N nodes started by the launcher in a directory of their own."""
 
-    def __init__(self, count: int, cluster: bool = False) -> None:
+    def __init__(self, count: int, cluster: bool = False, sentinel: bool = False) -> None:
         # In memory where the machine has it: the launcher's nodes run with `appendfsync
         # always`, and an fsync to a busy disk can take longer than a node timeout.
         shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         self.dir = tempfile.mkdtemp(prefix="redquorum-py-", dir=shm)
         # With `cluster`, each node is a Redis Cluster of one master and one replica, whose
         # masters the launcher marks too.
-        extra = ["--cluster"] if cluster else []
+        # With `sentinel`, each node is a primary with one replica behind three sentinels.
+        extra = ["--cluster"] if cluster else (["--sentinel"] if sentinel else [])
         out = subprocess.run(
             [redlock_bin(), "nodes", "start", "--count", str(count), "--dir", self.dir, "--json",
              *extra],

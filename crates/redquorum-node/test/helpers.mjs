@@ -28,12 +28,17 @@ function redlockBin () {
 
 /** N nodes started by the launcher in a directory of their own. */
 export class Nodes {
-  constructor (count = 3) {
+  /**
+   * @param {number} count
+   * @param {string[]} extra more `nodes start` arguments (`--sentinel`: each node a primary
+   *   with a replica behind three sentinels)
+   */
+  constructor (count = 3, extra = []) {
     // In memory where the machine has it: the nodes fsync every write.
     const base = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
     this.dir = mkdtempSync(join(base, 'redquorum-node-'))
     const out = execFileSync(redlockBin(),
-      ['nodes', 'start', '--count', String(count), '--dir', this.dir, '--json'],
+      ['nodes', 'start', '--count', String(count), '--dir', this.dir, '--json', ...extra],
       { encoding: 'utf8', timeout: 120_000 })
     const started = JSON.parse(out)
     /** @type {string[]} */
