@@ -12,8 +12,8 @@ use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
 use crate::nodes::node_error::NodeError;
+use crate::nodes::replicated::Replicated;
 use crate::nodes::scripts::MARKER;
-use crate::nodes::server::Replicated;
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::marker::{MarkerValue, Tag};

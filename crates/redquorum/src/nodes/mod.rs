@@ -12,6 +12,7 @@ pub(crate) mod node_error;
 #[cfg(test)]
 mod paused_client;
 pub(crate) mod replica_acks;
+pub(crate) mod replicated;
 pub(crate) mod scripts;
 pub(crate) mod sentinels;
 pub(crate) mod server;

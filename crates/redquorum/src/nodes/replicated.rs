@@ -1,0 +1,89 @@
+//! What a server that may be the primary of a replicated node
+//! ([`sentinels`](crate::nodes::sentinels)) knows of its replicas: which its votes wait for, and
+//! what each reading of its `INFO replication` tells the service's
+//! [`Lineage`] (`succession` invariants 1 and 2). Its own module so that the
+//! [`server`](crate::nodes::server) and the [`health`](crate::nodes::health) check, which both
+//! feed it, need not import each other.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::protocol::quarantine::info_field;
+use crate::protocol::succession::{Lineage, Offsets, Replicas};
+use crate::protocol::sync::lock;
+
+/// What a server that is the primary of a replicated node ([`sentinels`](crate::nodes::sentinels))
+/// does differently: a vote waits for its replicas (`server` invariant 8), reads back which are online,
+/// and the server is judged by the service's [`Lineage`] when it becomes the primary
+/// (`succession`).
+#[derive(Debug)]
+pub(crate) struct Replicated {
+    /// The server's address as the sentinels name it (`ip:port`).
+    pub(crate) address: String,
+    /// The replicas (`ip:port`) the server listed online at its last reading, and those the
+    /// sentinels listed as candidates at their last reading while they named this server the
+    /// primary (`succession` invariant 1).
+    pub(crate) known: Mutex<(Vec<String>, Vec<String>)>,
+    /// How many replicas a vote waits for: every one of either list, once
+    /// (`succession` invariant 1).
+    pub(crate) wait_for: AtomicU32,
+    /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout).
+    pub(crate) wait_ms: u64,
+    /// What the client saw of the service: shared by every server of the node.
+    pub(crate) lineage: Arc<Mutex<Lineage>>,
+    /// This server's replication offsets of the last few seconds (`succession` invariant 2).
+    pub(crate) offsets: Mutex<Offsets>,
+}
+
+impl Replicated {
+    /// Records what the server's `INFO replication` says of its replicas, read at `now`: how many
+    /// the next vote waits for, which are away and which caught up (`succession` invariants 1,
+    /// 2). Returns those online.
+    pub(crate) fn observe(&self, replication: &str, now: Instant) -> Vec<String> {
+        let replicas = Replicas::read(replication);
+        let history = info_field(replication, "master_replid").unwrap_or_default();
+        let caught_up: Vec<(&str, Instant)> = {
+            let mut offsets = lock(&self.offsets);
+            if let Some(offset) = replicas.primary_offset {
+                offsets.record(now, offset);
+            }
+            replicas
+                .acknowledged
+                .iter()
+                .filter_map(|(address, offset)| Some((address.as_str(), offsets.reached(*offset)?)))
+                .collect()
+        };
+        {
+            let mut lineage = lock(&self.lineage);
+            lineage.online(&self.address, history, &replicas.online, now);
+            for (address, at) in caught_up {
+                lineage.caught_up(address, history, at);
+            }
+        }
+        let mut known = lock(&self.known);
+        known.0.clone_from(&replicas.online);
+        self.count(&known);
+        replicas.online
+    }
+
+    /// The sentinels listed `candidates` while they named this server the primary.
+    pub(crate) fn candidates(&self, candidates: Vec<String>) {
+        let mut known = lock(&self.known);
+        known.1 = candidates;
+        self.count(&known);
+    }
+
+    /// Counts the replicas of `known`, each once (`succession` invariant 1).
+    fn count(&self, known: &(Vec<String>, Vec<String>)) {
+        let (online, candidates) = known;
+        let extra = candidates.iter().filter(|c| !online.contains(c)).count();
+        let count = u32::try_from(online.len() + extra).unwrap_or(u32::MAX);
+        self.wait_for.store(count, Ordering::Release);
+    }
+
+    /// How many replicas a vote waits for (`succession` invariant 1).
+    pub(crate) fn replicas(&self) -> u32 {
+        self.wait_for.load(Ordering::Acquire)
+    }
+}
