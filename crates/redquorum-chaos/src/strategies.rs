@@ -1025,10 +1025,10 @@ mod tests {
     }
 
     #[test]
-    fn the_cluster_layout_takes_failover_and_no_proxy_fault() {
+    fn the_cluster_and_sentinel_layouts_take_failover_and_no_proxy_fault() {
         for strategy in Strategy::ALL {
-            let cluster = matches!(strategy.layout(5), Layout::Clusters(_));
-            assert_eq!(strategy.supports(Fault::Failover), cluster, "{strategy}");
+            let no_proxies = matches!(strategy.layout(5), Layout::Clusters(_) | Layout::Sentinel);
+            assert_eq!(strategy.supports(Fault::Failover), no_proxies, "{strategy}");
             for fault in [
                 Fault::Delay,
                 Fault::Drop,
@@ -1036,7 +1036,7 @@ mod tests {
                 Fault::Replace,
                 Fault::ReplaceMarked,
             ] {
-                assert_eq!(strategy.supports(fault), !cluster, "{strategy} {fault}");
+                assert_eq!(strategy.supports(fault), !no_proxies, "{strategy} {fault}");
             }
             assert!(
                 strategy

@@ -215,3 +215,7 @@ pub struct PrimitivesDocs;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/cluster.md")]
 pub struct ClusterDocs;
+/// docs/sentinel.md.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sentinel.md")]
+pub struct SentinelDocs;
