@@ -189,7 +189,7 @@ async fn a_stopped_primary_that_wakes_after_the_failover_gives_no_second_holder(
     let mut job = a.acquire("job", TTL).await.expect("A holds the job");
 
     group.data_node(0).pause().expect("SIGSTOP the primary");
-    let window = Duration::from_secs(25);
+    let window = Duration::from_secs(15);
     let by_a = tokio::spawn(hammer(a.clone(), "hot", window));
     let by_b = tokio::spawn(hammer(b.clone(), "hot", window));
     let promoted_to = tokio::task::block_in_place(|| group.await_new_primary(0)).expect("failover");
