@@ -361,9 +361,10 @@ impl Sentinels {
         let _ = self.inner.run_ids.set(Arc::clone(run_ids));
     }
 
-    /// A subscriber on the primary the sentinels named last, when there is one. Only a hint (the
-    /// subscriber's invariants): after a failover it fails, and waiters poll until the next
-    /// one is made.
+    /// A subscriber on the primary the sentinels named last, when there is one, else on the
+    /// first sentinel, which serves no keys: only a hint (the subscriber's invariants). The
+    /// engine makes it with the manager, before any primary is known, so today a Sentinel node's
+    /// waiters poll (`docs/sentinel.md`).
     pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
         let primary = self.inner.view.load_full().map(|view| {
             let server = &view.primary;
