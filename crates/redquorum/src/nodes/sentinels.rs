@@ -34,15 +34,19 @@
 //!    a stale view costs a round, never safety.
 //! 3. **The replicas the sentinels could promote count.** Every reading records each replica
 //!    they list (address, `run_id`) and whether one of the agreeing sentinels could promote it
-//!    now (any of them may lead the next failover): not flagged down by it (`s_down`, `o_down`,
-//!    `disconnected`), and its link to the primary down for no longer than ten
+//!    now (any of them may lead the next failover): not flagged down by it (`s_down`, `o_down`;
+//!    a sentinel's own link to it, `disconnected`, breaks for a moment in every failover, so it
+//!    does not count), and its link to the primary down for no longer than ten
 //!    `down-after-milliseconds` (Sentinel's own limit for a candidate). Votes wait for every
 //!    such replica (`succession` invariant 1); one that is neither a candidate nor online at
 //!    the primary is recorded as away (`succession` invariant 2). A replica whose replication
 //!    merely broke is still a candidate: found by `redlock chaos --strategy redlock-sentinel
 //!    --faults failover`, when a replica cut off from its primary for 4 s was left out of the
 //!    count as soon as the sentinels saw its link down, the primary counted votes without it,
-//!    and the sentinels promoted it without them.
+//!    and the sentinels promoted it without them. Nor is a replica the sentinels list as
+//!    `disconnected`: found by the same fault (seed 307), when the sentinels that still named the
+//!    old primary, their links to the replica just closed by its promotion, listed it so, and a
+//!    client that read them then counted a vote on the old primary without a `WAIT`.
 //! 4. **Reading the view never blocks a round past its deadline, and never storms the
 //!    sentinels.** It runs as a task of its own, shared by every request that needs it.
 
@@ -635,9 +639,12 @@ fn listed(reply: &Value) -> Option<Listed> {
             .map(|(_, v)| v.as_str())
     };
     let flags = field("flags").unwrap_or_default();
+    // Not `disconnected`: that is the sentinel's own link, which a failover breaks for a moment
+    // (the sentinels close every client of the server they promote), and the replica is a
+    // candidate again as soon as it is back.
     let flagged = flags
         .split(',')
-        .any(|flag| matches!(flag, "s_down" | "o_down" | "disconnected"));
+        .any(|flag| matches!(flag, "s_down" | "o_down"));
     let number = |name: &str| field(name).and_then(|n| n.parse::<u64>().ok());
     // Unreadable numbers count as a candidate: waiting for one more replica is the safe side.
     let beyond_candidacy = match (
@@ -731,9 +738,15 @@ mod tests {
         assert!(up.up);
         // Its link down for a while: Sentinel could still promote it, so votes wait for it.
         assert!(listed(&reply("slave", "9000")).expect("listed").up);
+        // A sentinel's link to it down for a moment: still a candidate.
+        assert!(
+            listed(&reply("slave,disconnected", "0"))
+                .expect("listed")
+                .up
+        );
         for (flags, link_down_ms) in [
             ("s_down,slave", "0"),
-            ("slave,disconnected", "0"),
+            ("o_down,slave", "0"),
             ("slave", "10001"),
         ] {
             let listed = listed(&reply(flags, link_down_ms)).expect("listed");

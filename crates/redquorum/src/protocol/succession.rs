@@ -32,8 +32,7 @@
 //!    It is recorded as away whenever a vote could count without it: when neither the primary's
 //!    last reading lists it online nor the sentinels' last listing names it a candidate. (Either
 //!    one, and every vote waits for it: a primary deposed without knowing it lists none of the
-//!    replicas that left it, and a sentinel that just switched primaries lists the others as
-//!    `disconnected` for a moment; neither says anything of them. Nor is a deposed primary
+//!    replicas that left it, and that says nothing of them. Nor is a deposed primary
 //!    heard at all once the client follows another history.) A replica that restarted since it was
 //!    last caught up (its uptime says so) may have come back from its disk without what it
 //!    missed: it has not caught up since.
@@ -51,6 +50,8 @@
 //!    ([`quarantine`](crate::protocol::quarantine)), its uptime included: a replica restarted
 //!    and promoted before it resynchronised is young, and is held to it (found by review: a
 //!    client that started after such a promotion took a lock still held).
+//!    The verdict is the promotion's: later checks of the same run keep it (its uptime stays no
+//!    evidence); a restart of it is a new run, judged by the ordinary rules.
 //! 4. **The history only moves forward.** The client follows a new history only from a primary
 //!    that continues the one it followed (or from its first): an old primary cut off from its
 //!    replicas, still a primary in its own eyes, is judged against the new history, quarantined,
@@ -74,6 +75,9 @@ pub(crate) struct Lineage {
     history: Option<String>,
     /// The replicas seen, by address (`ip:port`).
     replicas: HashMap<String, Replica>,
+    /// The `run_id` of the primary judged [`Succession::Continues`] when it took over the
+    /// history followed now: every later check of that run keeps the verdict.
+    continued: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -297,12 +301,19 @@ impl Lineage {
             return Succession::Ordinary; // the first primary seen (invariant 3)
         };
         if candidate.history == followed {
-            return Succession::Ordinary;
+            // The same primary checked again: what its promotion was judged stays (found by
+            // test: its recheck 10 s later held it to its uptime, a minute without locks).
+            return if self.continued.as_deref() == Some(candidate.run_id.as_str()) {
+                Succession::Continues
+            } else {
+                Succession::Ordinary
+            };
         }
         if candidate.previous != followed {
             return Succession::Lost(QuarantineReason::Resynchronised); // invariants 3, 4
         }
         self.history = Some(candidate.history.clone());
+        self.continued = None;
         let Some(replica) = self.replicas.get(&candidate.address) else {
             return Succession::Ordinary;
         };
@@ -326,6 +337,7 @@ impl Lineage {
         match (acknowledged, away) {
             (_, Some(_)) => Succession::Lost(QuarantineReason::Promoted),
             (Some(at), None) if replica.away_at.is_none_or(|away| away < at) => {
+                self.continued = Some(candidate.run_id.clone());
                 Succession::Continues
             }
             _ => Succession::Ordinary,
@@ -379,6 +391,14 @@ mod tests {
         let r = primary("r", "h2", "h1");
         assert_eq!(lineage.judge(&r, later, MAX_TTL), Succession::Continues);
         assert_eq!(lineage.history(), Some("h2"));
+        // Checked again (every 10 s), the same run keeps its verdict; a restart of it does not.
+        assert_eq!(lineage.judge(&r, later, MAX_TTL), Succession::Continues);
+        let mut restarted = r.clone();
+        restarted.run_id = "run-r-2".into();
+        assert_eq!(
+            lineage.judge(&restarted, later, MAX_TTL),
+            Succession::Ordinary
+        );
         // And the next failover continues from there.
         lineage.online_now("r", &["p".to_owned()], later);
         // What the old primary says, once deposed, is not heard.
@@ -415,8 +435,8 @@ mod tests {
         // Its history is followed all the same: its own quarantine covers what it missed.
         assert_eq!(lineage.history(), Some("h2"));
 
-        // Listed as no candidate (a sentinel that just switched lists the others as
-        // `disconnected`) while online at the primary: every vote still waited for it.
+        // Listed as no candidate (flagged down for a moment) while online at the primary: every
+        // vote still waited for it.
         let mut lineage = following("h1", &["r"], then);
         lineage.listed("r", "run-r", false, then + Duration::from_secs(1));
         assert_eq!(lineage.judge(&r(), soon, MAX_TTL), Succession::Continues);
