@@ -9,21 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::{patient, value_on};
 use redquorum::{Cause, Error, QuarantineReason, Redlock, Reply};
-use redquorum_nodes::{NodeSpec, Persistence, SentinelGroup};
 
 const MAX_TTL: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(20);
-
-/// A primary with `replicas` replicas and three sentinels; durable, so that the first primary,
-/// seconds old, is trusted from the start (as `common::cluster`'s nodes are).
-fn group(replicas: usize) -> SentinelGroup {
-    SentinelGroup::start(
-        replicas,
-        3,
-        NodeSpec::new().persistence(Persistence::AofAlways),
-    )
-    .expect("a primary, replicas, sentinels")
-}
 
 fn manager(url: &str) -> Redlock {
     Redlock::builder(vec![url.to_owned()])
@@ -34,7 +22,7 @@ fn manager(url: &str) -> Redlock {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_survives_its_primary_killed_and_the_promoted_replica_votes_at_once() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let url = group.url();
     let (a, b) = (manager(&url), manager(&url));
     let held = a.acquire("invoice:1", TTL).await.expect("A holds the lock");
@@ -93,7 +81,7 @@ async fn a_lock_survives_its_primary_killed_and_the_promoted_replica_votes_at_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_the_replica_did_not_acknowledge_is_not_a_vote() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let redlock = manager(&group.url());
     let first = redlock.acquire("payments", TTL).await.expect("acquired");
     assert!(first.release().await.cause().is_none());
@@ -119,7 +107,7 @@ async fn a_write_the_replica_did_not_acknowledge_is_not_a_vote() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_was_away_is_quarantined_when_promoted() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let redlock = manager(&group.url());
     let first = redlock.acquire("ledger", TTL).await.expect("acquired");
     assert!(first.release().await.cause().is_none());
@@ -164,7 +152,7 @@ async fn a_replica_that_was_away_is_quarantined_when_promoted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_that_do_not_agree_give_no_vote() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let redlock = manager(&group.url());
     // Two of three sentinels gone: the one left names the primary, but alone.
     group.sentinel(1).kill().expect("kill a sentinel");
@@ -181,7 +169,7 @@ async fn sentinels_that_do_not_agree_give_no_vote() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_primitive_works_on_a_sentinel_node_beside_a_plain_one() {
-    let group = group(1);
+    let group = common::sentinel_group(1);
     let plain = common::cluster(2);
     let mut urls = vec![group.url()];
     urls.extend(plain.urls());

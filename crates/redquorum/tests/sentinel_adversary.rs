@@ -13,15 +13,6 @@ use redquorum_nodes::{NodeSpec, Persistence, SentinelGroup};
 const MAX_TTL: Duration = Duration::from_secs(60);
 const TTL: Duration = Duration::from_secs(50);
 
-fn group(replicas: usize) -> SentinelGroup {
-    SentinelGroup::start(
-        replicas,
-        3,
-        NodeSpec::new().persistence(Persistence::AofAlways),
-    )
-    .expect("a primary, replicas, sentinels")
-}
-
 fn manager(url: &str) -> Redlock {
     Redlock::builder(vec![url.to_owned()])
         .max_ttl(MAX_TTL)
@@ -108,7 +99,7 @@ fn await_flagged_down(group: &mut SentinelGroup, address_port: u16) {
 /// a rule that waived a promoted replica's uptime let the new client take it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_restarted_and_promoted_before_it_resynced_grants_a_held_lock_to_a_new_client() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let url = group.url();
     let (a, b) = (manager(&url), manager(&url));
     warm(&a, "warm-a").await;
@@ -181,7 +172,7 @@ async fn hammer(redlock: Redlock, resource: &'static str, limit: Duration) -> Op
 /// a lock on another resource once the old primary has become a replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_primary_that_wakes_after_the_failover_gives_no_second_holder() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let url = group.url();
     let (a, b) = (manager(&url), manager(&url));
     warm(&a, "warm-a").await;
@@ -260,7 +251,7 @@ fn await_linked(group: &mut SentinelGroup, i: usize) {
 /// client idle through both failovers, a new one and B itself: nobody else gets B's lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failback_with_a_client_idle_through_both_failovers_gives_no_second_holder() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let url = group.url();
     let (a, b) = (manager(&url), manager(&url));
     warm(&a, "warm-a").await;
@@ -308,7 +299,7 @@ async fn a_failback_with_a_client_idle_through_both_failovers_gives_no_second_ho
 /// before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn primitives_keep_their_promises_across_a_failover() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let url = group.url();
     let fenced = |url: &str| {
         Redlock::builder(vec![url.to_owned()])
@@ -356,7 +347,7 @@ async fn primitives_keep_their_promises_across_a_failover() {
 /// cut off with a deposed primary, names the primary alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_sentinel_listed_three_times_is_not_a_majority() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let port = group.sentinel(0).port();
     group.sentinel(1).kill().expect("kill a sentinel");
     group.sentinel(2).kill().expect("kill a sentinel");
@@ -379,7 +370,7 @@ async fn one_sentinel_listed_three_times_is_not_a_majority() {
 /// its own address) must not give three votes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_primary_listed_as_three_nodes_does_not_vote_three_times() {
-    let mut group = group(1);
+    let mut group = common::sentinel_group(1);
     let url = group.url();
     let ports: Vec<u16> = (0..3).map(|i| group.sentinel(i).port()).collect();
     let two = format!(

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redquorum::{Redlock, Retry};
-use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster, RedisNode};
+use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster, RedisNode, SentinelGroup};
 
 /// `n` fresh, independent masters on free loopback ports, stopped on drop. They run with AOF and
 /// `appendfsync always`, so the restart quarantine trusts them from the start, as it trusts the
@@ -262,4 +262,15 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     fn make_writer(&'a self) -> Self::Writer {
         self.clone()
     }
+}
+
+/// A primary with `replicas` replicas and three sentinels; durable, so that the first primary,
+/// seconds old, is trusted from the start (as [`cluster`]'s nodes are).
+pub fn sentinel_group(replicas: usize) -> SentinelGroup {
+    SentinelGroup::start(
+        replicas,
+        3,
+        NodeSpec::new().persistence(Persistence::AofAlways),
+    )
+    .expect("a primary, replicas, sentinels")
 }
