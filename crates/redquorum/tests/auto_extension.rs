@@ -512,3 +512,59 @@ async fn the_loss_signal_fires_before_the_deadline() {
     ));
     let _ = guard.release().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extensions_refused_by_a_stall_shorter_than_the_validity_do_not_lose_the_lock() {
+    let mut cluster = cluster(3);
+    let redlock = manager(&cluster);
+    redlock.connect().await;
+    let ttl = Duration::from_secs(6);
+    let guard = kept(
+        &redlock,
+        ttl,
+        HoldOptions::new().interval(Duration::from_millis(500)),
+    )
+    .await;
+    // A majority stalls for a second and a half: the extensions sent meanwhile time out, which
+    // shows nothing about the keys (hold invariant 9). The keeper tries again until they answer.
+    cluster.node(0).pause().expect("pause");
+    cluster.node(1).pause().expect("pause");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cluster.node(0).resume().expect("resume");
+    cluster.node(1).resume().expect("resume");
+    let before = guard.extensions();
+    assert!(
+        eventually(SIGNAL_WITHIN, || guard.extensions() > before + 1).await,
+        "no extension after the stall ({} before)",
+        guard.extensions()
+    );
+    assert!(
+        !guard.is_lost(),
+        "lost to a stall it outlived: {:?}",
+        guard.loss_reason()
+    );
+    let released = guard.release().await.expect("released, not lost");
+    assert!(released.cause().is_none(), "{released:?}");
+    gone_everywhere(&mut cluster, "res");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_past_the_margin_loses_the_lock_with_the_last_refusal_as_its_reason() {
+    let mut cluster = cluster(3);
+    let redlock = manager(&cluster);
+    redlock.connect().await;
+    let ttl = Duration::from_secs(2);
+    let guard = kept(&redlock, ttl, HoldOptions::new()).await;
+    // Refused at once, every time: the keeper tries again until the margin, not past it.
+    cluster.node(0).kill().expect("kill");
+    cluster.node(1).kill().expect("kill");
+    tokio::time::timeout(SIGNAL_WITHIN, guard.lost())
+        .await
+        .expect("the signal fires by the margin");
+    // Tried again until the margin; the loss says what the nodes did (hold invariant 9).
+    let Some(LossReason::ExtensionFailed(failure)) = guard.loss_reason() else {
+        panic!("{:?}", guard.loss_reason());
+    };
+    assert!(failure.granted() < failure.quorum, "{failure}");
+    assert!(guard.remaining().is_zero());
+}

@@ -7,8 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{patient, value_on};
-use redquorum::{Cause, Error, QuarantineReason, Redlock, Reply};
+use common::{eventually, patient, value_on};
+use redquorum::{Cause, Error, HoldOptions, Mark, QuarantineReason, Redlock, Reply, Vouch};
+use redquorum_nodes::{NodeSpec, RedisNode, SentinelGroup};
 
 const MAX_TTL: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(20);
@@ -231,4 +232,157 @@ async fn every_primitive_works_on_a_sentinel_node_beside_a_plain_one() {
     let leader = b.leader("leader").await.expect("a leader");
     assert_eq!(leader.identity, "a");
     assert!(guard.release().await.is_ok());
+}
+
+/// `node`'s `run_id`.
+fn run_id(node: &RedisNode) -> String {
+    let info = node.cli(&["INFO", "server"]).expect("INFO server");
+    info.lines()
+        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
+        .expect("a run_id")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_starts_after_the_failover_trusts_a_promoted_replica_that_shows_its_receipt()
+{
+    let mut group = common::sentinel_group(1);
+    let url = group.url();
+    let a = manager(&url);
+    let held = a.acquire("invoice:1", TTL).await.expect("A holds the lock");
+    // A client that uses the node writes a receipt for the replica's run on the primary, once
+    // the sentinels list the run; the replica has it by replication (succession invariant 5).
+    let receipt = format!("redlock-node-marker:receipt:{}", run_id(group.data_node(1)));
+    let replica = group.data_node(1);
+    assert!(
+        eventually(Duration::from_secs(20), || value_on(replica, &receipt)
+            .is_some())
+        .await,
+        "no receipt for the replica's run reached it"
+    );
+
+    group.data_node(0).kill().expect("SIGKILL the primary");
+    assert_eq!(group.await_new_primary(0).expect("a failover"), 1);
+    let promoted = Instant::now();
+    // The replica was promoted seconds after it started: without its receipt a new client would
+    // hold it to its uptime. With it, the new client votes as soon as the sentinels name it.
+    let c = manager(&url);
+    let other = c
+        .acquire_with("invoice:2", TTL, &patient())
+        .await
+        .expect("a new client's lock on the promoted replica");
+    let waited = promoted.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "a new client waited {waited:?} for the promoted replica"
+    );
+    // And A's lock, which the replica acknowledged, is still A's.
+    let refused = c.try_acquire("invoice:1", TTL).await;
+    assert!(
+        matches!(&refused, Err(e) if e.is_busy()),
+        "a new client was not refused A's lock: {refused:?}"
+    );
+    assert!(other.release().await.cause().is_none());
+    assert!(held.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_written_under_another_history_vouches_for_nothing() {
+    let mut group = common::sentinel_group(1);
+    let url = group.url();
+    let a = manager(&url);
+    let held = a.acquire("invoice:1", TTL).await.expect("A holds the lock");
+    let replica = run_id(group.data_node(1));
+    // A receipt for the replica's run that names a history it was never promoted from (a
+    // forged or stale one): the new client must hold it to its uptime as before.
+    group
+        .data_node(0)
+        .cli(&[
+            "SET",
+            &format!("redlock-node-marker:receipt:{replica}"),
+            "0123456789abcdef0123456789abcdef01234567",
+        ])
+        .expect("SET");
+    // Written after any receipt of A's: wait until A's client could no longer overwrite it (it
+    // writes each run's once) and it reached the replica.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let key = format!("redlock-node-marker:receipt:{replica}");
+    let on_replica = value_on(group.data_node(1), &key);
+    assert_eq!(
+        on_replica.as_deref(),
+        Some("0123456789abcdef0123456789abcdef01234567")
+    );
+    group.data_node(0).kill().expect("SIGKILL the primary");
+    assert_eq!(group.await_new_primary(0).expect("a failover"), 1);
+    let c = manager(&url);
+    let mut quarantined = false;
+    for _ in 0..100 {
+        match c.try_acquire("invoice:2", TTL).await {
+            Ok(lock) => panic!(
+                "a new client trusted a young promoted replica on a receipt of another history: \
+                 {lock:?}"
+            ),
+            Err(e) if matches!(e.cause(), Some(Cause::Quarantined { .. })) => {
+                quarantined = true;
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert!(quarantined, "the promoted replica was never judged");
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_lock_lives_through_a_failover() {
+    let mut group = common::sentinel_group(1);
+    let url = group.url();
+    let a = manager(&url);
+    // Extended every second: the failover (about 2 s) refuses some extensions.
+    let ttl = Duration::from_secs(3);
+    let guard = a
+        .acquire("job", ttl)
+        .await
+        .expect("A holds the lock")
+        .keep_alive_with(ttl, HoldOptions::new().interval(Duration::from_secs(1)));
+    group.data_node(0).kill().expect("SIGKILL the primary");
+    assert_eq!(group.await_new_primary(0).expect("a failover"), 1);
+    // Well past the lock's first validity: kept alive on the promoted replica, never lost, and
+    // never anybody else's meanwhile (hold invariant 9).
+    let b = manager(&url);
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        assert!(
+            !guard.is_lost(),
+            "the kept-alive lock was lost in the failover: {:?}",
+            guard.loss_reason()
+        );
+        if let Ok(lock) = b.try_acquire("job", ttl).await {
+            panic!("B took the kept-alive lock during the failover: {lock:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(guard.extensions() >= 3, "{} extensions", guard.extensions());
+    let released = guard.release().await.expect("released, not lost");
+    assert!(released.cause().is_none(), "{released:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_marks_a_new_sentinel_node_on_its_primary() {
+    let group = SentinelGroup::start(1, 3, NodeSpec::new().marked(false)).expect("a group");
+    let redlock = manager(&group.url());
+    let marks = redlock.mark_nodes(Vouch::BrandNew).await;
+    assert_eq!(marks.len(), 1);
+    assert!(marks[0].1.is_marked(), "{:?}", marks[0]);
+    assert!(
+        matches!(marks[0].1, Mark::Written | Mark::Vouched),
+        "{:?}",
+        marks[0]
+    );
+    // Votes at once, without the first-sight quarantine (once the replica has synchronised).
+    let lock = redlock
+        .acquire_with("first", TTL, &patient())
+        .await
+        .expect("a lock on a marked new Sentinel node");
+    assert!(lock.release().await.cause().is_none());
 }

@@ -186,6 +186,16 @@ impl Error {
         }
     }
 
+    /// Whether a failed extension leaves the lock possibly held (too few nodes answered, or
+    /// quarantined nodes, or a quorum too late), so that trying again while it is valid may
+    /// keep it: not when the nodes that answered showed it gone.
+    pub(crate) fn may_pass(&self) -> bool {
+        matches!(
+            self.cause(),
+            Some(Cause::Unavailable | Cause::Quarantined { .. } | Cause::TooSlow)
+        )
+    }
+
     /// Whether the lock was not acquired because somebody else holds it (as opposed to the
     /// servers being unreachable or the configuration being wrong).
     pub fn is_busy(&self) -> bool {

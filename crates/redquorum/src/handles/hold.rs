@@ -42,6 +42,16 @@
 //!    [`LossReason::ValidityRanOut`]: the handle's `is_lost()` already said so, so
 //!    [`Guard::release`] reports the lock lost rather than released, and its release is a lost
 //!    lock's (with a lock-delay, the keys stay for the delay: engine invariant 5).
+//! 9. **A failed extension is a loss only when it shows the lock gone.** An extension that did
+//!    not reach a quorum because too few nodes answered (a failover under way, a node
+//!    restarting, replicas that did not acknowledge), or quarantined ones, or a quorum too late,
+//!    leaves the lock valid until the deadline the last success gave it: the keys are wherever
+//!    they were, and no other holder can have taken them before that deadline. So the task tries
+//!    again every [`RETRY_AFTER`] until the margin (invariant 2), and the lock is lost only then,
+//!    or at once when the nodes that answered show it gone (not held there, or a key of another
+//!    type). A retry that succeeds extends from its own round's start, as any extension.
+//!    Found by the Sentinel failover check: a kept-alive lock was declared lost at the first
+//!    extension the 2 s failover refused, although its key survived on the promoted replica.
 //! 6. **Settings that cannot work are reported at once.** A TTL that leaves no validity, or an
 //!    interval that is zero or not shorter than the validity, is a loss before any extension is
 //!    sent, not a surprise one interval later.
@@ -213,7 +223,13 @@ struct Schedule {
     hold_end: Option<Instant>,
     due: Instant,
     extensions: u32,
+    /// Extensions that failed in a row without showing the lock gone (invariant 9).
+    retries: u32,
 }
+
+/// How long after a failed extension that did not show the lock gone the next one is sent
+/// (invariant 9): a few per second, while a failover completes, without a storm of rounds.
+const RETRY_AFTER: Duration = Duration::from_millis(200);
 
 impl Schedule {
     /// A schedule for a guard made at `start` of a lock valid until `deadline` (invariant 8).
@@ -224,7 +240,17 @@ impl Schedule {
             hold_end: plan.max_hold.and_then(|max| start.checked_add(max)),
             due: plan.due(deadline).max(start),
             extensions: 0,
+            retries: 0,
         }
+    }
+
+    /// An extension sent at or before `now` failed without showing the lock gone: the next is
+    /// due [`RETRY_AFTER`] from now, or an interval, if that is shorter (invariant 9).
+    fn retry(&mut self, now: Instant) {
+        self.retries = self.retries.saturating_add(1);
+        self.due = now
+            .checked_add(RETRY_AFTER.min(self.plan.interval))
+            .unwrap_or(now);
     }
 
     /// What to do at `now`, with the lock valid until `deadline`.
@@ -254,6 +280,7 @@ impl Schedule {
     /// interval after that extension's round started.
     fn extended(&mut self, deadline: Instant) {
         self.extensions = self.extensions.saturating_add(1);
+        self.retries = 0;
         self.due = self.plan.due(deadline);
     }
 }
@@ -395,8 +422,14 @@ async fn extend_until_lost(
         Err(e) => return LossReason::Invalid(e), // invariant 6
     };
     let mut schedule = Schedule::new(plan, Instant::now(), lock.deadline());
+    // The last failed extension that did not show the lock gone: what the loss at the margin
+    // reports (invariant 9).
+    let mut failed: Option<Error> = None;
     loop {
         match schedule.next(Instant::now(), lock.deadline()) {
+            Step::Lose(LossReason::ValidityRanOut) if failed.is_some() => {
+                return failed.map_or(LossReason::ValidityRanOut, loss_of);
+            }
             Step::Lose(reason) => return reason,
             Step::Wait(until) => sleep_until(until).await,
             Step::Extend { give_up_at } => {
@@ -404,7 +437,7 @@ async fn extend_until_lost(
                     // A success that lands with the deadline still counts: `extend` only
                     // succeeds with a new deadline in the future.
                     biased;
-                    result = lock.extend(plan.ttl) => Some(result),
+                    result = lock.extend_or_retry(plan.ttl) => Some(result),
                     () = sleep_until(give_up_at) => None, // invariant 2
                 };
                 if extended.is_none() {
@@ -417,8 +450,27 @@ async fn extend_until_lost(
                     // The next step says which of deadline or hold end has passed.
                     None => {}
                     Some(Ok(())) => {
+                        if schedule.retries > 0 {
+                            tracing::info!(
+                                resource = lock.resource(),
+                                retries = schedule.retries,
+                                "kept-alive lock extended again"
+                            );
+                        }
                         schedule.extended(lock.deadline());
                         status(status_of).extensions = schedule.extensions;
+                        failed = None;
+                    }
+                    // Invariant 9: still valid; again shortly, until the margin.
+                    Some(Err(e)) if e.may_pass() => {
+                        if schedule.retries == 0 {
+                            tracing::warn!(
+                                resource = lock.resource(),
+                                "extension failed, trying again until the lock's margin: {e}"
+                            );
+                        }
+                        schedule.retry(Instant::now());
+                        failed = Some(e);
                     }
                     Some(Err(e)) => return loss_of(e),
                 }
@@ -754,6 +806,34 @@ mod tests {
         assert_eq!(s.next(t0, t0 + 50 * MS), Step::Wait(t0 + 50 * MS));
         let s = schedule(t0, None, Some(30));
         assert_eq!(s.next(t0, t0 + 500 * MS), Step::Wait(t0 + 30 * MS));
+    }
+
+    #[test]
+    fn a_failed_extension_is_tried_again_shortly_until_the_deadline() {
+        let t0 = Instant::now();
+        let mut s = schedule(t0, None, None);
+        let deadline = t0 + 1000 * MS;
+        let failed_at = t0 + 100 * MS;
+        s.retry(failed_at);
+        // Again after the shorter of the retry delay and the interval, not an interval after
+        // the deadline moved (it did not).
+        let again = failed_at + RETRY_AFTER.min(100 * MS);
+        assert_eq!(s.next(failed_at, deadline), Step::Wait(again));
+        assert_eq!(
+            s.next(again, deadline),
+            Step::Extend {
+                give_up_at: deadline
+            }
+        );
+        assert_eq!(s.retries, 1);
+        // Past the deadline's margin the retries end in a loss, as any wait does.
+        assert_eq!(
+            s.next(deadline, deadline),
+            Step::Lose(LossReason::ValidityRanOut)
+        );
+        // A success resets the count.
+        s.extended(t0 + 1100 * MS);
+        assert_eq!(s.retries, 0);
     }
 
     #[test]

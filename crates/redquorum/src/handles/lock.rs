@@ -571,6 +571,24 @@ impl Lock {
     /// the new TTL allows (invariant 3), which is safe whichever nodes applied it: with a
     /// shorter TTL, some nodes may already have shortened their key.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        self.extend_giving_up(ttl, |_| true).await
+    }
+
+    /// [`extend`](Self::extend), for a keeper that tries again while the lock is valid
+    /// (`hold` invariant 9): a failure that does not show the lock gone (too few nodes
+    /// answered, quarantined nodes, a quorum too late) leaves the handle valid until its
+    /// deadline, as if the round had not been sent. Every other failure is final, as for
+    /// `extend`.
+    pub(crate) async fn extend_or_retry(&mut self, ttl: Duration) -> Result<(), Error> {
+        self.extend_giving_up(ttl, |e| !e.may_pass()).await
+    }
+
+    /// `extend`, where a failure for which `gives_up` is true makes the handle invalid for good.
+    async fn extend_giving_up(
+        &mut self,
+        ttl: Duration,
+        gives_up: impl Fn(&Error) -> bool,
+    ) -> Result<(), Error> {
         if !self.is_valid() {
             self.set_time(self.deadline(), true);
             return Err(Error::LockLost {
@@ -595,6 +613,7 @@ impl Lock {
                 Ok(())
             }
             Err(e @ Error::Config(_)) => Err(e),
+            Err(e) if !gives_up(&e) => Err(e),
             Err(e) => {
                 self.set_time(self.deadline(), true);
                 Err(e)

@@ -17,10 +17,11 @@ use crate::nodes::scripts::MARKER;
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::marker::{MarkerValue, Tag};
+use crate::protocol::quarantine::UPTIME_SLACK;
 use crate::protocol::quarantine::{
     Marker, Memory, Observation, TrustPolicy, info_field, marker_owner,
 };
-use crate::protocol::succession::{Candidate, Succession};
+use crate::protocol::succession::{Candidate, Succession, receipt_key};
 use crate::protocol::sync::lock;
 
 /// Where a server's marker is, and whether it names its owner.
@@ -144,7 +145,7 @@ pub(crate) async fn check_health(
         .then(|| info_field(&replication, "master_replid").map(str::to_owned))
         .flatten();
     let succession = match replicated {
-        Some(replicated) => succeed(replicated, trust, memory, &info, &replication)?,
+        Some(replicated) => succeed(conn, replicated, trust, memory, &info, &replication).await?,
         None => Succession::Ordinary,
     };
     let owner = owner.as_str();
@@ -209,7 +210,8 @@ pub(crate) async fn check_health(
 /// Judges a server that says it is a replicated node's primary by what the client saw of the
 /// service (`succession`): a promotion that may lack a counted vote is a loss, recorded before
 /// the ordinary rules judge the rest.
-fn succeed(
+async fn succeed(
+    conn: &mut MultiplexedConnection,
     replicated: &Replicated,
     trust: &TrustPolicy,
     memory: &Mutex<Memory>,
@@ -220,7 +222,21 @@ fn succeed(
     let candidate = Candidate::read(&replicated.address, info, replication).ok_or_else(|| {
         NodeError::Server("INFO lacks run_id or master_replid: not a primary we can judge".into())
     })?;
-    let verdict = lock(&replicated.lineage).judge(&candidate, now, trust.max_ttl);
+    let mut verdict = lock(&replicated.lineage).judge(&candidate, now, trust.max_ttl);
+    // `succession` invariant 5: a promoted primary young enough for its uptime to hold it back
+    // may show that it caught up after its start. Read only then (after a failover).
+    let young = candidate.uptime.saturating_sub(UPTIME_SLACK) < trust.max_ttl;
+    if verdict == Succession::Ordinary && young && candidate.was_promoted() {
+        // A receipt that cannot be read (an ACL without the key) is a receipt not shown.
+        let receipt: Option<String> = redis::cmd("GET")
+            .arg(receipt_key(&candidate.run_id))
+            .query_async(conn)
+            .await
+            .unwrap_or(None);
+        if lock(&replicated.lineage).received(&candidate, receipt.as_deref()) {
+            verdict = Succession::Continues;
+        }
+    }
     // Judged first: its own list of replicas says nothing of its past as one.
     replicated.observe(replication, now);
     if let Succession::Lost(reason) = verdict {

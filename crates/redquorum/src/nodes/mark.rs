@@ -46,35 +46,42 @@ impl Redlock {
         let nodes = &self.engine().nodes;
         // A node without a marker in a group whose other nodes carry one is new to the group:
         // it may replace a node that held locks (a marker of its own is not the question).
+        // A Sentinel node's marker is on the primary the sentinels name (its replicas get it by
+        // replication).
         let peeked = join_all(nodes.iter().map(|node| async move {
-            match node.plain_server() {
-                Some(server) => peek(server.client(), timeout).await,
-                None => Err(Mark::Cluster),
-            }
+            let carrier = match tokio::time::timeout(timeout, node.marker_carrier()).await {
+                Ok(Some(Ok(carrier))) => carrier,
+                Ok(Some(Err(e))) => return Err(Mark::Failed(e.reply().to_string())),
+                Err(_) => return Err(Mark::Failed(NodeError::Timeout.reply().to_string())),
+                Ok(None) => return Err(Mark::Cluster),
+            };
+            let (conn, found) = peek(carrier.client(), timeout).await?;
+            Ok((conn, found, carrier))
         }))
         .await;
         let group_marked = peeked
             .iter()
-            .any(|p| matches!(p, Ok((_, found)) if found == "vouched" || found == "other"));
+            .any(|p| matches!(p, Ok((_, found, _)) if found == "vouched" || found == "other"));
         join_all(nodes.iter().zip(peeked).map(|(node, peeked)| async move {
-            let mark = match peeked {
-                Err(mark) => mark,
+            let (mark, carrier) = match peeked {
+                Err(mark) => (mark, None),
                 // Told before the evidence against the server: a marker that vouches already
                 // needs nothing (the script checks again, atomically).
-                Ok((_, found)) if !force && (found == "vouched" || found == "other") => {
+                Ok((_, found, carrier)) if !force && (found == "vouched" || found == "other") => (
                     Mark::HasMarker {
                         vouches: found == "vouched",
-                    }
+                    },
+                    Some(carrier),
+                ),
+                Ok((_, found, carrier))
+                    if group_marked && !force && (found == "none" || found == "new") =>
+                {
+                    (Mark::NewToGroup, Some(carrier))
                 }
-                Ok((_, found)) if group_marked && !force && (found == "none" || found == "new") => {
-                    Mark::NewToGroup
-                }
-                Ok((conn, _)) => self::mark(conn, vouch, max_ttl).await,
+                Ok((conn, _, carrier)) => (self::mark(conn, vouch, max_ttl).await, Some(carrier)),
             };
             // This manager's own next lock need not wait for its next health check.
-            if mark.is_marked()
-                && let Some(server) = node.plain_server()
-            {
+            if let (true, Some(server)) = (mark.is_marked(), carrier) {
                 server.recheck_now().await;
             }
             (node.label().to_owned(), mark)

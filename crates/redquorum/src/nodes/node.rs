@@ -200,6 +200,25 @@ pub(crate) struct Node {
     metrics: NodeMetrics,
 }
 
+/// The server that carries a node's marker ([`Node::marker_carrier`]).
+pub(crate) enum Carrier<'a> {
+    /// A plain node's own server.
+    Own(&'a Server),
+    /// The primary the sentinels named.
+    Named(Arc<Server>),
+}
+
+impl std::ops::Deref for Carrier<'_> {
+    type Target = Server;
+
+    fn deref(&self) -> &Server {
+        match self {
+            Carrier::Own(server) => server,
+            Carrier::Named(server) => server,
+        }
+    }
+}
+
 #[derive(Debug)]
 // One per node of a manager, made once: the plain server inline saves its requests a pointer.
 #[allow(clippy::large_enum_variant)]
@@ -364,6 +383,17 @@ impl Node {
     pub(crate) fn join_first_sight(&mut self, group: &Arc<FirstSight>) {
         if let Target::Plain(server) = &mut self.target {
             server.set_first_sight(Arc::clone(group));
+        }
+    }
+
+    /// The one server that carries this node's marker, for an operator's mark: a plain
+    /// server, or the primary the sentinels name now (asked first). `None` for a Redis Cluster
+    /// node, whose masters carry one each.
+    pub(crate) async fn marker_carrier(&self) -> Option<Result<Carrier<'_>, NodeError>> {
+        match &self.target {
+            Target::Plain(server) => Some(Ok(Carrier::Own(server))),
+            Target::Sentinel(sentinels) => Some(sentinels.primary().await.map(Carrier::Named)),
+            Target::Cluster(_) => None,
         }
     }
 

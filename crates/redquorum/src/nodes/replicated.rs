@@ -5,6 +5,7 @@
 //! [`server`](crate::nodes::server) and the [`health`](crate::nodes::health) check, which both
 //! feed it, need not import each other.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -34,6 +35,18 @@ pub(crate) struct Replicated {
     pub(crate) lineage: Arc<Mutex<Lineage>>,
     /// This server's replication offsets of the last few seconds (`succession` invariant 2).
     pub(crate) offsets: Mutex<Offsets>,
+    /// The replica runs this server holds a receipt for, written while its history was the one
+    /// kept here (`succession` invariant 5), and those being written now.
+    pub(crate) receipts: Mutex<Receipts>,
+}
+
+/// What [`Replicated::receipts`] keeps.
+#[derive(Debug, Default)]
+pub(crate) struct Receipts {
+    /// The server's history when they were written.
+    history: String,
+    written: HashSet<String>,
+    writing: bool,
 }
 
 impl Replicated {
@@ -61,10 +74,52 @@ impl Replicated {
                 lineage.caught_up(address, history, at);
             }
         }
+        {
+            // Receipts written under another history name that one (`succession` invariant 5).
+            let mut receipts = lock(&self.receipts);
+            if receipts.history != history {
+                receipts.written.clear();
+            }
+        }
         let mut known = lock(&self.known);
         known.0.clone_from(&replicas.online);
         self.count(&known);
         replicas.online
+    }
+
+    /// The runs of `listed` this server holds no receipt for yet (`succession` invariant 5),
+    /// unless a write is under way: the caller writes them, then calls
+    /// [`receipts_written`](Self::receipts_written).
+    pub(crate) fn receipts_due(&self, listed: Vec<String>) -> Vec<String> {
+        let mut receipts = lock(&self.receipts);
+        if receipts.writing {
+            return Vec::new();
+        }
+        let due: Vec<String> = listed
+            .into_iter()
+            .filter(|run| !receipts.written.contains(run))
+            .collect();
+        receipts.writing = !due.is_empty();
+        due
+    }
+
+    /// Whether a run of `listed` has no receipt written yet (`succession` invariant 5).
+    pub(crate) fn receipts_missing(&self, listed: &[String]) -> bool {
+        let receipts = lock(&self.receipts);
+        listed.iter().any(|run| !receipts.written.contains(run))
+    }
+
+    /// The receipts for `runs` were written under `history`, or were not (`None`).
+    pub(crate) fn receipts_written(&self, runs: Vec<String>, history: Option<String>) {
+        let mut receipts = lock(&self.receipts);
+        receipts.writing = false;
+        if let Some(history) = history {
+            if receipts.history != history {
+                receipts.written.clear();
+                receipts.history = history;
+            }
+            receipts.written.extend(runs);
+        }
     }
 
     /// The sentinels listed `candidates` while they named this server the primary.

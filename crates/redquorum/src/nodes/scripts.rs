@@ -96,6 +96,8 @@ pub(crate) static MARKER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/marker.lua"), &[]));
 /// Sent as `EVAL`, a few times in a process's life (`first_sight`, `redlock nodes mark`).
 pub(crate) const VOUCH: &str = include_str!("scripts/vouch.lua");
+/// A replicated primary's receipts for its replicas' runs (`succession` invariant 5).
+pub(crate) const RECEIPTS: &str = include_str!("scripts/receipts.lua");
 pub(crate) static INSPECT: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/inspect.lua"), &[]));
 /// A fenced acquisition's script, the counters' shared advance in front.

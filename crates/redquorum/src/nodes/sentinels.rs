@@ -64,11 +64,12 @@ use crate::handles::error::{ConfigError, redact_url};
 use crate::nodes::connect::connect_once;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::replicated::Replicated;
+use crate::nodes::scripts::RECEIPTS;
 use crate::nodes::server::{Server, ServerSettings, scrub};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::quarantine::Quarantine;
-use crate::protocol::succession::{Lineage, Offsets};
+use crate::protocol::succession::{Lineage, Offsets, receipt_key};
 use crate::protocol::sync::lock;
 
 /// The URL schemes that name a Sentinel node, and the scheme of its servers.
@@ -264,7 +265,15 @@ struct Inner {
     /// The chaos run's replaced rule ([`Sentinels::trusting`]).
     trusting: AtomicBool,
     run_ids: OnceLock<Arc<RunIds>>,
+    /// How many follow-up readings are left ([`Inner::follow_up`]).
+    follow_ups: AtomicU32,
 }
+
+/// The most readings in a row that wait for a replica's receipt ([`Inner::follow_up`]), one
+/// every [`FOLLOW_UP_AFTER`]: the sentinels read every replica's `INFO` every ten seconds at the
+/// least.
+const FOLLOW_UPS: u32 = 15;
+const FOLLOW_UP_AFTER: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for Sentinels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -331,6 +340,7 @@ impl Sentinels {
                 stale: AtomicBool::new(false),
                 trusting: AtomicBool::new(false),
                 run_ids: OnceLock::new(),
+                follow_ups: AtomicU32::new(FOLLOW_UPS),
             }),
         })
     }
@@ -465,6 +475,9 @@ impl Sentinels {
                 let task = tokio::spawn(async move {
                     let result = inner.read().await;
                     *lock(&inner.reading) = None;
+                    if let Ok(view) = &result {
+                        inner.follow_up(&view.primary);
+                    }
                     result
                 });
                 async move {
@@ -482,6 +495,38 @@ impl Sentinels {
 }
 
 impl Inner {
+    /// Reads the view again in a second, in the background, while a replica the node's votes
+    /// wait for has no receipt yet (`succession` invariant 5): the sentinels list a replica's
+    /// run only once they read its `INFO` (a replica they found late, one restarted), and a
+    /// client that holds a lock with a long TTL uses the node, and so reads the view, only every
+    /// third of it. At most [`FOLLOW_UPS`] reads in a row.
+    fn follow_up(self: &Arc<Self>, primary: &Arc<Server>) {
+        let Some(replicated) = primary
+            .replication()
+            .filter(|_| self.settings.trust.enabled)
+        else {
+            return;
+        };
+        let pending = {
+            let lineage = lock(&self.lineage);
+            lineage.runs_unknown() || replicated.receipts_missing(&lineage.runs_listed())
+        };
+        if !pending {
+            self.follow_ups.store(FOLLOW_UPS, Ordering::Release);
+            return;
+        }
+        let left = self.follow_ups.load(Ordering::Acquire);
+        if left == 0 {
+            return;
+        }
+        self.follow_ups.store(left - 1, Ordering::Release);
+        let inner = Arc::clone(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(FOLLOW_UP_AFTER).await;
+            let _ = Sentinels { inner }.read_view().await;
+        });
+    }
+
     /// Asks every sentinel at once and keeps the primary a majority of them name (invariant 1),
     /// recording the replicas they list (invariant 3).
     async fn read(&self) -> Result<Arc<View>, NodeError> {
@@ -547,6 +592,7 @@ impl Inner {
                 .collect();
             replicated.candidates(candidates);
         }
+        self.write_receipts(&primary);
         let view = Arc::new(View {
             primary,
             read_at: now,
@@ -554,6 +600,38 @@ impl Inner {
         self.view.store(Some(Arc::clone(&view)));
         self.stale.store(false, Ordering::Release);
         Ok(view)
+    }
+
+    /// Writes on `primary`, in the background, the receipts due for the replica runs the
+    /// sentinels list (`succession` invariant 5). Best effort: a receipt that is not written
+    /// leaves a promoted replica to the ordinary rules, so a failure is only logged.
+    fn write_receipts(&self, primary: &Arc<Server>) {
+        let trust = self.settings.trust;
+        let Some(replicated) = primary.replication().filter(|_| trust.enabled) else {
+            return;
+        };
+        let runs = lock(&self.lineage).runs_listed();
+        let due = replicated.receipts_due(runs);
+        if due.is_empty() {
+            return;
+        }
+        let primary = Arc::clone(primary);
+        let timeout = self.settings.connect_timeout;
+        tokio::spawn(async move {
+            let written = tokio::time::timeout(timeout, receipts(&primary, &due, trust.max_ttl))
+                .await
+                .unwrap_or(Err(NodeError::Timeout));
+            let history = match written {
+                Ok(history) => history,
+                Err(e) => {
+                    tracing::debug!(error = %e.reply(), "receipts for the replicas not written");
+                    None
+                }
+            };
+            if let Some(replicated) = primary.replication() {
+                replicated.receipts_written(due, history);
+            }
+        });
     }
 
     /// The server at `address`, made on first sight (invariant 2).
@@ -569,6 +647,7 @@ impl Inner {
             wait_ms: self.wait_ms,
             lineage: Arc::clone(&self.lineage),
             offsets: Mutex::new(Offsets::default()),
+            receipts: Mutex::default(),
         });
         let url = self.url.server_url(address);
         let tls_roots = self.tls_roots.as_deref();
@@ -588,22 +667,52 @@ impl Inner {
     }
 }
 
+/// Writes the receipts for `runs` on `primary` (`scripts/receipts.lua`): the history they
+/// name, or `None` when the server is not a primary.
+async fn receipts(
+    primary: &Server,
+    runs: &[String],
+    max_ttl: Duration,
+) -> Result<Option<String>, NodeError> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(RECEIPTS).arg(runs.len());
+    for run in runs {
+        cmd.arg(receipt_key(run));
+    }
+    cmd.arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
+        .arg(receipt_key(""));
+    let reply = primary.connection().await?.query(cmd, false).await?;
+    Ok(match reply {
+        Value::BulkString(history) => String::from_utf8(history).ok(),
+        _ => None,
+    })
+}
+
 /// One sentinel's answer: `SENTINEL GET-MASTER-ADDR-BY-NAME` and `SENTINEL REPLICAS`, in one
 /// round trip on a connection of its own.
 async fn ask(client: &redis::Client, service: &str, timeout: Duration) -> Answer {
     let mut conn = connect_once(client, timeout)
         .await
         .map_err(|e| e.to_string())?;
-    let (primary, replicas): (Value, Value) = redis::pipe()
+    // `SENTINEL DEBUG` (Redis 7.0 and later) gives the ping period a candidate's replies are
+    // measured in; an older sentinel refuses it, and has the fixed period.
+    let (primary, replicas, debug): (Value, Value, Value) = redis::pipe()
         .cmd("SENTINEL")
         .arg("GET-MASTER-ADDR-BY-NAME")
         .arg(service)
         .cmd("SENTINEL")
         .arg("REPLICAS")
         .arg(service)
+        .cmd("SENTINEL")
+        .arg("DEBUG")
+        .ignore_errors()
         .query_async(&mut conn)
         .await
         .map_err(|e| e.to_string())?;
+    if let Value::ServerError(e) = &replicas {
+        return Err(e.to_string());
+    }
+    let ping_period_ms = ping_period(&debug);
     let address = match &primary {
         Value::Array(parts) => match parts.as_slice() {
             [host, port] => Some(format!("{}:{}", text(host), text(port))),
@@ -615,13 +724,33 @@ async fn ask(client: &redis::Client, service: &str, timeout: Duration) -> Answer
     let Value::Array(replicas) = replicas else {
         return Err("SENTINEL REPLICAS gave no list".to_owned());
     };
-    Ok((address, replicas.iter().filter_map(listed).collect()))
+    let listed = replicas
+        .iter()
+        .filter_map(|reply| listed(reply, ping_period_ms))
+        .collect();
+    Ok((address, listed))
 }
 
-/// A replica in `SENTINEL REPLICAS`'s reply: a flat list of field names and values (RESP2) or
-/// a map (RESP3).
-fn listed(reply: &Value) -> Option<Listed> {
-    let pairs: Vec<(String, String)> = match reply {
+/// Sentinel's ping period unless set otherwise (`SENTINEL DEBUG ping-period`).
+const DEFAULT_PING_PERIOD_MS: u64 = 1000;
+
+/// How many ping periods a replica may go without a valid reply to a sentinel and still be
+/// promoted by it (`sentinelSelectSlave`: five).
+const CANDIDATE_SILENT_PERIODS: u64 = 5;
+
+/// The ping period in `SENTINEL DEBUG`'s reply, or the default when it has none (an error: a
+/// sentinel older than 7.0).
+fn ping_period(debug: &Value) -> u64 {
+    fields(debug)
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("ping-period"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(DEFAULT_PING_PERIOD_MS)
+}
+
+/// The field names and values of a reply that is a flat list of them (RESP2) or a map (RESP3).
+fn fields(reply: &Value) -> Vec<(String, String)> {
+    match reply {
         Value::Array(flat) => flat
             .chunks(2)
             .filter_map(|pair| match pair {
@@ -630,8 +759,14 @@ fn listed(reply: &Value) -> Option<Listed> {
             })
             .collect(),
         Value::Map(map) => map.iter().map(|(k, v)| (text(k), text(v))).collect(),
-        _ => return None,
-    };
+        _ => Vec::new(),
+    }
+}
+
+/// A replica in `SENTINEL REPLICAS`'s reply, from a sentinel whose ping period is
+/// `ping_period_ms` (invariant 3).
+fn listed(reply: &Value, ping_period_ms: u64) -> Option<Listed> {
+    let pairs = fields(reply);
     let field = |name: &str| {
         pairs
             .iter()
@@ -654,10 +789,23 @@ fn listed(reply: &Value) -> Option<Listed> {
         (Some(down), Some(after)) => down > after.saturating_mul(CANDIDATE_LINK_DOWN_PERIODS),
         _ => false,
     };
+    // `sentinelSelectSlave`'s other refusals, each of which this sentinel applies now:
+    // - no valid reply to its pings for five ping periods (a replica that died, long before
+    //   `down-after-milliseconds` flags it when that is Sentinel's default 30 s);
+    // - its `INFO` never read since the sentinel listed it, which the empty `runid` shows (the
+    //   old primary, listed as a replica of the new one after a failover, until it answers);
+    // - `replica-priority 0`, never promoted.
+    // A replica back from any of them is a candidate again at the next reading (within a second
+    // while the node is used), as one whose `s_down` cleared; until then votes may count without
+    // it, and it is recorded as away (`succession` invariant 2), as for `s_down`.
+    let silent = number("last-ok-ping-reply")
+        .is_some_and(|ms| ms > ping_period_ms.saturating_mul(CANDIDATE_SILENT_PERIODS));
+    let run_id = field("runid").unwrap_or_default();
+    let never_promoted = number("slave-priority") == Some(0);
     Some(Listed {
         address: format!("{}:{}", field("ip")?, field("port")?),
-        run_id: field("runid").unwrap_or_default().to_owned(),
-        up: !flagged && !beyond_candidacy,
+        run_id: run_id.to_owned(),
+        up: !flagged && !beyond_candidacy && !silent && !run_id.is_empty() && !never_promoted,
     })
 }
 
@@ -732,6 +880,7 @@ mod tests {
                 .collect(),
             )
         };
+        let listed = |reply: &Value| listed(reply, DEFAULT_PING_PERIOD_MS);
         let up = listed(&reply("slave", "0")).expect("listed");
         assert_eq!(up.address, "127.0.0.1:7001");
         assert_eq!(up.run_id, "abc");
@@ -752,5 +901,82 @@ mod tests {
             let listed = listed(&reply(flags, link_down_ms)).expect("listed");
             assert!(!listed.up, "{flags} {link_down_ms}");
         }
+    }
+
+    /// A `SENTINEL REPLICAS` entry with `fields` changed from a healthy replica's.
+    fn entry(changed: &[(&str, &str)]) -> Value {
+        let mut pairs = vec![
+            ("ip", "127.0.0.1"),
+            ("port", "7001"),
+            ("runid", "abc"),
+            ("flags", "slave"),
+            ("last-ok-ping-reply", "300"),
+            ("master-link-down-time", "0"),
+            ("slave-priority", "100"),
+            ("down-after-milliseconds", "30000"),
+        ];
+        for (name, value) in changed {
+            match pairs.iter_mut().find(|(k, _)| k == name) {
+                Some(pair) => pair.1 = value,
+                None => pairs.push((name, value)),
+            }
+        }
+        Value::Array(
+            pairs
+                .iter()
+                .flat_map(|(k, v)| {
+                    [
+                        Value::BulkString(k.as_bytes().to_vec()),
+                        Value::BulkString(v.as_bytes().to_vec()),
+                    ]
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_replica_sentinel_would_not_promote_now_is_no_candidate_whatever_down_after_says() {
+        let up = |changed: &[(&str, &str)], ping_ms: u64| {
+            listed(&entry(changed), ping_ms).expect("listed").up
+        };
+        assert!(up(&[], DEFAULT_PING_PERIOD_MS));
+        // Silent for five ping periods: refused, long before a 30 s down-after flags it.
+        assert!(up(
+            &[("last-ok-ping-reply", "5000")],
+            DEFAULT_PING_PERIOD_MS
+        ));
+        assert!(!up(
+            &[("last-ok-ping-reply", "5001")],
+            DEFAULT_PING_PERIOD_MS
+        ));
+        // ... in the sentinel's own ping period.
+        assert!(up(&[("last-ok-ping-reply", "9000")], 2000));
+        // Never read since listed (the old primary after a failover): no run id yet.
+        assert!(!up(&[("runid", "")], DEFAULT_PING_PERIOD_MS));
+        // Never promoted.
+        assert!(!up(&[("slave-priority", "0")], DEFAULT_PING_PERIOD_MS));
+        // Unreadable numbers keep it a candidate: waiting for it is the safe side.
+        assert!(up(
+            &[("last-ok-ping-reply", "?"), ("slave-priority", "?")],
+            DEFAULT_PING_PERIOD_MS
+        ));
+    }
+
+    #[test]
+    fn sentinel_debug_s_ping_period_is_read_in_either_protocol() {
+        let flat = Value::Array(vec![
+            Value::BulkString(b"INFO-PERIOD".to_vec()),
+            Value::BulkString(b"10000".to_vec()),
+            Value::BulkString(b"PING-PERIOD".to_vec()),
+            Value::BulkString(b"2000".to_vec()),
+        ]);
+        let map = Value::Map(vec![(
+            Value::BulkString(b"PING-PERIOD".to_vec()),
+            Value::Int(3000),
+        )]);
+        assert_eq!(ping_period(&flat), 2000);
+        assert_eq!(ping_period(&map), 3000);
+        // An older sentinel's refusal is not a list.
+        assert_eq!(ping_period(&Value::Nil), DEFAULT_PING_PERIOD_MS);
     }
 }

@@ -57,16 +57,44 @@
 //!    replicas, still a primary in its own eyes, is judged against the new history, quarantined,
 //!    and cannot take the client back to its own.
 //!
+//! 5. **A replica can show that it caught up, to a client that never saw it.** While the
+//!    sentinels list a replica's run (its `run_id`), a client that uses the node writes on the
+//!    primary a *receipt* for that run: a key naming it ([`receipt_key`]) that holds the
+//!    primary's history (`master_replid`), for `max_ttl`, by a script that writes only on a
+//!    primary (`scripts/receipts.lua`). A run id exists only from the run's start, so a server
+//!    that holds the receipt for its own run received, after it last started, the primary's
+//!    writes up to the receipt's (replication is in order, and a full resync copies a data set
+//!    that had them): it caught up after its start, as invariant 2's readings would have shown
+//!    a client that watched. A new primary that a client would judge by the ordinary rules (it
+//!    meets it first, or never saw it caught up nor away) and that holds its own receipt, naming
+//!    the history it was promoted from (`master_replid2`), continues that history as in
+//!    invariant 3: its uptime is no evidence of a loss. Found by the issue's own check: a client
+//!    started after a failover of servers started a few seconds before waited 17 s past the
+//!    promotion. What a receipt cannot tell is a replica away since it was written: the residual
+//!    below, as for a replica with a long uptime. A receipt that is missing (not yet written, a
+//!    run the sentinels have not listed yet, expired, refused by an ACL) leaves the ordinary
+//!    rules; it expires `max_ttl` after it was written, after the run's uptime passes `max_ttl`
+//!    anyway (and early, never late, on a replica whose clock runs ahead: Redis replicates the
+//!    expiry as an absolute time). A replica restarted since is a new run, which no receipt names
+//!    until one is written for it.
+//!
 //! What it cannot see: a replica cut off without a restart (a partition) for longer than the
 //! sentinels' `down-after-milliseconds`, while another client counted votes without it, then
 //! back and promoted before it caught up, with every other replica unable to be promoted: a
 //! client that did not read the primary while it was away, or that starts after the failover,
-//! trusts it. Its uptime is long, so nothing on the server tells. That is in `docs/sentinel.md`.
+//! trusts it. Its uptime is long (or it shows a receipt written before it went away:
+//! invariant 5), so nothing on the server tells. That is in `docs/sentinel.md`.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::protocol::quarantine::{QuarantineReason, UPTIME_SLACK, info_field};
+use crate::protocol::quarantine::{MARKER_KEY, QuarantineReason, UPTIME_SLACK, info_field};
+
+/// The key of the receipt for the replica run `run_id` (invariant 5): under the marker's
+/// prefix, which no resource may take.
+pub(crate) fn receipt_key(run_id: &str) -> String {
+    format!("{MARKER_KEY}:receipt:{run_id}")
+}
 
 /// What a client saw of one replicated service: the history it follows and its replicas.
 #[derive(Debug, Default)]
@@ -131,6 +159,11 @@ pub(crate) struct Candidate {
 }
 
 impl Candidate {
+    /// Whether it was promoted from a replica in its current run (`master_replid2` set).
+    pub(crate) fn was_promoted(&self) -> bool {
+        self.previous.bytes().any(|b| b != b'0')
+    }
+
     /// Reads a candidate at `address` from its `INFO server` and `INFO replication` sections.
     pub(crate) fn read(address: &str, server: &str, replication: &str) -> Option<Self> {
         Some(Self {
@@ -344,6 +377,38 @@ impl Lineage {
         }
     }
 
+    /// The runs of the replicas a vote may wait for now (online at the primary, or a candidate
+    /// of the sentinels), as the sentinels listed them: those a receipt is due for
+    /// (invariant 5).
+    pub(crate) fn runs_listed(&self) -> Vec<String> {
+        self.replicas
+            .values()
+            .filter(|r| r.online || r.candidate)
+            .filter_map(|r| r.run_id.clone())
+            .collect()
+    }
+
+    /// Whether a replica a vote may wait for now has no run listed yet: the sentinels have not
+    /// read its `INFO` (invariant 5).
+    pub(crate) fn runs_unknown(&self) -> bool {
+        self.replicas
+            .values()
+            .any(|r| (r.online || r.candidate) && r.run_id.is_none())
+    }
+
+    /// `candidate`, judged [`Succession::Ordinary`], holds `receipt`, the receipt for its own
+    /// run (invariant 5): whether it shows it received, after it last started, the writes of
+    /// the history it was promoted from. If so it continues that history, as if the client had
+    /// seen it caught up, and every later check of the same run keeps the verdict.
+    pub(crate) fn received(&mut self, candidate: &Candidate, receipt: Option<&str>) -> bool {
+        let shows = receipt.is_some_and(|history| history == candidate.previous)
+            && self.history.as_deref() == Some(candidate.history.as_str());
+        if shows {
+            self.continued = Some(candidate.run_id.clone());
+        }
+        shows
+    }
+
     /// The history the client follows, if it saw a primary yet.
     #[cfg(test)]
     fn history(&self) -> Option<&str> {
@@ -381,6 +446,38 @@ mod tests {
         lineage.online_now("p", &acked, now);
         lineage.acknowledged(&acked, now);
         lineage
+    }
+
+    #[test]
+    fn a_new_client_trusts_a_promoted_replica_by_its_receipt_of_the_history_it_continued() {
+        let now = Instant::now();
+        let young = |history: &str, previous: &str| Candidate {
+            uptime: Duration::from_secs(5),
+            ..primary("r", history, previous)
+        };
+        // A client that meets the promoted replica first: the ordinary rules, unless it shows
+        // its receipt naming the history it was promoted from (invariant 5).
+        let r = young("h2", "h1");
+        assert!(r.was_promoted());
+        let mut fresh = Lineage::default();
+        assert_eq!(fresh.judge(&r, now, MAX_TTL), Succession::Ordinary);
+        assert!(!fresh.received(&r, None), "no receipt");
+        assert!(
+            !fresh.received(&r, Some("h0")),
+            "a receipt of another history"
+        );
+        assert!(fresh.received(&r, Some("h1")));
+        // Its later checks keep the verdict; a restart of it is a new run.
+        assert_eq!(fresh.judge(&r, now, MAX_TTL), Succession::Continues);
+        let restarted = Candidate {
+            run_id: "run-r-2".into(),
+            ..r.clone()
+        };
+        assert_eq!(fresh.judge(&restarted, now, MAX_TTL), Succession::Ordinary);
+        // A primary never promoted has no history to continue (the health check reads no
+        // receipt for it).
+        let original = young("h1", "0000000000000000000000000000000000000000");
+        assert!(!original.was_promoted());
     }
 
     #[test]
