@@ -69,8 +69,8 @@
 //!    meets it first, or never saw it caught up nor away) and that holds its own receipt, naming
 //!    the history it was promoted from (`master_replid2`), continues that history as in
 //!    invariant 3: its uptime is no evidence of a loss. Found by the issue's own check: a client
-//!    started after a failover of servers started a few seconds before waited 17 s past the
-//!    promotion. What a receipt cannot tell is a replica away since it was written: the residual
+//!    started after a failover of servers started a few seconds before waited 26 s past the
+//!    promotion, until the replica's uptime reached `max_ttl` (30 s there). What a receipt cannot tell is a replica away since it was written: the residual
 //!    below, as for a replica with a long uptime. A receipt that is missing (not yet written, a
 //!    run the sentinels have not listed yet, expired, refused by an ACL) leaves the ordinary
 //!    rules; it expires `max_ttl` after it was written, after the run's uptime passes `max_ttl`
