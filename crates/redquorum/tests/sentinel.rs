@@ -386,3 +386,40 @@ async fn an_operator_marks_a_new_sentinel_node_on_its_primary() {
         .expect("a lock on a marked new Sentinel node");
     assert!(lock.release().await.cause().is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_on_a_sentinel_node_is_woken_by_the_release_on_the_primary() {
+    let mut group = common::sentinel_group(1);
+    let url = group.url();
+    let (holder, waiter) = (manager(&url), manager(&url));
+    let lock = holder
+        .acquire("wake", TTL)
+        .await
+        .expect("the holder's lock");
+    // A poll delay no test waits for: only a notification can wake it in time.
+    let retry = redquorum::Retry::forever().delay(Duration::from_secs(60));
+    let waiting = tokio::spawn(async move { waiter.acquire_with("wake", TTL, &retry).await });
+    let primary = group.data_node(0);
+    let watching = || {
+        primary.cli(&["CLIENT", "LIST"]).is_ok_and(|list| {
+            list.lines().any(|client| {
+                client
+                    .split(' ')
+                    .find_map(|field| field.strip_prefix("flags="))
+                    .is_some_and(|flags| flags.contains('t'))
+            })
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(20), watching).await,
+        "the waiter never watched the lock on the primary"
+    );
+    assert!(!waiting.is_finished(), "acquired a held lock");
+    assert!(lock.release().await.cause().is_none());
+    let woken = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("woken by the release, not by its 60 s poll")
+        .expect("the waiter's task")
+        .expect("the waiter's lock");
+    assert!(woken.is_valid());
+}

@@ -375,21 +375,24 @@ impl Sentinels {
         let _ = self.inner.run_ids.set(Arc::clone(run_ids));
     }
 
-    /// A subscriber on the primary the sentinels named last, when there is one, else on the
-    /// first sentinel, which serves no keys: only a hint (the subscriber's invariants). The
-    /// engine makes it with the manager, before any primary is known, so today a Sentinel node's
-    /// waiters poll (`docs/sentinel.md`).
+    /// A subscriber on the primary the sentinels name when a waiter starts its task: it follows
+    /// the view (its connection to a deposed primary breaks, and the next task connects to the
+    /// new one). Only a hint (the subscriber's invariants): a stale view costs a waiter its poll
+    /// delay, never a vote.
     pub(crate) fn subscriber(&self, watch: Watch) -> Subscriber {
-        let primary = self.inner.view.load_full().map(|view| {
-            let server = &view.primary;
-            server.client().clone()
-        });
-        let client = primary.unwrap_or_else(|| {
-            // Not resolved yet: the first sentinel's address stands in, which serves no keys, so
-            // waiters poll until a subscriber is made on the primary.
-            self.inner.sentinels[0].clone()
-        });
-        Subscriber::new(&client, self.inner.settings.connect_timeout, watch)
+        let inner = Arc::clone(&self.inner);
+        let current = move || {
+            inner
+                .view
+                .load()
+                .as_ref()
+                .map(|view| view.primary.client().clone())
+        };
+        Subscriber::following(
+            Arc::new(current),
+            self.inner.settings.connect_timeout,
+            watch,
+        )
     }
 
     /// The servers the sentinels ever named primary.

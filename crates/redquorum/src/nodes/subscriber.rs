@@ -82,11 +82,42 @@ pub(crate) enum Watch {
     Announcements,
 }
 
+/// Which server a subscriber connects to.
+// One per node of a manager, made once: not worth a box.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    /// The node's URL with RESP3 (pushes need it); `None` if it cannot be made, then waiters
+    /// poll.
+    Fixed(Option<redis::Client>),
+    /// The server that serves the node's keys now, asked each time a task starts: a Sentinel
+    /// node's primary, which a failover moves (the task's connection to the old one breaks, and
+    /// the next waiter starts a task on the new one). `None` while none is known: waiters poll.
+    Following(Arc<dyn Fn() -> Option<redis::Client> + Send + Sync>),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Fixed(client) => f.debug_tuple("Fixed").field(client).finish(),
+            Source::Following(_) => f.write_str("Following"),
+        }
+    }
+}
+
+/// `client`'s connection settings with RESP3, which pushes need.
+fn resp3(client: &redis::Client) -> Option<redis::Client> {
+    let info = client.get_connection_info().clone();
+    let resp3 = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    redis::Client::open(info.set_redis_settings(resp3)).ok()
+}
+
 /// One node's subscriber.
 #[derive(Debug)]
 pub(crate) struct Subscriber {
-    /// The node's URL with RESP3 (pushes need it); `None` if it cannot be made, then waiters poll.
-    client: Option<redis::Client>,
+    source: Source,
     connect_timeout: Duration,
     watch: Watch,
     state: Arc<Mutex<State>>,
@@ -103,13 +134,23 @@ struct State {
 impl Subscriber {
     /// A subscriber for the node `client` connects to, over a RESP3 connection of its own.
     pub(crate) fn new(client: &redis::Client, connect_timeout: Duration, watch: Watch) -> Self {
-        let info = client.get_connection_info().clone();
-        let resp3 = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
         Self {
-            client: redis::Client::open(info.set_redis_settings(resp3)).ok(),
+            source: Source::Fixed(resp3(client)),
+            connect_timeout,
+            watch,
+            state: Arc::default(),
+        }
+    }
+
+    /// A subscriber for whichever server `current` names when a task starts (a Sentinel node's
+    /// primary).
+    pub(crate) fn following(
+        current: Arc<dyn Fn() -> Option<redis::Client> + Send + Sync>,
+        connect_timeout: Duration,
+        watch: Watch,
+    ) -> Self {
+        Self {
+            source: Source::Following(current),
             connect_timeout,
             watch,
             state: Arc::default(),
@@ -126,20 +167,24 @@ impl Subscriber {
         watch: Watch,
         registry: &Arc<dyn Listener>,
     ) {
-        let Some(client) = &self.client else { return };
         let mut state = lock(&self.state);
         let running = state.inbox.as_ref().is_some_and(|inbox| !inbox.is_closed());
         if !running {
             if state.failed_at.is_some_and(|at| at.elapsed() < BACKOFF) {
                 return;
             }
+            let client = match &self.source {
+                Source::Fixed(client) => client.clone(),
+                Source::Following(current) => current().as_ref().and_then(resp3),
+            };
+            let Some(client) = client else { return };
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return;
             };
             let (inbox, requests) = mpsc::unbounded_channel();
             let task = Task {
                 node,
-                client: client.clone(),
+                client,
                 connect_timeout: self.connect_timeout,
                 watch: self.watch,
                 registry: Arc::downgrade(registry),
