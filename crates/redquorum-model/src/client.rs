@@ -1,7 +1,8 @@
 //! A client: its connections with their health verdicts, and the rounds of one acquisition. The
 //! decisions are the library's ([`redquorum::protocol`]): the quarantine's [`Memory`] and verdict,
 //! the marker's owner, the [`Tally`], the validity [`deadline`], the fencing [`Proposals`] and
-//! [`Advance::proposal`]. What is modelled here is only when a client takes each step.
+//! [`Advance::proposal`], a replicated node's succession (`succession::Lineage::judge`). What
+//! is modelled here is only when a client takes each step.
 
 use std::time::{Duration, Instant};
 
@@ -11,10 +12,13 @@ use redquorum::protocol::quarantine::{
     Marker, Memory, Observation, QuarantineReason, TrustPolicy, marker_owner,
 };
 use redquorum::protocol::quorum::{Decision, Tally};
+use redquorum::protocol::succession::{self, Candidate, Succession};
 use redquorum::protocol::validity::deadline;
 
 use crate::clock::instant;
-use crate::node::{AcquireReply, GROUP, MarkerId, MarkerKey, Node};
+use crate::node::{
+    AcquireReply, GROUP, MarkerId, MarkerKey, Node, Process, address, previous_id, repl_id, run_id,
+};
 use crate::rules::Rules;
 
 /// One connection of a client to a node, and what its health check found.
@@ -33,6 +37,123 @@ pub struct Conn {
     pub marker: Option<MarkerKey>,
     /// Whether the last verdict quarantined the node (had a reason).
     pub quarantined: bool,
+    /// What the client saw of a replicated node's servers (`succession`); unused elsewhere.
+    pub lineage: Lineage,
+}
+
+/// What a client saw of a replicated node (behind Sentinel): the facts the library's
+/// `succession::Lineage` is made of, kept as a small value of the model's own, since the
+/// library's holds maps of strings and is neither `Clone` nor `Hash`. Each judgement builds the
+/// library's `Lineage` from these facts through its own methods ([`Lineage::rebuilt`]) and asks
+/// its `judge`; the facts then follow what `judge` did (a new history followed, a run judged to
+/// continue it). Replicas are never seen away (each is online at the primary and a candidate
+/// at every reading: the sentinels' candidate list is not modelled), so the library's `online`
+/// and its away times play no part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Lineage {
+    /// The address ([`Process::addr`]) of the server the connection's health check last judged:
+    /// the connection's memory is that server's.
+    pub at: Option<u8>,
+    /// The `master_replid` of the primary the client follows.
+    pub history: Option<u8>,
+    /// The `run_id` judged `Continues` when it took over the history followed now.
+    pub continued: Option<u8>,
+    /// For each address, the `run_id` the sentinels last listed there as a replica.
+    pub listed: [Option<u8>; 2],
+    /// For each address, the latest client time (ms) at which the client saw it caught up with
+    /// the primary it followed (`Lineage::caught_up`).
+    pub caught_up: [Option<u16>; 2],
+}
+
+/// A replicated node's primary as its `INFO` reads (`Candidate::read`).
+fn candidate(
+    addr: &str,
+    run: &str,
+    uptime_s: i64,
+    history: &str,
+    previous: &str,
+) -> Option<Candidate> {
+    let server = format!("# Server\r\nrun_id:{run}\r\nuptime_in_seconds:{uptime_s}\r\n");
+    let replication = format!(
+        "# Replication\r\nrole:master\r\nmaster_replid:{history}\r\nmaster_replid2:{previous}\r\n"
+    );
+    Candidate::read(addr, &server, &replication)
+}
+
+impl Lineage {
+    /// The library's `Lineage` holding these facts at `now`, built through its own methods: the
+    /// history followed (a first primary judged `Ordinary`; or, when a run was judged to continue
+    /// it, that judgement made again from a primary and replica of the model's own, at
+    /// addresses no server has), then each address's listing and catch-up. `None` only if
+    /// `Candidate::read` could not read the model's own `INFO` (never).
+    pub fn rebuilt(&self, now: Instant, max_ttl: Duration) -> Option<succession::Lineage> {
+        const LONG_UP_S: i64 = 3_600;
+        let mut lineage = succession::Lineage::default();
+        let zeros = previous_id(None);
+        if let Some(history) = self.history {
+            let followed = repl_id(history);
+            match self.continued {
+                None => {
+                    let first = candidate("seed:0", "seed", LONG_UP_S, &followed, &zeros)?;
+                    lineage.judge(&first, now, max_ttl);
+                }
+                Some(run) => {
+                    let first = candidate("seed:0", "seed", LONG_UP_S, "seed", &zeros)?;
+                    lineage.judge(&first, now, max_ttl);
+                    lineage.listed("seed:1", &run_id(run), true, now);
+                    lineage.caught_up("seed:1", "seed", now);
+                    let promoted = candidate("seed:1", &run_id(run), LONG_UP_S, &followed, "seed")?;
+                    let continues = lineage.judge(&promoted, now, max_ttl);
+                    debug_assert_eq!(continues, Succession::Continues);
+                }
+            }
+        }
+        for addr in 0..2u8 {
+            let at = usize::from(addr);
+            if let Some(run) = self.listed[at] {
+                lineage.listed(&address(addr), &run_id(run), true, now);
+            }
+            if let (Some(seen), Some(history)) = (self.caught_up[at], self.history) {
+                lineage.caught_up(&address(addr), &repl_id(history), instant(seen));
+            }
+        }
+        Some(lineage)
+    }
+
+    /// The library's `Lineage::judge` of `primary`, whose `INFO` reads `info` and
+    /// `replication`, at client time `now`; the facts follow what it did. `None` when `INFO`
+    /// lacks a field `Candidate::read` needs (never, with the model's `INFO`).
+    pub fn judge(
+        &mut self,
+        primary: &Process,
+        info: &str,
+        replication: &str,
+        now: u16,
+        max_ttl: Duration,
+    ) -> Option<Succession> {
+        let candidate = Candidate::read(&address(primary.addr), info, replication)?;
+        let verdict = self
+            .rebuilt(instant(now), max_ttl)?
+            .judge(&candidate, instant(now), max_ttl);
+        // `judge` follows the candidate's history in every case but another history
+        // (`Lost(Resynchronised)`), and records the run that continues a new one.
+        if verdict != Succession::Lost(QuarantineReason::Resynchronised)
+            && self.history != Some(primary.replid)
+        {
+            self.history = Some(primary.replid);
+            self.continued = (verdict == Succession::Continues).then_some(primary.run);
+        }
+        Some(verdict)
+    }
+
+    /// The replica at `addr` was caught up with the primary whose history is `history` at client
+    /// time `at` (`Lineage::caught_up`: heard only from the primary the client follows).
+    pub fn caught_up(&mut self, addr: u8, history: u8, at: u16) {
+        if self.history == Some(history) {
+            let seen = &mut self.caught_up[usize::from(addr) % 2];
+            *seen = (*seen).max(Some(at));
+        }
+    }
 }
 
 /// Where a client's acquisition stands.
@@ -211,6 +332,9 @@ pub struct Settings {
     pub advance: Advance,
     /// Cluster nodes: markers name their owner.
     pub cluster: bool,
+    /// Replicated nodes (a primary and its replica behind Sentinel): plain markers, votes that
+    /// wait for the replica, promotions judged by the client's lineage.
+    pub sentinel: bool,
     /// Whether clients take part in first sight (`Builder::trust_first_sight`).
     pub first_sight: bool,
     /// How long a first-sight marker must still be pending to count as pending
@@ -329,6 +453,16 @@ pub fn health_check(
         // same memory, as in the library, which knows a master by its address.
         conn.memory = Memory::default();
     }
+    if settings.sentinel {
+        // A replicated node's servers are told apart by their address (`sentinels`: a server,
+        // and its memory, per address): another address serves, a server of its own. (The
+        // library keeps each address's memory across a failback, where the model forgets it:
+        // it trusts no less than the library, so this can hide no hole.)
+        if conn.lineage.at.is_some_and(|at| at != node.master.addr) {
+            conn.memory = Memory::default();
+        }
+        conn.lineage.at = Some(node.master.addr);
+    }
     conn.server = Some(server);
     let policy = TrustPolicy {
         enabled: rules.quarantine,
@@ -341,6 +475,15 @@ pub fn health_check(
         return;
     }
     let info = node.info(node_now);
+    let succession = if settings.sentinel {
+        let Some(succession) = succeed(conn, node, &info, now, &policy, rules) else {
+            conn.trusted_from = None; // `INFO` lacks what a primary is judged by: an error
+            return;
+        };
+        succession
+    } else {
+        Succession::Ordinary
+    };
     let owner = settings
         .cluster
         .then(|| marker_owner(&info, &node.info_replication(), rules.marker_names_replid));
@@ -394,17 +537,60 @@ pub fn health_check(
     );
     // A durable configuration, never promoted (`health::check`): the model's nodes report it
     // when the bounds say so.
-    let durable = settings.policy.trust_durable && !settings.cluster;
-    let Some(seen) = Observation::from_info(&info, durable, found) else {
+    let durable =
+        settings.policy.trust_durable && !settings.cluster && node.master.previous.is_none();
+    let Some(mut seen) = Observation::from_info(&info, durable, found) else {
         conn.trusted_from = None;
         return;
     };
+    seen.succeeded = succession == Succession::Continues;
     let verdict = conn.memory.judge(&policy, &seen, instant(now));
     // `server::set_health`: no verdict lowers what the memory's losses and hold-offs set.
     let floor = conn.memory.floor();
     conn.trusted_from = Some(floor.map_or(verdict.trusted_from, |f| f.max(verdict.trusted_from)));
     conn.quarantined = verdict.reason.is_some();
     conn.marker = Some(marker);
+}
+
+/// `health::succeed` for a replicated node's primary, after the sentinels' listing of its
+/// replica that precedes the health check (`sentinels::Inner::read`): the library's
+/// `Lineage::judge` (with `promotion_judged_by_lineage`; off, a promoted server continues on
+/// the sentinels' word), then what the primary's `INFO replication` says of its replica
+/// (`Replicated::observe`: caught up as of this reading when it holds every write the primary
+/// ran), then a loss recorded in the memory before the ordinary rules judge the rest. `None`
+/// when `INFO` cannot be read as a primary's.
+fn succeed(
+    conn: &mut Conn,
+    node: &Node,
+    info: &str,
+    now: u16,
+    policy: &TrustPolicy,
+    rules: &Rules,
+) -> Option<Succession> {
+    let lineage = &mut conn.lineage;
+    if let Some(replica) = node.replica {
+        // A candidate (replicas are never flagged down here), with its `run_id`.
+        lineage.listed[usize::from(replica.addr) % 2] = Some(replica.run);
+    }
+    let master = node.master;
+    let verdict = if rules.promotion_judged_by_lineage {
+        let replication = node.info_replication();
+        lineage.judge(&master, info, &replication, now, policy.max_ttl)?
+    } else if master.previous.is_some() {
+        // The rule removed: the primary the sentinels name, promoted, is trusted at once.
+        Succession::Continues
+    } else {
+        Succession::Ordinary
+    };
+    if let Some(replica) = node.replica
+        && replica.data == master.data
+    {
+        lineage.caught_up(replica.addr, master.replid, now);
+    }
+    if let Succession::Lost(reason) = verdict {
+        conn.memory.lost_data(policy, instant(now), reason);
+    }
+    Some(verdict)
 }
 
 /// Whether a reply that reads nothing back counts as a vote (`node::perform` checks only
@@ -436,12 +622,11 @@ pub fn vote(
         enabled: rules.quarantine,
         ..settings.policy
     };
-    // `server::check_history`: a cluster master whose replication history changed under the
-    // connection (a failover and a failback: the connection survives both) may lack the
-    // locks its votes stood for.
-    if settings.cluster
+    // `server::check_history`: a cluster master (or a replicated node's primary) whose
+    // replication history changed under the connection (a failover and a failback: the
+    // connection survives both) may lack the locks its votes stood for.
+    if ((settings.cluster && rules.marker_names_replid) || settings.sentinel)
         && rules.quarantine
-        && rules.marker_names_replid
         && rules.vote_reads_history
         && checked.1 != server.1
     {
@@ -529,5 +714,112 @@ impl MinOpen for Decision {
             Decision::Won => Decision::Open,
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::Markers;
+
+    const MAX_TTL: Duration = Duration::from_millis(4);
+
+    /// One library `Lineage` kept across events, and the model's facts, fed the same events.
+    struct Both {
+        kept: succession::Lineage,
+        facts: Lineage,
+    }
+
+    impl Both {
+        fn judge(&mut self, node: &Node, now: u16) -> Succession {
+            let (info, replication) = (node.info(now), node.info_replication());
+            let primary = node.master;
+            let candidate = Candidate::read(&address(primary.addr), &info, &replication)
+                .expect("the model's INFO reads");
+            let expected = self.kept.judge(&candidate, instant(now), MAX_TTL);
+            let got = self
+                .facts
+                .judge(&primary, &info, &replication, now, MAX_TTL);
+            assert_eq!(got, Some(expected), "{primary:?} at {now}");
+            expected
+        }
+
+        fn listed(&mut self, addr: u8, run: u8, now: u16) {
+            self.kept
+                .listed(&address(addr), &run_id(run), true, instant(now));
+            self.facts.listed[usize::from(addr)] = Some(run);
+        }
+
+        fn caught_up(&mut self, addr: u8, history: u8, at: u16) {
+            self.kept
+                .caught_up(&address(addr), &repl_id(history), instant(at));
+            self.facts.caught_up(addr, history, at);
+        }
+    }
+
+    /// The model's facts, rebuilt into the library's `Lineage` at each judgement, judge as one
+    /// `Lineage` kept across the same events does.
+    #[test]
+    fn the_facts_rebuild_the_librarys_lineage() {
+        let mut both = Both {
+            kept: succession::Lineage::default(),
+            facts: Lineage::default(),
+        };
+        let mut node = Node::sentinel(Markers::Drawn);
+        let replica = node.replica.expect("a replica");
+        both.listed(1, 1, 0);
+        assert_eq!(both.judge(&node, 0), Succession::Ordinary); // the first primary
+        both.caught_up(1, 0, 0);
+        // The replica, caught up, promoted: it continues, and keeps the verdict on a recheck.
+        node.master = Process {
+            replid: 1,
+            previous: Some(0),
+            ..replica
+        };
+        assert_eq!(both.judge(&node, 1), Succession::Continues);
+        assert_eq!(both.judge(&node, 2), Succession::Continues);
+        // A restart of it is a new run: the ordinary rules.
+        node.master.run = 5;
+        node.master.started = 2;
+        assert_eq!(both.judge(&node, 2), Succession::Ordinary);
+        // The old primary, listed and caught up with the new history, promoted back.
+        both.listed(0, 0, 2);
+        both.caught_up(0, 1, 2);
+        node.master = Process {
+            run: 0,
+            replid: 2,
+            previous: Some(1),
+            addr: 0,
+            ..replica
+        };
+        assert_eq!(both.judge(&node, 3), Succession::Continues);
+        // A history the client never followed: a loss, and not followed.
+        node.master.replid = 9;
+        node.master.previous = Some(7);
+        let resynchronised = Succession::Lost(QuarantineReason::Resynchronised);
+        assert_eq!(both.judge(&node, 3), resynchronised);
+        // A replica listed with one run_id, promoted with another (it restarted since).
+        both.listed(1, 1, 3);
+        node.master = Process {
+            run: 6,
+            replid: 3,
+            previous: Some(2),
+            addr: 1,
+            started: 3,
+            ..replica
+        };
+        let promoted = Succession::Lost(QuarantineReason::Promoted);
+        assert_eq!(both.judge(&node, 4), promoted);
+        // Its history is followed all the same; the next promotion continues from there.
+        both.listed(0, 0, 4);
+        both.caught_up(0, 3, 4);
+        node.master = Process {
+            run: 0,
+            replid: 4,
+            previous: Some(3),
+            addr: 0,
+            ..replica
+        };
+        assert_eq!(both.judge(&node, 5), Succession::Continues);
     }
 }

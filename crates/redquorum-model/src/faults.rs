@@ -15,8 +15,10 @@ pub enum Fault {
     RestartLost,
     /// `FLUSHALL`: the data is lost, the process runs on.
     Flush,
-    /// A cluster node's replica, holding a prefix of the writes, is promoted; the old master is
-    /// demoted and resynchronised from it. Twice is a failback.
+    /// A cluster node's or a replicated node's replica, holding a prefix of the writes, is
+    /// promoted (a new `master_replid`; its `master_replid2` the history it followed); the old
+    /// master is demoted and resynchronised from it (Sentinel reconfigures it as a replica of the
+    /// new primary once it is back). Twice is a failback.
     Failover,
     /// Another server, long running and never marked, behind the node's address.
     Replace,
@@ -26,6 +28,12 @@ pub enum Fault {
     /// The master restarts empty, and its host's clock steps forward after it started (started
     /// before time sync, a VM restored from a snapshot): its uptime reads an hour.
     RestartStepped,
+    /// The replica (of a cluster node or a replicated node) restarts from an old snapshot: a new
+    /// `run_id`, uptime 0, and the data of the snapshot: the marker it had, and nothing written
+    /// after it (no lock key, no counter), until it catches up. A prefix of the writes whenever
+    /// the marker is older than every lock written since (every bound with markers drawn before
+    /// the run). Promoted before it catches up, it lacks locks whose votes waited for it.
+    ReplicaRestart,
 }
 
 /// Which faults the bounds allow.
@@ -45,6 +53,8 @@ pub struct FaultKinds {
     pub replace_hand_marked: bool,
     /// A restart whose uptime lies.
     pub restart_stepped: bool,
+    /// A replica's restart from an old snapshot (nodes with a replica only).
+    pub replica_restart: bool,
 }
 
 impl FaultKinds {
@@ -57,6 +67,7 @@ impl FaultKinds {
         replace: false,
         replace_hand_marked: false,
         restart_stepped: false,
+        replica_restart: false,
     };
 
     /// The faults allowed, in a fixed order.
@@ -83,12 +94,15 @@ impl FaultKinds {
         if self.restart_stepped {
             list.push(Fault::RestartStepped);
         }
+        if self.replica_restart {
+            list.push(Fault::ReplicaRestart);
+        }
         list
     }
 }
 
-/// Applies `fault` to `node` at node time `now`; `false` when it does not apply (a failover of
-/// a node without a replica).
+/// Applies `fault` to `node` at node time `now`; `false` when it does not apply (a failover, or
+/// a replica's restart, on a node without a replica).
 pub fn apply(fault: Fault, node: &mut Node, now: u16) -> bool {
     match fault {
         Fault::RestartKept | Fault::RestartLost => {
@@ -124,6 +138,7 @@ pub fn apply(fault: Fault, node: &mut Node, now: u16) -> bool {
             let Some(mut promoted) = node.replica else {
                 return false;
             };
+            promoted.previous = Some(promoted.replid);
             promoted.replid = node.next.replid;
             node.next.replid = node.next.replid.wrapping_add(1);
             let mut demoted = node.master;
@@ -133,6 +148,20 @@ pub fn apply(fault: Fault, node: &mut Node, now: u16) -> bool {
             demoted.replid = promoted.replid;
             node.master = promoted;
             node.replica = Some(demoted);
+            true
+        }
+        Fault::ReplicaRestart => {
+            let Some(replica) = node.replica.as_mut() else {
+                return false;
+            };
+            replica.run = node.next.run;
+            node.next.run = node.next.run.wrapping_add(1);
+            replica.started = i32::from(now);
+            replica.flushed = false;
+            replica.data = Data {
+                marker: replica.data.marker,
+                ..Data::default()
+            };
             true
         }
     }

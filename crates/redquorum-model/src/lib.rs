@@ -18,9 +18,16 @@
 //! - a release by value: `value::new`, `release_bound_by_value` (`value.rs`);
 //! - first sight and marks: `first_sight::sighting`, `first_sight::decide`, `mark::refused`,
 //!   `marker::extended`, `MarkerValue::tells_servers_apart`, `Memory::held_off`
-//!   (`first_sight.rs`, `mark.rs`, `marker.rs`).
+//!   (`first_sight.rs`, `mark.rs`, `marker.rs`);
+//! - a replicated node's succession: `Lineage::judge`, `Lineage::listed`,
+//!   `Lineage::caught_up`, `Candidate::read` (`succession.rs`), the verdict's `Continues`
+//!   waiving the uptime rule through `Observation::succeeded`; the library's `Lineage` is not
+//!   `Clone`, so the model keeps the facts it is made of and builds it through those methods
+//!   at each judgement ([`client::Lineage`]).
 //!
-//! Modelled, because they run on the servers or are I/O: what the nodes do, mirroring the
+//! Modelled, because they run on the servers or are I/O: what the nodes do (a standalone
+//! master; a cluster node's master and replica; a replicated node's primary and replica behind
+//! Sentinel, whose votes wait for the replica, `WAIT`), mirroring the
 //! scripts and commands ([`node`]: `marker.lua`, `vouch.lua`, the native fenced pipeline,
 //! `acquire_fenced.lua` with `fence_advance.lua`, the plain `SET NX PX` and `fence_held.lua` of
 //! a token issued on request, `fence.lua`, `extend.lua`, `linger.lua`,
@@ -47,8 +54,10 @@
 //! # Not modelled
 //! Sets of resources, fair waiting, forced marks, clients with different node timeouts, the
 //! client's clock estimate (a request carries the node's exact clock at the time it was built),
-//! counter retention (longer than every horizon), `WAIT` for replicas, a client VM whose clocks
-//! stand still. Semaphores and read-write locks only by their counting rules ([`counting`]).
+//! counter retention (longer than every horizon), `WAIT` on a cluster node's master (a
+//! replicated node's is: [`Rules::vote_waits_for_replicas`]), a replicated node with more than
+//! one replica, replicas seen away (the sentinels' candidate list, votes counted without a
+//! replica, `Lineage::online`), sentinels that disagree, a client VM whose clocks stand still. Semaphores and read-write locks only by their counting rules ([`counting`]).
 //! `docs/model.md` has the bounds and measured costs.
 
 pub mod client;
@@ -114,8 +123,9 @@ pub struct Report {
     pub exhausted: bool,
 }
 
-/// Checks the model of `bounds` under `rules` (breadth first, so each counterexample is a
-/// shortest one), on `threads` threads, within `budget`.
+/// Checks the model of `bounds` under `rules` (breadth first, so a counterexample is short,
+/// though not always a shortest one: stateright checks a block of states at a time and a later
+/// violation of the block may be the one reported), on `threads` threads, within `budget`.
 pub fn check(bounds: Bounds, rules: Rules, threads: usize, budget: Budget) -> Report {
     check_until(bounds, rules, threads, budget, false)
 }
@@ -141,7 +151,8 @@ pub fn check_symmetric(bounds: Bounds, rules: Rules, threads: usize, budget: Bud
 /// How the checker walks the space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Search {
-    /// Breadth first: each counterexample is a shortest one.
+    /// Breadth first: a counterexample is short (within a block of states of a shortest one:
+    /// [`check`]).
     Breadth,
     /// Depth first: the quickest way down a long schedule (a counterexample is not the
     /// shortest).
@@ -201,6 +212,7 @@ fn report(
         } else if properties::WITNESSES.contains(&name)
             || properties::FENCE_WITNESSES.contains(&name)
             || name == properties::FIRST_SIGHT_TRUSTED
+            || name == properties::PROMOTED_VOTES
         {
             if found.is_some() {
                 witnessed.push(name);

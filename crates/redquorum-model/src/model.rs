@@ -27,6 +27,11 @@ pub struct Bounds {
     pub nodes: u8,
     /// Cluster nodes (a master and a replica each; markers name their owner).
     pub cluster: bool,
+    /// Replicated nodes instead (`redis+sentinel://`: a primary and one replica each behind
+    /// Sentinel; plain markers, replicated; votes wait for the replica, a promotion is judged
+    /// by the client's lineage: [`Rules::vote_waits_for_replicas`],
+    /// [`Rules::promotion_judged_by_lineage`]). Not with `cluster`.
+    pub sentinel: bool,
     /// Acquisitions each client may start.
     pub attempts: u8,
     /// Whether a holder may release (off: a scenario that needs no release, kept small).
@@ -118,6 +123,7 @@ impl Bounds {
         clients: 2,
         nodes: 3,
         cluster: false,
+        sentinel: false,
         attempts: 1,
         releases: true,
         extensions: 0,
@@ -271,7 +277,7 @@ pub enum Action {
     Sight(u8, u8),
     /// An operator marks a node (`redlock nodes mark`, unforced).
     Mark(u8),
-    /// A cluster node's replica catches up.
+    /// A cluster node's or a replicated node's replica catches up.
     Replicate(u8),
 }
 
@@ -326,6 +332,7 @@ impl Protocol {
             },
             advance,
             cluster: bounds.cluster,
+            sentinel: bounds.sentinel,
             first_sight: rules.quarantine
                 && !bounds.cluster
                 && (bounds.trust_first_sight || !rules.first_sight_opt_in),
@@ -353,6 +360,41 @@ impl Protocol {
 
     fn n(&self) -> usize {
         usize::from(self.bounds.nodes)
+    }
+
+    /// Whether the nodes have replicas (cluster or replicated nodes).
+    fn replicas(&self) -> bool {
+        self.bounds.cluster || self.bounds.sentinel
+    }
+
+    /// A replicated node's `WAIT` after a vote (`succession` invariant 1): a yes (`yes`) from
+    /// node `n`'s primary to client `c`, in reply to a request the client still waits for, is a
+    /// vote only once the replica acknowledged it. The model lets the replica acknowledge in the
+    /// same step (it catches up: it then holds this write and every one before it), and records
+    /// it caught up as of the round's start (`Connection::vote_done`); a `WAIT` that times out
+    /// is a reply not counted, as the network's timeout gives. With the rule removed the
+    /// primary's yes counts alone. Other nodes: the yes as it is.
+    fn acknowledged(&self, s: &mut State, c: usize, n: usize, yes: bool) -> bool {
+        if !(self.bounds.sentinel && self.rules.vote_waits_for_replicas && yes) {
+            return yes;
+        }
+        faults::replicate(&mut s.nodes[n]);
+        let Some(replica) = s.nodes[n].replica else {
+            return yes;
+        };
+        let sent = match s.clients[c].phase {
+            Phase::Acquiring { start, .. }
+            | Phase::Storing { start, .. }
+            | Phase::Extending { start, .. }
+            | Phase::Fencing { start, .. }
+            | Phase::FenceStoring { start, .. } => start,
+            Phase::Idle | Phase::Holding { .. } => s.clients[c].clock(s.t),
+        };
+        let conn = &mut s.clients[c].conns[n];
+        if let Some((_, history)) = conn.server {
+            conn.lineage.caught_up(replica.addr, history, sent);
+        }
+        yes
     }
 
     /// Counts one reply of a round in the library's `tally` (and `votes`, the grants counted),
@@ -1011,18 +1053,22 @@ impl Protocol {
                 if m.awaited && !in_time {
                     self.count(s, c, m.value, false, None);
                 } else if m.awaited {
+                    let granted = self.acknowledged(s, c, n, reply.granted);
                     let server = s.nodes[n].server();
                     let counted = client::vote(
                         &mut s.clients[c].conns[n],
                         server,
                         reply.marker.as_ref(),
-                        reply.granted,
+                        granted,
                         client_now,
                         &self.settings,
                         &self.rules,
                     );
                     if counted && s.clients[c].conns[n].quarantined {
                         s.seen.quarantine_ended = true;
+                    }
+                    if counted && self.bounds.sentinel && s.nodes[n].master.previous.is_some() {
+                        s.seen.promoted_voted = true;
                     }
                     if counted
                         && s.clients[c].conns[n]
@@ -1059,6 +1105,7 @@ impl Protocol {
                 } else if m.awaited {
                     // As the library: an extension reads no marker back (`node::perform` checks
                     // acquisitions only); our key is the evidence.
+                    let done = self.acknowledged(s, c, n, done);
                     let server = s.nodes[n].server();
                     let conn = &s.clients[c].conns[n];
                     let counted = client::unchecked_vote(conn, server, done, client_now);
@@ -1076,7 +1123,8 @@ impl Protocol {
                     self.rules.fence_needs_held_key,
                 );
                 if m.awaited {
-                    let (back, counted) = self.fence_reply(s, c, n, m.value, proposal.is_some());
+                    let yes = self.acknowledged(s, c, n, proposal.is_some());
+                    let (back, counted) = self.fence_reply(s, c, n, m.value, yes);
                     let proposal = proposal.filter(|_| back).map(|value| {
                         let stored = true; // the script's advance
                         (Proposal { value, stored }, counted)
@@ -1090,6 +1138,7 @@ impl Protocol {
             {
                 let stored = s.nodes[n].store(m.value, token);
                 if m.awaited {
+                    let stored = self.acknowledged(s, c, n, stored);
                     let (_, counted) = self.fence_reply(s, c, n, m.value, stored);
                     self.count(s, c, m.value, counted, None);
                 }
@@ -1097,6 +1146,7 @@ impl Protocol {
             Request::Store { token } => {
                 let stored = s.nodes[n].store(m.value, token);
                 if m.awaited {
+                    let stored = self.acknowledged(s, c, n, stored);
                     let conn = &s.clients[c].conns[n];
                     let trusted = conn.trusted_from.is_some_and(|f| instant(client_now) >= f);
                     self.count(s, c, m.value, stored && trusted, None);
@@ -1148,11 +1198,15 @@ impl Model for Protocol {
     fn init_states(&self) -> Vec<State> {
         let mut nodes: Vec<Node> = (0..self.bounds.nodes)
             .map(|_| {
-                Node::marked(
-                    self.bounds.cluster,
-                    self.rules.marker_names_replid,
-                    self.bounds.markers,
-                )
+                if self.bounds.sentinel {
+                    Node::sentinel(self.bounds.markers)
+                } else {
+                    Node::marked(
+                        self.bounds.cluster,
+                        self.rules.marker_names_replid,
+                        self.bounds.markers,
+                    )
+                }
             })
             .collect();
         let mut clients = Vec::new();
@@ -1166,6 +1220,7 @@ impl Model for Protocol {
                     trusted_from: None,
                     marker: None,
                     quarantined: false,
+                    lineage: client::Lineage::default(),
                 };
                 if index < early {
                     let id = node.next.marker;
@@ -1301,7 +1356,8 @@ impl Model for Protocol {
         if s.faults_left > 0 {
             for fault in self.bounds.kinds.list() {
                 for n in 0..self.bounds.nodes {
-                    if fault != Fault::Failover || self.bounds.cluster {
+                    let needs_replica = matches!(fault, Fault::Failover | Fault::ReplicaRestart);
+                    if !needs_replica || self.replicas() {
                         actions.push(Action::Fault(fault, n));
                     }
                 }
@@ -1313,7 +1369,7 @@ impl Model for Protocol {
                 actions.push(Action::Mark(n));
             }
         }
-        if self.bounds.cluster {
+        if self.replicas() {
             for (n, node) in s.nodes.iter().enumerate() {
                 if node.replica.is_some_and(|r| r.data != node.master.data) {
                     actions.push(Action::Replicate(u8::try_from(n).unwrap_or(u8::MAX)));

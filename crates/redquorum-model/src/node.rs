@@ -1,4 +1,5 @@
-//! A node: a Redis master (or, for a cluster node, a shard's master and its replica), its keys
+//! A node: a Redis master (or, for a cluster node, a shard's master and its replica; for a
+//! replicated node, a primary behind Redis Sentinel and its replica), its keys
 //! with expiry on its own clock, its fencing counter, its marker and its `run_id`; and what its
 //! commands and scripts do to them. Every function here mirrors a script or a command, named in
 //! its doc: the node's side is modelled, not the library's code.
@@ -119,6 +120,17 @@ pub fn repl_id(replid: u8) -> String {
     format!("b{replid:02x}")
 }
 
+/// A `master_replid2`: the history continued at the last promotion, or forty zeros (never
+/// promoted), as Redis spells it.
+pub fn previous_id(previous: Option<u8>) -> String {
+    previous.map_or_else(|| "0".repeat(40), repl_id)
+}
+
+/// A replicated node's server's address (`ip:port`, as the sentinels name it).
+pub fn address(addr: u8) -> String {
+    format!("10.0.0.{}:6379", u16::from(addr) + 1)
+}
+
 /// What a Redis process holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Data {
@@ -137,6 +149,12 @@ pub struct Process {
     pub run: u8,
     /// Its `master_replid` (a new one at every promotion; a replica takes its master's).
     pub replid: u8,
+    /// Its `master_replid2`: the history it continued when it was last promoted (`None`: never
+    /// promoted, `000…` in `INFO`).
+    pub previous: Option<u8>,
+    /// Which of the node's two servers it is (its address, [`address`]): the master is 0 and its
+    /// replica 1 when the run begins; a failover swaps their roles, not their addresses.
+    pub addr: u8,
     /// The node time (ms) it started at, as its uptime says: negative for a node up long before
     /// the run (or one whose host clock stepped forward after it started: the uptime lies).
     pub started: i32,
@@ -151,7 +169,8 @@ pub struct Process {
 pub struct Node {
     /// The master that serves the lock key.
     pub master: Process,
-    /// A cluster node's replica: a prefix of the master's writes (as of its last sync).
+    /// A cluster node's or a replicated node's replica: a prefix of the master's writes (as of
+    /// its last sync).
     pub replica: Option<Process>,
     /// How many ms this node's clock is behind real time.
     pub lag: u16,
@@ -237,6 +256,8 @@ impl Node {
         let master = Process {
             run: 0,
             replid: 0,
+            previous: None,
+            addr: 0,
             started: -3_600_000,
             flushed: false,
             data: Data {
@@ -244,7 +265,11 @@ impl Node {
                 ..Data::default()
             },
         };
-        let replica = cluster.then_some(Process { run: 1, ..master });
+        let replica = cluster.then_some(Process {
+            run: 1,
+            addr: 1,
+            ..master
+        });
         Node {
             master,
             replica,
@@ -255,6 +280,19 @@ impl Node {
                 marker: 1,
             },
         }
+    }
+
+    /// A replicated node (a primary behind Redis Sentinel, `sentinels`), up for an hour: a
+    /// primary and one replica in sync with it, with the markers `markers`, plain ones (the
+    /// key is the same on every server: replicated, it names no owner).
+    pub fn sentinel(markers: Markers) -> Self {
+        let mut node = Self::marked(false, false, markers);
+        node.replica = Some(Process {
+            run: 1,
+            addr: 1,
+            ..node.master
+        });
+        node
     }
 
     /// The node's clock (ms) at real time `t`.
@@ -287,6 +325,11 @@ impl Node {
     /// look read them.
     pub fn info(&self, now: u16) -> String {
         let up_ms = i64::from(now) - i64::from(self.master.started);
+        let second_offset = if self.master.previous.is_some() {
+            "1"
+        } else {
+            "-1"
+        };
         let flushed = if self.master.flushed {
             "cmdstat_flushall:calls=1,usec=9\r\n"
         } else {
@@ -294,19 +337,21 @@ impl Node {
         };
         format!(
             "# Server\r\nredis_version:7.2.4\r\nrun_id:{}\r\nuptime_in_seconds:{}\r\n\
-             # Replication\r\nrole:master\r\nmaster_replid:{}\r\nsecond_repl_offset:-1\r\n\
-             # Stats\r\nevicted_keys:0\r\n# Commandstats\r\ncmdstat_set:calls=1,usec=2\r\n{flushed}",
+             # Replication\r\nrole:master\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+             second_repl_offset:{second_offset}\r\n# Stats\r\nevicted_keys:0\r\n# Commandstats\r\ncmdstat_set:calls=1,usec=2\r\n{flushed}",
             run_id(self.master.run),
             up_ms.max(0) / 1000,
             repl_id(self.master.replid),
+            previous_id(self.master.previous),
         )
     }
 
     /// `INFO replication` as the health check reads it.
     pub fn info_replication(&self) -> String {
         format!(
-            "# Replication\r\nrole:master\r\nmaster_replid:{}\r\n",
-            repl_id(self.master.replid)
+            "# Replication\r\nrole:master\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n",
+            repl_id(self.master.replid),
+            previous_id(self.master.previous),
         )
     }
 

@@ -66,6 +66,8 @@ pub struct Seen {
     /// A token was issued on request through the store round (the fence round's counted
     /// proposals disagreed).
     pub fenced_by_store: bool,
+    /// A replicated node's promoted replica counted a vote.
+    pub promoted_voted: bool,
 }
 
 /// Property name: a validity ran out.
@@ -80,6 +82,9 @@ pub const FIRST_SIGHT_TRUSTED: &str = "a node a group vouched for on first sight
 pub const FENCED_ON_REQUEST: &str = "a holder gets its token on request";
 /// Property name: a token was issued on request through the store round.
 pub const FENCED_BY_STORE: &str = "a holder gets its token on request through the store round";
+/// Property name: a replicated node's promoted replica counted a vote (with every rule on, a
+/// failover does not merely take the node out).
+pub const PROMOTED_VOTES: &str = "a promoted replica votes";
 /// The witnesses of tokens on request.
 pub const FENCE_WITNESSES: [&str; 2] = [FENCED_ON_REQUEST, FENCED_BY_STORE];
 /// The witnesses of time passing.
@@ -134,5 +139,6 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::sometimes(FIRST_SIGHT_TRUSTED, |_, s: &State| s.seen.vouched_by_group),
         Property::sometimes(FENCED_ON_REQUEST, |_, s: &State| s.seen.fenced_on_request),
         Property::sometimes(FENCED_BY_STORE, |_, s: &State| s.seen.fenced_by_store),
+        Property::sometimes(PROMOTED_VOTES, |_, s: &State| s.seen.promoted_voted),
     ]
 }

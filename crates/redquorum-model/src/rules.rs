@@ -67,6 +67,22 @@ pub struct Rules {
     /// the acquisition counted (`fencing::Voters`, invariant 8). Off: any node whose key holds
     /// our value counts (a `SET` that landed after the round included).
     pub fence_counts_voters_only: bool,
+    /// A vote on a replicated node's primary (behind Sentinel) counts only once its replica
+    /// acknowledged it (`WAIT n`: `succession` invariant 1, `nodes/replica_acks.rs`): the model
+    /// counts a yes only with the replica holding the write (it acknowledges in the same step).
+    /// Off: the primary's `OK` counts alone, and a failover may promote a replica that never
+    /// had a counted lock.
+    pub vote_waits_for_replicas: bool,
+    /// After a failover, a client judges a replicated node's new primary with the library's
+    /// `Lineage::judge` (`succession` invariants 2 to 4, `nodes/health.rs`'s `succeed`): at
+    /// once only if it continues the history the client followed and the client saw it caught
+    /// up after its start (`Succession::Continues`, the uptime rule waived); a replica the
+    /// sentinels listed with another `run_id` (restarted since) or another history is out for
+    /// `max_ttl`; anything else by the ordinary rules, its uptime included. Off: the server the
+    /// sentinels name is trusted at once on its address (`Continues` for any promoted server,
+    /// the uptime rule waived), which trusts a replica restarted from an old snapshot and
+    /// promoted before it caught up.
+    pub promotion_judged_by_lineage: bool,
 }
 
 impl Default for Rules {
@@ -95,5 +111,7 @@ impl Rules {
         first_sight_needs_group: true,
         fence_needs_held_key: true,
         fence_counts_voters_only: true,
+        vote_waits_for_replicas: true,
+        promotion_judged_by_lineage: true,
     };
 }

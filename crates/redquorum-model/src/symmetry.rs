@@ -12,6 +12,8 @@
 //! - nodes start alike ([`Node::marked`](crate::node::Node::marked)) and draw their identities (`run_id`, `master_replid`,
 //!   marker ids) from counters of their own, and a client compares a node's identities only
 //!   with that node's (its connection to it), so renaming nodes needs no renaming of identities;
+//!   a replicated node's two addresses are the node's own too, and so is what a client saw of
+//!   them (its connection's [`Lineage`](crate::client::Lineage));
 //! - a client's first-sight protocol steps on its nodes in any order, so its progress renames
 //!   with the nodes; so do an acquisition's voters (a set of nodes, renamed bit by bit);
 //! - a client whose token is issued on request differs only in its state

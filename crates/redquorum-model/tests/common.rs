@@ -11,6 +11,7 @@ pub const STILL: Bounds = Bounds {
     clients: 2,
     nodes: 3,
     cluster: false,
+    sentinel: false,
     attempts: 1,
     releases: true,
     extensions: 0,

@@ -7,7 +7,9 @@
 //! seconds: a loaded machine takes longer over the same states and reaches the same verdict.
 
 use redquorum_model::node::Markers;
-use redquorum_model::properties::{FENCE_WITNESSES, FIRST_SIGHT_TRUSTED, ONE_HOLDER, WITNESSES};
+use redquorum_model::properties::{
+    FENCE_WITNESSES, FIRST_SIGHT_TRUSTED, ONE_HOLDER, PROMOTED_VOTES, QUARANTINE_ENDED, WITNESSES,
+};
 use redquorum_model::{Bounds, Budget, FaultKinds, Report, Rules, check, check_symmetric};
 
 /// Far above the states the largest of these checks generates (`docs/model.md`).
@@ -195,6 +197,40 @@ fn tokens_on_request_follow_the_acquisitions_through_faults_and_drift() {
     let report = check_symmetric(bounds, Rules::ALL, 2, GUARD);
     every_state_safe("tokens on request", &report);
     for witness in FENCE_WITNESSES {
+        assert!(report.witnessed.contains(&witness), "{witness}");
+    }
+}
+
+/// A replicated node (`redis+sentinel://`: a primary and its replica behind Sentinel) with every
+/// rule on: two faults, each a failover (two: a failback) or the replica's restart from an old
+/// snapshot (a new `run_id`, the marker without the lock), in any order with every step of two
+/// clients (acquire, release, health checks), the replica catching up at any time, replies
+/// lost or late (a `WAIT` that timed out), time passing 3 ms (TTL 3 ms, no lock-delay: past a
+/// validity and a quarantine of `max_ttl`); the second client first sees the node once the
+/// faults are spent (a promoted replica judged by the ordinary rules). Every guarantee holds, a
+/// promoted replica votes, and a quarantined one votes again.
+#[test]
+fn a_replicated_nodes_failovers_and_replica_restarts_never_give_a_lock_twice() {
+    let bounds = Bounds {
+        nodes: 1,
+        sentinel: true,
+        late_clients: 1,
+        late_after_faults: true,
+        faults: 2,
+        kinds: FaultKinds {
+            failover: true,
+            replica_restart: true,
+            ..FaultKinds::NONE
+        },
+        late_delivery: true,
+        lock_delay_ms: 0,
+        horizon: 3,
+        ..Bounds::CI
+    };
+    let report = check_symmetric(bounds, Rules::ALL, 2, GUARD);
+    every_state_safe("replicated node", &report);
+    assert!(report.live, "some client acquires after the faults stop");
+    for witness in [PROMOTED_VOTES, QUARANTINE_ENDED] {
         assert!(report.witnessed.contains(&witness), "{witness}");
     }
 }

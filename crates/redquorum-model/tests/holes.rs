@@ -556,3 +556,54 @@ fn a_fence_that_counts_any_node_with_our_key_gives_a_token_below_an_earlier_acqu
     let with = common::checked("every rule on", FENCE_AFTER_FLUSH, Rules::ALL, true);
     assert!(with.witnessed.contains(&FENCED_BY_STORE));
 }
+
+/// One replicated node (`redis+sentinel://`: a primary and its replica behind Sentinel, plain
+/// markers, replicated), two clients that checked it before the run, one instant, no releases.
+const SENTINEL: Bounds = Bounds {
+    nodes: 1,
+    sentinel: true,
+    faults: 1,
+    kinds: FaultKinds {
+        failover: true,
+        ..common::NO_FAULTS
+    },
+    releases: false,
+    late_delivery: false,
+    ..STILL
+};
+
+#[test]
+fn a_vote_that_does_not_wait_for_the_replica_is_lost_in_a_failover() {
+    // c0 wins on the primary, whose replica never got the key; the replica is promoted; c1's
+    // health check judges it to continue the history it followed (it saw the replica caught up
+    // before the run) and trusts it at once; c1 wins. With the rule on, c0's vote counts only
+    // once the replica holds its key, and the promoted replica refuses c1.
+    let rules = Rules {
+        vote_waits_for_replicas: false,
+        ..Rules::ALL
+    };
+    hole(SENTINEL, rules, ONE_HOLDER);
+}
+
+#[test]
+fn a_promoted_replica_trusted_on_the_sentinels_word_grants_a_lock_it_lost_in_a_restart() {
+    // c0 wins on the primary (its replica acknowledged the key); the replica restarts from an
+    // old snapshot (the marker, not the key: a new run_id, uptime 0) and is promoted before it
+    // catches up; c1's health check trusts the server the sentinels name at once, and c1 wins.
+    // With the rule on, the sentinels listed another run_id at that address when c1 last read
+    // them: `Lost(Promoted)`, out for `max_ttl`.
+    let bounds = Bounds {
+        faults: 2,
+        kinds: FaultKinds {
+            failover: true,
+            replica_restart: true,
+            ..common::NO_FAULTS
+        },
+        ..SENTINEL
+    };
+    let rules = Rules {
+        promotion_judged_by_lineage: false,
+        ..Rules::ALL
+    };
+    hole(bounds, rules, ONE_HOLDER);
+}

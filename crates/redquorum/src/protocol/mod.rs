@@ -27,7 +27,7 @@ pub mod remedy;
 pub(crate) mod reply;
 pub(crate) mod rwlock;
 pub(crate) mod slots;
-pub(crate) mod succession;
+pub mod succession;
 pub(crate) mod sync;
 pub mod validity;
 pub mod value;

@@ -98,7 +98,7 @@ pub(crate) fn receipt_key(run_id: &str) -> String {
 
 /// What a client saw of one replicated service: the history it follows and its replicas.
 #[derive(Debug, Default)]
-pub(crate) struct Lineage {
+pub struct Lineage {
     /// The `master_replid` of the primary the client last followed (invariant 4).
     history: Option<String>,
     /// The replicas seen, by address (`ip:port`).
@@ -134,7 +134,7 @@ impl Replica {
 
 /// What [`Lineage::judge`] made of a primary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Succession {
+pub enum Succession {
     /// Nothing to judge it by here: the ordinary rules judge it, its uptime included.
     Ordinary,
     /// Promoted from the primary the client followed, after acknowledging since it last started
@@ -147,7 +147,7 @@ pub(crate) enum Succession {
 /// A primary as its `INFO server` and `INFO replication` describe it, at the address it was
 /// reached at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Candidate {
+pub struct Candidate {
     pub(crate) address: String,
     pub(crate) run_id: String,
     /// `uptime_in_seconds`.
@@ -165,7 +165,7 @@ impl Candidate {
     }
 
     /// Reads a candidate at `address` from its `INFO server` and `INFO replication` sections.
-    pub(crate) fn read(address: &str, server: &str, replication: &str) -> Option<Self> {
+    pub fn read(address: &str, server: &str, replication: &str) -> Option<Self> {
         Some(Self {
             address: address.to_owned(),
             run_id: info_field(server, "run_id")?.to_owned(),
@@ -265,7 +265,7 @@ impl Replicas {
 impl Lineage {
     /// The sentinels listed a replica at `address`, with `run_id`, a candidate or flagged, at
     /// `now` (invariant 2).
-    pub(crate) fn listed(&mut self, address: &str, run_id: &str, candidate: bool, now: Instant) {
+    pub fn listed(&mut self, address: &str, run_id: &str, candidate: bool, now: Instant) {
         let replica = self.replicas.entry(address.to_owned()).or_default();
         if !run_id.is_empty() {
             replica.run_id = Some(run_id.to_owned());
@@ -296,7 +296,7 @@ impl Lineage {
     /// The replica at `address` was caught up as of `at` with the primary whose history is
     /// `history` (invariant 2): heard only from the primary the client follows, as
     /// [`online`](Self::online).
-    pub(crate) fn caught_up(&mut self, address: &str, history: &str, at: Instant) {
+    pub fn caught_up(&mut self, address: &str, history: &str, at: Instant) {
         if self.history.as_deref() != Some(history) {
             return;
         }
@@ -323,12 +323,7 @@ impl Lineage {
 
     /// Judges `candidate`, a server that says it is the primary, at `now` (invariants 2 to 4).
     /// Follows its history when it continues ours.
-    pub(crate) fn judge(
-        &mut self,
-        candidate: &Candidate,
-        now: Instant,
-        max_ttl: Duration,
-    ) -> Succession {
+    pub fn judge(&mut self, candidate: &Candidate, now: Instant, max_ttl: Duration) -> Succession {
         let Some(followed) = self.history.as_deref() else {
             self.history = Some(candidate.history.clone());
             return Succession::Ordinary; // the first primary seen (invariant 3)
