@@ -712,7 +712,8 @@ async fn ask(client: &redis::Client, service: &str, timeout: Duration) -> Answer
         .query_async(&mut conn)
         .await
         .map_err(|e| e.to_string())?;
-    if let Value::ServerError(e) = &replicas {
+    // A refusal (`NOAUTH`, `NOPERM`) is the answer.
+    if let Value::ServerError(e) = &primary {
         return Err(e.to_string());
     }
     let ping_period_ms = ping_period(&debug);
@@ -724,8 +725,10 @@ async fn ask(client: &redis::Client, service: &str, timeout: Duration) -> Answer
         _ => None,
     }
     .ok_or_else(|| format!("does not monitor {service:?}"))?;
-    let Value::Array(replicas) = replicas else {
-        return Err("SENTINEL REPLICAS gave no list".to_owned());
+    let replicas = match replicas {
+        Value::Array(replicas) => replicas,
+        Value::ServerError(e) => return Err(e.to_string()),
+        _ => return Err("SENTINEL REPLICAS gave no list".to_owned()),
     };
     let listed = replicas
         .iter()
