@@ -493,3 +493,181 @@ fn bad_sentinel_urls_give_one_clear_line_without_a_password() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// `field` of data node `i`'s `INFO section`.
+fn info_of(group: &mut SentinelGroup, i: usize, section: &str, field: &str) -> Option<String> {
+    let info = group.data_node(i).cli(&["INFO", section]).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_owned())
+}
+
+/// Review of receipts (issue 46): a primary without an append-only file (RDB snapshots, Redis's
+/// default persistence), killed and restarted from its last snapshot, lacks the locks counted
+/// after it, and Redis 7 gives it a new `master_replid` with the old one as `master_replid2`, as
+/// if it had been promoted. The replica, ahead of it, fully resyncs from it and loses the lock
+/// too. The restarted primary is quarantined (young, not durable); but a client that used the
+/// node meanwhile follows its new history as a continuation of the old one (`judge`:
+/// `previous == followed`), and writes there the receipt for the replica's run, which the
+/// replica gets by replication. After a failover to the replica, that client (by its lineage)
+/// and a client started after it (by the receipt: the replica, restarted a little earlier, is
+/// young) let it vote at once, while the first holder's lock is valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_restarted_from_a_snapshot_is_no_promotion_and_its_receipts_vouch_for_nothing() {
+    const SHORT_MAX_TTL: Duration = Duration::from_secs(25);
+    let short = |url: &str| {
+        Redlock::builder(vec![url.to_owned()])
+            .max_ttl(SHORT_MAX_TTL)
+            .build()
+            .expect("valid configuration")
+    };
+    // No append-only file: snapshots only (taken by hand here).
+    let mut group = SentinelGroup::start(1, 3, NodeSpec::new()).expect("a group");
+    // The primary's restart is not to be a failover: only the one asked for below.
+    for s in 0..group.sentinels_len() {
+        group
+            .sentinel(s)
+            .cli(&[
+                "SENTINEL",
+                "SET",
+                SentinelGroup::SERVICE,
+                "down-after-milliseconds",
+                "60000",
+            ])
+            .expect("SENTINEL SET");
+    }
+    // The primary must be trusted (up for max_ttl: it is not durable); the replica is restarted
+    // then, so that it is young when promoted (a new run, resynced from the primary).
+    let wait_up = Instant::now() + SHORT_MAX_TTL + Duration::from_secs(3);
+    loop {
+        let up: u64 = info_of(&mut group, 0, "server", "uptime_in_seconds")
+            .and_then(|u| u.parse().ok())
+            .unwrap_or(0);
+        if up > SHORT_MAX_TTL.as_secs() + 2 {
+            break;
+        }
+        assert!(Instant::now() < wait_up + Duration::from_secs(10), "uptime");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    group
+        .data_node(1)
+        .restart_empty()
+        .expect("the replica restarted");
+    tokio::task::block_in_place(|| await_linked(&mut group, 1));
+
+    let url = group.url();
+    let (a, d) = (short(&url), short(&url));
+    for (redlock, resource) in [(&a, "warm-a"), (&d, "warm-d")] {
+        let lock = redlock
+            .acquire_with(resource, Duration::from_secs(5), &patient())
+            .await
+            .expect("a warm-up lock");
+        assert!(lock.release().await.cause().is_none());
+    }
+
+    // The primary's snapshot, then A's lock (acknowledged by the replica).
+    group.data_node(0).cli(&["SAVE"]).expect("SAVE");
+    let held = a
+        .acquire_with("invoice:9", SHORT_MAX_TTL, &patient())
+        .await
+        .expect("A's lock");
+    let held_too = a
+        .acquire_with("invoice:10", SHORT_MAX_TTL, &patient())
+        .await
+        .expect("A's second lock");
+    assert_eq!(
+        value_on(group.data_node(1), "invoice:9").as_deref(),
+        Some(held.value()),
+        "the replica has A's lock"
+    );
+    let old_replid = info_of(&mut group, 0, "replication", "master_replid");
+
+    // The primary crashes and comes back from its snapshot: without A's lock.
+    group.data_node(0).restart().expect("the primary back");
+    eprintln!(
+        "restarted primary: replid {:?} replid2 {:?} (was {old_replid:?}); A's lock there: {:?}",
+        info_of(&mut group, 0, "replication", "master_replid"),
+        info_of(&mut group, 0, "replication", "master_replid2"),
+        value_on(group.data_node(0), "invoice:9"),
+    );
+    // The replica resyncs from it, and loses A's lock too.
+    let resynced = Instant::now() + Duration::from_secs(15);
+    while value_on(group.data_node(1), "invoice:9").is_some()
+        || !group
+            .data_node(1)
+            .cli(&["INFO", "replication"])
+            .is_ok_and(|i| i.contains("master_link_status:up"))
+    {
+        assert!(Instant::now() < resynced, "the replica never resynced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // D uses the node meanwhile (quarantined: the primary is young). It must not write the
+    // receipt for the replica's run there (succession invariant 6): the replica's data is a
+    // copy of the restarted primary's, without A's locks.
+    let replica_run = info_of(&mut group, 1, "server", "run_id").expect("run_id");
+    let receipt = format!("redlock-node-marker:receipt:{replica_run}");
+    let poked = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < poked {
+        let by_d = d.try_acquire("poke", SHORT_MAX_TTL).await;
+        assert!(by_d.is_err(), "D voted on a primary that lost A's locks");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(
+        value_on(group.data_node(1), &receipt),
+        None,
+        "a receipt written on a quarantined primary reached the replica"
+    );
+
+    // The restarted primary dies again; the sentinels, back to a short down-after, fail over.
+    for s in 0..group.sentinels_len() {
+        group
+            .sentinel(s)
+            .cli(&[
+                "SENTINEL",
+                "SET",
+                SentinelGroup::SERVICE,
+                "down-after-milliseconds",
+                "1000",
+            ])
+            .expect("SENTINEL SET");
+    }
+    group
+        .data_node(0)
+        .kill()
+        .expect("SIGKILL the restarted primary");
+    let promoted = tokio::task::block_in_place(|| group.await_new_primary(0)).expect("failover");
+    assert_eq!(promoted, 1);
+    eprintln!(
+        "promoted: uptime {:?}, replid2 {:?}; A's lock valid for {:?}",
+        info_of(&mut group, 1, "server", "uptime_in_seconds"),
+        info_of(&mut group, 1, "replication", "master_replid2"),
+        held.remaining()
+    );
+    // C (on A's first lock) and D (on A's second) try for a while, well within A's validity.
+    let for_a_while = redquorum::Retry::forever()
+        .delay(Duration::from_millis(100))
+        .max_wait(Duration::from_secs(15));
+    let (c, by_c, by_d) = {
+        let c = short(&url);
+        let (by_c, by_d) = tokio::join!(
+            c.acquire_with("invoice:9", SHORT_MAX_TTL, &for_a_while),
+            d.acquire_with("invoice:10", SHORT_MAX_TTL, &for_a_while)
+        );
+        (c, by_c, by_d)
+    };
+    drop(c);
+    eprintln!(
+        "C (new client): {:?}",
+        by_c.as_ref().map(|l| l.value().to_owned())
+    );
+    eprintln!(
+        "D (used the node through the restart): {:?}",
+        by_d.as_ref().map(|l| l.value().to_owned())
+    );
+    assert_not_granted_twice(&held, &by_c, "C, a client started after the failover,");
+    assert_not_granted_twice(
+        &held_too,
+        &by_d,
+        "D, a client that used the node through the restart,",
+    );
+}

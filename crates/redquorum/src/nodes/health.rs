@@ -17,9 +17,9 @@ use crate::nodes::scripts::MARKER;
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::marker::{MarkerValue, Tag};
-use crate::protocol::quarantine::UPTIME_SLACK;
 use crate::protocol::quarantine::{
-    Marker, Memory, Observation, TrustPolicy, info_field, marker_owner,
+    Marker, Memory, Observation, QuarantineReason, TrustPolicy, UPTIME_SLACK, info_field,
+    marker_owner,
 };
 use crate::protocol::succession::{Candidate, Succession, receipt_key};
 use crate::protocol::sync::lock;
@@ -189,6 +189,13 @@ pub(crate) async fn check_health(
     }
     let now = Instant::now();
     let verdict = lock(memory).judge(trust, &seen, now);
+    if let (Some(replicated), Some(history)) =
+        (replicated, info_field(&replication, "master_replid"))
+        && verdict.trusted_from > now
+    {
+        // `succession` invariant 6: a copy of it is no better until then.
+        lock(&replicated.lineage).taint(history, verdict.trusted_from, now);
+    }
     let quarantined_ms = verdict
         .trusted_from
         .saturating_duration_since(now)
@@ -239,8 +246,15 @@ async fn succeed(
     }
     // Judged first: its own list of replicas says nothing of its past as one.
     replicated.observe(replication, now);
-    if let Succession::Lost(reason) = verdict {
-        let until = lock(memory).lost_data(trust, now, reason);
+    let lost = match verdict {
+        Succession::Lost(reason) => Some((lock(memory).lost_data(trust, now, reason), reason)),
+        Succession::Inherits(until) => {
+            let reason = QuarantineReason::Promoted;
+            Some((lock(memory).lost_until(until, reason), reason))
+        }
+        Succession::Ordinary | Succession::Continues => None,
+    };
+    if let Some((until, reason)) = lost {
         tracing::warn!(
             run_id = %candidate.run_id,
             quarantined_ms = until.saturating_duration_since(now).as_millis(),

@@ -684,7 +684,13 @@ async fn receipts(
     }
     cmd.arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
         .arg(receipt_key(""));
-    let reply = primary.connection().await?.query(cmd, false).await?;
+    let connection = primary.connection().await?;
+    // `succession` invariant 6: a receipt of a quarantined primary's data vouches for nothing
+    // (its health check ran before `connection` returned).
+    if primary.quarantine().is_some() {
+        return Ok(None);
+    }
+    let reply = connection.query(cmd, false).await?;
     Ok(match reply {
         Value::BulkString(history) => String::from_utf8(history).ok(),
         _ => None,

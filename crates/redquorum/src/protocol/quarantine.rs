@@ -220,8 +220,8 @@ impl fmt::Display for QuarantineReason {
             QuarantineReason::Restarted => "restarted (its run_id changed)",
             QuarantineReason::LostMarker => "lost its marker (data loss without a restart)",
             QuarantineReason::Promoted => {
-                "promoted replica that may lack a lock (another master's marker, or a replica \
-                 that was away)"
+                "promoted replica that may lack a lock (another master's marker, a replica \
+                 that was away, or a copy of a quarantined primary)"
             }
             QuarantineReason::Evicted => "evicted keys (a lock key may be gone)",
             QuarantineReason::StatsReset => {
@@ -451,6 +451,17 @@ impl Memory {
         why: QuarantineReason,
     ) -> Instant {
         let until = latest(self.quarantined_until, (after(now, policy.max_ttl), why));
+        self.quarantined_until = Some(until);
+        let uptime_until = self.last.and_then(|(_, up)| up);
+        self.last = Some((latest(self.last.map(|(u, _)| u), until), uptime_until));
+        until.0
+    }
+
+    /// Evidence of a loss seen at `now` that keeps the node out until `until` rather than for a
+    /// full `max_ttl` (`succession` invariant 6: a copy of a primary quarantined until then), for
+    /// reason `why` (invariant 2). Returns the new end.
+    pub fn lost_until(&mut self, until: Instant, why: QuarantineReason) -> Instant {
+        let until = latest(self.quarantined_until, (until, why));
         self.quarantined_until = Some(until);
         let uptime_until = self.last.and_then(|(_, up)| up);
         self.last = Some((latest(self.last.map(|(u, _)| u), until), uptime_until));

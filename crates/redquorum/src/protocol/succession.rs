@@ -78,8 +78,23 @@
 //!    expiry as an absolute time). A replica restarted since is a new run, which no receipt names
 //!    until one is written for it.
 //!
+//! 6. **A copy of a primary that may lack a vote may lack it too.** Whenever a health check
+//!    finds a replicated node's primary quarantined (restarted from a snapshot without the
+//!    locks counted since, promoted while a replica was away, seen first without its marker,
+//!    ...), its history is marked until the quarantine ends, and a server promoted from that
+//!    history before then is out until then too ([`Succession::Inherits`]): a replica that
+//!    resynchronised from it, or caught up with it, has its data, and no more. Nor is a receipt
+//!    written on a quarantined primary (`sentinels`' `receipts`): it would vouch for a copy of
+//!    data that may lack a vote. Found by review: a primary without an append-only file,
+//!    restarted from its last snapshot (Redis 7 gives it a new `master_replid`, the old one as
+//!    `master_replid2`, as if promoted), lost two locks; its replica resynchronised from it; a
+//!    client that used the node followed its new history and wrote the replica's receipt there;
+//!    promoted, the replica granted both locks, to that client and to a new one, while they were
+//!    held.
+//!
 //! What it cannot see: a replica cut off without a restart (a partition) for longer than the
-//! sentinels' `down-after-milliseconds`, while another client counted votes without it, then
+//! sentinels let a candidate be silent (`down-after-milliseconds`, or five ping periods:
+//! `sentinels` invariant 3), while another client counted votes without it, then
 //! back and promoted before it caught up, with every other replica unable to be promoted: a
 //! client that did not read the primary while it was away, or that starts after the failover,
 //! trusts it. Its uptime is long (or it shows a receipt written before it went away:
@@ -89,6 +104,14 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::protocol::quarantine::{MARKER_KEY, QuarantineReason, UPTIME_SLACK, info_field};
+
+/// `now + d`, or a year on when that does not fit an `Instant` (a quarantine that long is one
+/// that never ends, for any use here).
+fn far_after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
+        .unwrap_or(now)
+}
 
 /// The key of the receipt for the replica run `run_id` (invariant 5): under the marker's
 /// prefix, which no resource may take.
@@ -106,6 +129,9 @@ pub struct Lineage {
     /// The `run_id` of the primary judged [`Succession::Continues`] when it took over the
     /// history followed now: every later check of that run keeps the verdict.
     continued: Option<String>,
+    /// Until when each history's primary was quarantined, as its health checks found
+    /// (invariant 6): a server that continues it inherits the quarantine.
+    taints: HashMap<String, Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -142,6 +168,9 @@ pub enum Succession {
     Continues,
     /// May lack a counted vote: out for `max_ttl`, for this reason.
     Lost(QuarantineReason),
+    /// Continues the history of a primary quarantined until then (invariant 6): its data is a
+    /// copy of one that may lack a counted vote, so it is out until then too.
+    Inherits(Instant),
 }
 
 /// A primary as its `INFO server` and `INFO replication` describe it, at the address it was
@@ -342,6 +371,10 @@ impl Lineage {
         }
         self.history = Some(candidate.history.clone());
         self.continued = None;
+        // Invariant 6: a copy of a primary that may lack a vote, within its quarantine.
+        if let Some(until) = self.taints.get(&candidate.previous).filter(|u| **u > now) {
+            return Succession::Inherits(*until);
+        }
         let Some(replica) = self.replicas.get(&candidate.address) else {
             return Succession::Ordinary;
         };
@@ -350,7 +383,9 @@ impl Lineage {
             .as_ref()
             .is_some_and(|id| *id != candidate.run_id)
         {
-            return Succession::Lost(QuarantineReason::Promoted); // another server there
+            // Another server there; its history is followed, out for `max_ttl` (invariant 6).
+            self.taint(&candidate.history, far_after(now, max_ttl), now);
+            return Succession::Lost(QuarantineReason::Promoted);
         }
         // When it started, at the latest (a reported uptime may be a second long: `quarantine`
         // invariant 1).
@@ -363,13 +398,24 @@ impl Lineage {
                 && now.saturating_duration_since(*away) < max_ttl
         });
         match (acknowledged, away) {
-            (_, Some(_)) => Succession::Lost(QuarantineReason::Promoted),
+            (_, Some(_)) => {
+                self.taint(&candidate.history, far_after(now, max_ttl), now); // invariant 6
+                Succession::Lost(QuarantineReason::Promoted)
+            }
             (Some(at), None) if replica.away_at.is_none_or(|away| away < at) => {
                 self.continued = Some(candidate.run_id.clone());
                 Succession::Continues
             }
             _ => Succession::Ordinary,
         }
+    }
+
+    /// The primary whose history is `history` is quarantined until `until` (invariant 6): a
+    /// server that continues that history before then inherits the quarantine.
+    pub(crate) fn taint(&mut self, history: &str, until: Instant, now: Instant) {
+        self.taints.retain(|_, until| *until > now);
+        let kept = self.taints.entry(history.to_owned()).or_insert(until);
+        *kept = (*kept).max(until);
     }
 
     /// The runs of the replicas a vote may wait for now (online at the primary, or a candidate
@@ -569,6 +615,44 @@ mod tests {
         lineage.online("p", "h1", &[], now + Duration::from_secs(1));
         let later = now + Duration::from_secs(2);
         assert_eq!(lineage.judge(&r, later, MAX_TTL), Succession::Continues);
+    }
+
+    /// Review (issue 46): a promoted replica judged [`Succession::Lost`] may lack a counted
+    /// vote, and so may every server that later copies its data. A replica `s` that caught up
+    /// with it (or holds a receipt written on it) and is promoted in turn, while the first
+    /// promotion's quarantine still runs, must not continue its history at once.
+    #[test]
+    fn a_successor_of_a_quarantined_primary_inherits_its_quarantine() {
+        let then = Instant::now();
+        let soon = then + Duration::from_secs(5);
+        let later = then + Duration::from_secs(10);
+        let mut lineage = following("h1", &["r", "s"], then);
+        // r away (votes counted without it), then back online and promoted: quarantined.
+        lineage.online_now("p", &["s".to_owned()], then + Duration::from_secs(1));
+        lineage.listed("r", "run-r", false, then + Duration::from_secs(1));
+        let r = primary("r", "h2", "h1");
+        let lost = Succession::Lost(QuarantineReason::Promoted);
+        assert_eq!(lineage.judge(&r, soon, MAX_TTL), lost);
+        // s resyncs from r (its data now r's, without the vote r missed) and is caught up.
+        lineage.listed("s", "run-s", true, soon);
+        lineage.online_now("r", &["s".to_owned()], soon);
+        lineage.acknowledged(&["s".to_owned()], soon);
+        // r fails within its quarantine; s is promoted from r's history.
+        let s = primary("s", "h3", "h2");
+        assert_ne!(
+            lineage.judge(&s, later, MAX_TTL),
+            Succession::Continues,
+            "s continues a history whose primary may lack a vote, within that quarantine"
+        );
+        // Nor does a new client trust it by a receipt written on r.
+        let mut fresh = Lineage::default();
+        let young_s = Candidate {
+            uptime: Duration::from_secs(5),
+            ..s.clone()
+        };
+        assert_eq!(fresh.judge(&young_s, later, MAX_TTL), Succession::Ordinary);
+        // (The receipt says s caught up with r, not that r had every vote: see the test
+        // a_primary_restarted_from_a_snapshot_is_no_promotion_and_its_receipts_vouch_for_nothing.)
     }
 
     #[test]
