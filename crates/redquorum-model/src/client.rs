@@ -15,7 +15,7 @@ use redquorum::protocol::quorum::{Decision, Tally};
 use redquorum::protocol::succession::{self, Candidate, Succession};
 use redquorum::protocol::validity::deadline;
 
-use crate::clock::instant;
+use crate::clock::{instant, ms_of};
 use crate::node::{
     AcquireReply, GROUP, MarkerId, MarkerKey, Node, Process, address, previous_id, repl_id, run_id,
 };
@@ -63,6 +63,9 @@ pub struct Lineage {
     /// For each address, the latest client time (ms) at which the client saw it caught up with
     /// the primary it followed (`Lineage::caught_up`).
     pub caught_up: [Option<u16>; 2],
+    /// Histories whose primary was quarantined, and until when (client ms): `Lineage::taint`
+    /// (`succession` invariant 6). Two at most: the model's bounds make no more.
+    pub tainted: [Option<(u8, u16)>; 2],
 }
 
 /// A replicated node's primary as its `INFO` reads (`Candidate::read`).
@@ -108,6 +111,9 @@ impl Lineage {
                 }
             }
         }
+        for (history, until) in self.tainted.iter().flatten() {
+            lineage.taint(&repl_id(*history), instant(*until), now);
+        }
         for addr in 0..2u8 {
             let at = usize::from(addr);
             if let Some(run) = self.listed[at] {
@@ -143,7 +149,43 @@ impl Lineage {
             self.history = Some(primary.replid);
             self.continued = (verdict == Succession::Continues).then_some(primary.run);
         }
+        // A promotion judged a loss marks its history for `max_ttl` (`succession` invariant 6).
+        if verdict == Succession::Lost(QuarantineReason::Promoted) {
+            let max_ttl_ms = u16::try_from(max_ttl.as_millis()).unwrap_or(u16::MAX);
+            self.taint(primary.replid, now.saturating_add(max_ttl_ms), now);
+        }
         Some(verdict)
+    }
+
+    /// The primary whose history is `history` is quarantined until client time `until`
+    /// (`Lineage::taint`): kept, the latest for each history, dropping any that has ended.
+    pub fn taint(&mut self, history: u8, until: u16, now: u16) {
+        for slot in &mut self.tainted {
+            if slot.is_some_and(|(_, end)| end <= now) {
+                *slot = None;
+            }
+        }
+        if let Some((_, end)) = self
+            .tainted
+            .iter_mut()
+            .flatten()
+            .find(|(h, _)| *h == history)
+        {
+            *end = (*end).max(until);
+            return;
+        }
+        if let Some(free) = self.tainted.iter_mut().find(|slot| slot.is_none()) {
+            *free = Some((history, until));
+        } else if let Some(earliest) = self
+            .tainted
+            .iter_mut()
+            .min_by_key(|slot| slot.map(|(_, end)| end))
+        {
+            // More than the bounds make: keep the later end (never shorter: invariant 6).
+            if earliest.is_some_and(|(_, end)| end < until) {
+                *earliest = Some((history, until));
+            }
+        }
     }
 
     /// The replica at `addr` was caught up with the primary whose history is `history` at client
@@ -548,6 +590,14 @@ pub fn health_check(
     // `server::set_health`: no verdict lowers what the memory's losses and hold-offs set.
     let floor = conn.memory.floor();
     conn.trusted_from = Some(floor.map_or(verdict.trusted_from, |f| f.max(verdict.trusted_from)));
+    // `health::check_health`: a replicated node's primary found quarantined marks its history
+    // until then (`succession` invariant 6).
+    if settings.sentinel
+        && verdict.trusted_from > instant(now)
+        && let Some(until) = ms_of(verdict.trusted_from)
+    {
+        conn.lineage.taint(node.master.replid, until, now);
+    }
     conn.quarantined = verdict.reason.is_some();
     conn.marker = Some(marker);
 }
@@ -587,8 +637,14 @@ fn succeed(
     {
         lineage.caught_up(replica.addr, master.replid, now);
     }
-    if let Succession::Lost(reason) = verdict {
-        conn.memory.lost_data(policy, instant(now), reason);
+    match verdict {
+        Succession::Lost(reason) => {
+            conn.memory.lost_data(policy, instant(now), reason);
+        }
+        Succession::Inherits(until) => {
+            conn.memory.lost_until(until, QuarantineReason::Promoted);
+        }
+        Succession::Ordinary | Succession::Continues => {}
     }
     Some(verdict)
 }
@@ -820,6 +876,9 @@ mod tests {
             addr: 0,
             ..replica
         };
-        assert_eq!(both.judge(&node, 5), Succession::Continues);
+        // Within the quarantine of the promotion judged a loss: its successor inherits it
+        // (succession invariant 6).
+        let inherits = both.judge(&node, 5);
+        assert!(matches!(inherits, Succession::Inherits(_)), "{inherits:?}");
     }
 }

@@ -57,7 +57,9 @@
 //! counter retention (longer than every horizon), `WAIT` on a cluster node's master (a
 //! replicated node's is: [`Rules::vote_waits_for_replicas`]), a replicated node with more than
 //! one replica, replicas seen away (the sentinels' candidate list, votes counted without a
-//! replica, `Lineage::online`), sentinels that disagree, a client VM whose clocks stand still. Semaphores and read-write locks only by their counting rules ([`counting`]).
+//! replica, `Lineage::online`), sentinels that disagree, a promoted replica's receipt
+//! (`succession` invariant 5: the model's replicas are up an hour, or restarted within the run,
+//! a run no receipt names), a client VM whose clocks stand still. Semaphores and read-write locks only by their counting rules ([`counting`]).
 //! `docs/model.md` has the bounds and measured costs.
 
 pub mod client;

@@ -412,7 +412,7 @@ impl Lineage {
 
     /// The primary whose history is `history` is quarantined until `until` (invariant 6): a
     /// server that continues that history before then inherits the quarantine.
-    pub(crate) fn taint(&mut self, history: &str, until: Instant, now: Instant) {
+    pub fn taint(&mut self, history: &str, until: Instant, now: Instant) {
         self.taints.retain(|_, until| *until > now);
         let kept = self.taints.entry(history.to_owned()).or_insert(until);
         *kept = (*kept).max(until);
