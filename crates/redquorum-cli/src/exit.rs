@@ -171,6 +171,13 @@ pub fn others(replies: &[NodeReply]) -> String {
         .join("; ")
 }
 
+/// Whether a server answered with an error reply: it was reached, whatever else failed.
+fn answered_with_an_error(replies: &[NodeReply]) -> bool {
+    replies
+        .iter()
+        .any(|r| matches!(r.reply, Reply::ServerError(_)))
+}
+
 /// Classifies a failed acquisition by the library's [`Cause`]: bad TTL (64), a key of another
 /// type (65), busy (75, [`BUSY`]), or not acquired because of the servers: unreachable,
 /// quarantined, or no quorum in time (69, [`UNAVAILABLE`]; the message says which).
@@ -186,6 +193,11 @@ pub fn not_acquired(error: Error) -> Failure {
                     return wrong_type_failure(resource, &node, &failure.replies);
                 }
                 Cause::Busy => (BUSY, format!("{resource:?} is busy, held by someone else")),
+                // A server that answered with an error (replicas that did not acknowledge the
+                // write, a refused command) was reached: it could not vote.
+                Cause::Unavailable if answered_with_an_error(&failure.replies) => {
+                    (UNAVAILABLE, "too few servers could vote".to_owned())
+                }
                 Cause::Unavailable => (UNAVAILABLE, "servers unreachable".to_owned()),
                 cause => match Quarantine::blamed(&cause, &failure.replies) {
                     Some(q) => (UNAVAILABLE, format!("{q}, so too few nodes could vote")),
@@ -282,6 +294,22 @@ mod tests {
             "2 nodes are quarantined (a:1: restarted (its run_id changed), 2 s left; c:3: lost \
              its marker (data loss without a restart), 30 s left)"
         );
+    }
+
+    #[test]
+    fn a_server_that_answered_with_an_error_is_not_called_unreachable() {
+        let reply = |node: &str, reply| NodeReply::new(node, reply);
+        assert!(answered_with_an_error(&[
+            reply("a:1", Reply::Unreachable("refused".into())),
+            reply(
+                "sentinel(s:1)/m",
+                Reply::ServerError("only 0 of the primary's 1 replicas acknowledged".into())
+            ),
+        ]));
+        assert!(!answered_with_an_error(&[
+            reply("a:1", Reply::Unreachable("refused".into())),
+            reply("b:2", Reply::Timeout),
+        ]));
     }
 
     #[test]
