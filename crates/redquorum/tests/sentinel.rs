@@ -401,14 +401,9 @@ async fn a_waiter_on_a_sentinel_node_is_woken_by_the_release_on_the_primary() {
     let waiting = tokio::spawn(async move { waiter.acquire_with("wake", TTL, &retry).await });
     let primary = group.data_node(0);
     let watching = || {
-        primary.cli(&["CLIENT", "LIST"]).is_ok_and(|list| {
-            list.lines().any(|client| {
-                client
-                    .split(' ')
-                    .find_map(|field| field.strip_prefix("flags="))
-                    .is_some_and(|flags| flags.contains('t'))
-            })
-        })
+        primary
+            .cli(&["CLIENT", "LIST"])
+            .is_ok_and(|list| list.lines().any(common::is_watching))
     };
     assert!(
         eventually(Duration::from_secs(20), watching).await,

@@ -494,6 +494,22 @@ fn bad_sentinel_urls_give_one_clear_line_without_a_password() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// Sets every sentinel's `down-after-milliseconds` for the group's service to `ms`.
+fn set_down_after(group: &mut SentinelGroup, ms: u64) {
+    for s in 0..group.sentinels_len() {
+        group
+            .sentinel(s)
+            .cli(&[
+                "SENTINEL",
+                "SET",
+                SentinelGroup::SERVICE,
+                "down-after-milliseconds",
+                &ms.to_string(),
+            ])
+            .expect("SENTINEL SET");
+    }
+}
+
 /// `field` of data node `i`'s `INFO section`.
 fn info_of(group: &mut SentinelGroup, i: usize, section: &str, field: &str) -> Option<String> {
     let info = group.data_node(i).cli(&["INFO", section]).ok()?;
@@ -524,18 +540,7 @@ async fn a_primary_restarted_from_a_snapshot_is_no_promotion_and_its_receipts_vo
     // No append-only file: snapshots only (taken by hand here).
     let mut group = SentinelGroup::start(1, 3, NodeSpec::new()).expect("a group");
     // The primary's restart is not to be a failover: only the one asked for below.
-    for s in 0..group.sentinels_len() {
-        group
-            .sentinel(s)
-            .cli(&[
-                "SENTINEL",
-                "SET",
-                SentinelGroup::SERVICE,
-                "down-after-milliseconds",
-                "60000",
-            ])
-            .expect("SENTINEL SET");
-    }
+    set_down_after(&mut group, 60000);
     // The primary must be trusted (up for max_ttl: it is not durable); the replica is restarted
     // then, so that it is young when promoted (a new run, resynced from the primary).
     let wait_up = Instant::now() + SHORT_MAX_TTL + Duration::from_secs(3);
@@ -619,18 +624,7 @@ async fn a_primary_restarted_from_a_snapshot_is_no_promotion_and_its_receipts_vo
     );
 
     // The restarted primary dies again; the sentinels, back to a short down-after, fail over.
-    for s in 0..group.sentinels_len() {
-        group
-            .sentinel(s)
-            .cli(&[
-                "SENTINEL",
-                "SET",
-                SentinelGroup::SERVICE,
-                "down-after-milliseconds",
-                "1000",
-            ])
-            .expect("SENTINEL SET");
-    }
+    set_down_after(&mut group, 1000);
     group
         .data_node(0)
         .kill()

@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{PATIENT_NODE_TIMEOUT, calls, cluster, eventually, patient};
+use common::{PATIENT_NODE_TIMEOUT, calls, cluster, eventually, is_watching, patient};
 use redquorum::{Error, Lock, Redlock, Reply, Retry};
 use redquorum_nodes::Cluster;
 use tokio::task::JoinHandle;
@@ -57,15 +57,6 @@ fn watching_on_majority(cluster: &Cluster) -> bool {
         })
         .count();
     watching > cluster.len() / 2
-}
-
-/// Whether a `CLIENT LIST` line is a client with tracking on (flag `t`, next to `P` when it also
-/// subscribes).
-fn is_watching(client: &str) -> bool {
-    client
-        .split(' ')
-        .find_map(|field| field.strip_prefix("flags="))
-        .is_some_and(|flags| flags.contains('t'))
 }
 
 /// `waiter` waiting for `resources` with a poll delay no test waits for, once a majority of nodes

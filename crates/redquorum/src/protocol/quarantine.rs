@@ -608,7 +608,7 @@ impl Memory {
 }
 
 /// `now + d`, or far in the future when that does not fit an `Instant`.
-fn after(now: Instant, d: Duration) -> Instant {
+pub(crate) fn after(now: Instant, d: Duration) -> Instant {
     now.checked_add(d)
         .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 60 * 60))
 }

@@ -103,15 +103,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::protocol::quarantine::{MARKER_KEY, QuarantineReason, UPTIME_SLACK, info_field};
-
-/// `now + d`, or a year on when that does not fit an `Instant` (a quarantine that long is one
-/// that never ends, for any use here).
-fn far_after(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
-        .unwrap_or(now)
-}
+use crate::protocol::quarantine::{MARKER_KEY, QuarantineReason, UPTIME_SLACK, after, info_field};
 
 /// The key of the receipt for the replica run `run_id` (invariant 5): under the marker's
 /// prefix, which no resource may take.
@@ -384,7 +376,7 @@ impl Lineage {
             .is_some_and(|id| *id != candidate.run_id)
         {
             // Another server there; its history is followed, out for `max_ttl` (invariant 6).
-            self.taint(&candidate.history, far_after(now, max_ttl), now);
+            self.taint(&candidate.history, after(now, max_ttl), now);
             return Succession::Lost(QuarantineReason::Promoted);
         }
         // When it started, at the latest (a reported uptime may be a second long: `quarantine`
@@ -399,7 +391,7 @@ impl Lineage {
         });
         match (acknowledged, away) {
             (_, Some(_)) => {
-                self.taint(&candidate.history, far_after(now, max_ttl), now); // invariant 6
+                self.taint(&candidate.history, after(now, max_ttl), now); // invariant 6
                 Succession::Lost(QuarantineReason::Promoted)
             }
             (Some(at), None) if replica.away_at.is_none_or(|away| away < at) => {

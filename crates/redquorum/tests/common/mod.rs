@@ -274,3 +274,12 @@ pub fn sentinel_group(replicas: usize) -> SentinelGroup {
     )
     .expect("a primary, replicas, sentinels")
 }
+
+/// Whether a `CLIENT LIST` line is a client with tracking on (flag `t`, next to `P` when it also
+/// subscribes).
+pub fn is_watching(client: &str) -> bool {
+    client
+        .split(' ')
+        .find_map(|field| field.strip_prefix("flags="))
+        .is_some_and(|flags| flags.contains('t'))
+}
