@@ -5,10 +5,12 @@
 //! protocol to judge, so that the rules never see a connection.
 
 pub(crate) mod connect;
+pub(crate) mod endpoint;
 pub(crate) mod health;
 pub(crate) mod mark;
 pub(crate) mod node;
 pub(crate) mod node_error;
+pub(crate) mod receipts;
 #[cfg(test)]
 mod paused_client;
 pub(crate) mod replica_acks;

@@ -31,6 +31,7 @@ use crate::nodes::scripts::{
     FENCE_HELD, FENCE_MANY, KeyGroup, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD,
     RELEASE_TIMELY, RW_ACQUIRE, RW_EXTEND, RW_FENCE, RW_LINGER, RW_RELEASE, one_or_many,
 };
+use crate::nodes::endpoint::Endpoint;
 use crate::nodes::sentinels::Sentinels;
 use crate::nodes::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::nodes::shards::Shards;
@@ -193,7 +194,8 @@ pub(crate) fn reply_of(request: Request, result: &Result<Answer, NodeError>) -> 
 }
 
 /// One Redlock node: one Redis server, a whole Redis Cluster ([`shards`](crate::nodes::shards)),
-/// or a primary with replicas behind Redis Sentinel ([`sentinels`](crate::nodes::sentinels)).
+/// or a primary with replicas behind Redis Sentinel ([`sentinels`](crate::nodes::sentinels)) or
+/// behind a fixed address ([`endpoint`](crate::nodes::endpoint)).
 #[derive(Debug)]
 pub(crate) struct Node {
     target: Target,
@@ -226,6 +228,7 @@ enum Target {
     Plain(Server),
     Cluster(Shards),
     Sentinel(Sentinels),
+    Endpoint(Endpoint),
 }
 
 impl Node {
@@ -256,12 +259,22 @@ impl Node {
         }
     }
 
+    /// A node that is a primary with replicas behind a fixed address.
+    pub(crate) fn endpoint(endpoint: Endpoint) -> Self {
+        let metrics = NodeMetrics::new(endpoint.label());
+        Self {
+            target: Target::Endpoint(endpoint),
+            metrics,
+        }
+    }
+
     /// The node's address, without credentials.
     pub(crate) fn label(&self) -> &str {
         match &self.target {
             Target::Plain(server) => server.label(),
             Target::Cluster(shards) => shards.label(),
             Target::Sentinel(sentinels) => sentinels.label(),
+            Target::Endpoint(endpoint) => endpoint.label(),
         }
     }
 
@@ -271,6 +284,7 @@ impl Node {
             Target::Plain(server) => server.subscriber(watch),
             Target::Cluster(shards) => shards.subscriber(watch),
             Target::Sentinel(sentinels) => sentinels.subscriber(watch),
+            Target::Endpoint(endpoint) => endpoint.server().subscriber(watch),
         }
     }
 
@@ -281,13 +295,14 @@ impl Node {
             Target::Plain(server) => server.server_identity(),
             Target::Cluster(shards) => shards.identity(),
             Target::Sentinel(sentinels) => sentinels.identity(),
+            Target::Endpoint(endpoint) => endpoint.identity(),
         }
     }
 
     /// On a Redis Cluster node, the shard that serves `key`.
     pub(crate) async fn shard_of(&self, key: &str) -> Option<crate::Shard> {
         match &self.target {
-            Target::Plain(_) | Target::Sentinel(_) => None,
+            Target::Plain(_) | Target::Sentinel(_) | Target::Endpoint(_) => None,
             Target::Cluster(shards) => shards.shard_of(key).await,
         }
     }
@@ -299,6 +314,7 @@ impl Node {
             Target::Plain(_) => Vec::new(),
             Target::Cluster(shards) => shards.servers(),
             Target::Sentinel(sentinels) => sentinels.servers(),
+            Target::Endpoint(endpoint) => vec![Arc::clone(endpoint.server())],
         }
     }
 
@@ -321,6 +337,7 @@ impl Node {
                 }
                 sentinels.saw(&NodeError::Timeout);
             }
+            Target::Endpoint(endpoint) => endpoint.server().timed_out(),
         }
         self.metrics.failed(&Reply::Timeout);
     }
@@ -330,6 +347,7 @@ impl Node {
     pub(crate) fn may_evict(&self) -> bool {
         match &self.target {
             Target::Plain(server) => server.may_evict(),
+            Target::Endpoint(endpoint) => endpoint.server().may_evict(),
             Target::Cluster(_) | Target::Sentinel(_) => {
                 self.servers().iter().any(|s| s.may_evict())
             }
@@ -348,6 +366,7 @@ impl Node {
             Target::Plain(server) => server.quarantine(),
             Target::Cluster(shards) => shards.longest_quarantine(),
             Target::Sentinel(sentinels) => sentinels.longest_quarantine(),
+            Target::Endpoint(endpoint) => endpoint.server().quarantine(),
         }
     }
 
@@ -362,6 +381,7 @@ impl Node {
             Target::Plain(server) => read(server),
             Target::Cluster(shards) => read(&*shards.owner_now(slot_of(key.as_bytes()))?),
             Target::Sentinel(sentinels) => read(&*sentinels.primary_now()?),
+            Target::Endpoint(endpoint) => read(endpoint.server()),
         }
     }
 
@@ -376,6 +396,12 @@ impl Node {
             }
             Target::Cluster(shards) => shards.share_run_ids(run_ids),
             Target::Sentinel(sentinels) => sentinels.share_run_ids(run_ids),
+            Target::Endpoint(endpoint) => {
+                let claimant = Claimant::plain(endpoint.label());
+                if let Some(server) = endpoint.server_mut() {
+                    server.set_run_ids(Arc::clone(run_ids), claimant);
+                }
+            }
         }
     }
 
@@ -393,6 +419,7 @@ impl Node {
         match &self.target {
             Target::Plain(server) => Some(Ok(Carrier::Own(server))),
             Target::Sentinel(sentinels) => Some(sentinels.primary().await.map(Carrier::Named)),
+            Target::Endpoint(endpoint) => Some(Ok(Carrier::Own(endpoint.server()))),
             Target::Cluster(_) => None,
         }
     }
@@ -401,7 +428,7 @@ impl Node {
     pub(crate) fn plain_server(&self) -> Option<&Server> {
         match &self.target {
             Target::Plain(server) => Some(server),
-            Target::Cluster(_) | Target::Sentinel(_) => None,
+            Target::Cluster(_) | Target::Sentinel(_) | Target::Endpoint(_) => None,
         }
     }
 
@@ -410,6 +437,7 @@ impl Node {
     pub(crate) async fn drain(&self, deadline: Instant) {
         match &self.target {
             Target::Plain(server) => server.drain(deadline).await,
+            Target::Endpoint(endpoint) => endpoint.server().drain(deadline).await,
             Target::Cluster(_) | Target::Sentinel(_) => {
                 let servers = self.servers();
                 join_all(servers.iter().map(|s| s.drain(deadline))).await;
@@ -428,6 +456,7 @@ impl Node {
         bounded(deadline, async {
             match &self.target {
                 Target::Plain(server) => read_on(server, false, script, key).await,
+                Target::Endpoint(endpoint) => read_on(endpoint.server(), false, script, key).await,
                 Target::Cluster(shards) => {
                     let read = |server: Arc<Server>, asking| async move {
                         read_on(&server, asking, script, key).await
@@ -467,6 +496,22 @@ impl Node {
                     .await;
             }
             Target::Cluster(shards) => shards,
+            Target::Endpoint(endpoint) => {
+                let server = endpoint.server();
+                let mut result = self
+                    .send_to(server, false, request, resources, value, sent, queued)
+                    .await;
+                // The first request after a failover fails on the connection to the old primary,
+                // which it dropped: it goes once more, through the address, within the same
+                // deadline (`endpoint` invariant 4).
+                if result.as_ref().is_err_and(Endpoint::moved) {
+                    result = self
+                        .send_to(server, false, request, resources, value, sent, || {})
+                        .await;
+                }
+                endpoint.after_request(); // `endpoint` invariant 2
+                return result;
+            }
             Target::Sentinel(sentinels) => {
                 let server = match sentinels.primary().await {
                     Ok(server) => server,

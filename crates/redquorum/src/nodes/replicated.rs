@@ -29,6 +29,14 @@ pub(crate) struct Replicated {
     /// How many replicas a vote waits for: every one of either list, once
     /// (`succession` invariant 1).
     pub(crate) wait_for: AtomicU32,
+    /// The fewest replicas a vote waits for, whatever the lists say: the replicas the service
+    /// keeps, as the user set them for a node behind a fixed address (`endpoint`); 0 behind
+    /// Sentinel, whose candidates count instead (`succession` invariant 1).
+    pub(crate) floor: u32,
+    /// Whether the server is reached at a fixed address that moves to the new primary on
+    /// failover (`endpoint`): a reply that says this server may no longer be the primary drops
+    /// the connection, so that the next one goes through the address again.
+    pub(crate) behind_endpoint: bool,
     /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout).
     pub(crate) wait_ms: u64,
     /// What the client saw of the service: shared by every server of the node.
@@ -50,6 +58,29 @@ pub(crate) struct Receipts {
 }
 
 impl Replicated {
+    /// What a server that may be a replicated node's primary starts with: nothing known of its
+    /// replicas yet, so its first vote waits for `floor` of them (its health check reads how
+    /// many are online before any vote).
+    pub(crate) fn new(
+        address: String,
+        lineage: Arc<Mutex<Lineage>>,
+        floor: u32,
+        behind_endpoint: bool,
+        wait_ms: u64,
+    ) -> Self {
+        Self {
+            address,
+            known: Mutex::new((Vec::new(), Vec::new())),
+            wait_for: AtomicU32::new(floor),
+            floor,
+            behind_endpoint,
+            wait_ms,
+            lineage,
+            offsets: Mutex::new(Offsets::default()),
+            receipts: Mutex::default(),
+        }
+    }
+
     /// Records what the server's `INFO replication` says of its replicas, read at `now`: how many
     /// the next vote waits for, which are away and which caught up (`succession` invariants 1,
     /// 2). Returns those online.
@@ -129,12 +160,19 @@ impl Replicated {
         self.count(&known);
     }
 
-    /// Counts the replicas of `known`, each once (`succession` invariant 1).
+    /// Counts the replicas of `known`, each once, and never fewer than the floor
+    /// (`succession` invariant 1).
     fn count(&self, known: &(Vec<String>, Vec<String>)) {
         let (online, candidates) = known;
         let extra = candidates.iter().filter(|c| !online.contains(c)).count();
         let count = u32::try_from(online.len() + extra).unwrap_or(u32::MAX);
-        self.wait_for.store(count, Ordering::Release);
+        self.wait_for
+            .store(count.max(self.floor), Ordering::Release);
+    }
+
+    /// The replicas the server listed online at its last reading.
+    pub(crate) fn online(&self) -> Vec<String> {
+        lock(&self.known).0.clone()
     }
 
     /// How many replicas a vote waits for (`succession` invariant 1).

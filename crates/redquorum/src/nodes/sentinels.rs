@@ -64,12 +64,12 @@ use crate::handles::error::{ConfigError, redact_url};
 use crate::nodes::connect::connect_once;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::replicated::Replicated;
-use crate::nodes::scripts::RECEIPTS;
+use crate::nodes::receipts;
 use crate::nodes::server::{Server, ServerSettings, scrub};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::quarantine::Quarantine;
-use crate::protocol::succession::{Lineage, Offsets, receipt_key};
+use crate::protocol::succession::Lineage;
 use crate::protocol::sync::lock;
 
 /// The URL schemes that name a Sentinel node, and the scheme of its servers.
@@ -606,35 +606,10 @@ impl Inner {
     }
 
     /// Writes on `primary`, in the background, the receipts due for the replica runs the
-    /// sentinels list (`succession` invariant 5). Best effort: a receipt that is not written
-    /// leaves a promoted replica to the ordinary rules, so a failure is only logged.
+    /// sentinels list (`succession` invariant 5).
     fn write_receipts(&self, primary: &Arc<Server>) {
-        let trust = self.settings.trust;
-        let Some(replicated) = primary.replication().filter(|_| trust.enabled) else {
-            return;
-        };
         let runs = lock(&self.lineage).runs_listed();
-        let due = replicated.receipts_due(runs);
-        if due.is_empty() {
-            return;
-        }
-        let primary = Arc::clone(primary);
-        let timeout = self.settings.connect_timeout;
-        tokio::spawn(async move {
-            let written = tokio::time::timeout(timeout, receipts(&primary, &due, trust.max_ttl))
-                .await
-                .unwrap_or(Err(NodeError::Timeout));
-            let history = match written {
-                Ok(history) => history,
-                Err(e) => {
-                    tracing::debug!(error = %e.reply(), "receipts for the replicas not written");
-                    None
-                }
-            };
-            if let Some(replicated) = primary.replication() {
-                replicated.receipts_written(due, history);
-            }
-        });
+        receipts::write(primary, runs, self.settings);
     }
 
     /// The server at `address`, made on first sight (invariant 2).
@@ -643,15 +618,13 @@ impl Inner {
         if let Some(server) = servers.get(address) {
             return Ok(Arc::clone(server));
         }
-        let replicated = Arc::new(Replicated {
-            address: address.to_owned(),
-            known: Mutex::new((Vec::new(), Vec::new())),
-            wait_for: AtomicU32::new(0),
-            wait_ms: self.wait_ms,
-            lineage: Arc::clone(&self.lineage),
-            offsets: Mutex::new(Offsets::default()),
-            receipts: Mutex::default(),
-        });
+        let replicated = Arc::new(Replicated::new(
+            address.to_owned(),
+            Arc::clone(&self.lineage),
+            0,
+            false,
+            self.wait_ms,
+        ));
         let url = self.url.server_url(address);
         let tls_roots = self.tls_roots.as_deref();
         let server = if self.trusting.load(Ordering::Acquire) {
@@ -668,33 +641,6 @@ impl Inner {
         servers.insert(address.to_owned(), Arc::clone(&server));
         Ok(server)
     }
-}
-
-/// Writes the receipts for `runs` on `primary` (`scripts/receipts.lua`): the history they
-/// name, or `None` when the server is not a primary.
-async fn receipts(
-    primary: &Server,
-    runs: &[String],
-    max_ttl: Duration,
-) -> Result<Option<String>, NodeError> {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(RECEIPTS).arg(runs.len());
-    for run in runs {
-        cmd.arg(receipt_key(run));
-    }
-    cmd.arg(u64::try_from(max_ttl.as_millis()).unwrap_or(u64::MAX))
-        .arg(receipt_key(""));
-    let connection = primary.connection().await?;
-    // `succession` invariant 6: a receipt of a quarantined primary's data vouches for nothing
-    // (its health check ran before `connection` returned).
-    if primary.quarantine().is_some() {
-        return Ok(None);
-    }
-    let reply = connection.query(cmd, false).await?;
-    Ok(match reply {
-        Value::BulkString(history) => String::from_utf8(history).ok(),
-        _ => None,
-    })
 }
 
 /// One sentinel's answer: `SENTINEL GET-MASTER-ADDR-BY-NAME` and `SENTINEL REPLICAS`, in one

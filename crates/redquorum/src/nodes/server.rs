@@ -917,6 +917,11 @@ impl Connection<'_> {
         if let Some((wanted, acknowledged)) = acknowledged
             && acknowledged < wanted
         {
+            // A primary cut off from its replicas may be one deposed behind its address
+            // (`endpoint` invariant 4): the next request goes through the address again.
+            if self.behind_endpoint() {
+                self.server.forget(self.live.generation);
+            }
             return Err(NodeError::Server(format!(
                 "only {acknowledged} of {whose} {wanted} replicas acknowledged the write in \
                  time: not a vote (it might not survive a failover)"
@@ -968,9 +973,20 @@ impl Connection<'_> {
         self.server.marker_key()
     }
 
-    /// A redis-rs error on this connection: forgets the connection if it broke.
+    /// Whether this connection goes to a replicated node's primary behind a fixed address that
+    /// moves on failover (`endpoint`).
+    fn behind_endpoint(&self) -> bool {
+        self.server
+            .replicated
+            .as_deref()
+            .is_some_and(|r| r.behind_endpoint)
+    }
+
+    /// A redis-rs error on this connection: forgets the connection if it broke, or if behind a
+    /// fixed address the server says it is a replica now (`endpoint` invariant 4).
     fn failed(&self, e: &RedisError) -> NodeError {
-        if e.is_unrecoverable_error() || e.is_io_error() || e.is_connection_dropped() {
+        let moved = e.code() == Some("READONLY") && self.behind_endpoint();
+        if moved || e.is_unrecoverable_error() || e.is_io_error() || e.is_connection_dropped() {
             self.server.forget(self.live.generation);
         }
         NodeError::from_redis(e)

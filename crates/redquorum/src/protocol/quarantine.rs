@@ -42,7 +42,9 @@
 //!    marker) cannot shorten it. Evidence is: a `run_id` that changed under us (a restart, or a
 //!    different server at the same address), a marker that is missing (the node lost its keys;
 //!    we write a new one), or a marker whose value changed (somebody else saw it missing). We
-//!    cannot tell when the loss happened, only that it was before we saw it.
+//!    cannot tell when the loss happened, only that it was before we saw it. (A `run_id` that
+//!    changed is no evidence on a replicated node whose new run continues the history it
+//!    followed with every counted vote: `succession` invariants 3 and 7.)
 //! 3. A marker is only ever written *with* its quarantine: its value carries the node time
 //!    before which it vouches for nothing (`<random>:<node ms>`, `max_ttl` after it was
 //!    written), and every client that reads it before then is quarantined until then. So a
@@ -358,7 +360,8 @@ pub struct Observation {
     pub replid: Option<String>,
     /// A replicated node's primary promoted from the one the client followed, holding every
     /// vote counted there (`succession` invariant 3): its data came by replication, so its
-    /// uptime says nothing of a loss (invariant 1 is waived).
+    /// uptime says nothing of a loss (invariant 1 is waived), nor does a `run_id` that changed
+    /// at its address (invariant 2's restart; `succession` invariant 7).
     pub succeeded: bool,
 }
 
@@ -555,7 +558,10 @@ impl Memory {
             && seen.durable
             && marker_loss.is_none()
             && (!restarted || value.tells_servers_apart());
-        let loss = marker_loss.or((restarted && !durable).then_some(QuarantineReason::Restarted));
+        // A replicated node's successor that holds every counted vote (`succession` invariants 3
+        // and 7): behind a fixed address, a new run there is the failover itself, not a restart.
+        let loss = marker_loss
+            .or((restarted && !durable && !seen.succeeded).then_some(QuarantineReason::Restarted));
         let mut until = (now, QuarantineReason::Started);
         if let Some(reason) = loss {
             let lost = latest(self.quarantined_until, (after(now, policy.max_ttl), reason));
@@ -817,6 +823,35 @@ mod tests {
             "an old server is still new to us"
         );
         assert_eq!(verdict.loss, Some(QuarantineReason::Restarted));
+    }
+
+    #[test]
+    fn a_new_run_that_continues_a_replicated_history_is_no_restart() {
+        let now = Instant::now();
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, false, found("m")), now);
+        // Behind a fixed address, the replica promoted in place of the primary (`succession`
+        // invariant 7), judged to hold every counted vote, young as it may be.
+        let promoted = Observation {
+            succeeded: true,
+            ..seen("b", 5, false, found("m"))
+        };
+        let verdict = memory.judge(&policy(), &promoted, now);
+        assert_eq!((verdict.trusted_from, verdict.loss), (now, None));
+        // Not so for one that is not: the restart it looks like is a loss.
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, false, found("m")), now);
+        let verdict = memory.judge(&policy(), &seen("b", 99_999, false, found("m")), now);
+        assert_eq!(verdict.loss, Some(QuarantineReason::Restarted));
+        // Nor does the waiver cover a marker gone with the data.
+        let mut memory = Memory::default();
+        judged(&mut memory, &seen("a", 99_999, false, found("m")), now);
+        let lost = Observation {
+            succeeded: true,
+            ..seen("b", 99_999, false, found("other"))
+        };
+        let verdict = memory.judge(&policy(), &lost, now);
+        assert_eq!(verdict.loss, Some(QuarantineReason::LostMarker));
     }
 
     #[test]

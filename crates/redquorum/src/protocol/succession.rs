@@ -92,6 +92,19 @@
 //!    promoted, the replica granted both locks, to that client and to a new one, while they were
 //!    held.
 //!
+//! 7. **Behind a fixed address, a replica is known by its run.** A node whose servers share
+//!    one address (a managed endpoint that moves on failover: `endpoint`) reaches every
+//!    primary at that address, which tells nothing of which replica it was. There the client
+//!    reads each replica's `run_id` from the replica itself, at the address its primary lists
+//!    it at, and keeps it only if that server says it replicates the history the client follows
+//!    ([`Lineage::named`]); a new primary is then found among the replicas by its `run_id`,
+//!    which a run never shares, and judged as in invariant 3. A replica whose run the client
+//!    could not read (the address unreachable, a restart since the last reading) is not found:
+//!    the ordinary rules judge it. A run found this way is judged on the record of the address
+//!    it was read at: the very process, so its own record. And since every primary there has
+//!    the same address, a run that changed under it is no evidence of a restart when the new
+//!    run continues the history (`quarantine`'s restart loss is waived for it).
+//!
 //! What it cannot see: a replica cut off without a restart (a partition) for longer than the
 //! sentinels let a candidate be silent (`down-after-milliseconds`, or five ping periods:
 //! `sentinels` invariant 3), while another client counted votes without it, then
@@ -295,6 +308,18 @@ impl Lineage {
         replica.check_away(now);
     }
 
+    /// The replica at `address`, read there, is the run `run_id`, and replicates the history
+    /// the client follows (invariant 7): what the sentinels' listing tells, for a node without
+    /// them. Its candidacy is left as it was.
+    pub(crate) fn named(&mut self, address: &str, run_id: &str) {
+        self.replicas.entry(address.to_owned()).or_default().run_id = Some(run_id.to_owned());
+    }
+
+    /// The history the client follows (invariant 4), if it saw a primary yet.
+    pub(crate) fn followed(&self) -> Option<&str> {
+        self.history.as_deref()
+    }
+
     /// The primary at `primary`, whose history is `history`, listed `online` as its replicas
     /// online at `now`: every other replica the client knows is away (invariant 2). Only the
     /// primary whose history the client follows is heard: an old primary, deposed without
@@ -367,13 +392,23 @@ impl Lineage {
         if let Some(until) = self.taints.get(&candidate.previous).filter(|u| **u > now) {
             return Succession::Inherits(*until);
         }
-        let Some(replica) = self.replicas.get(&candidate.address) else {
-            return Succession::Ordinary;
+        // Invariant 7: by the address it was reached at, or else by its run.
+        let (replica, by_address) = match self.replicas.get(&candidate.address) {
+            Some(replica) => (replica, true),
+            None => match self
+                .replicas
+                .values()
+                .find(|r| r.run_id.as_deref() == Some(candidate.run_id.as_str()))
+            {
+                Some(replica) => (replica, false),
+                None => return Succession::Ordinary,
+            },
         };
-        if replica
-            .run_id
-            .as_ref()
-            .is_some_and(|id| *id != candidate.run_id)
+        if by_address
+            && replica
+                .run_id
+                .as_ref()
+                .is_some_and(|id| *id != candidate.run_id)
         {
             // Another server there; its history is followed, out for `max_ttl` (invariant 6).
             self.taint(&candidate.history, after(now, max_ttl), now);
@@ -445,7 +480,7 @@ impl Lineage {
     /// The history the client follows, if it saw a primary yet.
     #[cfg(test)]
     fn history(&self) -> Option<&str> {
-        self.history.as_deref()
+        self.followed()
     }
 }
 

@@ -119,6 +119,7 @@ use crate::handles::error::{ConfigError, Error, RoundFailure};
 use crate::handles::telemetry;
 use crate::nodes::node::{Answer, Node, Request, reply_of};
 use crate::nodes::node_error::NodeError;
+use crate::nodes::endpoint::{Endpoint, is_endpoint_url};
 use crate::nodes::sentinels::{Sentinels, is_sentinel_url};
 use crate::nodes::server::{Server, ServerSettings};
 use crate::nodes::shards::{Shards, is_cluster_url};
@@ -478,6 +479,9 @@ impl Engine {
                 let node_timeout = settings.rules.node_timeout;
                 let sentinels = Sentinels::new(url, node_settings, tls_roots, node_timeout)?;
                 Node::sentinel(sentinels.trusting(settings.sentinel_trusts_primary))
+            } else if is_endpoint_url(url) {
+                let node_timeout = settings.rules.node_timeout;
+                Node::endpoint(Endpoint::new(url, node_settings, tls_roots, node_timeout)?)
             } else {
                 Node::plain(Server::new(url.trim(), node_settings, tls_roots)?)
             };

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+pub mod endpoint;
+
 use redquorum::{Redlock, Retry};
 use redquorum_nodes::{Cluster, NodeSpec, Persistence, RedisCluster, RedisNode, SentinelGroup};
 

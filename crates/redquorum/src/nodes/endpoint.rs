@@ -1,0 +1,376 @@
+//! A Redlock node that is a primary with replicas behind one fixed address that moves to the new
+//! primary on failover: a managed service's primary endpoint (a DNS name, a load balancer, a
+//! proxy), without Sentinel. Its votes wait for the replicas, and a new server behind the address
+//! is judged by its replication history, not as a restart: a failover costs neither a lock given
+//! twice nor, in the common case, the restart quarantine's minute without locks.
+//!
+//! It is named by `redis+replicated://[user:password@]host:port[/DB]?replicas=R`
+//! (`rediss+replicated://` for TLS): the address, and `R`, the replicas the service keeps.
+//!
+//! The node is one [`Server`] at that address, built as a replicated primary
+//! ([`Replicated`]): its health check reads `INFO replication` and judges a new server there by
+//! what the client saw of the service ([`succession`](crate::protocol::succession)). That is
+//! where the safety argument lives; this module reads what Sentinel would otherwise say.
+//!
+//! # Invariants
+//! 1. **A vote waits for every replica online, and never for fewer than `R`.** The user says how
+//!    many replicas the service keeps; a vote counts once `WAIT max(online, R)` answered that
+//!    many (`succession` invariant 1, with `R` in place of the sentinels' candidates, which a
+//!    managed service does not publish). A primary cut off from its replicas (a partition, or
+//!    deposed by a failover it has not heard of) sees fewer than `R` online, and its votes wait
+//!    in vain. `R` is at least 1: a node without replicas is a plain `redis://` node.
+//! 2. **Each replica's run is read from the replica itself.** The primary lists its replicas by
+//!    address; the client connects to each (the data servers' credentials and TLS), reads
+//!    `INFO server` and `INFO replication`, and keeps the `run_id` only from a server that says
+//!    it is a replica of the history the client follows (`succession` invariant 7). Read when the
+//!    primary's list of replicas changed since the last reading, and every [`CENSUS_PERIOD`]
+//!    while the node is used (a replica restarted at the same address is a new run); one
+//!    reading at a time, in the background, never on a vote's path. A replica that cannot be
+//!    reached leaves its run unknown: a promotion of it is judged by the ordinary rules.
+//! 3. **Receipts for the runs read** are written on the primary after each reading
+//!    (`succession` invariant 5), as behind Sentinel.
+//! 4. **A reply that says the server may have moved drops the connection**: `READONLY` (the
+//!    server is a replica now), and a vote its replicas did not acknowledge (a primary cut
+//!    off, perhaps deposed): the next request connects through the address again, and its
+//!    health check judges whichever server answers there before it votes.
+//!
+//! What it cannot see (in `docs/sentinel.md`): a service that may promote a replica that was
+//! not among those a vote waited for (`R` set lower than the replicas it keeps, with one away),
+//! and which this client did not see away.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use crate::handles::error::{ConfigError, redact_url};
+use crate::nodes::connect::connect_once;
+use crate::nodes::node_error::NodeError;
+use crate::nodes::receipts;
+use crate::nodes::replicated::Replicated;
+use crate::nodes::server::{Server, ServerSettings, scrub};
+use crate::protocol::quarantine::info_field;
+use crate::protocol::succession::Lineage;
+use crate::protocol::sync::lock;
+
+/// The URL schemes that name a node behind a fixed address, and the scheme of its servers.
+const SCHEMES: [(&str, &str); 2] = [
+    ("redis+replicated://", "redis"),
+    ("rediss+replicated://", "rediss"),
+];
+
+/// How often the replicas' runs are read again while the node is used (invariant 2): as often as
+/// the health check reads the primary.
+const CENSUS_PERIOD: Duration = Duration::from_secs(10);
+
+/// Whether `url` names a node behind a fixed address.
+pub(crate) fn is_endpoint_url(url: &str) -> bool {
+    SCHEMES
+        .iter()
+        .any(|(scheme, _)| url.trim_start().starts_with(scheme))
+}
+
+/// A `redis+replicated://` URL, taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct EndpointUrl {
+    scheme: &'static str,
+    /// `user:password@`, or empty.
+    userinfo: String,
+    /// `host:port`.
+    address: String,
+    /// `/DB`, or empty.
+    db: String,
+    /// The replicas the service keeps (invariant 1).
+    replicas: u32,
+}
+
+impl EndpointUrl {
+    fn parse(url: &str) -> Result<Self, String> {
+        let url = url.trim();
+        let (prefix, scheme) = SCHEMES
+            .iter()
+            .find(|(prefix, _)| url.starts_with(prefix))
+            .ok_or("a replicated node's URL starts with redis+replicated:// or rediss+replicated://")?;
+        let rest = &url[prefix.len()..];
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, address) = match authority.rfind('@') {
+            Some(at) => (format!("{}@", &authority[..at]), &authority[at + 1..]),
+            None => (String::new(), authority),
+        };
+        if address.is_empty() {
+            return Err(
+                "no address (redis+replicated://host:port?replicas=R, the service's primary \
+                 endpoint)"
+                    .to_owned(),
+            );
+        }
+        if !db.is_empty() && db.parse::<u16>().is_err() {
+            return Err(format!("{db:?} is not a database number"));
+        }
+        let mut replicas = None;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("replicas", n)) => {
+                    replicas = Some(n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        format!(
+                            "replicas={n}: say how many replicas the service keeps, 1 or more \
+                             (a primary without replicas is a plain redis:// node)"
+                        )
+                    })?);
+                }
+                _ => {
+                    let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+                    return Err(format!(
+                        "unknown parameter {key:?} (a replicated node's URL takes replicas=R)"
+                    ));
+                }
+            }
+        }
+        let replicas = replicas.ok_or(
+            "no replicas=R: say how many replicas the service keeps, as in \
+             redis+replicated://host:6379?replicas=2 (every vote waits for that many)",
+        )?;
+        Ok(Self {
+            scheme,
+            userinfo,
+            address: address.to_owned(),
+            db: if db.is_empty() {
+                String::new()
+            } else {
+                format!("/{db}")
+            },
+            replicas,
+        })
+    }
+
+    /// The URL of the data server at `address`, with the data servers' credentials and db.
+    fn server_url(&self, address: &str) -> String {
+        format!("{}://{}{address}{}", self.scheme, self.userinfo, self.db)
+    }
+}
+
+/// A node behind a fixed address.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    label: String,
+    url: EndpointUrl,
+    server: Arc<Server>,
+    settings: ServerSettings,
+    tls_roots: Option<Vec<u8>>,
+    census: Arc<Mutex<Census>>,
+}
+
+/// When the replicas' runs were last read, and which replicas were online then (invariant 2).
+#[derive(Debug, Default)]
+struct Census {
+    running: bool,
+    last: Option<(Instant, Vec<String>)>,
+}
+
+impl Endpoint {
+    /// Parses a `redis+replicated://` URL (without connecting). Votes wait up to half of
+    /// `node_timeout` for the replicas.
+    pub(crate) fn new(
+        url: &str,
+        settings: ServerSettings,
+        tls_roots: Option<&[u8]>,
+        node_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        let parsed = EndpointUrl::parse(url).map_err(|reason| ConfigError::InvalidUrl {
+            url: redact_url(url),
+            reason: scrub(&reason, url),
+        })?;
+        let db = parsed.db.clone();
+        let label = format!("replicated({}){db}", parsed.address);
+        let wait_ms = u64::try_from(node_timeout.as_millis() / 2)
+            .unwrap_or(u64::MAX)
+            .max(1);
+        // `succession` invariant 7: the label is no replica's `ip:port`, so a new primary is
+        // found among the replicas by its run.
+        let replicated = Arc::new(Replicated::new(
+            label.clone(),
+            Arc::new(Mutex::new(Lineage::default())),
+            parsed.replicas,
+            true,
+            wait_ms,
+        ));
+        let server = Server::replicated(
+            &parsed.server_url(&parsed.address),
+            settings,
+            tls_roots,
+            replicated,
+        )?;
+        Ok(Self {
+            label,
+            url: parsed,
+            server: Arc::new(server),
+            settings,
+            tls_roots: tls_roots.map(<[u8]>::to_vec),
+            census: Arc::default(),
+        })
+    }
+
+    /// `replicated(host:port)`: without credentials.
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// What makes two such nodes the same: their address and database.
+    pub(crate) fn identity(&self) -> String {
+        format!("replicated:{}{}", self.url.address, self.url.db)
+    }
+
+    /// The server at the address.
+    pub(crate) fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+
+    /// The server, to set up before first use (`None` once it is shared).
+    pub(crate) fn server_mut(&mut self) -> Option<&mut Server> {
+        Arc::get_mut(&mut self.server)
+    }
+
+    /// Whether a request's error says the server behind the address may have changed, and the
+    /// connection was dropped (invariant 4): the connection broke, or the server is a replica
+    /// now. Neither ran the request (a broken connection may have: then a retried acquisition
+    /// finds its own key and is refused, which costs the round, never safety).
+    pub(crate) fn moved(error: &NodeError) -> bool {
+        match error {
+            NodeError::Unreachable(_) => true,
+            NodeError::Server(why) => why.starts_with("READONLY"),
+            NodeError::Timeout | NodeError::WrongType(_) | NodeError::LeftToDelay => false,
+        }
+    }
+
+    /// After a request: reads the replicas' runs in the background when they are due
+    /// (invariant 2), then writes their receipts (invariant 3).
+    pub(crate) fn after_request(&self) {
+        let trust = self.settings.trust;
+        let Some(replicated) = self.server.replication().filter(|_| trust.enabled) else {
+            return;
+        };
+        let online = replicated.online();
+        {
+            let mut census = lock(&self.census);
+            let due = match &census.last {
+                None => true,
+                Some((at, listed)) => *listed != online || at.elapsed() >= CENSUS_PERIOD,
+            };
+            if census.running || !due {
+                return;
+            }
+            census.running = true;
+            census.last = Some((Instant::now(), online.clone()));
+        }
+        let server = Arc::clone(&self.server);
+        let census = Arc::clone(&self.census);
+        let clients: Vec<(String, Option<redis::Client>)> = online
+            .into_iter()
+            .map(|address| {
+                let client = self.client_at(&address);
+                (address, client)
+            })
+            .collect();
+        let settings = self.settings;
+        tokio::spawn(async move {
+            let timeout = settings.connect_timeout;
+            if let Some(replicated) = server.replication() {
+                let history = lock(&replicated.lineage).followed().map(str::to_owned);
+                if let Some(history) = history {
+                    let runs = join_all(clients.iter().map(|(address, client)| {
+                        let history = history.as_str();
+                        async move {
+                            let client = client.as_ref()?;
+                            let run = tokio::time::timeout(timeout, run_of(client, history, timeout))
+                                .await
+                                .ok()
+                                .flatten();
+                            Some((address, run?))
+                        }
+                    }))
+                    .await;
+                    {
+                        let mut lineage = lock(&replicated.lineage);
+                        for (address, run) in runs.into_iter().flatten() {
+                            lineage.named(address, &run);
+                        }
+                    }
+                    let runs = lock(&replicated.lineage).runs_listed();
+                    receipts::write(&server, runs, settings);
+                }
+            }
+            lock(&census).running = false;
+        });
+    }
+
+    /// A client for the replica at `address`, with the data servers' credentials and TLS.
+    fn client_at(&self, address: &str) -> Option<redis::Client> {
+        let url = self.url.server_url(address);
+        let client = match self.tls_roots.as_deref() {
+            Some(roots) if self.url.scheme == "rediss" => redis::Client::build_with_tls(
+                url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots.to_vec()),
+                },
+            ),
+            _ => redis::Client::open(url.as_str()),
+        };
+        client.ok()
+    }
+}
+
+/// The `run_id` of the server `client` reaches, if it says it replicates `history`
+/// (invariant 2).
+async fn run_of(client: &redis::Client, history: &str, timeout: Duration) -> Option<String> {
+    let mut conn = connect_once(client, timeout).await.ok()?;
+    let (server, replication): (String, String) = redis::pipe()
+        .cmd("INFO")
+        .arg("server")
+        .cmd("INFO")
+        .arg("replication")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    let replicates = info_field(&replication, "role") == Some("slave")
+        && info_field(&replication, "master_replid") == Some(history);
+    replicates
+        .then(|| info_field(&server, "run_id").map(str::to_owned))
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replicated_url_names_the_address_the_replicas_and_the_credentials() {
+        let url =
+            EndpointUrl::parse("redis+replicated://app:secret@db.example:6380/2?replicas=2")
+                .expect("valid");
+        assert_eq!(url.address, "db.example:6380");
+        assert_eq!(url.replicas, 2);
+        assert_eq!(
+            url.server_url("10.0.0.7:6379"),
+            "redis://app:secret@10.0.0.7:6379/2"
+        );
+        let tls = EndpointUrl::parse("rediss+replicated://h:1?replicas=1").expect("valid");
+        assert_eq!(tls.server_url("h:1"), "rediss://h:1");
+    }
+
+    #[test]
+    fn a_replicated_url_without_its_replicas_or_with_unknown_parameters_is_refused() {
+        for (url, says) in [
+            ("redis+replicated://h:6379", "no replicas=R"),
+            ("redis+replicated://h:6379?replicas=0", "1 or more"),
+            ("redis+replicated://h:6379?replicas=two", "1 or more"),
+            ("redis+replicated://?replicas=1", "no address"),
+            ("redis+replicated://h:6379/x?replicas=1", "not a database number"),
+            ("redis+replicated://h:6379?replicas=1&wait=1", "unknown parameter"),
+        ] {
+            let why = EndpointUrl::parse(url).expect_err(url);
+            assert!(why.contains(says), "{url}: {why}");
+        }
+    }
+}

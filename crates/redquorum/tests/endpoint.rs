@@ -1,0 +1,318 @@
+//! A Redlock node may be a primary with replicas behind one fixed address that moves to the new
+//! primary on failover (a managed service's primary endpoint), without Sentinel: a vote counts
+//! once the replicas the service keeps have it, and the server found behind the address after a
+//! failover is judged by its replication history, not as a restart. Here the address is a
+//! loopback proxy the test re-points, as the service would.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::endpoint::Endpoint;
+use common::{PATIENT_NODE_TIMEOUT, eventually, patient, value_on};
+use redquorum::{Cause, Error, Redlock, Reply};
+use redquorum_nodes::{NodeSpec, RedisNode};
+
+const MAX_TTL: Duration = Duration::from_secs(30);
+const TTL: Duration = Duration::from_secs(20);
+
+fn manager(url: &str) -> Redlock {
+    Redlock::builder(vec![url.to_owned()])
+        .max_ttl(MAX_TTL)
+        .node_timeout(PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid configuration")
+}
+
+/// `node`'s `run_id`.
+fn run_id(node: &RedisNode) -> String {
+    let info = node.cli(&["INFO", "server"]).expect("INFO server");
+    info.lines()
+        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
+        .expect("a run_id")
+        .to_owned()
+}
+
+/// Waits until the receipt for `replica`'s run, written on the primary by a client that used the
+/// node (`succession` invariant 5), has reached `replica`.
+async fn await_receipt(replica: &RedisNode) {
+    let receipt = format!("redlock-node-marker:receipt:{}", run_id(replica));
+    assert!(
+        eventually(Duration::from_secs(20), || value_on(replica, &receipt)
+            .is_some())
+        .await,
+        "no receipt for the replica's run reached it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_survives_its_primary_killed_and_the_server_promoted_behind_the_address_votes_at_once()
+ {
+    // Two replicas, of which every vote waits for one at least: a failover that loses the
+    // primary leaves the new one a replica to wait for.
+    let mut endpoint = Endpoint::start(2).await;
+    let url = endpoint.url(1);
+    let (a, b) = (manager(&url), manager(&url));
+    let held = a.acquire("invoice:1", TTL).await.expect("A holds the lock");
+    // B has used the node before the failover: it saw the replica caught up.
+    let before = b.acquire("warm-up", TTL).await.expect("B's first lock");
+    assert!(before.release().await.cause().is_none());
+    // The vote counted once every replica online had it (`endpoint` invariant 1).
+    for replica in &endpoint.nodes[1..] {
+        assert_eq!(
+            value_on(replica, "invoice:1").as_deref(),
+            Some(held.value()),
+            "A's lock is on every replica"
+        );
+    }
+    await_receipt(&endpoint.nodes[1]).await;
+
+    endpoint.nodes[0].kill().expect("SIGKILL the primary");
+    endpoint.fail_over(1, true);
+    let promoted = Instant::now();
+
+    // Every attempt by B on A's resource is refused while A's lock is valid.
+    for _ in 0..5 {
+        let refused = b.try_acquire("invoice:1", TTL).await;
+        let Err(refused) = refused else {
+            panic!("B took A's lock after the failover: {refused:?}");
+        };
+        assert_ne!(refused.cause(), None, "{refused}");
+    }
+    // A lock on another resource comes within seconds, not after max_ttl: the promoted server
+    // is young and a new run at the address, and neither holds it back.
+    let other = b
+        .acquire_with("invoice:2", TTL, &patient())
+        .await
+        .expect("a lock on the new primary");
+    let waited = promoted.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "the new primary voted only after {waited:?}"
+    );
+    assert!(other.release().await.cause().is_none());
+    // A client that starts now trusts it by its receipt, and is refused A's lock.
+    let c = manager(&url);
+    let fresh = c
+        .acquire_with("invoice:3", TTL, &patient())
+        .await
+        .expect("a new client's lock on the promoted server");
+    let waited = promoted.elapsed();
+    assert!(
+        waited < Duration::from_secs(15),
+        "a new client waited {waited:?} for the promoted server"
+    );
+    assert!(fresh.release().await.cause().is_none());
+    let refused = c.try_acquire("invoice:1", TTL).await;
+    assert!(
+        matches!(&refused, Err(e) if e.is_busy()),
+        "a new client was not refused A's lock: {refused:?}"
+    );
+    // A still holds its lock: it extends and releases it on the new primary.
+    let mut held = held;
+    held.extend(TTL)
+        .await
+        .expect("A extends on the new primary");
+    assert!(held.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vote_waits_for_the_replicas_the_service_keeps() {
+    let mut endpoint = Endpoint::start(1).await;
+    let redlock = manager(&endpoint.url(1));
+    let first = redlock.acquire("payments", TTL).await.expect("acquired");
+    assert!(first.release().await.cause().is_none());
+    // The replica is gone: the primary lists none online, but the service keeps one, and a
+    // write it does not have could be lost to its promotion.
+    endpoint.nodes[1].kill().expect("kill the replica");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let info = endpoint.nodes[0].cli(&["INFO", "replication"]);
+            info.is_ok_and(|info| info.contains("connected_slaves:0"))
+        })
+        .await,
+        "the primary saw its replica go"
+    );
+    for _ in 0..3 {
+        let refused = redlock.try_acquire("payments", TTL).await;
+        let Err(Error::NotAcquired { failure, .. }) = refused else {
+            panic!("a write no replica had was counted as a vote: {refused:?}");
+        };
+        let reply = &failure.replies[0].reply;
+        assert!(
+            matches!(reply, Reply::ServerError(why) if why.contains("0 of the primary's 1 replicas acknowledged")),
+            "{failure:?}"
+        );
+    }
+    endpoint.nodes[1].restart().expect("the replica back");
+    let lock = redlock
+        .acquire_with("payments", TTL, &patient())
+        .await
+        .expect("acquired once the replica is back");
+    assert_eq!(
+        value_on(&endpoint.nodes[1], "payments").as_deref(),
+        Some(lock.value()),
+        "the vote reached the replica"
+    );
+    assert!(lock.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_primary_that_keeps_its_clients_counts_no_vote() {
+    let mut endpoint = Endpoint::start(2).await;
+    let url = endpoint.url(1);
+    let a = manager(&url);
+    let warm = a.acquire("warm-up", TTL).await.expect("A's first lock");
+    assert!(warm.release().await.cause().is_none());
+    await_receipt(&endpoint.nodes[1]).await;
+
+    // The address moves to the replica, promoted; the old primary runs on, a primary in its own
+    // eyes, and A's connection to it stays open (a split brain).
+    endpoint.fail_over(1, false);
+    let b = manager(&url);
+    let report = b
+        .acquire_with("report", TTL, &patient())
+        .await
+        .expect("B locks on the new primary");
+    // A reaches the old primary first: its write there is no vote (no replica acknowledges it),
+    // and A moves to the address's new server, where B holds the lock.
+    for _ in 0..5 {
+        let refused = a.try_acquire("report", TTL).await;
+        assert!(
+            refused.is_err(),
+            "A took B's lock on the deposed primary: {refused:?}"
+        );
+    }
+    let refused = a.try_acquire("report", TTL).await;
+    assert!(
+        matches!(&refused, Err(e) if e.is_busy()),
+        "A, on the new primary, was not refused B's lock: {refused:?}"
+    );
+    assert!(report.release().await.cause().is_none());
+    let next = a
+        .acquire_with("report", TTL, &patient())
+        .await
+        .expect("A's turn on the new primary");
+    assert_eq!(
+        value_on(&endpoint.nodes[1], "report").as_deref(),
+        Some(next.value()),
+        "A's lock is on the new primary"
+    );
+    assert!(next.release().await.cause().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_behind_the_address_that_does_not_continue_the_history_is_quarantined() {
+    let endpoint = Endpoint::start(1).await;
+    let url = endpoint.url(1);
+    let (a, b) = (manager(&url), manager(&url));
+    let held = a.acquire("ledger", TTL).await.expect("A holds the lock");
+    let warm = b.acquire("warm-up", TTL).await.expect("B's first lock");
+    assert!(warm.release().await.cause().is_none());
+    // The address moves to a server that never replicated this history (the service replaced
+    // the primary with an empty one, and gave it a replica): it has none of the locks.
+    let stranger = RedisNode::start(NodeSpec::new().marked(false)).expect("an empty server");
+    let port = stranger.port().to_string();
+    let _its_replica = RedisNode::start(
+        NodeSpec::new()
+            .marked(false)
+            .arg("--replicaof")
+            .arg("127.0.0.1")
+            .arg(&port),
+    )
+    .expect("its replica");
+    assert!(
+        eventually(Duration::from_secs(20), || stranger
+            .cli(&["INFO", "replication"])
+            .is_ok_and(|info| info.contains("state=online")))
+        .await,
+        "the replacement's replica online"
+    );
+    endpoint.proxy.point(stranger.port(), true);
+    for _ in 0..3 {
+        let refused = b.try_acquire("ledger", TTL).await;
+        let Err(refused) = refused else {
+            panic!("a server without A's lock granted it: {refused:?}");
+        };
+        assert!(
+            matches!(refused.cause(), Some(Cause::Quarantined { .. })),
+            "{refused}"
+        );
+    }
+    let c = manager(&url);
+    let refused = c.try_acquire("ledger", TTL).await;
+    assert!(
+        matches!(&refused, Err(e) if matches!(e.cause(), Some(Cause::Quarantined { .. }))),
+        "a new client was not held back: {refused:?}"
+    );
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_primitive_works_behind_the_address_beside_a_plain_node() {
+    let endpoint = Endpoint::start(1).await;
+    let plain = common::cluster(2);
+    let mut urls = vec![endpoint.url(1)];
+    urls.extend(plain.urls());
+    let build = || {
+        Redlock::builder(urls.clone())
+            .max_ttl(MAX_TTL)
+            .fence_on_acquire(true)
+            .lock_delay(Duration::from_secs(1))
+            .fair(true)
+            .build()
+            .expect("valid configuration")
+    };
+    let (a, b) = (build(), build());
+    let mut lock = a.acquire("job", TTL).await.expect("a lock");
+    let first = lock.fence().await.expect("a token");
+    assert_eq!(
+        b.try_acquire("job", TTL)
+            .await
+            .err()
+            .and_then(|e| e.cause()),
+        Some(Cause::Busy)
+    );
+    lock.extend(TTL).await.expect("extended");
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.acquire_with("job", TTL, &patient()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(lock.release().await.cause().is_none());
+    let mut next = waiter.await.expect("task").expect("the waiter's turn");
+    assert!(next.fence().await.expect("a token") > first, "tokens grow");
+    assert!(next.release().await.cause().is_none());
+
+    let p1 = a.acquire_permit("pool", 2, TTL).await.expect("permit 1");
+    let p2 = b.acquire_permit("pool", 2, TTL).await.expect("permit 2");
+    assert!(
+        b.try_acquire_permit("pool", 2, TTL).await.is_err(),
+        "a third permit"
+    );
+    assert!(p1.release().await.cause().is_none() && p2.release().await.cause().is_none());
+
+    let r1 = a.acquire_read("doc", TTL).await.expect("reader 1");
+    let r2 = b.acquire_read("doc", TTL).await.expect("reader 2");
+    assert!(
+        a.try_acquire_write("doc", TTL).await.is_err(),
+        "a writer beside readers"
+    );
+    assert!(r1.release().await.cause().is_none() && r2.release().await.cause().is_none());
+    let w = a.acquire_write("doc", TTL).await.expect("the writer");
+    assert!(w.release().await.cause().is_none());
+
+    let guard = a.campaign("leader", "a", TTL).await.expect("elected");
+    let leader = b.leader("leader").await.expect("a leader");
+    assert_eq!(leader.identity, "a");
+    assert!(guard.release().await.is_ok());
+}
+
+#[test]
+fn a_replicated_url_without_the_replicas_it_keeps_is_refused_by_name() {
+    let refused = Redlock::builder(vec!["redis+replicated://127.0.0.1:6379".to_owned()]).build();
+    let Err(e) = refused else {
+        panic!("a replicated node without replicas=R was accepted");
+    };
+    assert!(e.to_string().contains("replicas=R"), "{e}");
+}
