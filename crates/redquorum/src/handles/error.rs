@@ -368,7 +368,9 @@ pub(crate) fn redact_url(url: &str) -> String {
             .map(|pair| match pair.split_once('=') {
                 // Every value but a few harmless ones: a misspelt password parameter
                 // (`sentinel_pasword`) is still a password.
-                Some((k, _)) if !matches!(k, "db" | "protocol" | "sentinel_username") => {
+                Some((k, _))
+                    if !matches!(k, "db" | "protocol" | "sentinel_username" | "replicas") =>
+                {
                     format!("{k}=***")
                 }
                 _ => pair.to_owned(),

@@ -90,7 +90,9 @@ impl EndpointUrl {
         let (prefix, scheme) = SCHEMES
             .iter()
             .find(|(prefix, _)| url.starts_with(prefix))
-            .ok_or("a replicated node's URL starts with redis+replicated:// or rediss+replicated://")?;
+            .ok_or(
+                "a replicated node's URL starts with redis+replicated:// or rediss+replicated://",
+            )?;
         let rest = &url[prefix.len()..];
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
@@ -282,10 +284,11 @@ impl Endpoint {
                         let history = history.as_str();
                         async move {
                             let client = client.as_ref()?;
-                            let run = tokio::time::timeout(timeout, run_of(client, history, timeout))
-                                .await
-                                .ok()
-                                .flatten();
+                            let run =
+                                tokio::time::timeout(timeout, run_of(client, history, timeout))
+                                    .await
+                                    .ok()
+                                    .flatten();
                             Some((address, run?))
                         }
                     }))
@@ -346,9 +349,8 @@ mod tests {
 
     #[test]
     fn a_replicated_url_names_the_address_the_replicas_and_the_credentials() {
-        let url =
-            EndpointUrl::parse("redis+replicated://app:secret@db.example:6380/2?replicas=2")
-                .expect("valid");
+        let url = EndpointUrl::parse("redis+replicated://app:secret@db.example:6380/2?replicas=2")
+            .expect("valid");
         assert_eq!(url.address, "db.example:6380");
         assert_eq!(url.replicas, 2);
         assert_eq!(
@@ -366,8 +368,14 @@ mod tests {
             ("redis+replicated://h:6379?replicas=0", "1 or more"),
             ("redis+replicated://h:6379?replicas=two", "1 or more"),
             ("redis+replicated://?replicas=1", "no address"),
-            ("redis+replicated://h:6379/x?replicas=1", "not a database number"),
-            ("redis+replicated://h:6379?replicas=1&wait=1", "unknown parameter"),
+            (
+                "redis+replicated://h:6379/x?replicas=1",
+                "not a database number",
+            ),
+            (
+                "redis+replicated://h:6379?replicas=1&wait=1",
+                "unknown parameter",
+            ),
         ] {
             let why = EndpointUrl::parse(url).expect_err(url);
             assert!(why.contains(says), "{url}: {why}");

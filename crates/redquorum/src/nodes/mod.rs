@@ -10,9 +10,9 @@ pub(crate) mod health;
 pub(crate) mod mark;
 pub(crate) mod node;
 pub(crate) mod node_error;
-pub(crate) mod receipts;
 #[cfg(test)]
 mod paused_client;
+pub(crate) mod receipts;
 pub(crate) mod replica_acks;
 pub(crate) mod replicated;
 pub(crate) mod scripts;

@@ -24,6 +24,7 @@ use futures_util::future::join_all;
 use redis::Value;
 
 use crate::handles::telemetry::{NodeMetrics, RequestKind};
+use crate::nodes::endpoint::Endpoint;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::{
     ACQUIRE_FENCED, ACQUIRE_FENCED_MARKED, ACQUIRE_MANY, ACQUIRE_MANY_FENCED, ACQUIRE_QUEUED,
@@ -31,7 +32,6 @@ use crate::nodes::scripts::{
     FENCE_HELD, FENCE_MANY, KeyGroup, LINGER, LuaScript, RELEASE, RELEASE_MANY, RELEASE_STANDARD,
     RELEASE_TIMELY, RW_ACQUIRE, RW_EXTEND, RW_FENCE, RW_LINGER, RW_RELEASE, one_or_many,
 };
-use crate::nodes::endpoint::Endpoint;
 use crate::nodes::sentinels::Sentinels;
 use crate::nodes::server::{Connection, NUMBER, Server, bounded, command, naming_keys};
 use crate::nodes::shards::Shards;

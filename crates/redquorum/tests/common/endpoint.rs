@@ -3,8 +3,8 @@
 //! proxy in front of them whose target the test re-points.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use redquorum_nodes::{NodeSpec, Persistence, RedisNode};
@@ -148,6 +148,15 @@ impl Endpoint {
     /// running node its replica, and the address moves to it (`drop_open`: closing the flows
     /// open to the old one).
     pub fn fail_over(&mut self, to: usize, drop_open: bool) {
+        self.promote(to);
+        self.proxy.point(self.nodes[to].port(), drop_open);
+        self.primary = to;
+    }
+
+    /// Node `to` is made the primary and every other running node but the old primary its
+    /// replica; the address has not moved yet (a DNS record not yet updated, a load balancer
+    /// not yet told).
+    pub fn promote(&mut self, to: usize) {
         self.nodes[to]
             .cli(&["REPLICAOF", "NO", "ONE"])
             .expect("promote");
@@ -158,7 +167,5 @@ impl Endpoint {
                     .expect("follow the new primary");
             }
         }
-        self.proxy.point(self.nodes[to].port(), drop_open);
-        self.primary = to;
     }
 }
