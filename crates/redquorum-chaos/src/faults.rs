@@ -24,7 +24,7 @@
 //! | `replace-marked` | as `replace`, and each spare is first marked by hand the way an operator once did (`SET redlock-node-marker manual`), the same word on every spare: a replacement that passes for a marked server unless a word written by hand vouches for nothing (the library's `marker` invariant 5) | switched back |
 //! | `blackhole` | its proxy stops forwarding on every open connection, which stays open; new connections work | the black-holed connections are closed |
 //! | `partition` | independent masters only: every client is cut off from a minority of the nodes, a different one per client group (a *ring of majorities*: group `g` reaches the majority of consecutive slots from `g + offset` on, `offset` drawn per fault); its connections to the others are closed and new ones refused, through ports of the proxies that only that group uses; it lasts 2.5–4 s ([`PARTITION_EXTRA`]) | healed: every client reaches every node |
-//! | `failover` | cluster and Sentinel layouts only: a majority of the Redis Clusters (or the Sentinel node) stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`; `SENTINEL FAILOVER`), missing every write of that window |
+//! | `failover` | cluster, Sentinel and endpoint layouts only: a majority of the Redis Clusters (or the Sentinel node, or one of the two replicas behind the address) stop replicating to their replica for [`FAILOVER_LAG`], longer than a TTL, while clients keep locking | the replicas take over (`CLUSTER FAILOVER TAKEOVER`; `SENTINEL FAILOVER`; `REPLICAOF NO ONE` and the address moved), missing every write of that window |
 //! | `failback` | cluster layout only, from [`FAILBACK_FROM`] on: as `failover` for [`FAILBACK_WINDOW`], and a client is armed to crash in its next critical section, abandoning a lock the replicas never get | once it holds: each replica takes over with its client writes paused, its old master resynchronises from it and takes over again (see *How `failback` returns a master without its locks*) |
 //!
 //! Which kinds apply depends on the layout (`Layout::supports`): the cluster layout has no
@@ -1097,11 +1097,7 @@ fn end(
             }
             for &slot in &slots {
                 let (old, new) = topology.promoted(slot)?;
-                let how = if topology.is_sentinel() {
-                    "SENTINEL FAILOVER"
-                } else {
-                    "CLUSTER FAILOVER TAKEOVER"
-                };
+                let how = topology.promotion();
                 event(
                     record,
                     Some(new),

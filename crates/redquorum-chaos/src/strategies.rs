@@ -17,6 +17,8 @@
 //! | `redlock-cluster-no-failover-rule` | same | `.quarantine(false).wait_for_replicas(false)`: neither rule, plain writes to whichever master serves the slot |
 //! | `redlock-cluster-run-id-marker` | same | our defaults, but a master's marker names its `run_id` alone (`replaced_rule_marker_names_process_only`, feature `replaced-rules`): the rule that the failback defeated |
 //! | `redlock-sentinel` | 1 primary + 1 replica behind 3 sentinels | this library with its defaults, one `redis+sentinel://` node: a vote waits (`WAIT`) for the replicas, and a promoted replica votes at once only if the client saw it online throughout (the library's `succession`) |
+//! | `redlock-replicated` | 1 primary + 2 replicas behind one proxy that moves on failover (a managed endpoint) | this library with its defaults, one `redis+replicated://…?replicas=2` node: a vote waits for every replica online and two at least, and the server found behind the address after a failover is judged by its history (the library's `endpoint` and `succession`) |
+//! | `redlock-replicated-trusting` | same | our defaults, but the node trusts whatever server answers behind the address (`replaced_rule_endpoint_trusts_its_address`, feature `replaced-rules`): no `WAIT`, every new server there taken to continue the history |
 //! | `redlock-sentinel-trusting` | same | our defaults, but the node trusts whatever server the sentinels name, as a plain client of a replicated primary does (`replaced_rule_sentinel_trusts_its_primary`, feature `replaced-rules`): no `WAIT`, no judgement of a promoted replica |
 //! | `semaphore-counting` | `--nodes` independent masters | a semaphore only (`--permits k`): a count per node (a sorted set of holders with expiry, granted while it has fewer than `k`), held on a majority of grants |
 //!
@@ -118,6 +120,11 @@ pub enum Strategy {
     RedlockSentinel,
     /// The same, but trusting whatever server the sentinels name: the replaced rule.
     RedlockSentinelTrusting,
+    /// This library with its defaults over one primary with two replicas behind one address
+    /// that moves on failover.
+    RedlockReplicated,
+    /// The same, but trusting whatever server answers behind the address: the replaced rule.
+    RedlockReplicatedTrusting,
 }
 
 /// How a strategy's servers are laid out.
@@ -135,6 +142,10 @@ pub(crate) enum Layout {
     /// One primary with one replica behind three sentinels, one slot. Clients reach it by its
     /// `redis+sentinel://` URL, without proxies (the sentinels name the real addresses).
     Sentinel,
+    /// One primary with two replicas behind one proxy, one slot: a managed service's primary
+    /// endpoint, which the injector moves to the replica it promotes, as the service would.
+    /// Clients reach it by a `redis+replicated://` URL naming the proxy.
+    Endpoint,
 }
 
 /// How many Redis Clusters the `redlock-cluster*` strategies run on.
@@ -158,6 +169,18 @@ pub const SENTINEL_FAULTS: [Fault; 5] = [
     Fault::Flush,
 ];
 
+/// The kinds the endpoint layout supports, in the order they are drawn from when none are named.
+pub const ENDPOINT_FAULTS: [Fault; 8] = [
+    Fault::Kill,
+    Fault::Restart,
+    Fault::Failover,
+    Fault::Pause,
+    Fault::Drop,
+    Fault::Delay,
+    Fault::ClientPause,
+    Fault::Flush,
+];
+
 impl Layout {
     /// Whether `fault` applies to this layout. The cluster layout has no proxies, so `delay`,
     /// `drop`, `blackhole`, `replace` and `partition` do not apply (nor does `partition` to a
@@ -175,6 +198,10 @@ impl Layout {
                 SENTINEL_FAULTS.contains(&fault)
                     || matches!(fault, Fault::ClientCrash | Fault::ClientHandoff)
             }
+            Layout::Endpoint => {
+                ENDPOINT_FAULTS.contains(&fault)
+                    || matches!(fault, Fault::ClientCrash | Fault::ClientHandoff)
+            }
             Layout::Independent(_) => !matches!(fault, Fault::Failover | Fault::Failback),
             // One node: no minority to cut off.
             Layout::Failover => {
@@ -186,7 +213,7 @@ impl Layout {
 
 impl Strategy {
     /// Every strategy, in the order the CLI lists them.
-    pub const ALL: [Strategy; 14] = [
+    pub const ALL: [Strategy; 16] = [
         Strategy::Redlock,
         Strategy::RedlockNoQuarantine,
         Strategy::RedlockReleaseIgnoresDelay,
@@ -200,6 +227,8 @@ impl Strategy {
         Strategy::RedlockClusterRunIdMarker,
         Strategy::RedlockSentinel,
         Strategy::RedlockSentinelTrusting,
+        Strategy::RedlockReplicated,
+        Strategy::RedlockReplicatedTrusting,
         Strategy::SemaphoreCounting,
     ];
 
@@ -221,6 +250,8 @@ impl Strategy {
             Strategy::SemaphoreCounting => "semaphore-counting",
             Strategy::RedlockSentinel => "redlock-sentinel",
             Strategy::RedlockSentinelTrusting => "redlock-sentinel-trusting",
+            Strategy::RedlockReplicated => "redlock-replicated",
+            Strategy::RedlockReplicatedTrusting => "redlock-replicated-trusting",
         }
     }
 
@@ -264,6 +295,12 @@ impl Strategy {
             Strategy::RedlockSentinelTrusting => {
                 "this library over 1 primary + 1 replica behind 3 sentinels, trusting whatever server the sentinels name (the replaced rule)"
             }
+            Strategy::RedlockReplicated => {
+                "this library with its defaults over 1 primary + 2 replicas behind one address that moves on failover: votes wait for both replicas, the new server behind the address is judged"
+            }
+            Strategy::RedlockReplicatedTrusting => {
+                "this library over 1 primary + 2 replicas behind one address that moves on failover, trusting whatever server answers there (the replaced rule)"
+            }
         }
     }
 
@@ -300,6 +337,7 @@ impl Strategy {
             | Strategy::RedlockClusterNoFailoverRule
             | Strategy::RedlockClusterRunIdMarker => Layout::Clusters(CLUSTERS),
             Strategy::RedlockSentinel | Strategy::RedlockSentinelTrusting => Layout::Sentinel,
+            Strategy::RedlockReplicated | Strategy::RedlockReplicatedTrusting => Layout::Endpoint,
         }
     }
 
@@ -318,6 +356,7 @@ impl Strategy {
         match self.layout(1) {
             Layout::Clusters(_) => &CLUSTER_FAULTS,
             Layout::Sentinel => &SENTINEL_FAULTS,
+            Layout::Endpoint => &ENDPOINT_FAULTS,
             Layout::Independent(_) | Layout::Failover => &Fault::DEFAULT,
         }
     }
@@ -382,6 +421,10 @@ impl Strategy {
             Strategy::RedlockSentinel => Design::Library(Box::new(builder)),
             Strategy::RedlockSentinelTrusting => Design::Library(Box::new(
                 builder.replaced_rule_sentinel_trusts_its_primary(),
+            )),
+            Strategy::RedlockReplicated => Design::Library(Box::new(builder)),
+            Strategy::RedlockReplicatedTrusting => Design::Library(Box::new(
+                builder.replaced_rule_endpoint_trusts_its_address(),
             )),
             Strategy::SetnxGetset => Design::OldRecipe,
             Strategy::SemaphoreCounting => Design::Counting,

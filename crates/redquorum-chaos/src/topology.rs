@@ -53,6 +53,21 @@
 //! the replica off as on the cluster layout, then asks the sentinels for a failover
 //! (`SENTINEL FAILOVER`), so that the replica they promote misses more than a TTL of writes.
 //!
+//! # A primary behind a fixed address
+//! The endpoint layout stands for a managed service's primary endpoint: a primary with two
+//! replicas (data nodes `0`, the first primary, `1` and `2`), one client-facing proxy in front
+//! of the primary, and clients given a `redis+replicated://…?replicas=2` URL naming the proxy:
+//! every vote waits for both replicas, the setting that is safe whatever replica the service
+//! promotes (with `replicas=1`, the `failover` fault below gives a lock twice: the library's
+//! `endpoint` module docs).
+//! The injector does what the service would: a `kill` or `restart` of the primary promotes the
+//! first running replica (`REPLICAOF NO ONE`), makes the other running servers its replicas and
+//! moves the proxy to it (closing the connections open to the old one); a server brought back
+//! returns as a replica of the primary. A `failover` cuts the last replica off as on the cluster
+//! layout (the other keeps acknowledging, so votes go on counting without it), then promotes
+//! it and moves the proxy: the promoted server misses more than a TTL of writes. A `pause`
+//! freezes the primary without a failover (an outage).
+//!
 //! # Invariants
 //! 1. Servers listen on 127.0.0.1 only, on ports the launcher picked, and every process signalled
 //!    is one this topology started (the launcher signals only its own children, by pid).
@@ -117,7 +132,26 @@ pub(crate) struct Topology {
     /// The Sentinel layout: its one group (then `nodes`, `proxies` and `clusters` are empty),
     /// and the data node last seen primary.
     sentinel: Option<(SentinelGroup, usize)>,
+    /// The endpoint layout (its servers in `nodes`, its address `proxies[0]`): see
+    /// [`Endpoint`].
+    endpoint: Option<Endpoint>,
 }
+
+/// What the endpoint layout keeps (module docs).
+#[derive(Debug, Clone, Copy)]
+struct Endpoint {
+    /// The node behind the address.
+    primary: usize,
+    /// The replica a `failover` cut off, and the primary it was cut from, until it takes over.
+    cut: Option<(usize, usize)>,
+    /// The primary before the last `failover`, until it has resynchronised.
+    deposed: Option<usize>,
+}
+
+/// How many replicas the endpoint layout's primary starts with, and every vote waits for: two, so
+/// that a `failover` can cut one off while the other still acknowledges (which counts no vote
+/// without the one cut off).
+const ENDPOINT_REPLICAS: usize = 2;
 
 /// One Redis Cluster of the cluster layout: a master and its replica.
 #[derive(Debug)]
@@ -145,6 +179,7 @@ impl Topology {
             Layout::Independent(n) => (n, false),
             Layout::Failover => (1, true),
             Layout::Clusters(_) | Layout::Sentinel => (0, false),
+            Layout::Endpoint => (1, false),
         }
     }
 
@@ -177,6 +212,7 @@ impl Topology {
                     spares,
                     clusters: Vec::new(),
                     sentinel: None,
+                    endpoint: None,
                 })
             }
             (Layout::Failover, Some(link)) => {
@@ -202,6 +238,7 @@ impl Topology {
                     spares: Vec::new(),
                     clusters: Vec::new(),
                     sentinel: None,
+                    endpoint: None,
                 })
             }
             (Layout::Clusters(n), _) => {
@@ -219,6 +256,7 @@ impl Topology {
                     spares: Vec::new(),
                     clusters,
                     sentinel: None,
+                    endpoint: None,
                 })
             }
             (Layout::Sentinel, _) => {
@@ -231,6 +269,39 @@ impl Topology {
                     spares: Vec::new(),
                     clusters: Vec::new(),
                     sentinel: Some((group, 0)),
+                    endpoint: None,
+                })
+            }
+            (Layout::Endpoint, _) => {
+                let primary = RedisNode::start(spec())?;
+                let port = primary.port().to_string();
+                let mut nodes = vec![primary];
+                for _ in 0..ENDPOINT_REPLICAS {
+                    let replica = RedisNode::start(
+                        spec()
+                            .marked(false)
+                            .arg("--replicaof")
+                            .arg("127.0.0.1")
+                            .arg(&port),
+                    )?;
+                    wait_for_sync(&replica)?;
+                    nodes.push(replica);
+                }
+                if let Some(proxy) = proxies.first() {
+                    proxy.set_upstream(nodes[0].port());
+                }
+                Ok(Self {
+                    nodes,
+                    proxies,
+                    failover: None,
+                    spares: Vec::new(),
+                    clusters: Vec::new(),
+                    sentinel: None,
+                    endpoint: Some(Endpoint {
+                        primary: 0,
+                        cut: None,
+                        deposed: None,
+                    }),
                 })
             }
             (Layout::Failover, None) => Err(ChaosError::Config(
@@ -239,9 +310,15 @@ impl Topology {
         }
     }
 
-    /// Whether this is the Sentinel layout, whose failovers the sentinels carry out.
-    pub(crate) fn is_sentinel(&self) -> bool {
-        self.sentinel.is_some()
+    /// How a `failover` promotes the replica on this layout, for the record.
+    pub(crate) fn promotion(&self) -> &'static str {
+        if self.sentinel.is_some() {
+            "SENTINEL FAILOVER"
+        } else if self.endpoint.is_some() {
+            "REPLICAOF NO ONE, the address moved to it"
+        } else {
+            "CLUSTER FAILOVER TAKEOVER"
+        }
     }
 
     /// How many servers there are.
@@ -268,6 +345,18 @@ impl Topology {
         if let Some((group, _)) = &self.sentinel {
             return vec![group.url()];
         }
+        if self.endpoint.is_some() {
+            return self
+                .proxies
+                .iter()
+                .map(|proxy| {
+                    format!(
+                        "redis+replicated://127.0.0.1:{}?replicas={ENDPOINT_REPLICAS}",
+                        proxy.port()
+                    )
+                })
+                .collect();
+        }
         if self.clusters.is_empty() {
             self.proxies.iter().map(Proxy::url).collect()
         } else {
@@ -286,6 +375,9 @@ impl Topology {
         }
         if let Some(shard) = self.clusters.get(slot) {
             return 2 * slot + shard.master;
+        }
+        if let Some(endpoint) = &self.endpoint {
+            return endpoint.primary;
         }
         match self.failover {
             Some((_, master)) => master,
@@ -332,6 +424,16 @@ impl Topology {
             });
         }
         self.nodes[node].kill()?;
+        if self.endpoint.is_some() {
+            // The service promotes a running replica and moves the address to it.
+            let promoted = (0..self.nodes.len())
+                .filter(|&i| i != node)
+                .find(|&i| self.nodes[i].is_running());
+            if let Some(new) = promoted {
+                self.promote(new)?;
+            }
+            return Ok(Killed { node, promoted });
+        }
         let Some((link, master)) = &mut self.failover else {
             return Ok(Killed {
                 node,
@@ -385,6 +487,34 @@ impl Topology {
             let port = link.port().to_string();
             server.cli(&["REPLICAOF", "127.0.0.1", &port])?;
         }
+        if let Some(endpoint) = &self.endpoint
+            && endpoint.primary != node
+        {
+            // Back as a replica of the primary, as the service would have it.
+            let port = self.nodes[endpoint.primary].port().to_string();
+            self.nodes[node].cli(&["REPLICAOF", "127.0.0.1", &port])?;
+        }
+        Ok(())
+    }
+
+    /// The endpoint layout's promotion of `new`: the primary now (its `masterauth` back, if it
+    /// was cut off), every other running server its replica, and the address moved to it
+    /// (closing the connections open to the old one).
+    fn promote(&mut self, new: usize) -> Result<(), ChaosError> {
+        self.nodes[new].cli(&["REPLICAOF", "NO", "ONE"])?;
+        self.nodes[new].cli(&["CONFIG", "SET", "masterauth", ""])?;
+        let port = self.nodes[new].port();
+        for i in (0..self.nodes.len()).filter(|&i| i != new) {
+            if self.nodes[i].is_running() {
+                self.nodes[i].cli(&["REPLICAOF", "127.0.0.1", &port.to_string()])?;
+            }
+        }
+        if let Some(proxy) = self.proxies.first() {
+            proxy.set_upstream(port);
+        }
+        if let Some(endpoint) = &mut self.endpoint {
+            endpoint.primary = new;
+        }
         Ok(())
     }
 
@@ -393,7 +523,7 @@ impl Topology {
     /// be asked counts as having it. On the cluster layout, always: a failover is aimed at its
     /// promotion, when the replicas have been cut off for longer than a TTL.
     pub(crate) fn replica_lacks(&self, key: &str) -> bool {
-        if !self.clusters.is_empty() || self.sentinel.is_some() {
+        if !self.clusters.is_empty() || self.sentinel.is_some() || self.endpoint.is_some() {
             return true;
         }
         let Some((_, master)) = self.failover else {
@@ -498,6 +628,23 @@ impl Topology {
     /// then `CLIENT KILL TYPE replica` on the master; from then on every handshake the replica
     /// tries fails at `AUTH` (invariant 3). Returns the master, or `None` without clusters.
     pub(crate) fn cut_replica(&mut self, slot: usize) -> Result<Option<usize>, LaunchError> {
+        if let Some(endpoint) = self.endpoint {
+            let primary = endpoint.primary;
+            // The last running replica: the other one keeps acknowledging.
+            let Some(replica) = (0..self.nodes.len())
+                .rev()
+                .filter(|&i| i != primary)
+                .find(|&i| self.nodes[i].is_running())
+            else {
+                return Ok(None);
+            };
+            self.nodes[replica].cli(&["CONFIG", "SET", "masterauth", CUT_OFF_AUTH])?;
+            self.nodes[primary].cli(&["CLIENT", "KILL", "TYPE", "replica"])?;
+            if let Some(endpoint) = &mut self.endpoint {
+                endpoint.cut = Some((replica, primary));
+            }
+            return Ok(Some(primary));
+        }
         if self.sentinel.is_some() {
             let primary = self.node_of(slot);
             let replica = 1 - primary;
@@ -525,6 +672,16 @@ impl Topology {
     /// Makes Redis Cluster `slot`'s replica take over (`CLUSTER FAILOVER TAKEOVER`: no
     /// election, no handshake with the master), without waiting.
     pub(crate) fn take_over(&mut self, slot: usize) -> Result<(), ChaosError> {
+        if let Some(endpoint) = self.endpoint {
+            // The service promotes the replica that was cut off, and moves the address to it.
+            if let Some((replica, primary)) = endpoint.cut {
+                self.promote(replica)?;
+                if let Some(endpoint) = &mut self.endpoint {
+                    endpoint.deposed = Some(primary);
+                }
+            }
+            return Ok(());
+        }
         if let Some((group, last)) = &mut self.sentinel {
             // `SENTINEL FAILOVER`, waited for: the sentinels promote the cut-off replica.
             *last = group.primary()?;
@@ -544,6 +701,12 @@ impl Topology {
     /// master after [`Topology::take_over`], gives it its `masterauth` back (invariant 3) and
     /// counts it as the master; returns the old master and the new one.
     pub(crate) fn promoted(&mut self, slot: usize) -> Result<(usize, usize), ChaosError> {
+        if let Some(endpoint) = &mut self.endpoint {
+            let (new, old) = endpoint.cut.take().ok_or_else(|| {
+                ChaosError::Config("no replica was cut off before the takeover".to_owned())
+            })?;
+            return Ok((old, new));
+        }
         if let Some((group, last)) = &mut self.sentinel {
             let old = *last;
             let new = group.await_new_primary(old)?;
@@ -631,6 +794,15 @@ impl Topology {
     /// Waits until Redis Cluster `slot` is ok again: every node agrees on the new master, and
     /// the old one has resynchronised from it as its replica.
     pub(crate) fn settle(&mut self, slot: usize) -> Result<(), ChaosError> {
+        if let Some(endpoint) = &mut self.endpoint {
+            // The old primary, made a replica of the promoted one, resynchronised.
+            if let Some(old) = endpoint.deposed.take()
+                && self.nodes[old].is_running()
+            {
+                return wait_for_sync(&self.nodes[old]);
+            }
+            return Ok(());
+        }
         if let Some((group, last)) = &mut self.sentinel {
             // The old primary, made a replica by the sentinels, resynchronised in full.
             let old = 1 - *last;

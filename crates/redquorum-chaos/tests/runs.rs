@@ -11,7 +11,9 @@
 //! same rule, and so is a release that frees the lock after its holder's validity.
 //! Sentinel: our defaults over a primary with a replica behind three sentinels survive kills,
 //! split brains and failovers to a replica that missed a window, and the same node trusting
-//! whatever server the sentinels name is caught.
+//! whatever server the sentinels name is caught. Behind a fixed address that moves on failover:
+//! our defaults survive kills, restarts and failovers to a replica that missed a window, and
+//! trusting whatever server answers there is caught.
 //!
 //! Both runs use fixed seeds, so their fault plans are fixed; what varies with the machine is
 //! only when each fault lands. Neither verdict depends on that: the first is the library's
@@ -765,6 +767,47 @@ async fn redlock_over_a_sentinel_node_holds_through_failovers_and_split_brains()
     assert!(failovers(&history) >= 1, "{why}");
     assert!(verdict.is_safe(), "{why}");
     assert!(history.sections.len() >= 5, "too little work: {why}");
+}
+
+/// One primary with two replicas behind one address (a proxy) that moves on failover, 8 clients
+/// on 2 resources, every fault the endpoint layout takes.
+fn endpoint_run(strategy: Strategy, faults: &[Fault], seconds: u64) -> ChaosConfig {
+    ChaosConfig {
+        strategy,
+        nodes: 1,
+        clients: 8,
+        resources: 2,
+        duration: Duration::from_secs(seconds),
+        faults: faults.to_vec(),
+        seed: 2,
+        ..ChaosConfig::default()
+    }
+}
+
+/// Our defaults behind a fixed address: every vote waits for both replicas, and the server
+/// found behind the address after a failover votes at once only if it continues the history
+/// with every counted vote; no lock is granted twice through kills, restarts, and failovers to a
+/// replica that missed the writes of a window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_behind_a_fixed_address_holds_through_failovers() {
+    let faults = redquorum_chaos::strategies::ENDPOINT_FAULTS;
+    let (history, verdict) = run(endpoint_run(Strategy::RedlockReplicated, &faults, 20)).await;
+    let why = explain(&history, &verdict);
+    assert_eq!(history.nodes, 3, "a primary and two replicas: {why}");
+    assert!(failovers(&history) >= 1, "{why}");
+    assert!(verdict.is_safe(), "{why}");
+    assert!(history.sections.len() >= 5, "too little work: {why}");
+}
+
+/// The same layout, trusting whatever server answers behind the address (no `WAIT`, every new
+/// server there taken to continue the history): caught by a failover to a replica that missed
+/// a window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusting_whatever_server_answers_behind_the_address_is_caught() {
+    let config = endpoint_run(Strategy::RedlockReplicatedTrusting, &[Fault::Failover], 15);
+    let (history, verdict) = until_caught(&config, unsafe_run).await;
+    let why = explain(&history, &verdict);
+    assert!(!verdict.is_safe(), "no lock was granted twice: {why}");
 }
 
 /// The same node and faults, trusting whatever server the sentinels name (no `WAIT`, no

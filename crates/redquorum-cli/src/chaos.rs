@@ -92,6 +92,14 @@ Strategies (--strategy):
   redlock-sentinel-trusting
                           redlock-sentinel, but trusting whatever server the sentinels name (no
                           WAIT, no judgement: restored to show that the Sentinel faults catch it)
+  redlock-replicated      this library with its defaults over one primary with two replicas
+                          behind one proxy that moves on failover (a managed endpoint; one
+                          redis+replicated://…?replicas=2 node): votes wait for the replicas,
+                          the new server behind the address is judged by its history
+  redlock-replicated-trusting
+                          redlock-replicated, but trusting whatever server answers behind the
+                          address (no WAIT, no judgement: restored to show that kill and
+                          failover catch it)
   semaphore-counting      a semaphore only (needs --permits): a count per node, each node a set
                           of holders with expiry that grants while it has fewer than K, held on
                           a majority of grants (three majorities need not share a node)
@@ -116,10 +124,11 @@ Faults (--faults, comma-separated, or none):
                 default list)
   blackhole     a node's proxy stops forwarding on its open connections, which stay open;
                 new connections work
-  failover      redlock-cluster* and redlock-sentinel* only: a majority of the Redis
-                Clusters (or the Sentinel node) stop replicating to their replica for 2.5 s
-                (more than a TTL) while clients keep locking, then the replicas take over
-                (CLUSTER FAILOVER TAKEOVER; SENTINEL FAILOVER), missing those writes
+  failover      redlock-cluster*, redlock-sentinel* and redlock-replicated* only: a majority
+                of the Redis Clusters (or the Sentinel node, or one of the two replicas behind
+                the address) stop replicating for 2.5 s (more than a TTL) while clients keep
+                locking, then the replicas take over (CLUSTER FAILOVER TAKEOVER; SENTINEL
+                FAILOVER; REPLICAOF NO ONE and the address moved), missing those writes
   failback      redlock-cluster* only: as failover, with a 0.3 s window and the replicas'
                 client writes paused while they lead; once the old masters resynchronised
                 from them (losing the window's writes), the old masters take over again
@@ -140,7 +149,10 @@ Default: kill,pause,restart,delay,client-pause,restart-burst,flush,replace,black
 redlock-cluster* strategies failover,failback,pause,client-pause,flush (client-crash and
 client-handoff apply to them too); for the redlock-sentinel* strategies kill,pause,failover,
 client-pause,flush, where kill and pause hit the primary and the sentinels fail over by
-themselves (a primary is down after 1 s). Those have no proxies, so delay, drop, blackhole, replace and
+themselves (a primary is down after 1 s); for the redlock-replicated* strategies
+kill,restart,failover,pause,drop,delay,client-pause,flush, where kill and restart promote a
+replica and move the address to it, and pause is an outage without a failover. The cluster and
+Sentinel layouts have no proxies, so delay, drop, blackhole, replace and
 partition do not apply to them, nor do kill, restart and restart-burst (a one-master cluster
 whose master is down is an outage); nor does partition to single-with-failover, nor
 client-handoff to setnx-getset and semaphore-counting (no extension by value). Kinds that do
@@ -160,6 +172,7 @@ Examples:
   redlock chaos --strategy redlock-cluster-no-failover-rule --faults failover --seed 1
   redlock chaos --strategy redlock-cluster-run-id-marker --faults failback --seed 1
   redlock chaos --strategy redlock-sentinel --duration 30s
+  redlock chaos --strategy redlock-replicated-trusting --faults failover --seed 1
   redlock chaos --permits 2 --duration 30s
   redlock chaos --strategy semaphore-counting --permits 2 --faults partition --duration 10s
   redlock chaos --lock-delay 1s --faults client-crash,client-pause --duration 20s

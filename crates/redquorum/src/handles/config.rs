@@ -41,6 +41,7 @@ pub struct Builder {
     marker_names_history: bool,
     hand_markers_vouch: bool,
     sentinel_trusts_primary: bool,
+    endpoint_trusts_address: bool,
     release_ignores_delay: bool,
     fencing: bool,
     fence_on_acquire: bool,
@@ -68,6 +69,7 @@ impl Builder {
             marker_names_history: true,
             hand_markers_vouch: false,
             sentinel_trusts_primary: false,
+            endpoint_trusts_address: false,
             release_ignores_delay: false,
             fencing: true,
             fence_on_acquire: false,
@@ -155,6 +157,18 @@ impl Builder {
     #[cfg(feature = "replaced-rules")]
     pub fn replaced_rule_sentinel_trusts_its_primary(mut self) -> Self {
         self.sentinel_trusts_primary = true;
+        self
+    }
+
+    /// **Unsafe; for `redlock chaos` only** (feature `replaced-rules`): a node behind a fixed
+    /// address (`redis+replicated://`) trusts whatever server answers there, as a plain client
+    /// of a managed endpoint would if a new server there were not quarantined as a restart: its
+    /// votes wait for no replica, and a new server behind the address is taken to continue the
+    /// history (`endpoint` invariant 1 and `succession` invariant 7 off), so that the chaos run
+    /// can show its faults catching that.
+    #[cfg(feature = "replaced-rules")]
+    pub fn replaced_rule_endpoint_trusts_its_address(mut self) -> Self {
+        self.endpoint_trusts_address = true;
         self
     }
 
@@ -388,6 +402,7 @@ impl Builder {
                 resource_label: self.metrics_resource_label,
             },
             sentinel_trusts_primary: self.sentinel_trusts_primary,
+            endpoint_trusts_address: self.endpoint_trusts_address,
         };
         Ok(Redlock::new(Arc::new(Engine::new(settings)?)))
     }

@@ -34,9 +34,13 @@
 //!    off, perhaps deposed): the next request connects through the address again, and its
 //!    health check judges whichever server answers there before it votes.
 //!
-//! What it cannot see (in `docs/sentinel.md`): a service that may promote a replica that was
-//! not among those a vote waited for (`R` set lower than the replicas it keeps, with one away),
-//! and which this client did not see away.
+//! What it cannot see (in `docs/sentinel.md`): with `R` lower than the replicas the service
+//! keeps, a replica that dropped out (without a restart) while votes counted without it, then
+//! promoted before it caught up, judged by a client that did not see it away or that starts
+//! after (nothing on it tells: its uptime is long, its receipt older than its absence). Found by
+//! `redlock chaos --strategy redlock-replicated` run with `replicas=1` over two replicas: its
+//! `failover` fault gave 10 violations in 20 s. With `R` equal to the replicas kept, no vote
+//! counts without any of them, and the same run is safe.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -172,12 +176,14 @@ struct Census {
 
 impl Endpoint {
     /// Parses a `redis+replicated://` URL (without connecting). Votes wait up to half of
-    /// `node_timeout` for the replicas.
+    /// `node_timeout` for the replicas; with `trusting` (the chaos run's replaced rule) they wait
+    /// for none, and every server behind the address is taken to continue the history.
     pub(crate) fn new(
         url: &str,
         settings: ServerSettings,
         tls_roots: Option<&[u8]>,
         node_timeout: Duration,
+        trusting: bool,
     ) -> Result<Self, ConfigError> {
         let parsed = EndpointUrl::parse(url).map_err(|reason| ConfigError::InvalidUrl {
             url: redact_url(url),
@@ -190,13 +196,16 @@ impl Endpoint {
             .max(1);
         // `succession` invariant 7: the label is no replica's `ip:port`, so a new primary is
         // found among the replicas by its run.
-        let replicated = Arc::new(Replicated::new(
+        let mut replicated = Replicated::new(
             label.clone(),
             Arc::new(Mutex::new(Lineage::default())),
             parsed.replicas,
             true,
             wait_ms,
-        ));
+        );
+        // The chaos run's replaced rule (`Builder::replaced_rule_endpoint_trusts_its_address`).
+        replicated.trusting = trusting;
+        let replicated = Arc::new(replicated);
         let server = Server::replicated(
             &parsed.server_url(&parsed.address),
             settings,

@@ -230,6 +230,11 @@ async fn succeed(
         NodeError::Server("INFO lacks run_id or master_replid: not a primary we can judge".into())
     })?;
     let mut verdict = lock(&replicated.lineage).judge(&candidate, now, trust.max_ttl);
+    if replicated.trusting {
+        // The chaos run's replaced rule: whatever server answers continues the history.
+        replicated.observe(replication, now);
+        return Ok(Succession::Continues);
+    }
     // `succession` invariant 5: a promoted primary young enough for its uptime to hold it back
     // may show that it caught up after its start. Read only then (after a failover).
     let young = candidate.uptime.saturating_sub(UPTIME_SLACK) < trust.max_ttl;

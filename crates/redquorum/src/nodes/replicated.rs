@@ -37,6 +37,10 @@ pub(crate) struct Replicated {
     /// failover (`endpoint`): a reply that says this server may no longer be the primary drops
     /// the connection, so that the next one goes through the address again.
     pub(crate) behind_endpoint: bool,
+    /// The chaos run's replaced rule: votes wait for no replica, and every server that becomes
+    /// the primary is taken to continue the history (`endpoint` invariant 1 and `succession`
+    /// invariant 7 off).
+    pub(crate) trusting: bool,
     /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout).
     pub(crate) wait_ms: u64,
     /// What the client saw of the service: shared by every server of the node.
@@ -74,6 +78,7 @@ impl Replicated {
             wait_for: AtomicU32::new(floor),
             floor,
             behind_endpoint,
+            trusting: false,
             wait_ms,
             lineage,
             offsets: Mutex::new(Offsets::default()),
@@ -166,8 +171,12 @@ impl Replicated {
         let (online, candidates) = known;
         let extra = candidates.iter().filter(|c| !online.contains(c)).count();
         let count = u32::try_from(online.len() + extra).unwrap_or(u32::MAX);
-        self.wait_for
-            .store(count.max(self.floor), Ordering::Release);
+        let count = if self.trusting {
+            0
+        } else {
+            count.max(self.floor)
+        };
+        self.wait_for.store(count, Ordering::Release);
     }
 
     /// The replicas the server listed online at its last reading.

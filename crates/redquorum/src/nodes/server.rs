@@ -827,8 +827,13 @@ impl Connection<'_> {
     pub(crate) async fn query(&self, cmd: Cmd, checked: bool) -> Result<Value, NodeError> {
         let mut conn = self.live.conn.clone();
         let waits_for = self.waits_for();
-        // A replicated primary's vote reads back its replicas (`succession` invariant 1).
-        let replicated = self.server.replicated.as_deref().filter(|_| self.vote);
+        // A replicated primary's vote reads back its replicas (`succession` invariant 1), unless
+        // the chaos run's replaced rule trusts it.
+        let replicated = self
+            .server
+            .replicated
+            .as_deref()
+            .filter(|r| self.vote && !r.trusting);
         if !checked && waits_for.is_none() && !self.asking && replicated.is_none() {
             return cmd
                 .query_async(&mut conn)

@@ -209,6 +209,9 @@ pub(crate) struct Settings {
     /// The replaced rule, for the chaos run only: Sentinel nodes trust the server the sentinels
     /// name (`succession` off).
     pub(crate) sentinel_trusts_primary: bool,
+    /// The replaced rule, for the chaos run only: nodes behind a fixed address trust whatever
+    /// server answers there (no `WAIT`, every new run a continuation).
+    pub(crate) endpoint_trusts_address: bool,
 }
 
 /// The settings every round and every lock follows, kept by the engine.
@@ -481,7 +484,14 @@ impl Engine {
                 Node::sentinel(sentinels.trusting(settings.sentinel_trusts_primary))
             } else if is_endpoint_url(url) {
                 let node_timeout = settings.rules.node_timeout;
-                Node::endpoint(Endpoint::new(url, node_settings, tls_roots, node_timeout)?)
+                let trusting = settings.endpoint_trusts_address;
+                Node::endpoint(Endpoint::new(
+                    url,
+                    node_settings,
+                    tls_roots,
+                    node_timeout,
+                    trusting,
+                )?)
             } else {
                 Node::plain(Server::new(url.trim(), node_settings, tls_roots)?)
             };
