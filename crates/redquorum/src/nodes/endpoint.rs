@@ -21,8 +21,14 @@
 //!    in vain. `R` is at least 1: a node without replicas is a plain `redis://` node.
 //! 2. **Each replica's run is read from the replica itself.** The primary lists its replicas by
 //!    address; the client connects to each (the data servers' credentials and TLS), reads
-//!    `INFO server` and `INFO replication`, and keeps the `run_id` only from a server that says
-//!    it is a replica of the history the client follows (`succession` invariant 7). Read when the
+//!    `INFO server`, `INFO replication` and its `replica-announce-*` settings, and keeps the
+//!    `run_id` only from a server that is a replica of the history the client follows, linked
+//!    and in sync now (so that the acknowledgements listed at its address are its own), and that
+//!    announces the very address it is listed at (its own port, or its `replica-announce-port`
+//!    and `-ip`; its own port when its settings cannot be read): `succession` invariant 7. Found
+//!    by review: two replicas announcing each other's port swapped runs in the record, and a
+//!    replica restarted from an old snapshot, its link down, was named where the primary still
+//!    listed its previous run's acknowledgement. Read when the
 //!    primary's list of replicas changed since the last reading, and every [`CENSUS_PERIOD`]
 //!    while the node is used (a replica restarted at the same address is a new run); one
 //!    reading at a time, in the background, never on a vote's path. A replica that cannot be
@@ -46,6 +52,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use redis::Value;
 
 use crate::handles::error::{ConfigError, redact_url};
 use crate::nodes::connect::connect_once;
@@ -71,11 +78,17 @@ const CENSUS_PERIOD: Duration = Duration::from_secs(10);
 pub(crate) fn is_endpoint_url(url: &str) -> bool {
     SCHEMES
         .iter()
-        .any(|(scheme, _)| url.trim_start().starts_with(scheme))
+        .any(|(scheme, _)| has_scheme(url.trim_start(), scheme))
 }
 
-/// A `redis+replicated://` URL, taken apart.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Whether `url` starts with `scheme`, in any case (schemes are case-insensitive).
+fn has_scheme(url: &str, scheme: &str) -> bool {
+    url.get(..scheme.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+}
+
+/// A `redis+replicated://` URL, taken apart. Its `Debug` hides the credentials.
+#[derive(Clone, PartialEq, Eq)]
 struct EndpointUrl {
     scheme: &'static str,
     /// `user:password@`, or empty.
@@ -88,12 +101,23 @@ struct EndpointUrl {
     replicas: u32,
 }
 
+impl std::fmt::Debug for EndpointUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointUrl")
+            .field("scheme", &self.scheme)
+            .field("address", &self.address)
+            .field("db", &self.db)
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
+    }
+}
+
 impl EndpointUrl {
     fn parse(url: &str) -> Result<Self, String> {
         let url = url.trim();
         let (prefix, scheme) = SCHEMES
             .iter()
-            .find(|(prefix, _)| url.starts_with(prefix))
+            .find(|(prefix, _)| has_scheme(url, prefix))
             .ok_or(
                 "a replicated node's URL starts with redis+replicated:// or rediss+replicated://",
             )?;
@@ -111,12 +135,24 @@ impl EndpointUrl {
                     .to_owned(),
             );
         }
+        let port = match address.rsplit_once(':') {
+            Some((_, port)) if !address.ends_with(']') => port,
+            _ => "6379",
+        };
+        if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+            return Err(format!(
+                "address {address:?}: the port must be a number from 1 to 65535"
+            ));
+        }
         if !db.is_empty() && db.parse::<u16>().is_err() {
             return Err(format!("{db:?} is not a database number"));
         }
         let mut replicas = None;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
+                Some(("replicas", _)) if replicas.is_some() => {
+                    return Err("replicas= is given twice: give it once".to_owned());
+                }
                 Some(("replicas", n)) => {
                     replicas = Some(n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
                         format!(
@@ -156,8 +192,7 @@ impl EndpointUrl {
     }
 }
 
-/// A node behind a fixed address.
-#[derive(Debug)]
+/// A node behind a fixed address. Its `Debug` shows its label, without credentials.
 pub(crate) struct Endpoint {
     label: String,
     url: EndpointUrl,
@@ -172,6 +207,14 @@ pub(crate) struct Endpoint {
 struct Census {
     running: bool,
     last: Option<(Instant, Vec<String>)>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Endpoint {
@@ -293,11 +336,8 @@ impl Endpoint {
                         let history = history.as_str();
                         async move {
                             let client = client.as_ref()?;
-                            let run =
-                                tokio::time::timeout(timeout, run_of(client, history, timeout))
-                                    .await
-                                    .ok()
-                                    .flatten();
+                            let read = run_of(client, address, history, timeout);
+                            let run = tokio::time::timeout(timeout, read).await.ok().flatten();
                             Some((address, run?))
                         }
                     }))
@@ -333,23 +373,87 @@ impl Endpoint {
     }
 }
 
-/// The `run_id` of the server `client` reaches, if it says it replicates `history`
-/// (invariant 2).
-async fn run_of(client: &redis::Client, history: &str, timeout: Duration) -> Option<String> {
+/// The `run_id` of the server `client` reaches at `address`, if it is the replica the primary
+/// lists there, and replicates `history` now (invariant 2).
+async fn run_of(
+    client: &redis::Client,
+    address: &str,
+    history: &str,
+    timeout: Duration,
+) -> Option<String> {
     let mut conn = connect_once(client, timeout).await.ok()?;
-    let (server, replication): (String, String) = redis::pipe()
+    let (server, replication, announced): (String, String, redis::Value) = redis::pipe()
         .cmd("INFO")
         .arg("server")
         .cmd("INFO")
         .arg("replication")
+        .cmd("CONFIG")
+        .arg("GET")
+        .arg("replica-announce-*")
+        .ignore_errors()
         .query_async(&mut conn)
         .await
         .ok()?;
-    let replicates = info_field(&replication, "role") == Some("slave")
-        && info_field(&replication, "master_replid") == Some(history);
-    replicates
+    let field = |name: &str| info_field(&replication, name);
+    // Linked and in sync now: the acknowledgements listed at its address are its own.
+    let replicates = field("role") == Some("slave")
+        && field("master_replid") == Some(history)
+        && field("master_link_status") == Some("up")
+        && field("master_sync_in_progress") == Some("0");
+    let listed_here = announces(&announced, info_field(&server, "tcp_port"), address);
+    (replicates && listed_here)
         .then(|| info_field(&server, "run_id").map(str::to_owned))
         .flatten()
+}
+
+/// Whether a replica whose `CONFIG GET replica-announce-*` reply is `announced` and whose
+/// `tcp_port` is `tcp_port` is the one its primary lists at `address` (`ip:port`): the primary
+/// lists the port a replica announces, its own unless `replica-announce-port` says otherwise,
+/// and the address it sees it from unless `replica-announce-ip` does. Found by review: two
+/// replicas that announced each other's port made the client name each run at the other's
+/// address, and credit a replica cut off with the other's acknowledgements. A replica whose
+/// settings cannot be read counts as listed here only if its own port is the one listed (a port
+/// mapping behind a refused `CONFIG` leaves its run unknown).
+fn announces(announced: &Value, tcp_port: Option<&str>, address: &str) -> bool {
+    let Some((ip, port)) = address.rsplit_once(':') else {
+        return false;
+    };
+    let pairs: Vec<(String, String)> = match announced {
+        Value::Array(flat) => flat
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [k, v] => Some((text(k)?, text(v)?)),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(map) => map
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if pairs.is_empty() {
+        return tcp_port == Some(port);
+    }
+    let setting = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let announced_port = setting("replica-announce-port").filter(|p| *p != "0");
+    let announced_ip = setting("replica-announce-ip").filter(|ip| !ip.is_empty());
+    announced_port.or(tcp_port) == Some(port)
+        && announced_ip.is_none_or(|announced| announced == ip)
+}
+
+/// A reply's text, if it is a string.
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -368,6 +472,51 @@ mod tests {
         );
         let tls = EndpointUrl::parse("rediss+replicated://h:1?replicas=1").expect("valid");
         assert_eq!(tls.server_url("h:1"), "rediss://h:1");
+        // Schemes are case-insensitive; the credentials never show in `Debug`.
+        let upper = EndpointUrl::parse("REDIS+Replicated://u:pw@h:1?replicas=1").expect("valid");
+        assert_eq!(upper.server_url("h:1"), "redis://u:pw@h:1");
+        assert!(is_endpoint_url("REDIS+REPLICATED://h:1?replicas=1"));
+        assert!(!format!("{url:?}").contains("secret"));
+        assert!(!format!("{upper:?}").contains("pw"));
+    }
+
+    #[test]
+    fn a_replica_is_named_at_the_address_it_announces_and_nowhere_else() {
+        let config = |pairs: &[(&str, &str)]| {
+            Value::Array(
+                pairs
+                    .iter()
+                    .flat_map(|(k, v)| {
+                        [
+                            Value::BulkString(k.as_bytes().to_vec()),
+                            Value::BulkString(v.as_bytes().to_vec()),
+                        ]
+                    })
+                    .collect(),
+            )
+        };
+        let unset = config(&[("replica-announce-ip", ""), ("replica-announce-port", "0")]);
+        assert!(announces(&unset, Some("7001"), "10.0.0.1:7001"));
+        assert!(!announces(&unset, Some("7001"), "10.0.0.1:7002"));
+        // It announces another port: listed there, not at its own.
+        let mapped = config(&[
+            ("replica-announce-ip", ""),
+            ("replica-announce-port", "9001"),
+        ]);
+        assert!(announces(&mapped, Some("7001"), "10.0.0.1:9001"));
+        assert!(!announces(&mapped, Some("7001"), "10.0.0.1:7001"));
+        // It announces an address: listed at that one only.
+        let ip = config(&[
+            ("replica-announce-ip", "1.2.3.4"),
+            ("replica-announce-port", "0"),
+        ]);
+        assert!(announces(&ip, Some("7001"), "1.2.3.4:7001"));
+        assert!(!announces(&ip, Some("7001"), "10.0.0.1:7001"));
+        // Settings refused (an ACL, a renamed CONFIG): its own port must be the one listed.
+        let refused = Value::Nil; // anything but a list of settings
+        assert!(announces(&refused, Some("7001"), "10.0.0.1:7001"));
+        assert!(!announces(&refused, Some("7001"), "10.0.0.1:9001"));
+        assert!(!announces(&refused, None, "10.0.0.1:7001"));
     }
 
     #[test]
@@ -385,6 +534,9 @@ mod tests {
                 "redis+replicated://h:6379?replicas=1&wait=1",
                 "unknown parameter",
             ),
+            ("redis+replicated://h:6379?replicas=1&replicas=2", "twice"),
+            ("redis+replicated://h:notaport?replicas=1", "port must be"),
+            ("redis+replicated://h:0?replicas=1", "port must be"),
         ] {
             let why = EndpointUrl::parse(url).expect_err(url);
             assert!(why.contains(says), "{url}: {why}");

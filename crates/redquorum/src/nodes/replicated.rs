@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::protocol::quarantine::info_field;
 use crate::protocol::succession::{Lineage, Offsets, Replicas};
@@ -97,10 +97,17 @@ impl Replicated {
             if let Some(offset) = replicas.primary_offset {
                 offsets.record(now, offset);
             }
+            // `succession` invariant 2: as of the reading its offset covers, or of the
+            // acknowledgement itself if that came earlier (`lag` is in whole seconds, rounded
+            // down).
             replicas
                 .acknowledged
                 .iter()
-                .filter_map(|(address, offset)| Some((address.as_str(), offsets.reached(*offset)?)))
+                .filter_map(|(address, offset, lag)| {
+                    let reading = offsets.reached(*offset)?;
+                    let acked = now.checked_sub(*lag + Duration::from_secs(1))?;
+                    Some((address.as_str(), reading.min(acked)))
+                })
                 .collect()
         };
         {

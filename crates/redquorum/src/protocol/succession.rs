@@ -28,7 +28,13 @@
 //!    acknowledged. The client keeps the primary's offsets of the last few seconds
 //!    ([`Offsets`]); a replica whose acknowledged offset is at least the primary's offset at an
 //!    earlier reading had every write the primary had executed by then, and is recorded as
-//!    caught up as of that reading (replicas acknowledge every second, and at every `WAIT`).
+//!    caught up as of that reading (replicas acknowledge every second, and at every `WAIT`), or
+//!    as of its acknowledgement if that came earlier: at the latest a second more than its
+//!    `lag` before the reading that shows it. An acknowledgement is the process's that sent it:
+//!    a replica that died without closing its connection stays listed with its last one until
+//!    the primary's `repl-timeout`, and a quiet primary's offset does not move past it, so
+//!    crediting the reading would credit a run restarted at that address since, from an old
+//!    snapshot (found by review, on a node behind a fixed address).
 //!    It is recorded as away whenever a vote could count without it: when neither the primary's
 //!    last reading lists it online nor the sentinels' last listing names it a candidate. (Either
 //!    one, and every vote waits for it: a primary deposed without knowing it lists none of the
@@ -213,12 +219,12 @@ impl Candidate {
 }
 
 /// What a primary's `INFO replication` says of its replicas: those online
-/// (`slaveN:ip=…,port=…,state=online`, as `ip:port`) with the offset each last acknowledged,
-/// and the primary's own `master_repl_offset` (invariant 2).
+/// (`slaveN:ip=…,port=…,state=online`, as `ip:port`) with the offset each last acknowledged and
+/// how many whole seconds ago (`lag`), and the primary's own `master_repl_offset` (invariant 2).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Replicas {
     pub(crate) online: Vec<String>,
-    pub(crate) acknowledged: Vec<(String, u64)>,
+    pub(crate) acknowledged: Vec<(String, u64, Duration)>,
     pub(crate) primary_offset: Option<u64>,
 }
 
@@ -286,8 +292,12 @@ impl Replicas {
                 (field("state"), field("ip"), field("port"))
             {
                 let address = format!("{ip}:{port}");
-                if let Some(offset) = field("offset").and_then(|o| o.parse().ok()) {
-                    replicas.acknowledged.push((address.clone(), offset));
+                let offset = field("offset").and_then(|o| o.parse().ok());
+                let lag = field("lag").and_then(|l| l.parse().ok());
+                if let (Some(offset), Some(lag)) = (offset, lag) {
+                    replicas
+                        .acknowledged
+                        .push((address.clone(), offset, Duration::from_secs(lag)));
                 }
                 replicas.online.push(address);
             }
@@ -716,8 +726,8 @@ mod tests {
         assert_eq!(
             replicas.acknowledged,
             vec![
-                ("127.0.0.1:7001".to_owned(), 10),
-                ("127.0.0.1:7003".to_owned(), 9)
+                ("127.0.0.1:7001".to_owned(), 10, Duration::ZERO),
+                ("127.0.0.1:7003".to_owned(), 9, Duration::ZERO)
             ]
         );
         assert_eq!(Candidate::read("a:1", "", replication), None);
