@@ -28,17 +28,20 @@
 //!    and `-ip`; its own port when its settings cannot be read): `succession` invariant 7. Found
 //!    by review: two replicas announcing each other's port swapped runs in the record, and a
 //!    replica restarted from an old snapshot, its link down, was named where the primary still
-//!    listed its previous run's acknowledgement. Read when the
-//!    primary's list of replicas changed since the last reading, and every [`CENSUS_PERIOD`]
-//!    while the node is used (a replica restarted at the same address is a new run); one
-//!    reading at a time, in the background, never on a vote's path. A replica that cannot be
-//!    reached leaves its run unknown: a promotion of it is judged by the ordinary rules.
+//!    listed its previous run's acknowledgement. Read when the primary's list of replicas
+//!    changed since the last reading, and every [`CENSUS_PERIOD`] while the node is used (a
+//!    replica restarted at the same address is a new run); one reading at a time, in the
+//!    background, never on a vote's path. A replica that cannot be reached leaves its run
+//!    unknown: a promotion of it is judged by the ordinary rules.
 //! 3. **Receipts for the runs read** are written on the primary after each reading
 //!    (`succession` invariant 5), as behind Sentinel.
 //! 4. **A reply that says the server may have moved drops the connection**: `READONLY` (the
 //!    server is a replica now), and a vote its replicas did not acknowledge (a primary cut
 //!    off, perhaps deposed): the next request connects through the address again, and its
-//!    health check judges whichever server answers there before it votes.
+//!    health check judges whichever server answers there before it votes. A request that
+//!    failed on a broken connection or on `READONLY` goes once more at once, within its round's
+//!    deadline: neither ran it (a broken connection may have, and then a retried acquisition
+//!    finds its own key and is refused, which costs the round, never safety).
 //!
 //! What it cannot see (in `docs/sentinel.md`): with `R` lower than the replicas the service
 //! keeps, a replica that dropped out (without a restart) while votes counted without it, then
