@@ -34,7 +34,8 @@
 //! - [`proxy`]: the loopback TCP proxy in front of each node (latency, dropped connections, black
 //!   holes, switching to another server, ports per client group that can be cut off).
 //! - `topology`: the servers and proxies of a run; `record`: live state turned into a history;
-//!   `error`: [`ChaosError`]; `named`: parsing and showing [`Fault`] and [`Strategy`] by name.
+//!   `error`: [`ChaosError`]; `fault`: the kinds of [`Fault`]; `named`: parsing and showing
+//!   [`Fault`] and [`Strategy`] by name.
 
 #![warn(missing_docs)]
 
@@ -51,6 +52,7 @@ pub use report::{summary_table, write_report};
 
 // The runner half: servers, proxies, faults and clients of a run, producing a History.
 mod error;
+mod fault;
 pub mod faults;
 mod named;
 pub mod proxy;
@@ -60,6 +62,6 @@ pub mod strategies;
 mod topology;
 
 pub use error::ChaosError;
-pub use faults::Fault;
+pub use fault::Fault;
 pub use runner::{ChaosConfig, Phase, Progress, Snapshot, run, run_until};
 pub use strategies::{Primitive, Strategy};

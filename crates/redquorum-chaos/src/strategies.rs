@@ -69,7 +69,7 @@ use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redquorum::{Builder, Guard, Lock, Redlock, Retry};
 
-use crate::faults::Fault;
+use crate::fault::Fault;
 use crate::named::named;
 
 /// Every strategy's lock TTL, and the library's `max_ttl`: short, so that runs of a few seconds
@@ -170,13 +170,14 @@ pub const SENTINEL_FAULTS: [Fault; 5] = [
 ];
 
 /// The kinds the endpoint layout supports, in the order they are drawn from when none are named.
-pub const ENDPOINT_FAULTS: [Fault; 8] = [
+pub const ENDPOINT_FAULTS: [Fault; 9] = [
     Fault::Kill,
     Fault::Restart,
     Fault::Failover,
     Fault::Pause,
     Fault::Drop,
     Fault::Delay,
+    Fault::Blackhole,
     Fault::ClientPause,
     Fault::Flush,
 ];
@@ -1068,18 +1069,18 @@ mod tests {
     }
 
     #[test]
-    fn the_cluster_and_sentinel_layouts_take_failover_and_no_proxy_fault() {
+    fn the_replicated_layouts_take_failover_and_only_those_with_proxies_take_proxy_faults() {
         for strategy in Strategy::ALL {
-            let no_proxies = matches!(strategy.layout(5), Layout::Clusters(_) | Layout::Sentinel);
-            assert_eq!(strategy.supports(Fault::Failover), no_proxies, "{strategy}");
-            for fault in [
-                Fault::Delay,
-                Fault::Drop,
-                Fault::Blackhole,
-                Fault::Replace,
-                Fault::ReplaceMarked,
-            ] {
+            let layout = strategy.layout(5);
+            let no_proxies = matches!(layout, Layout::Clusters(_) | Layout::Sentinel);
+            let replicated = no_proxies || layout == Layout::Endpoint;
+            assert_eq!(strategy.supports(Fault::Failover), replicated, "{strategy}");
+            for fault in [Fault::Delay, Fault::Drop, Fault::Blackhole] {
                 assert_eq!(strategy.supports(fault), !no_proxies, "{strategy} {fault}");
+            }
+            // A replacement switches a proxy to a spare: not on the replicated layouts.
+            for fault in [Fault::Replace, Fault::ReplaceMarked] {
+                assert_eq!(strategy.supports(fault), !replicated, "{strategy} {fault}");
             }
             assert!(
                 strategy

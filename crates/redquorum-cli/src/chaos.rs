@@ -150,9 +150,9 @@ redlock-cluster* strategies failover,failback,pause,client-pause,flush (client-c
 client-handoff apply to them too); for the redlock-sentinel* strategies kill,pause,failover,
 client-pause,flush, where kill and pause hit the primary and the sentinels fail over by
 themselves (a primary is down after 1 s); for the redlock-replicated* strategies
-kill,restart,failover,pause,drop,delay,client-pause,flush, where kill and restart promote a
-replica and move the address to it, and pause is an outage without a failover. The cluster and
-Sentinel layouts have no proxies, so delay, drop, blackhole, replace and
+kill,restart,failover,pause,drop,delay,blackhole,client-pause,flush, where kill and restart
+promote a replica and move the address to it, and pause is an outage without a failover. The
+cluster and Sentinel layouts have no proxies, so delay, drop, blackhole, replace and
 partition do not apply to them, nor do kill, restart and restart-burst (a one-master cluster
 whose master is down is an outage); nor does partition to single-with-failover, nor
 client-handoff to setnx-getset and semaphore-counting (no extension by value). Kinds that do
