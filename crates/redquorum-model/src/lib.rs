@@ -70,6 +70,7 @@ pub mod model;
 pub mod node;
 pub mod properties;
 pub mod rules;
+pub mod state;
 pub mod symmetry;
 pub mod trace;
 

@@ -30,45 +30,7 @@
 
 use stateright::Property;
 
-use crate::model::{Protocol, State};
-
-/// A guarantee broken on the way to a state, recorded when it happened (a hand-out, a
-/// release), so that the property can be checked on the state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Broken {
-    /// Two valid holders at once.
-    pub two_holders: bool,
-    /// A token handed out not above an earlier one.
-    pub tokens_not_increasing: bool,
-    /// A token issued for an acquisition decided later not above one issued for an earlier
-    /// acquisition.
-    pub tokens_out_of_order: bool,
-    /// A release in time left the key.
-    pub timely_release_kept: bool,
-    /// Somebody won inside another holder's lock-delay.
-    pub lock_delay_cut_short: bool,
-    /// An extension won after somebody else had won the lock since the hold began.
-    pub extended_across_another: bool,
-}
-
-/// What the bounds let time do, recorded when it happens: witnesses (`sometimes` properties)
-/// that a check's horizon reaches past each time-bound rule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Seen {
-    /// A client won after another's unreleased lock's deadline plus the lock-delay.
-    pub lock_delay_ended: bool,
-    /// A node counted a vote after a quarantine.
-    pub quarantine_ended: bool,
-    /// A node counted a vote on a marker a group's first sight vouched for.
-    pub vouched_by_group: bool,
-    /// A token was issued on request (a fence round).
-    pub fenced_on_request: bool,
-    /// A token was issued on request through the store round (the fence round's counted
-    /// proposals disagreed).
-    pub fenced_by_store: bool,
-    /// A replicated node's promoted replica counted a vote.
-    pub promoted_voted: bool,
-}
+use crate::state::{Protocol, State};
 
 /// Property name: a validity ran out.
 pub const VALIDITY_RAN_OUT: &str = "a holder's validity runs out";
