@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use napi::bindgen_prelude::Either;
 use napi_derive::napi;
-use redquorum::{Cause, Error, LossReason, Released, RoundFailure};
+use redquorum::{Cause, Error, Released, RoundFailure};
 
 /// Either what a call returns or why it failed, as a promise of the addon resolves.
 pub(crate) type Outcome<T> = Either<T, Failure>;
@@ -59,7 +59,9 @@ pub struct Detail {
     pub message: String,
     /// The resource (for several, sorted and joined by `, `).
     pub resource: Option<String>,
-    /// For a lost lock, why: the cause of the failed extension, `validity_ran_out`,
+    /// Why, by the core's stable names (`Cause::name`, `LossReason::name`): for a failed round
+    /// `busy`, `unavailable`, `quarantined`, `wrong_type`, `too_slow`, `not_held` or
+    /// `left_to_delay`; for a lost lock, the failed extension's, or `validity_ran_out`,
     /// `limit_reached` or `invalid`.
     pub cause: Option<String>,
     /// How many nodes make a quorum.
@@ -176,7 +178,7 @@ impl Failure {
     ) -> Self {
         let mut failure = Self::new(kind_of(cause), message)
             .on(resource)
-            .because(kind_of(cause));
+            .because(cause.name());
         failure.quorum = Some(count(quorum));
         failure.replies = replies
             .iter()
@@ -255,9 +257,7 @@ impl From<Error> for Failure {
                 resource,
                 failure: None,
             } => Self::lost(resource, &message, "validity_ran_out"),
-            Error::HoldLost { resource, reason } => {
-                Self::lost(resource, &message, loss_cause(reason))
-            }
+            Error::HoldLost { resource, reason } => Self::lost(resource, &message, reason.name()),
             // No token for a lock (`fencing` invariant 8): its voters no longer hold it, did not
             // answer, or its validity ran out.
             Error::NotFenced {
@@ -271,17 +271,6 @@ impl From<Error> for Failure {
             Error::NotFenced { .. } => Self::new("not_fenced", &message),
             _ => Self::new("other", &message),
         }
-    }
-}
-
-/// A guard's loss reason in one word, a lost lock's `cause`.
-pub(crate) fn loss_cause(reason: &LossReason) -> &'static str {
-    match reason {
-        LossReason::ExtensionFailed(failure) => kind_of(&failure.cause()),
-        LossReason::ValidityRanOut => "validity_ran_out",
-        LossReason::LimitReached(_) => "limit_reached",
-        LossReason::Invalid(_) => "invalid",
-        _ => "other",
     }
 }
 

@@ -38,7 +38,7 @@ use redquorum::{Guard, Lock, LockInfo};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::errors::{self, Failure, Outcome, loss_cause};
+use crate::errors::{self, Failure, Outcome};
 use crate::exit;
 use crate::runtime::{self, promise};
 use crate::settings::millis;
@@ -133,11 +133,11 @@ impl Held {
                         failure: Some(round.clone()),
                     })
                 }
-                _ => Failure::lost(&name, &message, loss_cause(&reason)),
+                _ => Failure::lost(&name, &message, reason.name()),
             };
             failure.kind = "lost".to_owned();
             failure.message = message;
-            failure.cause = Some(loss_cause(&reason).to_owned());
+            failure.cause = Some(reason.name().to_owned());
             return failure;
         }
         Failure::lost(

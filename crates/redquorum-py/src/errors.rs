@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use redquorum::{Cause, Error, LossReason, Released, RoundFailure};
+use redquorum::{Cause, Error, Released, RoundFailure};
 
 use crate::exit;
 
@@ -77,20 +77,6 @@ fn class_of(cause: &Cause) -> &'static str {
     }
 }
 
-/// The cause's short name, the exception's `cause` attribute.
-fn cause_name(cause: &Cause) -> &'static str {
-    match cause {
-        Cause::Busy => "busy",
-        Cause::Unavailable => "unavailable",
-        Cause::Quarantined { .. } => "quarantined",
-        Cause::WrongType { .. } => "wrong_type",
-        Cause::TooSlow => "too_slow",
-        Cause::NotHeld => "not_held",
-        Cause::LeftToDelay => "left_to_delay",
-        _ => "other",
-    }
-}
-
 /// The attributes every round failure carries: its cause, resource, and every node's reply,
 /// plus what the cause itself knows (a quarantine's end, a key's node).
 fn round_attributes(
@@ -106,7 +92,7 @@ fn round_attributes(
         .collect();
     let mut attributes = vec![
         ("resource", resource.into_pyobject_or_none(py)),
-        ("cause", cause_name(cause).into_pyobject_or_none(py)),
+        ("cause", cause.name().into_pyobject_or_none(py)),
         ("quorum", quorum.into_pyobject_or_none(py)),
         ("replies", replies.into_pyobject_or_none(py)),
     ];
@@ -182,16 +168,7 @@ pub(crate) fn from_error(error: Error) -> PyErr {
             resource,
             failure: None,
         } => lost(resource, &message, "validity_ran_out"),
-        Error::HoldLost { resource, reason } => {
-            let cause = match reason {
-                LossReason::ExtensionFailed(failure) => cause_name(&failure.cause()),
-                LossReason::ValidityRanOut => "validity_ran_out",
-                LossReason::LimitReached(_) => "limit_reached",
-                LossReason::Invalid(_) => "invalid",
-                _ => "other",
-            };
-            lost(resource, &message, cause)
-        }
+        Error::HoldLost { resource, reason } => lost(resource, &message, reason.name()),
         _ => raise("RedquorumError", &message, &[]),
     }
 }

@@ -255,6 +255,20 @@ pub enum LossReason {
     Invalid(ConfigError),
 }
 
+impl LossReason {
+    /// The reason's stable name, in `snake_case`, as every language binding reports it: the
+    /// failed extension's [`Cause::name`], or `validity_ran_out`, `limit_reached`, `invalid`.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            LossReason::ExtensionFailed(failure) => failure.cause().name(),
+            LossReason::ValidityRanOut => "validity_ran_out",
+            LossReason::LimitReached(_) => "limit_reached",
+            LossReason::Invalid(_) => "invalid",
+        }
+    }
+}
+
 impl fmt::Display for LossReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -75,6 +75,25 @@ pub enum Cause {
     LeftToDelay,
 }
 
+impl Cause {
+    /// The cause's stable name, in `snake_case`: what every language binding reports as an
+    /// error's `cause` (Python's exception attribute, Node's `Detail.cause`), from this one table
+    /// so that they cannot drift apart (they had: `LeftToDelay` was `left_to_delay` in Python and
+    /// `lost` in Node). Names are never reused for another cause.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Cause::WrongType { .. } => "wrong_type",
+            Cause::Quarantined { .. } => "quarantined",
+            Cause::Busy => "busy",
+            Cause::NotHeld => "not_held",
+            Cause::Unavailable => "unavailable",
+            Cause::TooSlow => "too_slow",
+            Cause::LeftToDelay => "left_to_delay",
+        }
+    }
+}
+
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -165,6 +184,39 @@ impl Cause {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_cause_has_its_own_stable_name() {
+        let causes = [
+            (
+                Cause::WrongType {
+                    node: "n".to_owned(),
+                },
+                "wrong_type",
+            ),
+            (
+                Cause::Quarantined {
+                    nodes: 1,
+                    longest: Duration::ZERO,
+                    ready_in: Duration::ZERO,
+                    remedy: None,
+                },
+                "quarantined",
+            ),
+            (Cause::Busy, "busy"),
+            (Cause::NotHeld, "not_held"),
+            (Cause::Unavailable, "unavailable"),
+            (Cause::TooSlow, "too_slow"),
+            (Cause::LeftToDelay, "left_to_delay"),
+        ];
+        for (cause, name) in &causes {
+            assert_eq!(cause.name(), *name, "{cause:?}");
+        }
+        let mut names: Vec<&str> = causes.iter().map(|(c, _)| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), causes.len(), "two causes share a name");
+    }
     use crate::protocol::quarantine::{Quarantine, QuarantineReason};
 
     const NODES: [&str; 5] = ["a:1", "b:2", "c:3", "d:4", "e:5"];
