@@ -15,6 +15,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator, List
@@ -104,3 +106,26 @@ def name() -> str:
 @pytest.fixture
 def rl(servers: str) -> redquorum.Redlock:
     return redquorum.Redlock(servers, retry_delay=0.05, node_timeout=PATIENT_NODE_TIMEOUT)
+
+
+def assert_threads_exclude(srl: redquorum.Redlock, name: str) -> None:
+    """Four threads take `name` ten times each through `srl`, one at a time: never two inside."""
+    counter = {"inside": 0, "overlaps": 0, "done": 0}
+
+    def work():
+        for _ in range(10):
+            with srl.lock(name, ttl=10, timeout=30):
+                counter["inside"] += 1
+                if counter["inside"] != 1:
+                    counter["overlaps"] += 1
+                time.sleep(0.0005)
+                counter["inside"] -= 1
+                counter["done"] += 1
+
+    pool = [threading.Thread(target=work) for _ in range(4)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=60)
+    assert counter == {"inside": 0, "overlaps": 0, "done": 40}
+

@@ -6,7 +6,6 @@ on every vote; nothing in the Python layer knows about it.
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 import uuid
 from typing import Iterator, Tuple
@@ -17,7 +16,7 @@ import redquorum
 
 from redquorum import LockBusy
 
-from conftest import PATIENT_NODE_TIMEOUT, Nodes
+from conftest import PATIENT_NODE_TIMEOUT, Nodes, assert_threads_exclude
 
 
 def cli(port: str, *args: str) -> str:
@@ -46,24 +45,7 @@ def test_a_lock_behind_a_fixed_address_excludes_threads_and_reaches_the_replica(
     url = f"redis+replicated://127.0.0.1:{primary}?replicas=1"
     srl = redquorum.Redlock([url], max_ttl=30, node_timeout=PATIENT_NODE_TIMEOUT)
     name = f"invoice:{uuid.uuid4().hex}"
-    counter = {"inside": 0, "overlaps": 0, "done": 0}
-
-    def work():
-        for _ in range(10):
-            with srl.lock(name, ttl=10, timeout=30):
-                counter["inside"] += 1
-                if counter["inside"] != 1:
-                    counter["overlaps"] += 1
-                time.sleep(0.0005)
-                counter["inside"] -= 1
-                counter["done"] += 1
-
-    pool = [threading.Thread(target=work) for _ in range(4)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=60)
-    assert counter == {"inside": 0, "overlaps": 0, "done": 40}
+    assert_threads_exclude(srl, name)
 
     held = srl.acquire(name, ttl=10)
     try:

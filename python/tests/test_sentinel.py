@@ -6,8 +6,6 @@ for the replica on every vote; nothing in the Python layer knows about Sentinel.
 from __future__ import annotations
 
 import subprocess
-import threading
-import time
 import uuid
 from typing import Iterator
 
@@ -17,7 +15,7 @@ import redquorum
 
 from redquorum import LockBusy
 
-from conftest import PATIENT_NODE_TIMEOUT, Nodes
+from conftest import PATIENT_NODE_TIMEOUT, Nodes, assert_threads_exclude
 
 
 @pytest.fixture(scope="module")
@@ -37,24 +35,7 @@ def srl(group: Nodes) -> redquorum.Redlock:
 
 def test_a_lock_over_a_sentinel_node_excludes_threads_and_reaches_the_replica(srl, group):
     name = f"invoice:{uuid.uuid4().hex}"
-    counter = {"inside": 0, "overlaps": 0, "done": 0}
-
-    def work():
-        for _ in range(10):
-            with srl.lock(name, ttl=10, timeout=30):
-                counter["inside"] += 1
-                if counter["inside"] != 1:
-                    counter["overlaps"] += 1
-                time.sleep(0.0005)
-                counter["inside"] -= 1
-                counter["done"] += 1
-
-    pool = [threading.Thread(target=work) for _ in range(4)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=60)
-    assert counter == {"inside": 0, "overlaps": 0, "done": 40}
+    assert_threads_exclude(srl, name)
 
     # Held: refused to another manager, and on the replica already (the vote waited for it).
     held = srl.acquire(name, ttl=10)

@@ -73,3 +73,24 @@ export function name (prefix = 'test') {
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Four tasks take `resource` through `redlock` five times each: how many held it at once, at
+ * most (1 when the lock excludes).
+ */
+export async function mostAtOnce (redlock, resource) {
+  let inside = 0
+  let most = 0
+  await Promise.all(Array.from({ length: 4 }, async () => {
+    for (let i = 0; i < 5; i++) {
+      const lock = await redlock.acquire([resource], 5000)
+      inside += 1
+      most = Math.max(most, inside)
+      await sleep(1)
+      inside -= 1
+      await lock.release()
+    }
+  }))
+  return most
+}
+

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import Redis from 'ioredis'
 import Redlock, { ResourceLockedError } from '../index.mjs'
-import { Nodes, PATIENT, name, sleep } from './helpers.mjs'
+import { Nodes, PATIENT, mostAtOnce, name } from './helpers.mjs'
 
 let group
 let redlock
@@ -22,19 +22,7 @@ after(async () => {
 test('a Sentinel URL in a server string: exclusion, and every vote on the replica', async () => {
   assert.match(group.servers, /^redis\+sentinel:\/\/[^,]+,[^,]+,[^,]+\/\w+$/)
   const resource = name()
-  let inside = 0
-  let most = 0
-  await Promise.all(Array.from({ length: 4 }, async () => {
-    for (let i = 0; i < 5; i++) {
-      const lock = await redlock.acquire([resource], 5000)
-      inside += 1
-      most = Math.max(most, inside)
-      await sleep(1)
-      inside -= 1
-      await lock.release()
-    }
-  }))
-  assert.equal(most, 1)
+  assert.equal(await mostAtOnce(redlock, resource), 1)
 
   const lock = await redlock.acquire([resource], 5000)
   const other = new Redlock(group.servers, { ...PATIENT, retryCount: 0 })

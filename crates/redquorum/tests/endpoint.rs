@@ -8,30 +8,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::endpoint::Endpoint;
-use common::{PATIENT_NODE_TIMEOUT, eventually, patient, value_on};
+use common::endpoint::{Endpoint, MAX_TTL, manager};
+use common::{await_replication, eventually, patient, run_id, value_on};
 use redquorum::{Cause, Error, Redlock, Reply};
 use redquorum_nodes::{NodeSpec, RedisNode};
 
-const MAX_TTL: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(20);
-
-fn manager(url: &str) -> Redlock {
-    Redlock::builder(vec![url.to_owned()])
-        .max_ttl(MAX_TTL)
-        .node_timeout(PATIENT_NODE_TIMEOUT)
-        .build()
-        .expect("valid configuration")
-}
-
-/// `node`'s `run_id`.
-fn run_id(node: &RedisNode) -> String {
-    let info = node.cli(&["INFO", "server"]).expect("INFO server");
-    info.lines()
-        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
-        .expect("a run_id")
-        .to_owned()
-}
 
 /// Waits until the receipt for `replica`'s run, written on the primary by a client that used the
 /// node (`succession` invariant 5), has reached `replica`.
@@ -127,14 +109,12 @@ async fn a_vote_waits_for_the_replicas_the_service_keeps() {
     // The replica is gone: the primary lists none online, but the service keeps one, and a
     // write it does not have could be lost to its promotion.
     endpoint.nodes[1].kill().expect("kill the replica");
-    assert!(
-        eventually(Duration::from_secs(10), || {
-            let info = endpoint.nodes[0].cli(&["INFO", "replication"]);
-            info.is_ok_and(|info| info.contains("connected_slaves:0"))
-        })
-        .await,
-        "the primary saw its replica go"
-    );
+    await_replication(
+        &endpoint.nodes[0],
+        "the primary saw its replica go",
+        |info| info.contains("connected_slaves:0"),
+    )
+    .await;
     for _ in 0..3 {
         let refused = redlock.try_acquire("payments", TTL).await;
         let Err(Error::NotAcquired { failure, .. }) = refused else {
@@ -171,13 +151,12 @@ async fn a_deposed_primary_counts_no_vote_for_new_clients_nor_for_those_it_kept(
     // The service promotes a replica (the other follows it), but the address still leads to the
     // old primary, which runs on, a primary in its own eyes, without replicas (a split brain).
     endpoint.promote(1);
-    assert!(
-        eventually(Duration::from_secs(10), || endpoint.nodes[0]
-            .cli(&["INFO", "replication"])
-            .is_ok_and(|info| info.contains("connected_slaves:0")))
-        .await,
-        "the old primary lost its replicas"
-    );
+    await_replication(
+        &endpoint.nodes[0],
+        "the old primary lost its replicas",
+        |info| info.contains("connected_slaves:0"),
+    )
+    .await;
     // A client that meets it now reads no replica online: its writes there are no votes, since
     // the service keeps one at least (`endpoint` invariant 1).
     let d = manager(&url);
@@ -242,13 +221,10 @@ async fn a_server_behind_the_address_that_does_not_continue_the_history_is_quara
             .arg(&port),
     )
     .expect("its replica");
-    assert!(
-        eventually(Duration::from_secs(20), || stranger
-            .cli(&["INFO", "replication"])
-            .is_ok_and(|info| info.contains("state=online")))
-        .await,
-        "the replacement's replica online"
-    );
+    await_replication(&stranger, "the replacement's replica online", |info| {
+        info.contains("state=online")
+    })
+    .await;
     endpoint.proxy.point(stranger.port(), true);
     for _ in 0..3 {
         let refused = b.try_acquire("ledger", TTL).await;
@@ -284,49 +260,7 @@ async fn every_primitive_works_behind_the_address_beside_a_plain_node() {
             .build()
             .expect("valid configuration")
     };
-    let (a, b) = (build(), build());
-    let mut lock = a.acquire("job", TTL).await.expect("a lock");
-    let first = lock.fence().await.expect("a token");
-    assert_eq!(
-        b.try_acquire("job", TTL)
-            .await
-            .err()
-            .and_then(|e| e.cause()),
-        Some(Cause::Busy)
-    );
-    lock.extend(TTL).await.expect("extended");
-    let waiter = tokio::spawn({
-        let b = b.clone();
-        async move { b.acquire_with("job", TTL, &patient()).await }
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(lock.release().await.cause().is_none());
-    let mut next = waiter.await.expect("task").expect("the waiter's turn");
-    assert!(next.fence().await.expect("a token") > first, "tokens grow");
-    assert!(next.release().await.cause().is_none());
-
-    let p1 = a.acquire_permit("pool", 2, TTL).await.expect("permit 1");
-    let p2 = b.acquire_permit("pool", 2, TTL).await.expect("permit 2");
-    assert!(
-        b.try_acquire_permit("pool", 2, TTL).await.is_err(),
-        "a third permit"
-    );
-    assert!(p1.release().await.cause().is_none() && p2.release().await.cause().is_none());
-
-    let r1 = a.acquire_read("doc", TTL).await.expect("reader 1");
-    let r2 = b.acquire_read("doc", TTL).await.expect("reader 2");
-    assert!(
-        a.try_acquire_write("doc", TTL).await.is_err(),
-        "a writer beside readers"
-    );
-    assert!(r1.release().await.cause().is_none() && r2.release().await.cause().is_none());
-    let w = a.acquire_write("doc", TTL).await.expect("the writer");
-    assert!(w.release().await.cause().is_none());
-
-    let guard = a.campaign("leader", "a", TTL).await.expect("elected");
-    let leader = b.leader("leader").await.expect("a leader");
-    assert_eq!(leader.identity, "a");
-    assert!(guard.release().await.is_ok());
+    common::every_primitive_keeps_its_promise(build, TTL).await;
 }
 
 #[test]

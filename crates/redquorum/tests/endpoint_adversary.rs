@@ -10,24 +10,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::endpoint::Proxy;
-use common::{PATIENT_NODE_TIMEOUT, eventually, value_on};
+use common::endpoint::{Proxy, manager};
+use common::{await_replication, eventually, value_on};
 use redquorum::{Redlock, Retry};
 use redquorum_nodes::{NodeSpec, Persistence, RedisNode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-const MAX_TTL: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(25);
-
-fn manager(url: &str) -> Redlock {
-    Redlock::builder(vec![url.to_owned()])
-        .max_ttl(MAX_TTL)
-        .node_timeout(PATIENT_NODE_TIMEOUT)
-        .build()
-        .expect("valid configuration")
-}
 
 fn field(info: &str, name: &str) -> Option<String> {
     info.lines()
@@ -146,12 +137,10 @@ async fn an_acknowledgement_of_a_replicas_previous_run_is_not_credited_to_its_re
             .arg(sticky.port.to_string()),
     )
     .expect("replica");
-    assert!(
-        eventually(Duration::from_secs(20), || info(&primary, "replication")
-            .contains("state=online"))
-        .await,
-        "replica online"
-    );
+    await_replication(&primary, "replica online", |info| {
+        info.contains("state=online")
+    })
+    .await;
     let endpoint = Proxy::start(primary.port()).await;
     let url = format!(
         "redis+replicated://127.0.0.1:{}?replicas=1",
@@ -223,12 +212,12 @@ async fn an_acknowledgement_of_a_replicas_previous_run_is_not_credited_to_its_re
     primary
         .cli(&["REPLICAOF", "127.0.0.1", &replica.port().to_string()])
         .expect("the old primary follows");
-    assert!(
-        eventually(Duration::from_secs(20), || info(&replica, "replication")
-            .contains("state=online"))
-        .await,
-        "the old primary resynced from the new one"
-    );
+    await_replication(
+        &replica,
+        "the old primary resynced from the new one",
+        |info| info.contains("state=online"),
+    )
+    .await;
     let promoted = Instant::now();
     eprintln!(
         "promoted: {}",
@@ -317,14 +306,10 @@ async fn swapped_schedule(swap: bool) {
             .cli(&["CLIENT", "KILL", "TYPE", "replica"])
             .expect("reconnect");
     }
-    assert!(
-        eventually(Duration::from_secs(20), || info(&primary, "replication")
-            .matches("state=online")
-            .count()
-            == 2)
-        .await,
-        "two replicas online"
-    );
+    await_replication(&primary, "two replicas online", |info| {
+        info.matches("state=online").count() == 2
+    })
+    .await;
     eprintln!(
         "swap={swap} x={} y={} primary lists: {}",
         x.port(),
@@ -347,14 +332,10 @@ async fn swapped_schedule(swap: bool) {
 
     // Y drops out (its link to the primary cut; it keeps its data and history).
     y.cli(&["REPLICAOF", "127.0.0.1", "1"]).expect("cut Y off");
-    assert!(
-        eventually(Duration::from_secs(20), || info(&primary, "replication")
-            .matches("state=online")
-            .count()
-            == 1)
-        .await,
-        "Y gone from the primary"
-    );
+    await_replication(&primary, "Y gone from the primary", |info| {
+        info.matches("state=online").count() == 1
+    })
+    .await;
     // A's lock counts with X's acknowledgement alone (R = 1).
     let a = manager(&url);
     let held = a.acquire("L", TTL).await.expect("A holds L");
@@ -375,14 +356,10 @@ async fn swapped_schedule(swap: bool) {
     primary
         .cli(&["REPLICAOF", "127.0.0.1", &yport])
         .expect("old primary follows");
-    assert!(
-        eventually(Duration::from_secs(20), || info(&y, "replication")
-            .matches("state=online")
-            .count()
-            == 2)
-        .await,
-        "both follow Y"
-    );
+    await_replication(&y, "both follow Y", |info| {
+        info.matches("state=online").count() == 2
+    })
+    .await;
     eprintln!(
         "Y promoted: {}",
         info(&y, "replication").replace("\r\n", " | ")

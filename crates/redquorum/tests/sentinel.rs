@@ -7,9 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, patient, value_on};
+use common::{eventually, patient, run_id, value_on};
 use redquorum::{Cause, Error, HoldOptions, Mark, QuarantineReason, Redlock, Reply, Vouch};
-use redquorum_nodes::{NodeSpec, RedisNode, SentinelGroup};
+use redquorum_nodes::{NodeSpec, SentinelGroup};
 
 const MAX_TTL: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(20);
@@ -174,73 +174,16 @@ async fn every_primitive_works_on_a_sentinel_node_beside_a_plain_one() {
     let plain = common::cluster(2);
     let mut urls = vec![group.url()];
     urls.extend(plain.urls());
-    let build = |fair: bool| {
+    let build = || {
         Redlock::builder(urls.clone())
             .max_ttl(MAX_TTL)
             .fence_on_acquire(true)
             .lock_delay(Duration::from_secs(1))
-            .fair(fair)
+            .fair(true)
             .build()
             .expect("valid configuration")
     };
-    let (a, b) = (build(true), build(true));
-
-    // A fenced lock, its token on request, an extension; refused to another manager meanwhile.
-    let mut lock = a.acquire("job", TTL).await.expect("a lock");
-    let first = lock.fence().await.expect("a token");
-    assert_eq!(
-        b.try_acquire("job", TTL)
-            .await
-            .err()
-            .and_then(|e| e.cause()),
-        Some(Cause::Busy)
-    );
-    lock.extend(TTL).await.expect("extended");
-    // A fair waiter gets it once it is released.
-    let waiter = tokio::spawn({
-        let b = b.clone();
-        async move { b.acquire_with("job", TTL, &patient()).await }
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(lock.release().await.cause().is_none());
-    let mut next = waiter.await.expect("task").expect("the waiter's turn");
-    assert!(next.fence().await.expect("a token") > first, "tokens grow");
-    assert!(next.release().await.cause().is_none());
-
-    // A semaphore of two permits: a third holder is refused.
-    let p1 = a.acquire_permit("pool", 2, TTL).await.expect("permit 1");
-    let p2 = b.acquire_permit("pool", 2, TTL).await.expect("permit 2");
-    assert!(
-        b.try_acquire_permit("pool", 2, TTL).await.is_err(),
-        "a third permit"
-    );
-    assert!(p1.release().await.cause().is_none() && p2.release().await.cause().is_none());
-
-    // Readers share, a writer waits for them.
-    let r1 = a.acquire_read("doc", TTL).await.expect("reader 1");
-    let r2 = b.acquire_read("doc", TTL).await.expect("reader 2");
-    assert!(
-        a.try_acquire_write("doc", TTL).await.is_err(),
-        "a writer beside readers"
-    );
-    assert!(r1.release().await.cause().is_none() && r2.release().await.cause().is_none());
-    let w = a.acquire_write("doc", TTL).await.expect("the writer");
-    assert!(w.release().await.cause().is_none());
-
-    // An election: one leader, seen by the other manager.
-    let guard = a.campaign("leader", "a", TTL).await.expect("elected");
-    let leader = b.leader("leader").await.expect("a leader");
-    assert_eq!(leader.identity, "a");
-    assert!(guard.release().await.is_ok());
-}
-
-/// `node`'s `run_id`.
-fn run_id(node: &RedisNode) -> String {
-    let info = node.cli(&["INFO", "server"]).expect("INFO server");
-    info.lines()
-        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
-        .expect("a run_id")
-        .to_owned()
+    common::every_primitive_keeps_its_promise(build, TTL).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

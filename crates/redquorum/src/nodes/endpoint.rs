@@ -59,6 +59,7 @@ use redis::Value;
 
 use crate::handles::error::{ConfigError, redact_url};
 use crate::nodes::connect::connect_once;
+use crate::nodes::fields::fields;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::receipts;
 use crate::nodes::replicated::Replicated;
@@ -205,11 +206,12 @@ pub(crate) struct Endpoint {
     census: Arc<Mutex<Census>>,
 }
 
-/// When the replicas' runs were last read, and which replicas were online then (invariant 2).
+/// When the replicas' runs were last read, and which list of replicas online was the last then
+/// ([`Replicated::online_lists`]): invariant 2.
 #[derive(Debug, Default)]
 struct Census {
     running: bool,
-    last: Option<(Instant, Vec<String>)>,
+    last: Option<(Instant, u64)>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -307,19 +309,21 @@ impl Endpoint {
         let Some(replicated) = self.server.replication().filter(|_| trust.enabled) else {
             return;
         };
-        let online = replicated.online();
+        // Every request comes here: two atomic reads and a lock, and the list of replicas is
+        // copied only when a reading is due.
+        let lists = replicated.online_lists();
         {
             let mut census = lock(&self.census);
-            let due = match &census.last {
-                None => true,
-                Some((at, listed)) => *listed != online || at.elapsed() >= CENSUS_PERIOD,
-            };
+            let due = census
+                .last
+                .is_none_or(|(at, seen)| seen != lists || at.elapsed() >= CENSUS_PERIOD);
             if census.running || !due {
                 return;
             }
             census.running = true;
-            census.last = Some((Instant::now(), online.clone()));
+            census.last = Some((Instant::now(), lists));
         }
+        let online = replicated.online();
         let server = Arc::clone(&self.server);
         let census = Arc::clone(&self.census);
         let clients: Vec<(String, Option<redis::Client>)> = online
@@ -421,20 +425,7 @@ fn announces(announced: &Value, tcp_port: Option<&str>, address: &str) -> bool {
     let Some((ip, port)) = address.rsplit_once(':') else {
         return false;
     };
-    let pairs: Vec<(String, String)> = match announced {
-        Value::Array(flat) => flat
-            .chunks(2)
-            .filter_map(|pair| match pair {
-                [k, v] => Some((text(k)?, text(v)?)),
-                _ => None,
-            })
-            .collect(),
-        Value::Map(map) => map
-            .iter()
-            .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
-            .collect(),
-        _ => Vec::new(),
-    };
+    let pairs = fields(announced);
     if pairs.is_empty() {
         return tcp_port == Some(port);
     }
@@ -448,15 +439,6 @@ fn announces(announced: &Value, tcp_port: Option<&str>, address: &str) -> bool {
     let announced_ip = setting("replica-announce-ip").filter(|ip| !ip.is_empty());
     announced_port.or(tcp_port) == Some(port)
         && announced_ip.is_none_or(|announced| announced == ip)
-}
-
-/// A reply's text, if it is a string.
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -485,19 +467,7 @@ mod tests {
 
     #[test]
     fn a_replica_is_named_at_the_address_it_announces_and_nowhere_else() {
-        let config = |pairs: &[(&str, &str)]| {
-            Value::Array(
-                pairs
-                    .iter()
-                    .flat_map(|(k, v)| {
-                        [
-                            Value::BulkString(k.as_bytes().to_vec()),
-                            Value::BulkString(v.as_bytes().to_vec()),
-                        ]
-                    })
-                    .collect(),
-            )
-        };
+        let config = crate::nodes::fields::flat;
         let unset = config(&[("replica-announce-ip", ""), ("replica-announce-port", "0")]);
         assert!(announces(&unset, Some("7001"), "10.0.0.1:7001"));
         assert!(!announces(&unset, Some("7001"), "10.0.0.1:7002"));

@@ -6,6 +6,7 @@
 
 pub(crate) mod connect;
 pub(crate) mod endpoint;
+pub(crate) mod fields;
 pub(crate) mod health;
 pub(crate) mod mark;
 pub(crate) mod node;

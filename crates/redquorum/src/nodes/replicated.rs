@@ -6,7 +6,7 @@
 //! feed it, need not import each other.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,9 @@ pub(crate) struct Replicated {
     /// How many replicas a vote waits for: every one of either list, once
     /// (`succession` invariant 1).
     pub(crate) wait_for: AtomicU32,
+    /// How many different lists of replicas online the server showed so far: a node behind a
+    /// fixed address reads its replicas' runs again when it changes (`endpoint` invariant 2).
+    online_lists: AtomicU64,
     /// The fewest replicas a vote waits for, whatever the lists say: the replicas the service
     /// keeps, as the user set them for a node behind a fixed address (`endpoint`); 0 behind
     /// Sentinel, whose candidates count instead (`succession` invariant 1).
@@ -76,6 +79,7 @@ impl Replicated {
             address,
             known: Mutex::new((Vec::new(), Vec::new())),
             wait_for: AtomicU32::new(floor),
+            online_lists: AtomicU64::new(0),
             floor,
             behind_endpoint,
             trusting: false,
@@ -125,6 +129,9 @@ impl Replicated {
             }
         }
         let mut known = lock(&self.known);
+        if known.0 != replicas.online {
+            self.online_lists.fetch_add(1, Ordering::AcqRel);
+        }
         known.0.clone_from(&replicas.online);
         self.count(&known);
         replicas.online
@@ -184,6 +191,11 @@ impl Replicated {
             count.max(self.floor)
         };
         self.wait_for.store(count, Ordering::Release);
+    }
+
+    /// How many different lists of replicas online the server showed so far.
+    pub(crate) fn online_lists(&self) -> u64 {
+        self.online_lists.load(Ordering::Acquire)
     }
 
     /// The replicas the server listed online at its last reading.

@@ -62,6 +62,7 @@ use redis::Value;
 
 use crate::handles::error::{ConfigError, redact_url};
 use crate::nodes::connect::connect_once;
+use crate::nodes::fields::{fields, text};
 use crate::nodes::node_error::NodeError;
 use crate::nodes::receipts;
 use crate::nodes::replicated::Replicated;
@@ -706,21 +707,6 @@ fn ping_period(debug: &Value) -> u64 {
         .unwrap_or(DEFAULT_PING_PERIOD_MS)
 }
 
-/// The field names and values of a reply that is a flat list of them (RESP2) or a map (RESP3).
-fn fields(reply: &Value) -> Vec<(String, String)> {
-    match reply {
-        Value::Array(flat) => flat
-            .chunks(2)
-            .filter_map(|pair| match pair {
-                [k, v] => Some((text(k), text(v))),
-                _ => None,
-            })
-            .collect(),
-        Value::Map(map) => map.iter().map(|(k, v)| (text(k), text(v))).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// A replica in `SENTINEL REPLICAS`'s reply, from a sentinel whose ping period is
 /// `ping_period_ms` (invariant 3).
 fn listed(reply: &Value, ping_period_ms: u64) -> Option<Listed> {
@@ -767,19 +753,10 @@ fn listed(reply: &Value, ping_period_ms: u64) -> Option<Listed> {
     })
 }
 
-/// A reply's text (a bulk or simple string, or a number).
-fn text(value: &Value) -> String {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Int(n) => n.to_string(),
-        _ => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nodes::fields::flat;
 
     #[test]
     fn a_sentinel_url_names_the_sentinels_the_service_and_both_credentials() {
@@ -819,24 +796,14 @@ mod tests {
     #[test]
     fn a_replica_counts_while_the_sentinels_could_promote_it() {
         let reply = |flags: &str, link_down_ms: &str| {
-            Value::Array(
-                [
-                    ("ip", "127.0.0.1"),
-                    ("port", "7001"),
-                    ("runid", "abc"),
-                    ("flags", flags),
-                    ("master-link-down-time", link_down_ms),
-                    ("down-after-milliseconds", "1000"),
-                ]
-                .iter()
-                .flat_map(|(k, v)| {
-                    [
-                        Value::BulkString(k.as_bytes().to_vec()),
-                        Value::BulkString(v.as_bytes().to_vec()),
-                    ]
-                })
-                .collect(),
-            )
+            flat(&[
+                ("ip", "127.0.0.1"),
+                ("port", "7001"),
+                ("runid", "abc"),
+                ("flags", flags),
+                ("master-link-down-time", link_down_ms),
+                ("down-after-milliseconds", "1000"),
+            ])
         };
         let listed = |reply: &Value| listed(reply, DEFAULT_PING_PERIOD_MS);
         let up = listed(&reply("slave", "0")).expect("listed");
@@ -879,17 +846,7 @@ mod tests {
                 None => pairs.push((name, value)),
             }
         }
-        Value::Array(
-            pairs
-                .iter()
-                .flat_map(|(k, v)| {
-                    [
-                        Value::BulkString(k.as_bytes().to_vec()),
-                        Value::BulkString(v.as_bytes().to_vec()),
-                    ]
-                })
-                .collect(),
-        )
+        flat(&pairs)
     }
 
     #[test]

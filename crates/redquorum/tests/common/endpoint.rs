@@ -7,9 +7,23 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
+use redquorum::Redlock;
 use redquorum_nodes::{NodeSpec, Persistence, RedisNode};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+
+/// The `max_ttl` of the managers these tests make.
+pub const MAX_TTL: Duration = Duration::from_secs(30);
+
+/// A manager of one node at `url`, with [`MAX_TTL`] and the patient node timeout (a vote's
+/// `WAIT` gets half of it).
+pub fn manager(url: &str) -> Redlock {
+    Redlock::builder(vec![url.to_owned()])
+        .max_ttl(MAX_TTL)
+        .node_timeout(super::PATIENT_NODE_TIMEOUT)
+        .build()
+        .expect("valid configuration")
+}
 
 /// A loopback TCP proxy to one port at a time. Every accepted connection gets a connection of
 /// its own to the current target; [`point`](Self::point) moves new connections, and either
@@ -136,12 +150,11 @@ impl Endpoint {
     /// Waits until the primary lists `n` replicas online.
     pub async fn await_replicas(&self, n: usize) {
         let primary = &self.nodes[self.primary];
-        let online = super::eventually(Duration::from_secs(30), || {
-            let info = primary.cli(&["INFO", "replication"]).unwrap_or_default();
+        let what = format!("{n} replicas online at the primary");
+        super::await_replication(primary, &what, |info| {
             info.matches("state=online").count() >= n
         })
         .await;
-        assert!(online, "{n} replicas online at the primary");
     }
 
     /// What a managed service does on failover: node `to` is made the primary, every other

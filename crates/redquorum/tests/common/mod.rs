@@ -285,3 +285,80 @@ pub fn is_watching(client: &str) -> bool {
         .find_map(|field| field.strip_prefix("flags="))
         .is_some_and(|flags| flags.contains('t'))
 }
+
+/// `node`'s `run_id`.
+pub fn run_id(node: &RedisNode) -> String {
+    let info = node.cli(&["INFO", "server"]).expect("INFO server");
+    info.lines()
+        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
+        .expect("a run_id")
+        .to_owned()
+}
+
+/// Waits (30 s at most) until `node`'s `INFO replication` passes `check`; fails the test naming
+/// `what` otherwise.
+pub async fn await_replication(node: &RedisNode, what: &str, check: impl Fn(&str) -> bool) {
+    let seen = eventually(Duration::from_secs(30), || {
+        node.cli(&["INFO", "replication"])
+            .is_ok_and(|info| check(&info))
+    })
+    .await;
+    assert!(seen, "{what}");
+}
+
+/// Every primitive keeps its promise over the managers `build` makes (two of them, fair waiting,
+/// fencing on acquisition, a lock-delay): a fenced lock refused to the other and extended, a
+/// fair waiter woken with a larger token, a semaphore of two, readers and a writer, an
+/// election. For the node kinds beside plain ones (Sentinel, a fixed address).
+pub async fn every_primitive_keeps_its_promise(build: impl Fn() -> Redlock, ttl: Duration) {
+    use redquorum::Cause;
+    let (a, b) = (build(), build());
+
+    // A fenced lock, its token on request, an extension; refused to another manager meanwhile.
+    let mut lock = a.acquire("job", ttl).await.expect("a lock");
+    let first = lock.fence().await.expect("a token");
+    assert_eq!(
+        b.try_acquire("job", ttl)
+            .await
+            .err()
+            .and_then(|e| e.cause()),
+        Some(Cause::Busy)
+    );
+    lock.extend(ttl).await.expect("extended");
+    // A fair waiter gets it once it is released.
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.acquire_with("job", ttl, &patient()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(lock.release().await.cause().is_none());
+    let mut next = waiter.await.expect("task").expect("the waiter's turn");
+    assert!(next.fence().await.expect("a token") > first, "tokens grow");
+    assert!(next.release().await.cause().is_none());
+
+    // A semaphore of two permits: a third holder is refused.
+    let p1 = a.acquire_permit("pool", 2, ttl).await.expect("permit 1");
+    let p2 = b.acquire_permit("pool", 2, ttl).await.expect("permit 2");
+    assert!(
+        b.try_acquire_permit("pool", 2, ttl).await.is_err(),
+        "a third permit"
+    );
+    assert!(p1.release().await.cause().is_none() && p2.release().await.cause().is_none());
+
+    // Readers share, a writer waits for them.
+    let r1 = a.acquire_read("doc", ttl).await.expect("reader 1");
+    let r2 = b.acquire_read("doc", ttl).await.expect("reader 2");
+    assert!(
+        a.try_acquire_write("doc", ttl).await.is_err(),
+        "a writer beside readers"
+    );
+    assert!(r1.release().await.cause().is_none() && r2.release().await.cause().is_none());
+    let w = a.acquire_write("doc", ttl).await.expect("the writer");
+    assert!(w.release().await.cause().is_none());
+
+    // An election: one leader, seen by the other manager.
+    let guard = a.campaign("leader", "a", ttl).await.expect("elected");
+    let leader = b.leader("leader").await.expect("a leader");
+    assert_eq!(leader.identity, "a");
+    assert!(guard.release().await.is_ok());
+}
