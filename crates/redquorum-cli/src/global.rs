@@ -36,7 +36,7 @@ pub const PASSWORD_ENV: &str = "REDLOCK_PASSWORD";
 /// Options every subcommand understands.
 #[derive(Debug, clap::Args)]
 pub struct Global {
-    /// Redis nodes, comma-separated: redis:// or rediss://HOST:PORT masters, redis+cluster://SEED,… clusters, redis+sentinel://SENTINEL,…/SERVICE primaries behind Sentinel
+    /// Redis nodes, comma-separated: redis:// or rediss://HOST:PORT masters, redis+cluster://SEED,… clusters, redis+sentinel://SENTINEL,…/SERVICE primaries behind Sentinel, redis+replicated://HOST:PORT?replicas=R primaries behind a fixed address
     // hide_env_values: $REDLOCK_SERVERS may carry a password, and --help must not show it.
     #[arg(
         long,
