@@ -12,7 +12,7 @@ cargo test --workspace --lib --bins "$@"
 # (failovers, Sentinel groups, the model's checks, chaos runs) are left to scripts/test.sh.
 fast=(
   blocking config election expiry_and_extension fault_tolerance fencing handles interop
-  lock_delay multi_resource mutual_exclusion primitive_schedules quarantine read_write
+  lock_delay multi_resource mutual_exclusion primitive_schedules quarantine read_write request
   reserved_names rollback semaphore spans status stragglers telemetry transports warnings
 )
 args=()

@@ -18,55 +18,25 @@ extend or release it.
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 import time
 from typing import Any, Callable, Iterator, List, Optional, Tuple, TypeVar
 
-from . import _redquorum
+from . import _redquorum, errors
 from ._common import (
-    LockView, ManagerBase, ReadsTheClock, Resources, Seconds, decorable, entered, leaving,
-    lost_at_release, names, not_entered, wait_args,
+    LockBase, ManagerBase, ReadsTheClock, Request, Resources, Seconds, decorable, entered,
+    leaving, not_entered, releasing_at_exit,
 )
 from ._redquorum import Leader, NodeStatus
-from .errors import (
-    ConfigError,
-    LockBusy,
-    LockLost,
-    NotHeld,
-    ProcessForked,
-    Quarantined,
-    RedquorumError,
-    TooSlow,
-    Unavailable,
-    WrongType,
-)
+from .errors import *  # every exception, as errors.__all__ lists them (one list to keep)
 
 __version__: str = _redquorum.__version__
 
-__all__ = [
-    "Redlock",
-    "Lock",
-    "LockContext",
-    "LeaderWatch",
-    "Leader",
-    "NodeStatus",
-    "RedquorumError",
-    "ConfigError",
-    "LockBusy",
-    "Unavailable",
-    "Quarantined",
-    "WrongType",
-    "TooSlow",
-    "LockLost",
-    "NotHeld",
-    "ProcessForked",
-]
+__all__ = ["Redlock", "Lock", "LockContext", "LeaderWatch", "Leader", "NodeStatus"]
+__all__ += errors.__all__
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-
-_log = logging.getLogger("redquorum")
 
 
 class _Lost(ReadsTheClock, threading.Event):
@@ -88,7 +58,7 @@ class _Lost(ReadsTheClock, threading.Event):
         return True
 
 
-class Lock(LockView):
+class Lock(LockBase):
     """A held lock (or permit, reader, writer, leadership). Release it with ``release()``, or
     use ``Redlock.lock(...)`` as a context manager. A handle dropped unreleased is released in
     the background."""
@@ -118,24 +88,7 @@ class Lock(LockView):
         try:
             return self._held.release()
         finally:
-            if self._lost is not None:
-                self._lost.set()  # at once, not when the watcher gets the GIL
-
-    def keep_alive(
-        self,
-        ttl: Optional[Seconds] = None,
-        *,
-        interval: Optional[Seconds] = None,
-        margin: Optional[Seconds] = None,
-        max_extensions: Optional[int] = None,
-        max_hold: Optional[Seconds] = None,
-    ) -> "Lock":
-        """Extends the lock in the background from now on (every third of its validity by
-        default) until released; a failed extension sets ``lost``. Returns the lock."""
-        if ttl is None:
-            raise ConfigError("keep_alive needs the ttl each extension sets")
-        self._held.keep_alive(ttl, interval, margin, max_extensions, max_hold)
-        return self
+            self._released()
 
     def detach(self) -> str:
         """Gives the lock up without releasing it (it expires with its TTL, or is released by
@@ -150,22 +103,9 @@ class Lock(LockView):
 
 
 def _release_at_exit(lock: Lock, failing: bool) -> None:
-    lost = lock.is_lost()  # before the release, which may wait for slow nodes
-    try:
+    # Which of the release's errors the block raises is `releasing_at_exit`'s to say.
+    with releasing_at_exit(lock, failing):
         lock.release()
-    except Unavailable as e:
-        # Too few nodes answered within the release's patience. A lock still valid when the
-        # block ended was ours for all its work: what those nodes hold expires with its TTL, so
-        # this is logged, never raised out of a block whose work succeeded (docs/python.md,
-        # "Releasing"). One whose validity had run out may have been taken meanwhile: raised.
-        if not lost:
-            _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
-        elif not failing:
-            raise lost_at_release(lock, e) from e
-    except RedquorumError:
-        # An exception from the work wins; a lost lock after successful work is raised.
-        if not failing:
-            raise
 
 
 class LockContext:
@@ -188,9 +128,7 @@ class LockContext:
 
     def __enter__(self) -> Lock:
         not_entered(self)
-        lock = self._acquire()
-        entered(self, lock)
-        return lock
+        return entered(self, self._acquire())
 
     def __exit__(self, *exc: Any) -> None:
         _release_at_exit(leaving(self), exc[0] is not None)
@@ -236,36 +174,16 @@ class Redlock(ManagerBase):
     No connection is made until the first request (or ``connect()``).
     """
 
-    def _acquire(
-        self,
-        kind: str,
-        resource: Resources,
-        ttl: Seconds,
-        *,
-        blocking: bool = True,
-        timeout: Optional[Seconds] = None,
-        permits: Optional[int] = None,
-        identity: Optional[str] = None,
-        keep_alive: bool = False,
-    ) -> Lock:
-        held = self._m.acquire(
-            kind, names(resource), ttl, permits=permits, identity=identity,
-            **wait_args(blocking, timeout),
-        )
-        lock = Lock(held)
-        if keep_alive:
-            held.keep_alive(ttl)
-        return lock
+    _context = LockContext
+
+    def _acquire(self, request: Request) -> Lock:
+        # What the arguments mean is `Request`'s; this API waits on the caller's thread, with
+        # the GIL released.
+        return request.granted(Lock(self._m.acquire(*request.args, **request.kwargs)))
 
     def acquire(
-        self,
-        resource: Resources,
-        ttl: Seconds,
-        *,
-        blocking: bool = True,
-        timeout: Optional[Seconds] = None,
-        permits: Optional[int] = None,
-        keep_alive: bool = False,
+        self, resource: Resources, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, permits: Optional[int] = None, keep_alive: bool = False,
     ) -> Lock:
         """Acquires ``resource`` for ``ttl`` seconds, waiting as ``threading.Lock`` does:
         until acquired (``timeout=None``, ``-1`` or ``math.inf``), at most ``timeout``
@@ -276,32 +194,24 @@ class Redlock(ManagerBase):
         of a semaphore. ``keep_alive=True`` extends it in the background until released.
         Raises ``LockBusy``, ``Unavailable``, ``Quarantined``, ``WrongType`` or ``TooSlow``."""
         return self._acquire(
-            "lock", resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
-            keep_alive=keep_alive,
+            Request("lock", resource, ttl, blocking, timeout, keep_alive, permits=permits)
         )
 
     def try_acquire(
-        self,
-        resource: Resources,
-        ttl: Seconds,
-        *,
-        permits: Optional[int] = None,
+        self, resource: Resources, ttl: Seconds, *, permits: Optional[int] = None,
         keep_alive: bool = False,
     ) -> Lock:
         """One attempt, no retry; raises ``LockBusy`` at once if somebody holds it."""
         return self._acquire(
-            "lock", resource, ttl, blocking=False, permits=permits, keep_alive=keep_alive
+            Request("lock", resource, ttl, blocking=False, permits=permits, keep_alive=keep_alive)
         )
 
     def acquire_read(
         self, resource: str, ttl: Seconds, *, blocking: bool = True,
         timeout: Optional[Seconds] = None, keep_alive: bool = False,
     ) -> Lock:
-        """Takes the read-write lock ``resource`` as one of its readers (many at once, never
-        with a writer)."""
-        return self._acquire(
-            "read", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
-        )
+        """A reader of the read-write lock ``resource``: many at once, never with a writer."""
+        return self._acquire(Request("read", resource, ttl, blocking, timeout, keep_alive))
 
     def acquire_write(
         self, resource: str, ttl: Seconds, *, blocking: bool = True,
@@ -309,27 +219,17 @@ class Redlock(ManagerBase):
     ) -> Lock:
         """Takes the read-write lock ``resource`` as its writer (alone; holds new readers off
         while it waits)."""
-        return self._acquire(
-            "write", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
-        )
+        return self._acquire(Request("write", resource, ttl, blocking, timeout, keep_alive))
 
     def lock(
-        self,
-        resource: Resources,
-        ttl: Seconds,
-        *,
-        blocking: bool = True,
-        timeout: Optional[Seconds] = None,
-        permits: Optional[int] = None,
-        keep_alive: bool = False,
+        self, resource: Resources, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, permits: Optional[int] = None, keep_alive: bool = False,
     ) -> LockContext:
         """``with rl.lock("invoice:42", ttl=10) as lock:`` acquires as ``acquire`` does and
         releases when the block ends."""
-        return LockContext(
-            lambda: self.acquire(
-                resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
-                keep_alive=keep_alive,
-            )
+        return self._later(
+            "acquire", resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
+            keep_alive=keep_alive,
         )
 
     def read_lock(
@@ -337,18 +237,14 @@ class Redlock(ManagerBase):
         keep_alive: bool = False,
     ) -> LockContext:
         """``with rl.read_lock(...)``: a reader of a read-write lock."""
-        return LockContext(
-            lambda: self.acquire_read(resource, ttl, timeout=timeout, keep_alive=keep_alive)
-        )
+        return self._later("acquire_read", resource, ttl, timeout=timeout, keep_alive=keep_alive)
 
     def write_lock(
         self, resource: str, ttl: Seconds, *, timeout: Optional[Seconds] = None,
         keep_alive: bool = False,
     ) -> LockContext:
         """``with rl.write_lock(...)``: the writer of a read-write lock."""
-        return LockContext(
-            lambda: self.acquire_write(resource, ttl, timeout=timeout, keep_alive=keep_alive)
-        )
+        return self._later("acquire_write", resource, ttl, timeout=timeout, keep_alive=keep_alive)
 
     def with_lock(self, resource: Resources, ttl: Seconds, work: Callable[[Lock], T]) -> T:
         """Runs ``work(lock)`` under ``resource``, kept alive, and releases it. A thread cannot
@@ -364,7 +260,7 @@ class Redlock(ManagerBase):
         passed: ``LockBusy``); returns the leadership, kept alive: ``fence`` is the term.
         Release it to resign. An outage ends the campaign as it ends ``acquire``'s wait."""
         return self._acquire(
-            "campaign", election, ttl, timeout=timeout, identity=identity, keep_alive=False
+            Request("campaign", election, ttl, timeout=timeout, identity=identity)
         )
 
     def leader(self, election: str) -> Optional[Leader]:

@@ -1,20 +1,38 @@
-"""What the blocking and the asyncio APIs share: turning Python arguments into the native
-module's, and the read-only parts of a lock handle."""
+"""What the blocking and the asyncio APIs share: everything but the waiting.
+
+``redquorum`` and ``redquorum.asyncio`` offer the same calls, one on the caller's thread and
+one awaited on the loop. What a call means is decided here, once: how its arguments are checked
+and put into the native module's terms, what a lock handle reads and keeps alive, how a ``with``
+block remembers its lock, what a failed release at a block's end raises. Each API module keeps
+its public methods, with the signatures, types and docstrings its users read, and the wait
+itself: a blocking call or an ``await``. A public method is written here only where it is the
+same in both APIs to the letter (``Lock.keep_alive()``, ``Lock.fence``...). So a rule changed
+here holds in both APIs at once, and the two cannot drift apart."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import logging
 import math
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (
+    Any, Callable, Dict, Generic, Iterator, List, NoReturn, Optional, Sequence, Tuple, TypeVar,
+    Union, overload,
+)
 
 from . import _redquorum
-from .errors import ConfigError, LockLost, RedquorumError
+from .errors import ConfigError, LockLost, RedquorumError, Unavailable
 
 Seconds = Union[float, int, timedelta]
 Resources = Union[str, Sequence[str]]
+
+T = TypeVar("T")
+L = TypeVar("L", bound="LockBase")
+Self = TypeVar("Self", bound="LockBase")  # what typing.Self says from Python 3.11 on
+
+_log = logging.getLogger("redquorum")
 
 
 def names(resource: Resources) -> List[str]:
@@ -44,6 +62,37 @@ def manager(servers: Union[str, Sequence[str]], settings: Dict[str, Any]) -> Any
     return _redquorum.Manager(servers, **{k: v for k, v in settings.items() if v is not None})
 
 
+class Request:
+    """One acquisition as both APIs' ``acquire``, ``try_acquire``, ``acquire_read``,
+    ``acquire_write`` and ``campaign`` ask for it: the arguments of the native
+    ``Manager.acquire`` (or ``acquire_async``), checked, and what follows the grant. Each API's
+    ``_acquire(request)`` only waits in between, so the two cannot disagree on what an argument
+    means.
+
+    The arguments every acquisition has come in the public methods' order, so that those
+    methods pass them on in one line; the rarer ones by keyword. Built inside the call (for
+    asyncio, once the coroutine runs), so a bad argument is raised where it was before: by the
+    blocking call, or by the ``await``."""
+
+    __slots__ = ("args", "kwargs", "_ttl", "_keep_alive")
+
+    def __init__(
+        self, kind: str, resource: Resources, ttl: Seconds, blocking: bool = True,
+        timeout: Optional[Seconds] = None, keep_alive: bool = False, *,
+        permits: Optional[int] = None, identity: Optional[str] = None,
+    ) -> None:
+        self.args = (kind, names(resource), ttl)
+        self.kwargs = {"permits": permits, "identity": identity, **wait_args(blocking, timeout)}
+        self._ttl = ttl
+        self._keep_alive = keep_alive
+
+    def granted(self, lock: L) -> L:
+        """The lock the nodes granted, kept alive from now on if that was asked for."""
+        if self._keep_alive:
+            lock.keep_alive(self._ttl)
+        return lock
+
+
 class ReadsTheClock:
     """What both APIs' ``Lock.lost`` events add to their base class: ``is_set()`` reads the
     clock against the lock's deadline too, and sets the event once it has passed. The
@@ -71,8 +120,37 @@ class ReadsTheClock:
         return False
 
 
-class LockView:
-    """The read-only side of a held lock, shared by both APIs."""
+class _FromHeld(Generic[T]):
+    """A read-only attribute of a lock handle that is the native handle's attribute of the same
+    name: it is read through, as a property would, under the docstring ``help()`` shows. One
+    line per attribute in ``LockBase``, instead of a property each that only says the same."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, lock: None, owner: Optional[type] = None) -> _FromHeld[T]: ...
+
+    @overload
+    def __get__(self, lock: LockBase, owner: Optional[type] = None) -> T: ...
+
+    def __get__(self, lock: Optional[LockBase], owner: Optional[type] = None) -> Any:
+        return self if lock is None else getattr(lock._held, self._name)
+
+    def __set__(self, lock: LockBase, value: NoReturn) -> NoReturn:
+        # Defined, as a property's is, so that the attribute is a data descriptor: read-only
+        # on instances, and listed with its docstring by help().
+        raise AttributeError(f"can't set attribute {self._name!r}")
+
+
+class LockBase:
+    """What both APIs' lock handles share: what is read from the native handle, the keep-alive,
+    and the bookkeeping of ``lost``, none of which waits. ``redquorum.Lock`` and
+    ``redquorum.asyncio.Lock`` add ``lost`` (a ``threading.Event`` or an ``asyncio.Event``),
+    ``extend`` and ``release``, blocking or awaitable."""
 
     __slots__ = ("_held", "_lost")
 
@@ -80,42 +158,23 @@ class LockView:
         self._held = held
         self._lost: Any = None
 
-    @property
-    def resource(self) -> str:
-        """The locked resource (the Redis key); for several, the first, sorted."""
-        return self._held.resource
-
-    @property
-    def resources(self) -> List[str]:
-        """Every locked resource, sorted and without duplicates."""
-        return self._held.resources
-
-    @property
-    def value(self) -> str:
-        """The random value that identifies this acquisition on the servers."""
-        return self._held.value
-
-    @property
-    def fence(self) -> Optional[int]:
+    resource = _FromHeld[str](
+        "The locked resource (the Redis key); for several, the first, sorted."
+    )
+    resources = _FromHeld[List[str]]("Every locked resource, sorted and without duplicates.")
+    value = _FromHeld[str]("The random value that identifies this acquisition on the servers.")
+    fence = _FromHeld[Optional[int]](
         """The fencing token: larger than every token handed out for this resource before.
         Pass it with every write to the protected resource, which must refuse a smaller one
         than the largest it has seen. ``None`` with ``fencing=False``."""
-        return self._held.fence
-
-    @property
-    def permit(self) -> Optional[int]:
-        """For a semaphore's permit, which one it is (``0 <= permit < permits``)."""
-        return self._held.permit
-
-    @property
-    def is_read(self) -> bool:
-        """Whether this is a reader's hold on a read-write lock."""
-        return self._held.is_read
-
-    @property
-    def kept_alive(self) -> bool:
-        """Whether the lock is extended in the background (``keep_alive=True``)."""
-        return self._held.kept_alive
+    )
+    permit = _FromHeld[Optional[int]](
+        "For a semaphore's permit, which one it is (``0 <= permit < permits``)."
+    )
+    is_read = _FromHeld[bool]("Whether this is a reader's hold on a read-write lock.")
+    kept_alive = _FromHeld[bool](
+        "Whether the lock is extended in the background (``keep_alive=True``)."
+    )
 
     def remaining(self) -> float:
         """Seconds left before the lock counts as lost (reads the clock); 0.0 once it is."""
@@ -133,14 +192,68 @@ class LockView:
         """How many background extensions succeeded so far."""
         return self._held.extensions()
 
+    def keep_alive(
+        self: Self,
+        ttl: Optional[Seconds] = None,
+        *,
+        interval: Optional[Seconds] = None,
+        margin: Optional[Seconds] = None,
+        max_extensions: Optional[int] = None,
+        max_hold: Optional[Seconds] = None,
+    ) -> Self:
+        """Extends the lock in the background from now on (every third of its validity by
+        default) until released; a failed extension sets ``lost``. Returns the lock."""
+        if ttl is None:
+            raise ConfigError("keep_alive needs the ttl each extension sets")
+        self._held.keep_alive(ttl, interval, margin, max_extensions, max_hold)
+        return self
+
+    def _released(self) -> None:
+        """Sets ``lost`` once a release has ended, however it ended: at once, not when the
+        background watcher gets the GIL or reaches the loop."""
+        if self._lost is not None:
+            self._lost.set()
+
     def __repr__(self) -> str:
         return repr(self._held)
 
 
+@contextlib.contextmanager
+def releasing_at_exit(lock: LockBase, failing: bool) -> Iterator[None]:
+    """Around the release at the end of a ``with`` block (``failing``: the block raised):
+    decides which of the release's errors the block raises, the same way in both APIs.
+
+    Too few nodes answering within the release's patience (``Unavailable``) is logged, never
+    raised, for a lock still valid when the block ended: it was ours for all its work, and what
+    those nodes hold expires with its TTL (docs/python.md, "Releasing"). A lock whose validity
+    had run out may have been taken meanwhile: ``LockLost``. An exception from the work wins
+    over any of the release's; a lost lock after successful work is raised."""
+    lost = lock.is_lost()  # before the release, which may wait for slow nodes
+    try:
+        yield
+    except Unavailable as e:
+        if not lost:
+            _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
+        elif not failing:
+            raise LockLost(
+                f"lock on {lock.resource!r} ran out of validity before the block ended, and too "
+                f"few nodes answered its release: the work may have overlapped another holder's "
+                f"({e})"
+            ) from e
+    except RedquorumError:
+        if not failing:
+            raise
+
+
 class ManagerBase:
     """What the two managers share: the settings (the Rust builder's, by keyword, in seconds),
-    the nodes, the quorum and the quarantine, which need no I/O. ``redquorum.Redlock`` (threads)
-    and ``redquorum.asyncio.Redlock`` add the calls, blocking or awaitable."""
+    the nodes, the quorum and the quarantine, which need no I/O, and the making of the lock
+    objects of ``with`` blocks. ``redquorum.Redlock`` (threads) and ``redquorum.asyncio.Redlock``
+    add the calls, blocking or awaitable, and their context class."""
+
+    #: The API's context class (``LockContext``, ``AsyncLockContext``): it calls what it is
+    #: given when its block is entered.
+    _context: Callable[[Callable[[], Any]], Any]
 
     def __init__(
         self,
@@ -178,17 +291,23 @@ class ManagerBase:
         """How many nodes must grant a request: N/2 + 1."""
         return self._m.quorum
 
-
     def quarantined_nodes(self) -> List[Tuple[str, float, str]]:
         """The nodes whose grants do not count yet: ``(node, seconds left, why)``."""
         return self._m.quarantined_nodes()
+
+    def _later(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """What ``lock()``, ``read_lock()`` and ``write_lock()`` return: the API's context
+        object, which calls the public ``method`` when its block is entered (and so checks the
+        arguments then, as that call does). Looked up by name at each entry, so that a
+        subclass's override, or a test's patch, is what runs."""
+        return self._context(lambda: getattr(self, method)(*args, **kwargs))
 
     def _notice_quarantine(self) -> None:
         """Logs why an acquisition still waits, if nodes are quarantined, with the call that
         ends the wait where a mark is right."""
         text = self._m.quarantine_notice()
         if text:
-            logging.getLogger("redquorum").warning("%s", text)
+            _log.warning("%s", text)
 
     def __repr__(self) -> str:
         return repr(self._m)
@@ -214,9 +333,10 @@ def not_entered(context: object) -> None:
         )
 
 
-def entered(context: object, lock: Any) -> None:
-    """Records that this thread or task is inside `context`, holding `lock`."""
+def entered(context: object, lock: L) -> L:
+    """Records that this thread or task is inside `context`, holding `lock`; returns it."""
     _ENTERED.set(_ENTERED.get() + ((context, lock),))
+    return lock
 
 
 def leaving(context: object) -> Any:
@@ -246,12 +366,3 @@ def decorable(function: Any, asynchronous: bool) -> None:
             "an async function takes the asyncio manager's lock: "
             "@redquorum.asyncio.Redlock(...).lock(...)"
         )
-
-
-def lost_at_release(lock: "LockView", e: RedquorumError) -> LockLost:
-    """The end of a block whose lock ran out of validity, with a release too few nodes
-    answered: the work may have overlapped another holder's."""
-    return LockLost(
-        f"lock on {lock.resource!r} ran out of validity before the block ended, and too few "
-        f"nodes answered its release: the work may have overlapped another holder's ({e})"
-    )

@@ -16,24 +16,21 @@ from __future__ import annotations
 import asyncio as _asyncio
 import functools
 import inspect
-import logging
 from typing import (
     Any, AsyncIterator, Awaitable, Callable, List, Literal, Optional, Tuple, TypeVar, Union,
 )
 
 from ._common import (
-    LockView, ManagerBase, ReadsTheClock, Resources, Seconds, decorable, entered, leaving,
-    lost_at_release, names, not_entered, wait_args,
+    LockBase, ManagerBase, ReadsTheClock, Request, Resources, Seconds, decorable, entered,
+    leaving, not_entered, releasing_at_exit,
 )
 from ._redquorum import Leader, NodeStatus
-from .errors import ConfigError, LockLost, RedquorumError, Unavailable
+from .errors import LockLost
 
 __all__ = ["Redlock", "Lock", "AsyncLockContext", "LeaderWatch"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-
-_log = logging.getLogger("redquorum")
 
 
 class _Lost(ReadsTheClock, _asyncio.Event):
@@ -53,7 +50,7 @@ class _Lost(ReadsTheClock, _asyncio.Event):
         return True
 
 
-class Lock(LockView):
+class Lock(LockBase):
     """A held lock, for asyncio. ``extend`` and ``release`` are coroutines; ``lost`` is an
     ``asyncio.Event``."""
 
@@ -89,23 +86,7 @@ class Lock(LockView):
         try:
             return await self._held.release_async()
         finally:
-            if self._lost is not None:
-                self._lost.set()  # at once, not when the watcher reaches the loop
-
-    def keep_alive(
-        self,
-        ttl: Optional[Seconds] = None,
-        *,
-        interval: Optional[Seconds] = None,
-        margin: Optional[Seconds] = None,
-        max_extensions: Optional[int] = None,
-        max_hold: Optional[Seconds] = None,
-    ) -> "Lock":
-        """Extends the lock in the background from now on; a failed extension sets ``lost``."""
-        if ttl is None:
-            raise ConfigError("keep_alive needs the ttl each extension sets")
-        self._held.keep_alive(ttl, interval, margin, max_extensions, max_hold)
-        return self
+            self._released()
 
     async def __aenter__(self) -> "Lock":
         return self
@@ -115,19 +96,9 @@ class Lock(LockView):
 
 
 async def _release_at_exit(lock: Lock, failing: bool) -> None:
-    lost = lock.is_lost()
-    try:
+    # As in the blocking API, with the release awaited.
+    with releasing_at_exit(lock, failing):
         await lock.release()
-    except Unavailable as e:
-        # As in the blocking API: a lock valid to the end of the block was ours for all its
-        # work, and what is left expires with its TTL; one that ran out may have been taken.
-        if not lost:
-            _log.warning("%s: the work is done; what those nodes hold expires with its TTL", e)
-        elif not failing:
-            raise lost_at_release(lock, e) from e
-    except RedquorumError:
-        if not failing:
-            raise
 
 
 class AsyncLockContext:
@@ -148,9 +119,7 @@ class AsyncLockContext:
 
     async def __aenter__(self) -> Lock:
         not_entered(self)
-        lock = await self._acquire()
-        entered(self, lock)
-        return lock
+        return entered(self, await self._acquire())
 
     async def __aexit__(self, *exc: Any) -> None:
         await _release_at_exit(leaving(self), exc[0] is not None)
@@ -191,46 +160,26 @@ class LeaderWatch:
 class Redlock(ManagerBase):
     """The lock manager for asyncio; the same settings as ``redquorum.Redlock``."""
 
-    async def _acquire(
-        self,
-        kind: str,
-        resource: Resources,
-        ttl: Seconds,
-        *,
-        blocking: bool = True,
-        timeout: Optional[Seconds] = None,
-        permits: Optional[int] = None,
-        identity: Optional[str] = None,
-        keep_alive: bool = False,
-    ) -> Lock:
-        # A wait of a second says why, once (as the blocking API's does from its thread).
+    _context = AsyncLockContext
+
+    async def _acquire(self, request: Request) -> Lock:
+        # What the arguments mean is `Request`'s; here the wait runs on redquorum's runtime and
+        # is awaited. A wait of a second says why, once (as the blocking API's does from its
+        # thread).
         notice = _asyncio.get_running_loop().call_later(1.0, self._notice_quarantine)
         try:
-            held = await self._m.acquire_async(
-                kind, names(resource), ttl, permits=permits, identity=identity,
-                **wait_args(blocking, timeout),
-            )
+            held = await self._m.acquire_async(*request.args, **request.kwargs)
         finally:
             notice.cancel()
-        lock = Lock(held)
-        if keep_alive:
-            held.keep_alive(ttl)
-        return lock
+        return request.granted(Lock(held))
 
     async def acquire(
-        self,
-        resource: Resources,
-        ttl: Seconds,
-        *,
-        blocking: bool = True,
-        timeout: Optional[Seconds] = None,
-        permits: Optional[int] = None,
-        keep_alive: bool = False,
+        self, resource: Resources, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, permits: Optional[int] = None, keep_alive: bool = False,
     ) -> Lock:
         """As ``redquorum.Redlock.acquire``, awaited."""
         return await self._acquire(
-            "lock", resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
-            keep_alive=keep_alive,
+            Request("lock", resource, ttl, blocking, timeout, keep_alive, permits=permits)
         )
 
     async def try_acquire(
@@ -239,7 +188,7 @@ class Redlock(ManagerBase):
     ) -> Lock:
         """One attempt, no retry; raises ``LockBusy`` at once if somebody holds it."""
         return await self._acquire(
-            "lock", resource, ttl, blocking=False, permits=permits, keep_alive=keep_alive
+            Request("lock", resource, ttl, blocking=False, permits=permits, keep_alive=keep_alive)
         )
 
     async def acquire_read(
@@ -247,35 +196,23 @@ class Redlock(ManagerBase):
         timeout: Optional[Seconds] = None, keep_alive: bool = False,
     ) -> Lock:
         """A reader of the read-write lock ``resource``."""
-        return await self._acquire(
-            "read", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
-        )
+        return await self._acquire(Request("read", resource, ttl, blocking, timeout, keep_alive))
 
     async def acquire_write(
         self, resource: str, ttl: Seconds, *, blocking: bool = True,
         timeout: Optional[Seconds] = None, keep_alive: bool = False,
     ) -> Lock:
         """The writer of the read-write lock ``resource``."""
-        return await self._acquire(
-            "write", resource, ttl, blocking=blocking, timeout=timeout, keep_alive=keep_alive
-        )
+        return await self._acquire(Request("write", resource, ttl, blocking, timeout, keep_alive))
 
     def lock(
-        self,
-        resource: Resources,
-        ttl: Seconds,
-        *,
-        blocking: bool = True,
-        timeout: Optional[Seconds] = None,
-        permits: Optional[int] = None,
-        keep_alive: bool = False,
+        self, resource: Resources, ttl: Seconds, *, blocking: bool = True,
+        timeout: Optional[Seconds] = None, permits: Optional[int] = None, keep_alive: bool = False,
     ) -> AsyncLockContext:
         """``async with rl.lock("invoice:42", ttl=10) as lock:``."""
-        return AsyncLockContext(
-            lambda: self.acquire(
-                resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
-                keep_alive=keep_alive,
-            )
+        return self._later(
+            "acquire", resource, ttl, blocking=blocking, timeout=timeout, permits=permits,
+            keep_alive=keep_alive,
         )
 
     def read_lock(
@@ -283,18 +220,14 @@ class Redlock(ManagerBase):
         keep_alive: bool = False,
     ) -> AsyncLockContext:
         """``async with rl.read_lock(...)``: a reader."""
-        return AsyncLockContext(
-            lambda: self.acquire_read(resource, ttl, timeout=timeout, keep_alive=keep_alive)
-        )
+        return self._later("acquire_read", resource, ttl, timeout=timeout, keep_alive=keep_alive)
 
     def write_lock(
         self, resource: str, ttl: Seconds, *, timeout: Optional[Seconds] = None,
         keep_alive: bool = False,
     ) -> AsyncLockContext:
         """``async with rl.write_lock(...)``: the writer."""
-        return AsyncLockContext(
-            lambda: self.acquire_write(resource, ttl, timeout=timeout, keep_alive=keep_alive)
-        )
+        return self._later("acquire_write", resource, ttl, timeout=timeout, keep_alive=keep_alive)
 
     async def with_lock(
         self,
@@ -339,7 +272,9 @@ class Redlock(ManagerBase):
         self, election: str, identity: str, ttl: Seconds, *, timeout: Optional[Seconds] = None
     ) -> Lock:
         """Campaigns until this candidate leads; returns the leadership, kept alive."""
-        return await self._acquire("campaign", election, ttl, timeout=timeout, identity=identity)
+        return await self._acquire(
+            Request("campaign", election, ttl, timeout=timeout, identity=identity)
+        )
 
     async def leader(self, election: str) -> Optional[Leader]:
         """Who leads ``election``; None when nobody does."""

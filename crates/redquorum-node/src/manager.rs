@@ -6,58 +6,14 @@ use std::sync::{Mutex, PoisonError};
 use napi::Env;
 use napi::bindgen_prelude::{Either, Object};
 use napi_derive::napi;
-use redquorum::{Error, Lock, Redlock, Retry, Vouch};
+use redquorum::{Acquired, Kind, Redlock, Vouch};
 use tokio_util::sync::CancellationToken;
 
 use crate::errors::{Failure, Outcome, invalid};
-use crate::held::{Acquired, Held};
+use crate::held::Held;
 use crate::runtime::promise;
 use crate::settings::{ManagerSettings, RetrySettings, millis};
 use crate::views::{self, NodeMark, NodeStatus, Watch};
-
-/// What an acquisition asks for.
-#[derive(Debug, Clone)]
-enum Wanted {
-    /// One resource, or several as one lock.
-    Lock(Vec<String>),
-    Read(String),
-    Write(String),
-    Permit(String, u32),
-    Campaign(String, String),
-}
-
-impl Wanted {
-    async fn acquire(
-        self,
-        redlock: Redlock,
-        ttl: std::time::Duration,
-        retry: Retry,
-    ) -> Result<Acquired, Error> {
-        let lock: Lock = match self {
-            Wanted::Lock(names) if names.len() == 1 => {
-                redlock.acquire_with(&names[0], ttl, &retry).await?
-            }
-            Wanted::Lock(names) => {
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                redlock.acquire_many_with(&names, ttl, &retry).await?
-            }
-            Wanted::Read(name) => redlock.acquire_read_with(&name, ttl, &retry).await?,
-            Wanted::Write(name) => redlock.acquire_write_with(&name, ttl, &retry).await?,
-            Wanted::Permit(name, permits) => {
-                redlock
-                    .acquire_permit_with(&name, permits, ttl, &retry)
-                    .await?
-            }
-            Wanted::Campaign(election, identity) => {
-                let guard = redlock
-                    .campaign_with(&election, &identity, ttl, &retry)
-                    .await?;
-                return Ok(Acquired::Guard(guard));
-            }
-        };
-        Ok(Acquired::Lock(lock))
-    }
-}
 
 /// Cancels the acquisitions it is given to: `index.js` calls `cancel()` when `settings.signal`
 /// aborts. A cancelled acquisition's future is dropped, which is the library's cancel safety:
@@ -162,37 +118,16 @@ impl Manager {
         let request = request.unwrap_or_default();
         let settings = self.retry.with(retry.as_ref());
         let retry = settings.retry()?;
-        let one = |resources: Vec<String>, kind: &str| -> napi::Result<String> {
-            match <[String; 1]>::try_from(resources) {
-                Ok([name]) => Ok(name),
-                Err(_) => Err(invalid(format!("a {kind} takes exactly one resource"))),
-            }
-        };
-        if resources.is_empty() {
-            return Err(invalid(redquorum::ConfigError::NoResources.to_string()));
-        }
         let kind = request.kind.as_deref().unwrap_or("lock");
-        let wanted = match (kind, request.permits) {
-            ("lock", None) => Wanted::Lock(resources),
-            ("lock", Some(permits)) => Wanted::Permit(one(resources, "semaphore")?, permits),
-            ("read", None) => Wanted::Read(one(resources, "read lock")?),
-            ("write", None) => Wanted::Write(one(resources, "write lock")?),
-            ("campaign", None) => Wanted::Campaign(
-                one(resources, "campaign")?,
-                request.identity.unwrap_or_default(),
-            ),
-            (other, _) => {
-                return Err(invalid(format!(
-                    "cannot take a {other:?} with permits (a semaphore is a plain lock's `permits`)"
-                )));
-            }
-        };
+        let kind = Kind::named(kind, request.permits, request.identity)
+            .map_err(|e| invalid(e.to_string()))?;
+        let wanted = redquorum::Request::new(kind, resources, ttl).retry(retry);
         let keep_alive = request.keep_alive.unwrap_or(false);
         let redlock = self.redlock()?;
         let cancelled = canceller.map(|c| c.token.clone()).unwrap_or_default();
         let acquisition = async move {
             let acquired = tokio::select! {
-                acquired = wanted.acquire(redlock, ttl, retry) => acquired,
+                acquired = redlock.request(&wanted) => acquired,
                 () = cancelled.cancelled() => {
                     return Either::B(Failure::aborted());
                 }
@@ -203,7 +138,7 @@ impl Manager {
                         Ok(options) => options,
                         Err(e) => return Either::B(Failure::config(&e.reason)),
                     };
-                    Either::A(Acquired::Guard(lock.keep_alive_with(ttl, options)))
+                    Either::A(Acquired::KeptAlive(lock.keep_alive_with(ttl, options)))
                 }
                 Ok(acquired) => Either::A(acquired),
                 Err(e) => Either::B(Failure::from(e)),

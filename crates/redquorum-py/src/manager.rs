@@ -5,60 +5,15 @@
 //! both wrap this one; only how they wait differs.
 
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use pyo3::prelude::*;
-use redquorum::{Error, Lock, Locked, Redlock, Retry, Vouch};
+use redquorum::{Kind, Locked, Redlock, Request, Vouch};
 
 use crate::errors::{self, Failed, OrRaise};
-use crate::held::{Acquired, Held};
+use crate::held::Held;
 use crate::runtime::Owner;
 use crate::settings::{RetrySettings, Servers, Settings, maybe_seconds, seconds, servers};
 use crate::views::{Leader, NodeStatus, Watch};
-
-/// What an acquisition asks for.
-#[derive(Debug, Clone)]
-enum Wanted {
-    /// One resource, or several as one lock.
-    Lock(Vec<String>),
-    Read(String),
-    Write(String),
-    Permit(String, u32),
-    Campaign(String, String),
-}
-
-impl Wanted {
-    async fn acquire(
-        self,
-        redlock: Redlock,
-        ttl: Duration,
-        retry: Retry,
-    ) -> Result<Acquired, Error> {
-        let lock: Lock = match self {
-            Wanted::Lock(names) if names.len() == 1 => {
-                redlock.acquire_with(&names[0], ttl, &retry).await?
-            }
-            Wanted::Lock(names) => {
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                redlock.acquire_many_with(&names, ttl, &retry).await?
-            }
-            Wanted::Read(name) => redlock.acquire_read_with(&name, ttl, &retry).await?,
-            Wanted::Write(name) => redlock.acquire_write_with(&name, ttl, &retry).await?,
-            Wanted::Permit(name, permits) => {
-                redlock
-                    .acquire_permit_with(&name, permits, ttl, &retry)
-                    .await?
-            }
-            Wanted::Campaign(election, identity) => {
-                let guard = redlock
-                    .campaign_with(&election, &identity, ttl, &retry)
-                    .await?;
-                return Ok(Acquired::Guard(guard));
-            }
-        };
-        Ok(Acquired::Lock(lock))
-    }
-}
 
 /// The library's manager (`redquorum.Redlock` and `redquorum.asyncio.Redlock` wrap it).
 ///
@@ -121,34 +76,12 @@ impl Manager {
         let retry = self
             .retry
             .for_call(blocking, maybe_seconds("timeout", timeout)?);
-        let one = |resources: Vec<String>| -> PyResult<String> {
-            match <[String; 1]>::try_from(resources) {
-                Ok([name]) => Ok(name),
-                Err(_) => Err(errors::config(format!("a {kind} takes exactly one name"))),
-            }
-        };
-        let wanted = match (kind, permits) {
-            ("lock", None) => Wanted::Lock(resources),
-            ("lock", Some(permits)) => Wanted::Permit(one(resources)?, permits),
-            ("read", None) => Wanted::Read(one(resources)?),
-            ("write", None) => Wanted::Write(one(resources)?),
-            ("campaign", None) => Wanted::Campaign(one(resources)?, identity.unwrap_or_default()),
-            _ => {
-                return Err(errors::config(format!(
-                    "cannot take a {kind} with permits: a semaphore is a plain lock's `permits=`"
-                )));
-            }
-        };
-        if let Wanted::Lock(names) = &wanted
-            && names.is_empty()
-        {
-            return Err(errors::from_error(
-                redquorum::ConfigError::NoResources.into(),
-            ));
-        }
+        let kind =
+            Kind::named(kind, permits, identity).map_err(|e| errors::from_error(e.into()))?;
+        let request = Request::new(kind, resources, ttl).retry(retry);
         let (owner, redlock) = self.here()?;
         Ok(async move {
-            let acquired = wanted.acquire(redlock, ttl, retry).await.map_err(Failed)?;
+            let acquired = redlock.request(&request).await.map_err(Failed)?;
             Ok(Held::new(owner, acquired))
         })
     }

@@ -161,25 +161,32 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod base;
 mod handles;
 mod nodes;
-mod primitives;
 #[doc(hidden)]
 pub mod protocol;
 mod round;
+#[cfg(test)]
+mod tests;
 
-pub use handles::{blocking, defaults};
+pub use base::defaults;
+pub use handles::blocking;
 pub use round::fork;
 
+pub use base::error::{ConfigError, Error, Limit, LossReason, RoundFailure};
 pub use handles::config::Builder;
-pub use handles::error::{ConfigError, Error, Limit, LossReason, RoundFailure};
+pub use handles::election::{Leader, LeaderWatch};
 pub use handles::hold::{Guard, HoldOptions};
 pub use handles::lock::{Lock, LockInfo};
-pub use handles::status::{Locked, NodeState, NodeStatus};
+pub use handles::redlock::Redlock;
+pub use handles::request::{Acquired, Kind, Request};
+pub use handles::shared::{HandleError, Holding, SharedLock, Watched};
+pub use handles::status::{Locked, NodeStatus};
+pub use nodes::inspect::NodeState;
 pub use nodes::mark::cluster_marker;
 pub use nodes::scripts::check_resource;
 pub use nodes::shards::Shard;
-pub use primitives::election::{Leader, LeaderWatch};
 pub use protocol::cause::Cause;
 pub use protocol::mark::{Mark, Vouch};
 pub use protocol::marker::MarkerState;
@@ -187,7 +194,6 @@ pub use protocol::quarantine::{MARKER_KEY, Quarantine, QuarantineReason};
 pub use protocol::remedy::{Reader, Remedy};
 pub use protocol::reply::{NodeReply, Reply};
 pub use round::engine::Released;
-pub use round::manager::Redlock;
 pub use round::retry::Retry;
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.

@@ -66,11 +66,12 @@ use tokio::runtime::{Handle, Runtime};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::base::error::{ConfigError, Error, LossReason};
 use crate::handles::config::Builder;
-use crate::handles::error::{ConfigError, Error, LossReason};
 use crate::handles::hold::HoldOptions;
 use crate::handles::lock::LockInfo;
 use crate::handles::status::NodeStatus;
+use crate::handles::{election, hold, lock, redlock};
 use crate::protocol::reply::NodeReply;
 use crate::round::engine::Released;
 use crate::round::retry::Retry;
@@ -97,7 +98,7 @@ fn cannot_block(method: &'static str) -> Error {
 /// The runtime, and what all handles of one manager share (invariant 1).
 #[derive(Debug)]
 struct Shared {
-    redlock: crate::Redlock,
+    redlock: redlock::Redlock,
     runtime: OwnRuntime,
     /// Releases of locks and guards dropped where waiting is refused, waited for before the
     /// runtime stops (invariant 5).
@@ -255,13 +256,13 @@ impl Redlock {
     /// # Errors
     /// As for [`new`](Self::new).
     pub fn from_list(list: &str) -> Result<Self, Error> {
-        Self::new(crate::Redlock::builder_from_list(list))
+        Self::new(redlock::Redlock::builder_from_list(list))
     }
 
     /// Waits for an acquisition and wraps the lock it returns.
     fn lock<F>(&self, method: &'static str, acquire: F) -> Result<Lock, Error>
     where
-        F: Future<Output = Result<crate::Lock, Error>>,
+        F: Future<Output = Result<lock::Lock, Error>>,
     {
         let lock = self.shared.block_on(method, acquire)??;
         Ok(Lock {
@@ -447,7 +448,7 @@ impl Redlock {
     ///
     /// # Errors
     /// [`Error::InsideRuntime`] inside a runtime.
-    pub fn leader(&self, election: &str) -> Result<Option<crate::Leader>, Error> {
+    pub fn leader(&self, election: &str) -> Result<Option<election::Leader>, Error> {
         self.shared
             .block_on("Redlock::leader", self.shared.redlock.leader(election))
     }
@@ -726,7 +727,7 @@ impl Redlock {
 #[must_use = "a lock is released as soon as it is dropped: bind it (`let lock = ...`) and release it when the work is done"]
 pub struct Lock {
     /// `None` only once a method consuming the lock has taken it.
-    lock: Option<crate::Lock>,
+    lock: Option<lock::Lock>,
     shared: Arc<Shared>,
 }
 
@@ -836,7 +837,7 @@ impl Drop for Lock {
 #[must_use = "a guard releases its lock as soon as it is dropped: bind it (`let guard = ...`) for as long as the work runs"]
 pub struct Guard {
     /// `None` only once [`release`](Self::release) has taken it.
-    guard: Option<crate::Guard>,
+    guard: Option<hold::Guard>,
     shared: Arc<Shared>,
 }
 
@@ -851,7 +852,7 @@ impl Deref for Guard {
 }
 
 impl Guard {
-    fn inner(&self) -> &crate::Guard {
+    fn inner(&self) -> &hold::Guard {
         self.guard.as_ref().expect(PRESENT)
     }
 

@@ -9,18 +9,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::handles::defaults::{
+use crate::base::defaults::{
     CONNECT_TIMEOUT, DRIFT_FACTOR, FENCE_RETENTION, LONGEST_CONNECT_TIMEOUT,
     LONGEST_FENCE_RETENTION, MAX_TTL, NODE_TIMEOUT, SHORTEST_FENCE_RETENTION,
 };
-use crate::handles::error::{ConfigError, Error};
+use crate::base::error::{ConfigError, Error};
+use crate::handles::redlock::Redlock;
 use crate::nodes::sentinels::is_sentinel_url;
 use crate::nodes::shards::is_cluster_url;
 use crate::protocol::fencing::{self, Advance};
 use crate::protocol::quarantine::TrustPolicy;
 use crate::protocol::validity;
 use crate::round::engine::{Engine, Rules, Settings};
-use crate::round::manager::Redlock;
 use crate::round::retry::Retry;
 
 /// Builds a [`Redlock`] manager. Create one with [`Redlock::builder`] or

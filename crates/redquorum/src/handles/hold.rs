@@ -63,14 +63,14 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::handles::error::{ConfigError, Error, Limit, LossReason};
+use crate::base::error::{ConfigError, Error, Limit, LossReason};
+use crate::base::telemetry;
 use crate::handles::lock::{KeptAlive, Lock, LockInfo};
-use crate::handles::telemetry;
+use crate::handles::redlock::Redlock;
 use crate::protocol::sync::lock;
 use crate::protocol::validity;
 use crate::round::engine::Engine;
 use crate::round::engine::{Deadline, Released, Until};
-use crate::round::manager::Redlock;
 
 /// How a [`Guard`] keeps its lock alive. Every setting has a default; the bounds are off unless
 /// set.
@@ -1024,7 +1024,7 @@ mod tests {
 
     #[test]
     fn failed_extensions_map_to_their_loss() {
-        let failure = Box::new(crate::handles::error::RoundFailure {
+        let failure = Box::new(crate::base::error::RoundFailure {
             quorum: 2,
             replies: Vec::new(),
             asked: crate::protocol::cause::Asked::Keep,

@@ -1,13 +1,13 @@
-//! What callers hold and read: the builder and its defaults, the held lock and the guard that
-//! keeps it alive, the blocking API, the status of a resource, the error type and the telemetry
-//! an application receives. The public types are exported at the crate root; `defaults` and
-//! `blocking` are public modules there too.
+//! What callers hold and read: the builder, the held lock and the guard that keeps it alive,
+//! leader election, the blocking API and the status of a resource. The public types are exported
+//! at the crate root; `blocking` is a public module there too.
 
 pub mod blocking;
 pub(crate) mod config;
-pub mod defaults;
-pub(crate) mod error;
+pub(crate) mod election;
 pub(crate) mod hold;
 pub(crate) mod lock;
+pub(crate) mod redlock;
+pub(crate) mod request;
+pub(crate) mod shared;
 pub(crate) mod status;
-pub(crate) mod telemetry;

@@ -12,53 +12,14 @@
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use redis::Value;
 
-use crate::Shard;
-use crate::nodes::node_error::NodeError;
-use crate::nodes::scripts::INSPECT;
+use crate::handles::redlock::Redlock;
+use crate::nodes::inspect::{NodeState, inspect};
+use crate::nodes::shards::Shard;
 use crate::protocol::marker::MarkerState;
 use crate::protocol::quarantine::Quarantine;
 use crate::protocol::remedy::{Reader, Remedy};
-use crate::protocol::reply::Reply;
 use crate::protocol::validity;
-use crate::round::manager::Redlock;
-
-/// What one node holds for a resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NodeState {
-    /// The key does not exist: the resource is free on this node.
-    Free,
-    /// The key is a string, as every Redlock lock is: held by whoever acquired `value`.
-    Held {
-        /// The stored value, the lock holder's random token (non-UTF-8 bytes are shown lossily).
-        value: String,
-        /// The time left before the key expires; `None` when it has no expiry (not a Redlock
-        /// lock, which always has one).
-        ttl: Option<Duration>,
-    },
-    /// The key is a sorted set: a read-write lock's readers
-    /// ([`Redlock::acquire_read`](crate::Redlock::acquire_read)).
-    Readers {
-        /// How many reader entries it holds (entries of readers whose expiry passed count until
-        /// the next writer or release sweeps them).
-        count: u64,
-        /// The time left before the set expires with its longest-lived reader.
-        ttl: Option<Duration>,
-    },
-    /// The key exists with another Redis type: it is not a lock, and locking it fails with
-    /// `WRONGTYPE`.
-    OtherType {
-        /// The Redis type, e.g. `hash` or `list`.
-        kind: String,
-        /// The time left before the key expires; `None` when it has no expiry.
-        ttl: Option<Duration>,
-    },
-    /// The node could not be asked: [`Reply::Timeout`], [`Reply::Unreachable`] or
-    /// [`Reply::ServerError`] (e.g. `NOAUTH`).
-    Unavailable(Reply),
-}
 
 /// One node's answer to [`Redlock::status`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,11 +104,7 @@ impl Redlock {
         let shared = self.engine();
         let deadline = Instant::now() + shared.rules.node_timeout;
         join_all(shared.nodes.iter().map(|node| async move {
-            let state = node
-                .read(&INSPECT, resource, deadline)
-                .await
-                .and_then(node_state)
-                .unwrap_or_else(|e| NodeState::Unavailable(e.reply()));
+            let state = inspect(node, resource, deadline).await;
             NodeStatus {
                 node: node.label().to_owned(),
                 state,
@@ -273,45 +230,10 @@ impl Redlock {
     }
 }
 
-/// Reads the inspect script's `{type, value or nil, pttl}`.
-fn node_state(reply: Value) -> Result<NodeState, NodeError> {
-    let unexpected =
-        |reply: &Value| NodeError::Server(format!("unexpected inspect reply: {reply:?}"));
-    let Value::Array(items) = &reply else {
-        return Err(unexpected(&reply));
-    };
-    let text = |v: &Value| match v {
-        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    };
-    let (Some(kind), Some(value), Some(Value::Int(pttl))) =
-        (items.first().and_then(text), items.get(1), items.get(2))
-    else {
-        return Err(unexpected(&reply));
-    };
-    // PTTL: -1 means no expiry, -2 no key (which TYPE already said: the script is atomic).
-    let ttl = u64::try_from(*pttl).ok().map(Duration::from_millis);
-    Ok(match kind.as_str() {
-        "none" => NodeState::Free,
-        "string" => NodeState::Held {
-            value: text(value).ok_or_else(|| unexpected(&reply))?,
-            ttl,
-        },
-        "zset" => match value {
-            Value::Int(count) => NodeState::Readers {
-                count: u64::try_from(*count).unwrap_or_default(),
-                ttl,
-            },
-            _ => return Err(unexpected(&reply)),
-        },
-        _ => NodeState::OtherType { kind, ttl },
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::reply::Reply;
 
     fn node(state: NodeState) -> NodeStatus {
         NodeStatus {
@@ -380,7 +302,7 @@ mod tests {
         let mut forgetful = node(NodeState::Free);
         forgetful.quarantine = Some(Quarantine {
             left: Duration::from_secs(30),
-            reason: crate::QuarantineReason::Restarted,
+            reason: crate::protocol::quarantine::QuarantineReason::Restarted,
             up: None,
             young: false,
             first_sight: false,

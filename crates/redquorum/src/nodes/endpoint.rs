@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use redis::Value;
 
-use crate::handles::error::{ConfigError, redact_url};
+use crate::base::error::{ConfigError, redact_url};
 use crate::nodes::connect::connect_once;
 use crate::nodes::fields::fields;
 use crate::nodes::node_error::NodeError;

@@ -331,7 +331,7 @@ async fn read_marker(
     undrawn_vouch: bool,
 ) -> Result<Marker, NodeError> {
     let call = |undrawn: &str| {
-        let fresh = format!("{:016x}", crate::round::fresh::u64());
+        let fresh = format!("{:016x}", crate::base::fresh::u64());
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(MARKER.source)
             .arg(1)

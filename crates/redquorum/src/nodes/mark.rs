@@ -9,85 +9,65 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
 
-use crate::Redlock;
 use crate::nodes::connect::connect_once;
+use crate::nodes::node::Node;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::vouch::rewrite;
 use crate::protocol::mark::{Mark, Vouch, refused};
 use crate::protocol::quarantine::{cluster_marker_with_id, info_field};
 
-impl Redlock {
-    /// Vouches, as an operator, that every node of this manager lost nothing: each gets a
-    /// marker that vouches at once for its current run, so clients trust it without waiting out
-    /// the restart quarantine (`redlock nodes mark`). What is refused, and what overrides it, is
-    /// [`Vouch`]'s: a node that started less than `max_ttl` ago only as [`Vouch::BrandNew`]
-    /// (its uptime is the one evidence that it did not restart empty while a lock was held);
-    /// a replica, dropped data, a marker that records a loss or a node new to a marked group only
-    /// as [`Vouch::Forced`]. A marker that already vouches is left as it is. A first-sight
-    /// marker still pending (a client saw the node without one) is vouched for under the same
-    /// id, so clients already waiting trust it at their next health check (within 2 s).
-    ///
-    /// Vouching for a server that did lose data less than `max_ttl` ago (flushed, restarted
-    /// without persistence) lets a lock be granted twice: this is the operator's word against the
-    /// evidence. The uptime is the server's own, a wall-clock difference: on a host whose clock
-    /// stepped forward since the server started it overstates (`docs/guarantees.md`).
-    ///
-    /// This manager checks the nodes it marked again at once: its own next lock needs no wait.
-    ///
-    /// Returns each node's address (without credentials) and what was done there.
-    ///
-    /// # Cancel safety
-    /// Each node's marker is written by one script call: dropping the future leaves every node
-    /// either marked or as it was.
-    pub async fn mark_nodes(&self, vouch: Vouch) -> Vec<(String, Mark)> {
-        let force = vouch == Vouch::Forced;
-        let max_ttl = self.engine().rules.max_ttl;
-        let timeout = self.engine().rules.connect_timeout;
-        let nodes = &self.engine().nodes;
-        // A node without a marker in a group whose other nodes carry one is new to the group:
-        // it may replace a node that held locks (a marker of its own is not the question).
-        // A Sentinel node's marker is on the primary the sentinels name (its replicas get it by
-        // replication).
-        let peeked = join_all(nodes.iter().map(|node| async move {
-            let carrier = match tokio::time::timeout(timeout, node.marker_carrier()).await {
-                Ok(Some(Ok(carrier))) => carrier,
-                Ok(Some(Err(e))) => return Err(Mark::Failed(e.reply().to_string())),
-                Err(_) => return Err(Mark::Failed(NodeError::Timeout.reply().to_string())),
-                Ok(None) => return Err(Mark::Cluster),
-            };
-            let (conn, found) = peek(carrier.client(), timeout).await?;
-            Ok((conn, found, carrier))
-        }))
-        .await;
-        let group_marked = peeked
-            .iter()
-            .any(|p| matches!(p, Ok((_, found, _)) if found == "vouched" || found == "other"));
-        join_all(nodes.iter().zip(peeked).map(|(node, peeked)| async move {
-            let (mark, carrier) = match peeked {
-                Err(mark) => (mark, None),
-                // Told before the evidence against the server: a marker that vouches already
-                // needs nothing (the script checks again, atomically).
-                Ok((_, found, carrier)) if !force && (found == "vouched" || found == "other") => (
-                    Mark::HasMarker {
-                        vouches: found == "vouched",
-                    },
-                    Some(carrier),
-                ),
-                Ok((_, found, carrier))
-                    if group_marked && !force && (found == "none" || found == "new") =>
-                {
-                    (Mark::NewToGroup, Some(carrier))
-                }
-                Ok((conn, _, carrier)) => (self::mark(conn, vouch, max_ttl).await, Some(carrier)),
-            };
-            // This manager's own next lock need not wait for its next health check.
-            if let (true, Some(server)) = (mark.is_marked(), carrier) {
-                server.recheck_now().await;
+/// Vouches for every node of `nodes` ([`Redlock::mark_nodes`](crate::Redlock::mark_nodes) says what is
+/// done and refused).
+pub(crate) async fn mark_nodes(
+    nodes: &[Node],
+    vouch: Vouch,
+    max_ttl: Duration,
+    timeout: Duration,
+) -> Vec<(String, Mark)> {
+    let force = vouch == Vouch::Forced;
+    // A node without a marker in a group whose other nodes carry one is new to the group:
+    // it may replace a node that held locks (a marker of its own is not the question).
+    // A Sentinel node's marker is on the primary the sentinels name (its replicas get it by
+    // replication).
+    let peeked = join_all(nodes.iter().map(|node| async move {
+        let carrier = match tokio::time::timeout(timeout, node.marker_carrier()).await {
+            Ok(Some(Ok(carrier))) => carrier,
+            Ok(Some(Err(e))) => return Err(Mark::Failed(e.reply().to_string())),
+            Err(_) => return Err(Mark::Failed(NodeError::Timeout.reply().to_string())),
+            Ok(None) => return Err(Mark::Cluster),
+        };
+        let (conn, found) = peek(carrier.client(), timeout).await?;
+        Ok((conn, found, carrier))
+    }))
+    .await;
+    let group_marked = peeked
+        .iter()
+        .any(|p| matches!(p, Ok((_, found, _)) if found == "vouched" || found == "other"));
+    join_all(nodes.iter().zip(peeked).map(|(node, peeked)| async move {
+        let (mark, carrier) = match peeked {
+            Err(mark) => (mark, None),
+            // Told before the evidence against the server: a marker that vouches already
+            // needs nothing (the script checks again, atomically).
+            Ok((_, found, carrier)) if !force && (found == "vouched" || found == "other") => (
+                Mark::HasMarker {
+                    vouches: found == "vouched",
+                },
+                Some(carrier),
+            ),
+            Ok((_, found, carrier))
+                if group_marked && !force && (found == "none" || found == "new") =>
+            {
+                (Mark::NewToGroup, Some(carrier))
             }
-            (node.label().to_owned(), mark)
-        }))
-        .await
-    }
+            Ok((conn, _, carrier)) => (self::mark(conn, vouch, max_ttl).await, Some(carrier)),
+        };
+        // This manager's own next lock need not wait for its next health check.
+        if let (true, Some(server)) = (mark.is_marked(), carrier) {
+            server.recheck_now().await;
+        }
+        (node.label().to_owned(), mark)
+    }))
+    .await
 }
 
 /// A connection to the server and what its marker is, as `scripts/vouch.lua` classifies it
@@ -119,7 +99,7 @@ async fn mark(mut conn: MultiplexedConnection, vouch: Vouch, max_ttl: Duration) 
         return refusal;
     }
     let run_id = info_field(&info, "run_id").unwrap_or_default();
-    let fresh = format!("{:016x}", crate::round::fresh::u64());
+    let fresh = format!("{:016x}", crate::base::fresh::u64());
     match rewrite(&mut conn, "mark", &fresh, run_id, force, 0, "").await {
         Ok((true, found)) => match found.as_str() {
             "none" => Mark::Written,
@@ -138,5 +118,5 @@ async fn mark(mut conn: MultiplexedConnection, vouch: Vouch, max_ttl: Duration) 
 /// its key and a value that vouches for it at once (`quarantine` invariants 3, 6). For tools
 /// that prepare new clusters, as `redquorum-nodes` does; write it with `SET … NX`.
 pub fn cluster_marker(lowest_slot: u16, info: &str) -> (String, String) {
-    cluster_marker_with_id(lowest_slot, info, crate::round::fresh::u64())
+    cluster_marker_with_id(lowest_slot, info, crate::base::fresh::u64())
 }

@@ -8,11 +8,10 @@ pub(crate) mod connect;
 pub(crate) mod endpoint;
 pub(crate) mod fields;
 pub(crate) mod health;
+pub(crate) mod inspect;
 pub(crate) mod mark;
 pub(crate) mod node;
 pub(crate) mod node_error;
-#[cfg(test)]
-mod paused_client;
 pub(crate) mod receipts;
 pub(crate) mod replica_acks;
 pub(crate) mod replicated;

@@ -23,7 +23,9 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use redis::Value;
 
-use crate::handles::telemetry::{NodeMetrics, RequestKind};
+use crate::base::queue::{QueuePlace, WaiterId};
+use crate::base::resources::{Access, Resources};
+use crate::base::telemetry::{NodeMetrics, RequestKind};
 use crate::nodes::endpoint::Endpoint;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::{
@@ -37,7 +39,6 @@ use crate::nodes::server::{Connection, NUMBER, Server, bounded, command, naming_
 use crate::nodes::shards::Shards;
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::nodes::vouch::FirstSight;
-use crate::primitives::resources::{Access, Resources};
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::cause::Asked;
 use crate::protocol::fencing::{Advance, Proposal};
@@ -45,7 +46,6 @@ use crate::protocol::marker::MarkerState;
 use crate::protocol::quarantine::{MARKER_KEY, Quarantine};
 use crate::protocol::reply::Reply;
 use crate::protocol::slots::{slot_of, slot_tag};
-use crate::round::waiting::{QueuePlace, WaiterId};
 
 /// One request of a round, the same for every node. Each applies to all the resources of a
 /// lock at once: on a set, a node does it for every key or for none (except a release, which
@@ -58,7 +58,7 @@ pub(crate) enum Request {
     /// in the same step: a pipeline of plain commands for one resource on a standalone
     /// master, else a script ([`fencing`](crate::protocol::fencing) step 1).
     /// `scripted` when it must be the script all the same: a campaign's, whose counter must
-    /// advance only with a `SET` that succeeded ([`election`](crate::primitives::election)
+    /// advance only with a `SET` that succeeded (`handles/election.rs`
     /// invariant 5).
     SetFenced {
         ttl_ms: u64,
@@ -300,7 +300,7 @@ impl Node {
     }
 
     /// On a Redis Cluster node, the shard that serves `key`.
-    pub(crate) async fn shard_of(&self, key: &str) -> Option<crate::Shard> {
+    pub(crate) async fn shard_of(&self, key: &str) -> Option<crate::nodes::shards::Shard> {
         match &self.target {
             Target::Plain(_) | Target::Sentinel(_) | Target::Endpoint(_) => None,
             Target::Cluster(shards) => shards.shard_of(key).await,
@@ -446,7 +446,7 @@ impl Node {
     }
 
     /// Runs a read-only `script` on `key` (not checked against the marker), bounded by
-    /// `deadline`: for operators' reads such as [`status`](crate::handles::status).
+    /// `deadline`: for operators' reads such as [`Redlock::status`](crate::Redlock::status).
     pub(crate) async fn read(
         &self,
         script: &LuaScript,

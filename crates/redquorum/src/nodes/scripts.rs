@@ -8,8 +8,9 @@
 
 use std::sync::LazyLock;
 
-use crate::handles::error::ConfigError;
-use crate::primitives::resources::Resources;
+use crate::base::defaults::{FENCE_PREFIX, RESERVED_PREFIXES, WRITER_WAITING_PREFIX};
+use crate::base::error::ConfigError;
+use crate::base::resources::Resources;
 use crate::protocol::quarantine::MARKER_KEY;
 
 /// A Lua script with its SHA1, computed once.
@@ -222,7 +223,7 @@ pub(crate) fn all() -> [&'static LuaScript; 25] {
 }
 
 /// The script for one resource (the standard format, where there is one) or for a set of them
-/// ([`resources`](crate::primitives::resources) invariant 2).
+/// ([`resources`](crate::base::resources) invariant 2).
 pub(crate) fn one_or_many(
     resources: &Resources,
     one: &'static LazyLock<LuaScript>,
@@ -235,26 +236,10 @@ pub(crate) fn one_or_many(
     }
 }
 
-/// What a read-write lock's writer-waiting key starts with.
-pub(crate) const WRITER_WAITING_PREFIX: &str = "redlock-writer-waiting:";
-
-/// What a fencing counter's key starts with.
-pub(crate) const FENCE_PREFIX: &str = "redlock-fence:";
-
 /// The key that holds a resource's fencing counter, next to the lock key.
 pub(crate) fn fence_key(resource: &str) -> String {
     format!("{FENCE_PREFIX}{resource}")
 }
-
-/// What the library's own keys start with (`scripts`, `scripts/queue.lua`, the marker): a
-/// resource named so would share a key with them, so acquisitions refuse such names.
-pub const RESERVED_PREFIXES: [&str; 5] = [
-    FENCE_PREFIX,
-    "redlock-queue:",
-    "redlock-queue-lease:",
-    WRITER_WAITING_PREFIX,
-    MARKER_KEY,
-];
 
 /// Refuses a resource name that starts with one of [`RESERVED_PREFIXES`] (a fenced acquisition
 /// of `x` would overwrite a lock named `redlock-fence:x`, a marker named as a lock would be

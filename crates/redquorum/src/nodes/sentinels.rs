@@ -60,7 +60,7 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, join_all};
 use redis::Value;
 
-use crate::handles::error::{ConfigError, redact_url};
+use crate::base::error::{ConfigError, redact_url};
 use crate::nodes::connect::connect_once;
 use crate::nodes::fields::{fields, text};
 use crate::nodes::node_error::NodeError;

@@ -104,12 +104,13 @@ use futures_util::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 
-use crate::handles::error::{ConfigError, redact_url, secrets_in};
+use crate::base::defaults::{FENCE_PREFIX, WRITER_WAITING_PREFIX};
+use crate::base::error::{ConfigError, redact_url, secrets_in};
 use crate::nodes::health::{Health, MarkerKey, check_health};
 use crate::nodes::node_error::NodeError;
 use crate::nodes::replica_acks::ReplicaAcks;
 use crate::nodes::replicated::Replicated;
-use crate::nodes::scripts::{FENCE_PREFIX, KeyGroup, LuaScript, WRITER_WAITING_PREFIX};
+use crate::nodes::scripts::{KeyGroup, LuaScript};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::{Claimant, RunIds};

@@ -62,12 +62,12 @@ use futures_util::future::{BoxFuture, Shared, join_all};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::handles::error::{ConfigError, redact_url};
+use crate::base::error::{ConfigError, redact_url};
+use crate::base::resources::Resources;
 use crate::nodes::connect::connect_once;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::server::{InCluster, Server, ServerSettings, scrub};
 use crate::nodes::subscriber::{Subscriber, Watch};
-use crate::primitives::resources::Resources;
 use crate::protocol::aliases::{Claimant, RunIds};
 use crate::protocol::quarantine::{Quarantine, cluster_marker_key};
 use crate::protocol::slots::{self, slot_of};

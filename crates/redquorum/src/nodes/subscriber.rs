@@ -45,7 +45,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
-use crate::primitives::resources::Resources;
+use crate::base::resources::Resources;
 use crate::protocol::sync::lock;
 
 /// The channel a release of `resource` is announced on (`scripts/queue.lua`).

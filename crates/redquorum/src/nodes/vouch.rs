@@ -210,7 +210,7 @@ async fn look(
     max_ttl: Duration,
     margin: Duration,
 ) -> Result<Look, NodeError> {
-    let fresh = format!("{:016x}", crate::round::fresh::u64());
+    let fresh = format!("{:016x}", crate::base::fresh::u64());
     let (value, _, node_ms): (String, u8, u64) = redis::cmd("EVAL")
         .arg(MARKER.source)
         .arg(1)

@@ -114,9 +114,11 @@ use futures_util::future::join_all;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::handles::defaults::RELEASE_PATIENCE;
-use crate::handles::error::{ConfigError, Error, RoundFailure};
-use crate::handles::telemetry;
+use crate::base::defaults::RELEASE_PATIENCE;
+use crate::base::error::{ConfigError, Error, RoundFailure};
+use crate::base::queue::WaiterId;
+use crate::base::resources::{Access, Resources};
+use crate::base::telemetry;
 use crate::nodes::endpoint::{Endpoint, is_endpoint_url};
 use crate::nodes::node::{Answer, Node, Request, reply_of};
 use crate::nodes::node_error::NodeError;
@@ -126,7 +128,6 @@ use crate::nodes::shards::{Shards, is_cluster_url};
 use crate::nodes::stragglers::{LeftBehind, Stragglers};
 use crate::nodes::subscriber::Watch;
 use crate::nodes::vouch::FirstSight;
-use crate::primitives::resources::{Access, Resources};
 use crate::protocol::aliases::RunIds;
 use crate::protocol::cause::{Asked, Cause};
 use crate::protocol::fencing::{Advance, Proposals, Voters};
@@ -138,7 +139,7 @@ use crate::protocol::validity;
 use crate::protocol::value::{self, Carried};
 use crate::round::deadlines::Alarm;
 use crate::round::retry::Retry;
-use crate::round::waiting::{WaiterId, Waiters};
+use crate::round::waiting::Waiters;
 
 /// What a release did, node by node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,10 +163,10 @@ impl Released {
     /// `None` when a quorum confirmed the release; otherwise why not: the lock was not held
     /// with this value ([`Cause::NotHeld`](crate::Cause::NotHeld)), too few nodes answered to
     /// tell, or the key holds another Redis type.
-    pub fn cause(&self) -> Option<crate::Cause> {
+    pub fn cause(&self) -> Option<Cause> {
         (self.confirmed < self.quorum).then(|| {
             let replies = self.replies.iter().map(|r| (r.node.as_str(), &r.reply));
-            crate::Cause::of(Asked::Keep, replies, self.quorum)
+            Cause::of(Asked::Keep, replies, self.quorum)
         })
     }
 

@@ -4,10 +4,10 @@
 //! policy, and the random draws every identifier comes from. It asks the nodes, and leaves every
 //! verdict to the protocol.
 
+pub(crate) mod acquire;
 pub(crate) mod deadlines;
 pub(crate) mod engine;
 pub mod fork;
-pub(crate) mod fresh;
-pub(crate) mod manager;
+pub(crate) mod held;
 pub(crate) mod retry;
 pub(crate) mod waiting;

@@ -240,7 +240,7 @@ impl Schedule {
         let rng = self.rng.get_or_insert_with(|| match seed {
             Some(seed) => StdRng::seed_from_u64(seed),
             // Drawn from the OS: forked workers must not retry in lockstep (`fresh`).
-            None => StdRng::from_seed(crate::round::fresh::bytes()),
+            None => StdRng::from_seed(crate::base::fresh::bytes()),
         });
         Duration::from_micros(rng.random_range(max / 2..=max))
     }

@@ -118,7 +118,7 @@ pub enum Error {
         reason: LossReason,
     },
 
-    /// A [`blocking`](crate::handles::blocking) method was called where a Tokio runtime is current
+    /// A [`blocking`](crate::blocking) method was called where a Tokio runtime is current
     /// (an async task, `block_on`, `spawn_blocking`), where it would block the runtime's thread.
     /// The call sent nothing; `Lock::release` and `Guard::release` consumed their handle, which
     /// is then released in the background, as when dropped there.
@@ -335,7 +335,7 @@ pub enum ConfigError {
     #[error("no resources given: a lock needs at least one resource")]
     NoResources,
     /// A resource name that the library's own keys use
-    /// ([`RESERVED_PREFIXES`](crate::handles::defaults::RESERVED_PREFIXES)): its lock would share a
+    /// ([`RESERVED_PREFIXES`](crate::base::defaults::RESERVED_PREFIXES)): its lock would share a
     /// key with a fencing counter, a waiting queue or a node's marker.
     #[error(
         "the resource name {name:?} is reserved: names starting with {prefix:?} are the \

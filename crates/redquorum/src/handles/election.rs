@@ -35,14 +35,14 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use redis::Value;
 
-use crate::handles::defaults::MAX_IDENTITY;
-use crate::handles::error::{ConfigError, Error};
+use crate::base::defaults::MAX_IDENTITY;
+use crate::base::error::{ConfigError, Error};
+use crate::base::resources::Resources;
 use crate::handles::hold::Guard;
+use crate::handles::redlock::Redlock;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::LEADER;
-use crate::primitives::resources::Resources;
 use crate::protocol::quorum::majority;
-use crate::round::manager::Redlock;
 use crate::round::retry::Retry;
 use crate::round::waiting::Waiting;
 
@@ -139,7 +139,7 @@ impl Redlock {
     /// # Errors
     /// [`Error::NotAcquired`] when the retry policy gave up; [`Error::Config`] when fencing is
     /// off (the term is a fencing token), the identity is longer than
-    /// [`MAX_IDENTITY`](crate::handles::defaults::MAX_IDENTITY) bytes, or
+    /// [`MAX_IDENTITY`](crate::base::defaults::MAX_IDENTITY) bytes, or
     /// the TTL leaves no validity.
     ///
     /// # Panics

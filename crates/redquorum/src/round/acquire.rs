@@ -41,62 +41,30 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use tracing::Instrument;
 
-use crate::handles::error::{Error, RoundFailure};
-use crate::handles::lock::{Held, Lock};
-use crate::handles::telemetry::{self, Acquisition, Waiting};
+use crate::base::error::{Error, RoundFailure};
+use crate::base::fresh;
+use crate::base::resources::{Access, Resources};
+use crate::base::semaphore::Permits;
+use crate::base::telemetry::{Acquisition, Waiting};
+use crate::nodes::inspect::{NodeState, inspect};
 use crate::nodes::node::Request;
 use crate::nodes::scripts::check_resource;
-use crate::primitives::resources::{Access, Resources};
-use crate::primitives::semaphore::Permits;
 use crate::protocol::cause::Cause;
 use crate::protocol::fencing::Voters;
 use crate::protocol::quorum::Decision;
 use crate::protocol::remedy::Reader;
-use crate::protocol::reply::{NodeReply, Reply};
+use crate::protocol::reply::Reply;
 use crate::protocol::rwlock;
 use crate::protocol::value::{self, Carried};
-use crate::round::engine::{Deadline, Engine, Released, Until};
-use crate::round::fresh;
+use crate::round::engine::{Engine, Released, Until};
+use crate::round::held::Held;
 use crate::round::retry::{Failed, Retry};
 use crate::round::waiting::Turn;
 
-/// One acquisition as the application sees it: in its span (wrapped only when a subscriber
-/// wants it), its outcome and wait recorded. A macro rather than an async fn: one more async fn
-/// around the acquisition loop nests its whole future once more, and moving that cost about
-/// 650 instructions per lock (callgrind; `docs/performance.md`'s *What metrics and tracing
-/// cost*). For the same reason the loop's future is built where it is awaited, not bound first
-/// (a move of about 2 KB), and the result is borrowed to be recorded, not moved through.
-macro_rules! acquire_seen {
-    ($manager:expr, $wanted:expr, $ttl:expr, $retry:expr) => {{
-        let wanted = $wanted;
-        let seen = Acquisition::start(wanted.named(), $ttl, $manager.engine.rules.resource_label);
-        let result = if seen.span().is_disabled() {
-            $manager.acquire_wanted(wanted, $ttl, $retry, &seen).await
-        } else {
-            let span = seen.span().clone();
-            $manager
-                .acquire_wanted(wanted, $ttl, $retry, &seen)
-                .instrument(span)
-                .await
-        };
-        seen.finish(result.as_ref().map(drop));
-        result
-    }};
-}
-
-/// The lock manager: one connection per Redis master, shared by every lock and every clone.
-///
-/// Cheap to clone (an `Arc`); create one per set of servers and share it.
-#[derive(Debug, Clone)]
-pub struct Redlock {
-    engine: Arc<Engine>,
-}
-
 /// What an acquisition is for: one lock (a resource, or a set all-or-nothing), or any one permit
-/// of a semaphore ([`semaphore`](crate::primitives::semaphore)).
-enum Wanted {
+/// of a semaphore ([`semaphore`](crate::base::semaphore)).
+pub(crate) enum Wanted {
     Lock(Resources),
     /// A lock whose token comes with its acquisition, whatever the manager's
     /// `fence_on_acquire`: for a caller that takes the token at once (`with_lock`), which spares
@@ -109,7 +77,7 @@ enum Wanted {
 
 impl Wanted {
     /// How spans and metrics name it: the resources, or the semaphore's name.
-    fn named(&self) -> &Resources {
+    pub(crate) fn named(&self) -> &Resources {
         match self {
             Wanted::Lock(resources)
             | Wanted::FencedLock(resources)
@@ -247,311 +215,30 @@ struct LostAttempt {
     behind: bool,
 }
 
-impl Redlock {
-    pub(crate) fn new(engine: Arc<Engine>) -> Self {
-        Self { engine }
-    }
+/// A won acquisition, for the [`Lock`](crate::Lock) it becomes: its keys and value, until when
+/// it may be relied on, its fencing token if one came with it, the nodes that voted when the
+/// token is issued on request, and a semaphore's permit.
+pub(crate) struct Won {
+    pub(crate) held: Held,
+    pub(crate) deadline: Instant,
+    pub(crate) fence: Option<u64>,
+    pub(crate) voters: Option<Voters>,
+    pub(crate) permit: Option<u32>,
+}
 
-    pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-
-    /// The nodes' addresses (without credentials), in configuration order.
-    pub fn nodes(&self) -> Vec<String> {
-        self.engine
-            .nodes
-            .iter()
-            .map(|n| n.label().to_owned())
-            .collect()
-    }
-
-    /// How many nodes must grant a request: `N/2 + 1`.
-    pub fn quorum(&self) -> usize {
-        crate::protocol::quorum::majority(self.engine.nodes.len())
-    }
-
-    /// Connects to every node and loads the scripts, waiting for all of them (each bounded by
-    /// the connect timeout plus the node timeout). Optional: nodes also connect on first use;
-    /// calling this first keeps connection set-up out of the first lock's validity.
-    ///
-    /// Returns each node's reply: `Granted` when it is ready.
-    pub async fn connect(&self) -> Vec<NodeReply> {
-        let engine = &self.engine;
-        let none: Arc<str> = Arc::from("");
-        let round = engine
-            .round(
-                Until::AllReplied,
-                Request::Connect,
-                &Resources::one(""),
-                &none,
-                engine.rules.connect_timeout + engine.rules.node_timeout,
-            )
-            .await;
-        engine.label(round.replies)
-    }
-
-    /// Waits for the requests this manager still has in flight in the background: the nodes that
-    /// had not answered when a round was already won, and the releases of dropped locks. Each is
-    /// bounded by the node timeout, and so is the final check that every node has run what was
-    /// queued for it, so this returns within about two node timeouts.
-    ///
-    /// A short-lived process calls this before it exits, so that its last lock or extension
-    /// reaches every node rather than a bare quorum (the CLI's `acquire` does).
-    ///
-    /// # Cancel safety
-    /// Waiting only: dropping the future changes nothing.
-    pub async fn settle(&self) {
-        let background = &self.engine.background;
-        background.close();
-        background.wait().await;
-        background.reopen();
-        // The requests won rounds left queued on their connections (invariant 2) are answered
-        // before a request queued after them.
-        let deadline = Instant::now() + self.engine.rules.node_timeout;
-        join_all(self.engine.nodes.iter().map(|node| node.drain(deadline))).await;
-    }
-
-    /// Acquires `resource` for `ttl`, retrying by the manager's [`Retry`] policy.
-    ///
-    /// On success the lock is valid until [`LockInfo::deadline`](crate::LockInfo::deadline): the TTL minus the time the round
-    /// took minus the clock-drift allowance.
-    ///
-    /// # Errors
-    /// [`Error::NotAcquired`] with every node's reply to the last attempt when no attempt won;
-    /// [`Error::Config`] when the TTL leaves no validity (nothing is sent then).
-    ///
-    /// # Cancel safety
-    /// If the future is dropped mid-round, a release of the round's value on every node is
-    /// started in the background (as for a dropped [`Lock`]); keys a node stores after that
-    /// expire with the TTL. Nothing is left held by a lock nobody owns for longer than the TTL.
-    /// A waiter's place in the resource's queue is given up the same way, in the background.
-    pub async fn acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_with(resource, ttl, &self.engine.rules.retry)
-            .await
-    }
-
-    /// A single attempt, no retry (`flock -n`). See [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_with(resource, ttl, &Retry::once()).await
-    }
-
-    /// [`acquire`](Self::acquire) with a retry policy for this call only, e.g.
-    /// `Retry::forever().max_wait(Duration::from_secs(5))`.
-    pub async fn acquire_with(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        retry: &Retry,
-    ) -> Result<Lock, Error> {
-        acquire_seen!(self, Wanted::Lock(Resources::one(resource)), ttl, retry)
-    }
-
-    /// [`acquire`](Self::acquire), the token with the acquisition (`Wanted::FencedLock`).
-    pub(crate) async fn acquire_fenced_now(
-        &self,
-        resource: &str,
-        ttl: Duration,
-    ) -> Result<Lock, Error> {
-        let retry = &self.engine.rules.retry;
-        acquire_seen!(
-            self,
-            Wanted::FencedLock(Resources::one(resource)),
-            ttl,
-            retry
-        )
-    }
-
-    /// Acquires every resource in `resources` as one lock, all-or-nothing on each node, retrying
-    /// by the manager's [`Retry`] policy. The order of `resources` does not matter and duplicates
-    /// are ignored: they are locked sorted, so `["b", "a"]` and `["a", "b", "a"]` are the same
-    /// lock.
-    ///
-    /// The same rules as [`acquire`](Self::acquire) hold for the set as a whole: a node grants
-    /// every key of the set or none (one script call), the lock is held when a quorum granted
-    /// within the validity, and one fencing token covers the set, larger than every earlier token
-    /// of each of its resources. No deadlock, whatever order callers list the resources in: no
-    /// node ever holds part of a set. A lock on a single resource blocks every set that
-    /// contains it, and the other way round.
-    ///
-    /// A one-resource list is exactly [`acquire`](Self::acquire) (standard wire format); sets
-    /// of two or more use our own scripts, which other Redlock clients do not know, although they
-    /// still see each key as held.
-    ///
-    /// # Errors
-    /// [`Error::NotAcquired`] as for [`acquire`](Self::acquire), its `resource` naming the sorted
-    /// set as `a, b`; [`Error::Config`] for an empty list or a TTL that leaves no validity
-    /// (nothing is sent then).
-    ///
-    /// # Cancel safety
-    /// As for [`acquire`](Self::acquire): a release of every key of the set is started in the
-    /// background.
-    pub async fn acquire_many(&self, resources: &[&str], ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_many_with(resources, ttl, &self.engine.rules.retry)
-            .await
-    }
-
-    /// A single attempt at a set, no retry. See [`acquire_many`](Self::acquire_many).
-    pub async fn try_acquire_many(&self, resources: &[&str], ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_many_with(resources, ttl, &Retry::once()).await
-    }
-
-    /// [`acquire_many`](Self::acquire_many) with a retry policy for this call only.
-    pub async fn acquire_many_with(
-        &self,
-        resources: &[&str],
-        ttl: Duration,
-        retry: &Retry,
-    ) -> Result<Lock, Error> {
-        let resources = Resources::set(resources).map_err(|e| telemetry::refused(e.into()))?;
-        acquire_seen!(self, Wanted::Lock(resources), ttl, retry)
-    }
-
-    /// Acquires the read-write lock `resource` as one of its readers, retrying by the manager's
-    /// [`Retry`] policy: any number of readers at once, never together with a writer
-    /// ([`acquire_write`](Self::acquire_write)). A writer that is waiting keeps new readers out,
-    /// so writers are not starved.
-    ///
-    /// The returned [`Lock`] is extended, kept alive and released like a lock;
-    /// [`LockInfo::is_read`](crate::LockInfo::is_read) says it is a reader's. Its fencing token
-    /// is at least every earlier writer's, and every later writer's is larger: the protected
-    /// resource accepts a read whose token is at least every write token it has seen, and a
-    /// write whose token is larger than every read token and at least every write token
-    /// (`docs/primitives.md`'s *Read-write locks*).
-    ///
-    /// # Errors
-    /// As for [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// As for [`acquire`](Self::acquire).
-    pub async fn acquire_read(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_read_with(resource, ttl, &self.engine.rules.retry)
-            .await
-    }
-
-    /// A single attempt as a reader, no retry. See [`acquire_read`](Self::acquire_read).
-    pub async fn try_acquire_read(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_read_with(resource, ttl, &Retry::once()).await
-    }
-
-    /// [`acquire_read`](Self::acquire_read) with a retry policy for this call only.
-    pub async fn acquire_read_with(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        retry: &Retry,
-    ) -> Result<Lock, Error> {
-        let lock = Resources::read_write(resource, Access::Read);
-        acquire_seen!(self, Wanted::Lock(lock), ttl, retry)
-    }
-
-    /// Acquires the read-write lock `resource` as its writer, retrying by the manager's
-    /// [`Retry`] policy: alone, with no reader and no other writer. While it waits for readers
-    /// to finish, no new reader is let in. Its key is a lock's key: a writer and a lock of the
-    /// same name exclude each other. See [`acquire_read`](Self::acquire_read) for the tokens.
-    ///
-    /// # Errors
-    /// As for [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// As for [`acquire`](Self::acquire).
-    pub async fn acquire_write(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_write_with(resource, ttl, &self.engine.rules.retry)
-            .await
-    }
-
-    /// A single attempt as the writer, no retry. See [`acquire_write`](Self::acquire_write).
-    pub async fn try_acquire_write(&self, resource: &str, ttl: Duration) -> Result<Lock, Error> {
-        self.acquire_write_with(resource, ttl, &Retry::once()).await
-    }
-
-    /// [`acquire_write`](Self::acquire_write) with a retry policy for this call only.
-    pub async fn acquire_write_with(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        retry: &Retry,
-    ) -> Result<Lock, Error> {
-        let lock = Resources::read_write(resource, Access::Write);
-        acquire_seen!(self, Wanted::Lock(lock), ttl, retry)
-    }
-
-    /// An election's lock, its values carrying `identity` (for [`campaign`](Self::campaign)).
-    pub(crate) async fn acquire_as(
-        &self,
-        election: &str,
-        identity: &str,
-        ttl: Duration,
-        retry: &Retry,
-    ) -> Result<Lock, Error> {
-        let wanted = Wanted::Campaign(Resources::one(election), identity.to_owned());
-        acquire_seen!(self, wanted, ttl, retry)
-    }
-
-    /// Acquires one of the `permits` permits of the semaphore `semaphore`, retrying by the
-    /// manager's [`Retry`] policy: at most `permits` holders at a time, however many ask. Every
-    /// client of the semaphore must pass the same `permits`.
-    ///
-    /// A permit is an ordinary lock on a key of its own, `<semaphore>:permit:<i>`, with `i` in
-    /// `0..permits` ([`LockInfo::permit`](crate::LockInfo::permit)): validity, extension,
-    /// [`keep_alive`](Lock::keep_alive), release and fencing are a lock's, and the fencing
-    /// token grows per permit. An attempt tries the permits one round each, from a random one,
-    /// and keeps the first it wins; waiters are woken when any permit is freed. Fair queueing
-    /// does not apply. `docs/primitives.md`'s *Semaphores* has the argument.
-    ///
-    /// # Errors
-    /// [`Error::NotAcquired`] when every permit was busy (or the nodes unreachable) on the last
-    /// attempt, its `resource` reading `semaphore (k permits)`; [`Error::Config`] for 0 or more
-    /// than [`MAX_PERMITS`](crate::handles::defaults::MAX_PERMITS) permits, or a TTL that leaves no
-    /// validity (nothing is sent then).
-    ///
-    /// # Cancel safety
-    /// As for [`acquire`](Self::acquire).
-    pub async fn acquire_permit(
-        &self,
-        semaphore: &str,
-        permits: u32,
-        ttl: Duration,
-    ) -> Result<Lock, Error> {
-        self.acquire_permit_with(semaphore, permits, ttl, &self.engine.rules.retry)
-            .await
-    }
-
-    /// A single attempt at a permit (every permit tried once), no retry. See
-    /// [`acquire_permit`](Self::acquire_permit).
-    pub async fn try_acquire_permit(
-        &self,
-        semaphore: &str,
-        permits: u32,
-        ttl: Duration,
-    ) -> Result<Lock, Error> {
-        self.acquire_permit_with(semaphore, permits, ttl, &Retry::once())
-            .await
-    }
-
-    /// [`acquire_permit`](Self::acquire_permit) with a retry policy for this call only.
-    pub async fn acquire_permit_with(
-        &self,
-        semaphore: &str,
-        permits: u32,
-        ttl: Duration,
-        retry: &Retry,
-    ) -> Result<Lock, Error> {
-        let permits = Permits::new(semaphore, permits).map_err(|e| telemetry::refused(e.into()))?;
-        acquire_seen!(self, Wanted::Permit(permits), ttl, retry)
-    }
-
+impl Engine {
     /// The acquisition loop, for one resource or a set ([`Resources`] decides the wire format),
     /// or a semaphore's permits: attempt, and until one wins, roll back, wait, and attempt
     /// again. `seen` is the acquisition as telemetry sees it: its span learns how many attempts
     /// it took, and the retry schedule counts from its start.
-    async fn acquire_wanted(
-        &self,
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
         wanted: Wanted,
         ttl: Duration,
         retry: &Retry,
         seen: &Acquisition,
-    ) -> Result<Lock, Error> {
-        let engine = &self.engine;
+    ) -> Result<Won, Error> {
+        let engine = self;
         let ttl_ms = engine.check_ttl(ttl)?;
         // The library's own key names are not resources.
         for name in wanted.named().keys() {
@@ -729,10 +416,10 @@ impl Redlock {
     /// the background, so the next is tried at once). A lost attempt at permits is the last
     /// permit's.
     async fn attempt_wanted(
-        &self,
+        self: &Arc<Self>,
         wanted: &Wanted,
         tries: &Tries<'_>,
-    ) -> Result<Lock, Box<LostAttempt>> {
+    ) -> Result<Won, Box<LostAttempt>> {
         let permits = match wanted {
             Wanted::Lock(resources)
             | Wanted::FencedLock(resources)
@@ -745,7 +432,12 @@ impl Redlock {
             permits.from(u32::from_le_bytes(fresh::bytes()));
         loop {
             let lost = match self.attempt(resources, tries).await {
-                Ok(lock) => return Ok(lock.with_permit(permit)),
+                Ok(won) => {
+                    return Ok(Won {
+                        permit: Some(permit),
+                        ..won
+                    });
+                }
                 Err(lost) => lost,
             };
             // The next permit only if this one is busy (a quorum holds it): when nodes did not
@@ -772,10 +464,10 @@ impl Redlock {
     /// token) the round that stores it. Returns the lock, or what the loop needs to roll the
     /// attempt back and wait.
     async fn attempt(
-        &self,
+        self: &Arc<Self>,
         resources: &Resources,
         tries: &Tries<'_>,
-    ) -> Result<Lock, Box<LostAttempt>> {
+    ) -> Result<Won, Box<LostAttempt>> {
         let &Tries {
             ttl,
             ttl_ms,
@@ -785,7 +477,7 @@ impl Redlock {
             turn,
             ..
         } = tries;
-        let engine = &self.engine;
+        let engine = self;
         let advance = engine.rules.fence;
         // Armed before the first request: dropping this future mid-round releases (invariant 3
         // keeps that release from touching anybody else's lock).
@@ -871,7 +563,13 @@ impl Redlock {
         }
         let voters = on_request.then_some(round.voted);
         match deadline {
-            Some(deadline) => Ok(Lock::new(held, deadline, fence, voters)),
+            Some(deadline) => Ok(Won {
+                held,
+                deadline,
+                fence,
+                voters,
+                permit: None,
+            }),
             None => Err(Box::new(LostAttempt {
                 held,
                 failure: round.failure(engine),
@@ -880,62 +578,9 @@ impl Redlock {
             })),
         }
     }
-
-    /// Extends a lock known only by its resource and value (e.g. taken by another process of
-    /// ours, as the CLI does) to `ttl` from now; returns its new deadline. Under the holder's
-    /// [`lock_delay`](crate::Builder::lock_delay), whatever this manager's: the keys get the TTL
-    /// plus the delay the holder carried in the value (engine invariant 9).
-    ///
-    /// # Errors
-    /// [`Error::LockLost`] when fewer than a quorum still held `value` and extended it in time.
-    ///
-    /// # Cancel safety
-    /// Dropping the future may leave the TTL reset on some nodes; the lock is then as valid as
-    /// before the call, and no more.
-    pub async fn extend_value(
-        &self,
-        resource: &str,
-        value: &str,
-        ttl: Duration,
-    ) -> Result<Instant, Error> {
-        self.engine
-            .extend(
-                &Resources::one(resource),
-                &Arc::from(value),
-                ttl,
-                Deadline::Unknown,
-            )
-            .await
-    }
-
-    /// Releases a lock known only by its resource and value on every node. Deletes nothing that
-    /// does not hold `value`.
-    ///
-    /// Success ([`Released::cause`] is `None`) means a quorum held `value` and deleted it: the
-    /// lock is free. With a [`lock_delay`](crate::Builder::lock_delay), a release that reaches
-    /// the nodes after the lock's validity deletes nothing: each node keeps the key until
-    /// validity plus delay (it judges from the key's remaining time, allowing for clock drift
-    /// up to `max_ttl`'s), so the lock stays unavailable as if nobody had released it, and the
-    /// cause is [`Cause::LeftToDelay`](crate::Cause::LeftToDelay). A lock whose TTL is shorter
-    /// than that drift allowance (`max_ttl` / 100 + 2 ms) is so judged whenever it is released
-    /// by value.
-    ///
-    /// # Cancel safety
-    /// Dropping the future may leave the key on some nodes until it expires.
-    pub async fn release_value(&self, resource: &str, value: &str) -> Released {
-        self.engine
-            .release(
-                &Resources::one(resource),
-                &Arc::from(value),
-                None,
-                Deadline::Unknown,
-                Until::Decided,
-            )
-            .await
-    }
 }
 
-impl Redlock {
+impl Engine {
     /// A key of another type makes `SET NX` fail like a held lock; the rollback's script tells
     /// the two apart, at no extra cost, so the failure's cause is
     /// [`Cause::WrongType`](crate::Cause) rather than busy. Except for a read-write lock's
@@ -959,10 +604,16 @@ impl Redlock {
         if !other_type || resources.keys().len() != 1 || resources.access() != Access::Exclusive {
             return;
         }
-        let states = self.status(resources.first()).await;
+        let deadline = Instant::now() + self.rules.node_timeout;
+        let states = join_all(
+            self.nodes
+                .iter()
+                .map(|node| inspect(node, resources.first(), deadline)),
+        )
+        .await;
         for (reply, state) in failure.replies.iter_mut().zip(states) {
             if matches!(reply.reply, Reply::WrongType(_))
-                && matches!(state.state, crate::NodeState::Readers { .. })
+                && matches!(state, NodeState::Readers { .. })
             {
                 reply.reply = Reply::Refused;
             }

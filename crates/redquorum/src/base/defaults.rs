@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::protocol::quarantine::MARKER_KEY;
+
 /// Default bound on each node's reply within a round.
 ///
 /// 100 ms: well above a loopback or LAN round trip even on a loaded 2-core machine, and still
@@ -61,6 +63,19 @@ pub const MAX_PERMITS: u32 = 1024;
 /// with every request.
 pub const MAX_IDENTITY: usize = 256;
 
-/// What the library's own keys start with: resource names that acquisitions refuse
+/// What a read-write lock's writer-waiting key starts with.
+pub(crate) const WRITER_WAITING_PREFIX: &str = "redlock-writer-waiting:";
+
+/// What a fencing counter's key starts with.
+pub(crate) const FENCE_PREFIX: &str = "redlock-fence:";
+
+/// What the library's own keys start with (`nodes/scripts.rs`, `scripts/queue.lua`, the marker): a
+/// resource named so would share a key with them, so acquisitions refuse such names
 /// ([`check_resource`](crate::check_resource)).
-pub use crate::nodes::scripts::RESERVED_PREFIXES;
+pub const RESERVED_PREFIXES: [&str; 5] = [
+    FENCE_PREFIX,
+    "redlock-queue:",
+    "redlock-queue-lease:",
+    WRITER_WAITING_PREFIX,
+    MARKER_KEY,
+];

@@ -41,9 +41,9 @@
 
 use std::fmt;
 
-use crate::handles::defaults::MAX_PERMITS;
-use crate::handles::error::ConfigError;
-use crate::primitives::resources::Resources;
+use crate::base::defaults::MAX_PERMITS;
+use crate::base::error::ConfigError;
+use crate::base::resources::Resources;
 
 /// A semaphore: its name, its permit count, and the lock key of each permit.
 #[derive(Debug, Clone)]

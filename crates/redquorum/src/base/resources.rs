@@ -15,7 +15,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::handles::error::ConfigError;
+use crate::base::error::ConfigError;
 /// The keys of one lock (invariant 1), and how it holds them. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resources(Arc<[String]>, Access);

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use metrics::{IntoF64, Key, Label, Level, Metadata, with_recorder};
 use tracing::Span;
 
-use crate::handles::error::{Error, LossReason};
-use crate::primitives::resources::Resources;
+use crate::base::error::{Error, LossReason};
+use crate::base::resources::Resources;
 use crate::protocol::cause::Cause;
 use crate::protocol::quarantine::Quarantine;
 use crate::protocol::reply::Reply;
