@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 use napi_derive::napi;
-use redquorum::{Builder, HoldOptions, Redlock, Retry};
+use redquorum::{HoldOptions, Redlock, Retry};
 
 use crate::errors::invalid;
 
@@ -168,49 +168,24 @@ pub struct ManagerSettings {
 impl ManagerSettings {
     /// The manager, built (and checked) by the library's builder.
     pub(crate) fn build(&self, servers: Vec<String>) -> napi::Result<Redlock> {
-        let mut b: Builder = Redlock::builder(servers);
-        if let Some(v) = self.drift_factor {
-            b = b.drift_factor(v);
-        }
-        if let Some(v) = maybe_millis("nodeTimeout", self.node_timeout)? {
-            b = b.node_timeout(v);
-        }
-        if let Some(v) = maybe_millis("connectTimeout", self.connect_timeout)? {
-            b = b.connect_timeout(v);
-        }
-        if let Some(v) = maybe_millis("maxTtl", self.max_ttl)? {
-            b = b.max_ttl(v);
-        }
-        if let Some(v) = maybe_millis("lockDelay", self.lock_delay)? {
-            b = b.lock_delay(v);
-        }
-        if let Some(v) = maybe_millis("fenceRetention", self.fence_retention)? {
-            b = b.fence_retention(v);
-        }
-        if let Some(v) = self.quarantine {
-            b = b.quarantine(v);
-        }
-        if let Some(v) = self.trust_durable_nodes {
-            b = b.trust_durable_nodes(v);
-        }
-        if let Some(v) = self.trust_first_sight {
-            b = b.trust_first_sight(v);
-        }
-        if let Some(v) = self.fencing {
-            b = b.fencing(v);
-        }
-        if let Some(v) = self.notify {
-            b = b.notify(v);
-        }
-        if let Some(v) = self.fair {
-            b = b.fair(v);
-        }
-        if let Some(v) = self.wait_for_replicas {
-            b = b.wait_for_replicas(v);
-        }
-        if let Some(pem) = &self.tls_root_certificates {
-            b = b.tls_root_certificates(pem.clone().into_bytes());
-        }
+        let settings = redquorum::Settings {
+            drift_factor: self.drift_factor,
+            node_timeout: maybe_millis("nodeTimeout", self.node_timeout)?,
+            connect_timeout: maybe_millis("connectTimeout", self.connect_timeout)?,
+            max_ttl: maybe_millis("maxTtl", self.max_ttl)?,
+            lock_delay: maybe_millis("lockDelay", self.lock_delay)?,
+            fence_retention: maybe_millis("fenceRetention", self.fence_retention)?,
+            quarantine: self.quarantine,
+            trust_durable_nodes: self.trust_durable_nodes,
+            trust_first_sight: self.trust_first_sight,
+            fencing: self.fencing,
+            notify: self.notify,
+            fair: self.fair,
+            wait_for_replicas: self.wait_for_replicas,
+            tls_root_certificates: self.tls_root_certificates.clone().map(String::into_bytes),
+            ..redquorum::Settings::default()
+        };
+        let b = Redlock::builder(servers).settings(&settings);
         b.build().map_err(|e| invalid(e.to_string()))
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use napi::Env;
 use napi::bindgen_prelude::{BigInt, Either, Object};
 use napi_derive::napi;
-use redquorum::{LeaderWatch, Locked, NodeState};
+use redquorum::{LeaderWatch, Locked};
 use tokio_util::sync::CancellationToken;
 
 use crate::errors::{Failure, Outcome};
@@ -66,31 +66,16 @@ pub struct NodeStatus {
 
 impl From<redquorum::NodeStatus> for NodeStatus {
     fn from(s: redquorum::NodeStatus) -> Self {
-        let (state, value, ttl, readers, detail) = match s.state {
-            NodeState::Free => ("free", None, None, None, None),
-            NodeState::Held { value, ttl } => ("held", Some(value), ttl.map(ms), None, None),
-            NodeState::Readers { count, ttl } => (
-                "readers",
-                None,
-                ttl.map(ms),
-                Some(i64::try_from(count).unwrap_or(i64::MAX)),
-                None,
-            ),
-            NodeState::OtherType { kind, ttl } => {
-                ("other_type", None, ttl.map(ms), None, Some(kind))
-            }
-            NodeState::Unavailable(reply) => {
-                ("unavailable", None, None, None, Some(reply.to_string()))
-            }
-            _ => ("unknown", None, None, None, None),
-        };
         Self {
+            state: s.state.name().to_owned(),
+            value: s.state.value().map(str::to_owned),
+            ttl: s.state.ttl().map(ms),
+            readers: s
+                .state
+                .readers()
+                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            detail: s.state.detail(),
             node: s.node,
-            state: state.to_owned(),
-            value,
-            ttl,
-            readers,
-            detail,
             quarantine: s.quarantine.map(|q| q.to_string()),
             may_evict: s.may_evict,
         }

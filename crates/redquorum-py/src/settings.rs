@@ -120,53 +120,28 @@ impl Settings {
         if let Some(d) = self.retry_max_wait {
             retry = retry.max_wait(d);
         }
-        b = b.retry(retry.clone());
-        if let Some(v) = self.node_timeout {
-            b = b.node_timeout(v);
-        }
-        if let Some(v) = self.connect_timeout {
-            b = b.connect_timeout(v);
-        }
-        if let Some(v) = self.drift_factor {
-            b = b.drift_factor(v);
-        }
-        if let Some(v) = self.max_ttl {
-            b = b.max_ttl(v);
-        }
-        if let Some(v) = self.lock_delay {
-            b = b.lock_delay(v);
-        }
-        if let Some(v) = self.quarantine {
-            b = b.quarantine(v);
-        }
-        if let Some(v) = self.trust_durable_nodes {
-            b = b.trust_durable_nodes(v);
-        }
-        if let Some(v) = self.trust_first_sight {
-            b = b.trust_first_sight(v);
-        }
-        if let Some(v) = self.fencing {
-            b = b.fencing(v);
-        }
-        // `lock.fence` is a property in Python, which must not wait for the servers (an
-        // asyncio caller would block its loop): every lock gets its token with its acquisition
-        // (`fencing` invariant 8's alternative), as before the tokens on request.
-        b = b.fence_on_acquire(true);
-        if let Some(v) = self.fence_retention {
-            b = b.fence_retention(v);
-        }
-        if let Some(v) = self.notify {
-            b = b.notify(v);
-        }
-        if let Some(v) = self.fair {
-            b = b.fair(v);
-        }
-        if let Some(v) = self.wait_for_replicas {
-            b = b.wait_for_replicas(v);
-        }
-        if let Some(pem) = &self.tls_root_certificates {
-            b = b.tls_root_certificates(pem.clone());
-        }
+        let settings = redquorum::Settings {
+            node_timeout: self.node_timeout,
+            connect_timeout: self.connect_timeout,
+            drift_factor: self.drift_factor,
+            retry: Some(retry),
+            max_ttl: self.max_ttl,
+            lock_delay: self.lock_delay,
+            quarantine: self.quarantine,
+            trust_durable_nodes: self.trust_durable_nodes,
+            trust_first_sight: self.trust_first_sight,
+            fencing: self.fencing,
+            // `lock.fence` is a property in Python, which must not wait for the servers (an
+            // asyncio caller would block its loop): every lock gets its token with its
+            // acquisition (`fencing` invariant 8's alternative), as before the tokens on request.
+            fence_on_acquire: Some(true),
+            fence_retention: self.fence_retention,
+            notify: self.notify,
+            fair: self.fair,
+            wait_for_replicas: self.wait_for_replicas,
+            tls_root_certificates: self.tls_root_certificates.clone(),
+        };
+        b = b.settings(&settings);
         let redlock = b.build().or_raise()?;
         Ok((
             redlock,

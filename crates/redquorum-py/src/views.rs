@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use redquorum::{LeaderWatch, NodeState};
+use redquorum::LeaderWatch;
 
 use crate::runtime::Owner;
 
@@ -70,24 +70,13 @@ pub(crate) struct NodeStatus {
 
 impl From<redquorum::NodeStatus> for NodeStatus {
     fn from(s: redquorum::NodeStatus) -> Self {
-        let secs = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64());
-        let (state, value, ttl, readers, detail) = match s.state {
-            NodeState::Free => ("free", None, None, None, None),
-            NodeState::Held { value, ttl } => ("held", Some(value), secs(ttl), None, None),
-            NodeState::Readers { count, ttl } => ("readers", None, secs(ttl), Some(count), None),
-            NodeState::OtherType { kind, ttl } => ("other_type", None, secs(ttl), None, Some(kind)),
-            NodeState::Unavailable(reply) => {
-                ("unavailable", None, None, None, Some(reply.to_string()))
-            }
-            _ => ("unknown", None, None, None, None),
-        };
         Self {
+            state: s.state.name().to_owned(),
+            value: s.state.value().map(str::to_owned),
+            ttl: s.state.ttl().map(|d| d.as_secs_f64()),
+            readers: s.state.readers(),
+            detail: s.state.detail(),
             node: s.node,
-            state: state.to_owned(),
-            value,
-            ttl,
-            readers,
-            detail,
             quarantine: s.quarantine.map(|q| q.to_string()),
             may_evict: s.may_evict,
         }

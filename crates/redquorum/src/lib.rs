@@ -181,6 +181,7 @@ pub use handles::hold::{Guard, HoldOptions};
 pub use handles::lock::{Lock, LockInfo};
 pub use handles::redlock::Redlock;
 pub use handles::request::{Acquired, Kind, Request};
+pub use handles::settings::Settings;
 pub use handles::shared::{HandleError, Holding, SharedLock, Watched};
 pub use handles::status::{Locked, NodeStatus};
 pub use nodes::inspect::NodeState;

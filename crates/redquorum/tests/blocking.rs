@@ -418,3 +418,35 @@ fn plain_threads_take_permits_read_write_locks_and_lead() {
     leading.release().unwrap();
     assert_eq!(redlock.leader("svc").unwrap(), None);
 }
+
+/// A request as plain data from a plain thread: a lock that excludes, dropped and so released,
+/// and a campaign's leadership kept alive by the manager's own runtime between calls.
+#[test]
+fn a_request_from_a_plain_thread_holds_and_keeps_alive_like_the_typed_calls() {
+    use redquorum::blocking::Acquired;
+    use redquorum::{Kind, Request, Retry};
+    let mut cluster = cluster(3);
+    let redlock = manager(&cluster);
+    let once = |kind: Kind, name: &str, ttl: Duration| {
+        Request::new(kind, [name], ttl).retry(Retry::once())
+    };
+    let Ok(Acquired::Lock(lock)) = redlock.request(&once(Kind::Lock, "r", Duration::from_secs(10)))
+    else {
+        panic!("a free lock is granted");
+    };
+    assert!(redlock.try_acquire("r", Duration::from_secs(10)).is_err());
+    drop(lock);
+    assert_eq!(value_on(cluster.node(0), "r"), None, "released on drop");
+    let campaign = Kind::Campaign {
+        identity: "me".into(),
+    };
+    let Ok(Acquired::KeptAlive(leading)) =
+        redlock.request(&once(campaign, "e", Duration::from_secs(1)))
+    else {
+        panic!("a free election is won");
+    };
+    thread::sleep(Duration::from_millis(2_500));
+    assert!(!leading.is_lost(), "kept alive past its TTL between calls");
+    assert!(leading.extensions() >= 1);
+    leading.release().expect("still leading");
+}

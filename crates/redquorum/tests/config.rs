@@ -326,3 +326,75 @@ async fn huge_hold_options_are_refused_or_mean_no_bound() {
     assert!(!guard.is_lost(), "{:?}", guard.loss_reason());
     guard.release().await.unwrap();
 }
+
+/// `Settings` (what the Python and Node packages fill from their users' keywords) is the
+/// builder's methods applied one by one: each value given reaches the manager, each check is
+/// the builder's, and what is not given keeps the builder's default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_as_plain_data_are_the_builders_methods() {
+    use redquorum::Settings;
+    let cluster = cluster(1);
+    // Out of range: the builder's own refusal, naming the setting.
+    for (settings, setting) in [
+        (
+            Settings {
+                node_timeout: Some(Duration::ZERO),
+                ..Settings::default()
+            },
+            "node_timeout",
+        ),
+        (
+            Settings {
+                drift_factor: Some(2.0),
+                ..Settings::default()
+            },
+            "drift_factor",
+        ),
+        (
+            Settings {
+                lock_delay: Some(Duration::from_secs(3600)),
+                max_ttl: Some(Duration::from_secs(10)),
+                ..Settings::default()
+            },
+            "lock_delay",
+        ),
+    ] {
+        let built = Redlock::builder(cluster.urls()).settings(&settings).build();
+        assert_eq!(refused_setting(built), setting);
+    }
+    // Given values reach the manager: no fencing token, a TTL bound of 2 s, one attempt.
+    let redlock = Redlock::builder(cluster.urls())
+        .settings(&Settings {
+            fencing: Some(false),
+            max_ttl: Some(Duration::from_secs(2)),
+            retry: Some(Retry::once()),
+            ..Settings::default()
+        })
+        .build()
+        .expect("valid settings");
+    assert!(matches!(
+        redlock.acquire("r", Duration::from_secs(3)).await,
+        Err(Error::Config(ConfigError::InvalidTtl { .. }))
+    ));
+    let mut lock = redlock
+        .acquire("r", Duration::from_secs(1))
+        .await
+        .expect("free");
+    assert!(lock.fence().await.is_err(), "fencing is off");
+    match redlock.acquire("r", Duration::from_secs(1)).await {
+        Err(Error::NotAcquired { attempts, .. }) => assert_eq!(attempts, 1, "Retry::once"),
+        other => panic!("a held lock is not granted: {other:?}"),
+    }
+    lock.release().await;
+    // Nothing given: the builder's defaults (fencing on).
+    let defaults = Redlock::builder(cluster.urls())
+        .settings(&Settings::default())
+        .build()
+        .expect("defaults");
+    let mut lock = defaults
+        .acquire("d", Duration::from_secs(1))
+        .await
+        .expect("free");
+    assert!(lock.fence().await.is_ok(), "fencing is on by default");
+    lock.release().await;
+}

@@ -70,6 +70,7 @@ use crate::base::error::{ConfigError, Error, LossReason};
 use crate::handles::config::Builder;
 use crate::handles::hold::HoldOptions;
 use crate::handles::lock::LockInfo;
+use crate::handles::request::{self, Request};
 use crate::handles::status::NodeStatus;
 use crate::handles::{election, hold, lock, redlock};
 use crate::protocol::reply::NodeReply;
@@ -268,6 +269,32 @@ impl Redlock {
         Ok(Lock {
             lock: Some(lock),
             shared: Arc::clone(&self.shared),
+        })
+    }
+
+    /// Acquires what `request` asks for, as plain data; see [`crate::Redlock::request`].
+    ///
+    /// # Errors
+    /// As for [`crate::Redlock::request`]; [`Error::InsideRuntime`] inside a runtime.
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub fn request(&self, request: &Request) -> Result<Acquired, Error> {
+        let redlock = &self.shared.redlock;
+        // A campaign's keep-alive task is spawned on our runtime (invariant 4): it runs there.
+        let acquired = self
+            .shared
+            .block_on("Redlock::request", redlock.request(request))??;
+        let shared = Arc::clone(&self.shared);
+        Ok(match acquired {
+            request::Acquired::Lock(lock) => Acquired::Lock(Lock {
+                lock: Some(lock),
+                shared,
+            }),
+            request::Acquired::KeptAlive(guard) => Acquired::KeptAlive(Guard {
+                guard: Some(guard),
+                shared,
+            }),
         })
     }
 
@@ -824,6 +851,17 @@ impl Drop for Lock {
             });
         }
     }
+}
+
+/// What a [`Request`] won, blocking: a lock, or a lock kept alive from the start (a campaign's
+/// leadership); see [`crate::Acquired`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Acquired {
+    /// A lock, a reader's or writer's lock, or a semaphore's permit.
+    Lock(Lock),
+    /// A lock kept alive in the background: an election's leadership.
+    KeptAlive(Guard),
 }
 
 /// A lock kept alive in the background, for synchronous code: the async [`crate::Guard`], whose

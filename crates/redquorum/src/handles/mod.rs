@@ -9,5 +9,6 @@ pub(crate) mod hold;
 pub(crate) mod lock;
 pub(crate) mod redlock;
 pub(crate) mod request;
+pub(crate) mod settings;
 pub(crate) mod shared;
 pub(crate) mod status;

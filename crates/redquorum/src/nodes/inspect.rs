@@ -48,6 +48,55 @@ pub enum NodeState {
     Unavailable(Reply),
 }
 
+/// The same reading as plain fields, for the packages of other languages and the CLI.
+impl NodeState {
+    /// `free`, `held`, `readers`, `other_type` or `unavailable`: a stable name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NodeState::Free => "free",
+            NodeState::Held { .. } => "held",
+            NodeState::Readers { .. } => "readers",
+            NodeState::OtherType { .. } => "other_type",
+            NodeState::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// The lock value, when held.
+    pub fn value(&self) -> Option<&str> {
+        match self {
+            NodeState::Held { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The time left on the key, when it exists and has an expiry.
+    pub fn ttl(&self) -> Option<Duration> {
+        match self {
+            NodeState::Held { ttl, .. }
+            | NodeState::Readers { ttl, .. }
+            | NodeState::OtherType { ttl, .. } => *ttl,
+            NodeState::Free | NodeState::Unavailable(_) => None,
+        }
+    }
+
+    /// How many reader entries a read-write lock's key holds.
+    pub fn readers(&self) -> Option<u64> {
+        match self {
+            NodeState::Readers { count, .. } => Some(*count),
+            _ => None,
+        }
+    }
+
+    /// Why the node could not be asked, or the Redis type of a key that is not a lock.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            NodeState::OtherType { kind, .. } => Some(kind.clone()),
+            NodeState::Unavailable(reply) => Some(reply.to_string()),
+            _ => None,
+        }
+    }
+}
+
 /// What `node` holds for `resource`, or why it could not be asked, by `deadline`.
 pub(crate) async fn inspect(node: &Node, resource: &str, deadline: Instant) -> NodeState {
     node.read(&INSPECT, resource, deadline)
