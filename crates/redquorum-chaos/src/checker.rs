@@ -1,3 +1,5 @@
+//! One file because its eight invariants are passes over one sorted list; most lines are tests.
+//!
 //! The pure checker: from a recorded [`History`] alone, decide per resource whether mutual
 //! exclusion held (or, for a semaphore, whether no more than its permits were held at once),
 //! whether fencing tokens only went up, whether a lock left unreleased stayed out of reach for
@@ -298,20 +300,12 @@ fn check_resource(
 /// once, and, given `permits`, every entry that found that many others already believed valid.
 fn holders_at_once(sections: &[&Section], permits: Option<u32>) -> (usize, Vec<Excess>) {
     let allowed = permits.map(|k| usize::try_from(k).unwrap_or(usize::MAX));
-    let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
     let mut most = 0;
     let mut found = Vec::new();
-    for (i, entering) in sections.iter().enumerate() {
-        let end = entering.believed_until_us();
-        if end <= entering.enter_us {
-            continue;
-        }
-        while open.first().is_some_and(|&(e, _)| e <= entering.enter_us) {
-            open.pop_first();
-        }
+    sweep(sections, |entering, end, open| {
         // One section per other acquisition: the one believed valid the longest.
         let mut others: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
-        for &(other_end, j) in &open {
+        for &(other_end, j) in open {
             let value = sections[j].value.as_str();
             if value != entering.value {
                 let longest = others.entry(value).or_insert((other_end, j));
@@ -324,15 +318,38 @@ fn holders_at_once(sections: &[&Section], permits: Option<u32>) -> (usize, Vec<E
             holders.sort_unstable();
             let first_end = others.values().map(|&(e, _)| e).fold(end, u64::min);
             found.push(Excess {
-                entering: (*entering).clone(),
+                entering: entering.clone(),
                 holders: holders.into_iter().map(|j| sections[j].clone()).collect(),
                 from_us: entering.enter_us,
                 to_us: first_end,
             });
         }
+    });
+    (most, found)
+}
+
+/// The sweep of invariants 2 and 6 over `sections` sorted by entry: `visit` sees each section
+/// with a believed-valid interval as it enters, with the end of that interval and the intervals
+/// still open at its entry, as `(end, index into sections)` (those of earlier entries that end
+/// after it enters).
+fn sweep<'s>(
+    sections: &[&'s Section],
+    mut visit: impl FnMut(&'s Section, u64, &BTreeSet<(u64, usize)>),
+) {
+    // Open intervals keyed by (end, index), so the ones that have closed come off the front.
+    let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
+    for (i, &entering) in sections.iter().enumerate() {
+        let end = entering.believed_until_us();
+        if end <= entering.enter_us {
+            continue;
+        }
+        // `end <= enter`: it closed before (or exactly when) this one opened.
+        while open.first().is_some_and(|&(e, _)| e <= entering.enter_us) {
+            open.pop_first();
+        }
+        visit(entering, end, &open);
         open.insert((end, i));
     }
-    (most, found)
 }
 
 /// Invariant 7 over the sections of one lock, sorted by entry.
@@ -364,32 +381,21 @@ fn delay_violations(sections: &[&Section], lock_delay_us: u64) -> Vec<DelayViola
 
 /// Invariant 2, by sweeping `sections` (sorted by entry) with the set of intervals still open.
 fn overlaps(sections: &[&Section]) -> Vec<Overlap> {
-    // Open intervals keyed by (end, index), so the ones that have closed come off the front.
-    let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
     let mut found = Vec::new();
-    for (i, second) in sections.iter().enumerate() {
-        let end = second.believed_until_us();
-        if end <= second.enter_us {
-            continue;
-        }
-        // `end <= enter`: it closed before (or exactly when) this one opened.
-        while open.first().is_some_and(|&(e, _)| e <= second.enter_us) {
-            open.pop_first();
-        }
-        for &(first_end, j) in &open {
+    sweep(sections, |second, end, open| {
+        for &(first_end, j) in open {
             let first = sections[j];
             // Readers share (invariant 8).
             if first.value != second.value && !(first.shared && second.shared) {
                 found.push(Overlap {
                     first: first.clone(),
-                    second: (*second).clone(),
+                    second: second.clone(),
                     from_us: second.enter_us,
                     to_us: first_end.min(end),
                 });
             }
         }
-        open.insert((end, i));
-    }
+    });
     found
 }
 
@@ -399,29 +405,18 @@ fn token_violations(sections: &[&Section]) -> Vec<TokenViolation> {
     // repeated that token, if any: a repeat by `top`'s own acquisition still clashes with it.
     let mut top: Option<&Section> = None;
     let mut rival: Option<&Section> = None;
-    let mut found = Vec::new();
-    for &section in sections {
-        let Some(fence) = section.fence else { continue };
-        let clash = match top {
-            Some(t) if t.fence > Some(fence) => Some(t),
-            Some(t) if t.fence == Some(fence) && t.value != section.value => {
-                rival = rival.or(Some(section));
-                Some(t)
-            }
-            Some(t) if t.fence == Some(fence) => rival,
-            _ => {
-                (top, rival) = (Some(section), None);
-                None
-            }
-        };
-        if let Some(earlier) = clash {
-            found.push(TokenViolation {
-                earlier: earlier.clone(),
-                later: section.clone(),
-            });
+    token_clashes(sections, |section, fence| match top {
+        Some(t) if t.fence > Some(fence) => Some(t),
+        Some(t) if t.fence == Some(fence) && t.value != section.value => {
+            rival = rival.or(Some(section));
+            Some(t)
         }
-    }
-    found
+        Some(t) if t.fence == Some(fence) => rival,
+        _ => {
+            (top, rival) = (Some(section), None);
+            None
+        }
+    })
 }
 
 /// Invariant 8's token rule over the sections of a read-write lock, sorted by entry: a writer
@@ -430,28 +425,39 @@ fn read_write_token_violations(sections: &[&Section]) -> Vec<TokenViolation> {
     // The earlier sections with the largest token of all, and of writers only.
     let mut top: Option<&Section> = None;
     let mut top_writer: Option<&Section> = None;
-    let mut found = Vec::new();
-    for &section in sections {
-        let Some(fence) = section.fence else { continue };
+    token_clashes(sections, |section, fence| {
         let clash = if section.shared {
             top_writer.filter(|w| w.fence > Some(fence))
         } else {
             top.filter(|t| t.fence >= Some(fence) && t.value != section.value)
         };
-        if let Some(earlier) = clash {
-            found.push(TokenViolation {
-                earlier: earlier.clone(),
-                later: section.clone(),
-            });
-        }
         if top.is_none_or(|t| t.fence < Some(fence)) {
             top = Some(section);
         }
         if !section.shared && top_writer.is_none_or(|w| w.fence < Some(fence)) {
             top_writer = Some(section);
         }
-    }
-    found
+        clash
+    })
+}
+
+/// The token check of invariants 3 and 8 over `sections` sorted by entry: `clash` sees each
+/// section that has a token, in order, with that token, and names the earlier section it
+/// violates the rule against, if any.
+fn token_clashes<'s>(
+    sections: &[&'s Section],
+    mut clash: impl FnMut(&'s Section, u64) -> Option<&'s Section>,
+) -> Vec<TokenViolation> {
+    sections
+        .iter()
+        .filter_map(|&section| {
+            let earlier = clash(section, section.fence?)?;
+            Some(TokenViolation {
+                earlier: earlier.clone(),
+                later: section.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The stretches between holders: gaps in the union of believed-valid intervals, from the
@@ -600,13 +606,7 @@ mod tests {
             duration_us: 10_000,
             sections,
             faults: Vec::<FaultEvent>::new(),
-            node_up: (0..3)
-                .map(|node| NodeUp {
-                    node,
-                    from_us: 0,
-                    to_us: 10_000,
-                })
-                .collect(),
+            node_up: (0..3).map(|node| up(node, 0, 10_000)).collect(),
             permits: None,
             lock_delay_us: 0,
             late_joins: 0,
@@ -658,6 +658,26 @@ mod tests {
         &verdict.resources[0]
     }
 
+    /// The verdict on `history`, which must be safe (shown if not).
+    #[track_caller]
+    fn safe(history: &History) -> Verdict {
+        let verdict = check(history);
+        assert!(verdict.is_safe(), "{verdict:#?}");
+        verdict
+    }
+
+    fn gap(from_us: u64, to_us: u64) -> Gap {
+        Gap { from_us, to_us }
+    }
+
+    fn up(node: usize, from_us: u64, to_us: u64) -> NodeUp {
+        NodeUp {
+            node,
+            from_us,
+            to_us,
+        }
+    }
+
     fn overlap_spans(verdict: &Verdict) -> Vec<(&str, &str, u64, u64)> {
         let r = only(verdict);
         r.overlaps
@@ -706,50 +726,44 @@ mod tests {
 
     #[test]
     fn touching_intervals_do_not_overlap() {
-        let verdict = check(&history(vec![
+        safe(&history(vec![
             sec("r", "a", 0, 100, 100),
             sec("r", "b", 100, 200, 200),
         ]));
-        assert!(verdict.is_safe(), "{verdict:#?}");
     }
 
     #[test]
     fn interval_ends_at_the_earlier_of_exit_and_deadline() {
         // `a` stays until 300 but its deadline is 100: after that it knew it was not valid.
         let a = sec("r", "a", 0, 300, 100);
-        let after_deadline = check(&history(vec![a.clone(), sec("r", "b", 150, 250, 250)]));
-        assert!(after_deadline.is_safe(), "{after_deadline:#?}");
-        let at_deadline = check(&history(vec![a.clone(), sec("r", "b", 100, 250, 250)]));
-        assert!(at_deadline.is_safe(), "{at_deadline:#?}");
+        safe(&history(vec![a.clone(), sec("r", "b", 150, 250, 250)]));
+        safe(&history(vec![a.clone(), sec("r", "b", 100, 250, 250)]));
         // Entering before `a`'s deadline overlaps only up to that deadline.
         let before_deadline = check(&history(vec![a, sec("r", "b", 90, 250, 250)]));
         assert_eq!(overlap_spans(&before_deadline), [("a", "b", 90, 100)]);
         // And the other way: `a` left at 50 although its deadline was later.
-        let left_early = check(&history(vec![
+        safe(&history(vec![
             sec("r", "a", 0, 50, 500),
             sec("r", "b", 50, 90, 90),
         ]));
-        assert!(left_early.is_safe(), "{left_early:#?}");
     }
 
     #[test]
     fn sections_of_one_acquisition_do_not_overlap_each_other() {
-        let verdict = check(&history(vec![
+        safe(&history(vec![
             sec("r", "a", 0, 100, 100),
             sec("r", "a", 50, 150, 150),
         ]));
-        assert!(verdict.is_safe(), "{verdict:#?}");
     }
 
     #[test]
     fn empty_believed_interval_overlaps_nothing() {
         // Entered already past its deadline, or left at once.
-        let verdict = check(&history(vec![
+        let verdict = safe(&history(vec![
             sec("r", "a", 0, 100, 100),
             sec("r", "late", 20, 80, 10),
             sec("r", "instant", 50, 50, 500),
         ]));
-        assert!(verdict.is_safe(), "{verdict:#?}");
         assert_eq!(only(&verdict).sections, 3);
     }
 
@@ -818,20 +832,18 @@ mod tests {
 
     #[test]
     fn equal_tokens_of_one_acquisition_are_not() {
-        let verdict = check(&history(vec![fenced("a", 0, 5), fenced("a", 100, 5)]));
-        assert!(verdict.is_safe(), "{verdict:#?}");
+        safe(&history(vec![fenced("a", 0, 5), fenced("a", 100, 5)]));
     }
 
     #[test]
     fn sections_without_a_token_are_skipped() {
         let unfenced = |value: &str, enter: u64| sec("r", value, enter, enter + 10, enter + 10);
-        let rising = check(&history(vec![
+        safe(&history(vec![
             unfenced("a", 0),
             fenced("b", 100, 3),
             unfenced("c", 200),
             fenced("d", 300, 4),
         ]));
-        assert!(rising.is_safe(), "{rising:#?}");
         let falling = check(&history(vec![
             unfenced("a", 0),
             fenced("b", 100, 4),
@@ -839,8 +851,7 @@ mod tests {
             fenced("d", 300, 3),
         ]));
         assert_eq!(only(&falling).token_violations.len(), 1);
-        let none = check(&history(vec![unfenced("a", 0), unfenced("b", 100)]));
-        assert!(none.is_safe(), "{none:#?}");
+        safe(&history(vec![unfenced("a", 0), unfenced("b", 100)]));
     }
 
     #[test]
@@ -881,13 +892,7 @@ mod tests {
     #[test]
     fn longest_gap_with_majority_up() {
         let verdict = check(&gaps_history());
-        assert_eq!(
-            only(&verdict).longest_gap,
-            Some(Gap {
-                from_us: 100,
-                to_us: 400
-            })
-        );
+        assert_eq!(only(&verdict).longest_gap, Some(gap(100, 400)));
         assert!(verdict.is_safe(), "a gap is reported, not a violation");
     }
 
@@ -895,55 +900,19 @@ mod tests {
     fn gap_counts_only_while_a_majority_is_up() {
         // One node down of three: still a majority, same answer.
         let mut one_down = gaps_history();
-        one_down.node_up[0] = NodeUp {
-            node: 0,
-            from_us: 0,
-            to_us: 50,
-        };
-        assert_eq!(
-            only(&check(&one_down)).longest_gap,
-            Some(Gap {
-                from_us: 100,
-                to_us: 400
-            })
-        );
+        one_down.node_up[0] = up(0, 0, 50);
+        assert_eq!(only(&check(&one_down)).longest_gap, Some(gap(100, 400)));
 
         // Two down on [150,350): the first gap shrinks to [100,150) and [350,400).
         let mut two_down = gaps_history();
         two_down.node_up = vec![
-            NodeUp {
-                node: 0,
-                from_us: 0,
-                to_us: 150,
-            },
-            NodeUp {
-                node: 0,
-                from_us: 350,
-                to_us: 10_000,
-            },
-            NodeUp {
-                node: 1,
-                from_us: 0,
-                to_us: 150,
-            },
-            NodeUp {
-                node: 1,
-                from_us: 350,
-                to_us: 10_000,
-            },
-            NodeUp {
-                node: 2,
-                from_us: 0,
-                to_us: 10_000,
-            },
+            up(0, 0, 150),
+            up(0, 350, 10_000),
+            up(1, 0, 150),
+            up(1, 350, 10_000),
+            up(2, 0, 10_000),
         ];
-        assert_eq!(
-            only(&check(&two_down)).longest_gap,
-            Some(Gap {
-                from_us: 500,
-                to_us: 600
-            })
-        );
+        assert_eq!(only(&check(&two_down)).longest_gap, Some(gap(500, 600)));
 
         let mut never_up = gaps_history();
         never_up.node_up.clear();
@@ -959,13 +928,7 @@ mod tests {
             sec("r", "c", 200, 300, 300),
             sec("r", "d", 1200, 1300, 1300),
         ]));
-        assert_eq!(
-            only(&verdict).longest_gap,
-            Some(Gap {
-                from_us: 1000,
-                to_us: 1200
-            })
-        );
+        assert_eq!(only(&verdict).longest_gap, Some(gap(1000, 1200)));
         let single = check(&history(vec![sec("r", "a", 100, 200, 200)]));
         assert_eq!(
             only(&single).longest_gap,
@@ -976,39 +939,16 @@ mod tests {
 
     #[test]
     fn majority_counts_each_node_once() {
-        let up = |node, from_us, to_us| NodeUp {
-            node,
-            from_us,
-            to_us,
-        };
         // Node 0 reported twice over [0,100): still one node, so no majority of three there.
         let majority = majority_up(3, &[up(0, 0, 100), up(0, 50, 100), up(1, 50, 200)]);
-        assert_eq!(
-            majority,
-            [Gap {
-                from_us: 50,
-                to_us: 100
-            }]
-        );
+        assert_eq!(majority, [gap(50, 100)]);
         // Four nodes need three; handover at 100 keeps the majority without a break.
         let majority = majority_up(
             4,
             &[up(0, 0, 100), up(1, 0, 300), up(2, 0, 300), up(3, 100, 200)],
         );
-        assert_eq!(
-            majority,
-            [Gap {
-                from_us: 0,
-                to_us: 200
-            }]
-        );
-        assert_eq!(
-            majority_up(1, &[up(0, 10, 20)]),
-            [Gap {
-                from_us: 10,
-                to_us: 20
-            }]
-        );
+        assert_eq!(majority, [gap(0, 200)]);
+        assert_eq!(majority_up(1, &[up(0, 10, 20)]), [gap(10, 20)]);
         assert!(majority_up(0, &[]).is_empty());
     }
 
@@ -1067,26 +1007,37 @@ mod tests {
                 .wrapping_add(1_442_695_040_888_963_407);
             (self.0 >> 33) % n
         }
+
+        /// Between one and twelve sections on "r", entering within 50 µs, each held up to 20 µs
+        /// and valid up to 25 µs, of `values` acquisitions; `section` finishes each (drawing
+        /// more if it likes).
+        fn sections(
+            &mut self,
+            values: u64,
+            mut section: impl FnMut(&mut Self, Section) -> Section,
+        ) -> Vec<Section> {
+            let n = self.below(12) + 1;
+            (0..n)
+                .map(|_| {
+                    let enter = self.below(50);
+                    let exit = enter + self.below(20);
+                    let valid_until = enter + self.below(25);
+                    let value = format!("v{}", self.below(values));
+                    let drawn = sec("r", &value, enter, exit, valid_until);
+                    section(self, drawn)
+                })
+                .collect()
+        }
     }
 
     #[test]
     fn sweep_agrees_with_checking_every_pair() {
         for seed in 0..1000 {
             let mut rng = Lcg(seed);
-            let n = rng.below(12) + 1;
-            let sections: Vec<Section> = (0..n)
-                .map(|_| {
-                    let enter = rng.below(50);
-                    let exit = enter + rng.below(20);
-                    let valid_until = enter + rng.below(25);
-                    let value = format!("v{}", rng.below(6));
-                    let fence = (rng.below(3) > 0).then(|| rng.below(8));
-                    Section {
-                        fence,
-                        ..sec("r", &value, enter, exit, valid_until)
-                    }
-                })
-                .collect();
+            let sections = rng.sections(6, |rng, section| Section {
+                fence: (rng.below(3) > 0).then(|| rng.below(8)),
+                ..section
+            });
             let verdict = check(&history(sections.clone()));
 
             let mut expected: Vec<(u64, u64, String, String)> = Vec::new();
@@ -1187,30 +1138,25 @@ mod tests {
 
     #[test]
     fn only_holders_that_believed_themselves_valid_count_against_the_permits() {
-        // `a` stays until 300 but its deadline was 100; `d` entered past its own deadline.
-        let verdict = check(&semaphore(
-            2,
+        for sections in [
+            // `a` stays until 300 but its deadline was 100; `d` entered past its own deadline.
             vec![
                 sec("r", "a", 0, 300, 100),
                 sec("r", "b", 150, 250, 250),
                 sec("r", "c", 160, 250, 250),
                 sec("r", "d", 170, 200, 120),
             ],
-        ));
-        assert!(verdict.is_safe(), "{verdict:#?}");
-        assert_eq!(only(&verdict).most_holders, 2);
-        // Two sections of one acquisition are one holder; touching intervals do not overlap.
-        let verdict = check(&semaphore(
-            2,
+            // Two sections of one acquisition are one holder; touching intervals do not overlap.
             vec![
                 sec("r", "a", 0, 100, 100),
                 sec("r", "a", 10, 100, 100),
                 sec("r", "b", 20, 100, 100),
                 sec("r", "c", 100, 200, 200),
             ],
-        ));
-        assert!(verdict.is_safe(), "{verdict:#?}");
-        assert_eq!(only(&verdict).most_holders, 2);
+        ] {
+            let verdict = safe(&semaphore(2, sections));
+            assert_eq!(only(&verdict).most_holders, 2);
+        }
     }
 
     #[test]
@@ -1433,15 +1379,7 @@ mod tests {
         for seed in 0..1000 {
             let mut rng = Lcg(seed);
             let permits = u32::try_from(rng.below(3) + 1).expect("small");
-            let n = rng.below(12) + 1;
-            let sections: Vec<Section> = (0..n)
-                .map(|_| {
-                    let enter = rng.below(50);
-                    let exit = enter + rng.below(20);
-                    let valid_until = enter + rng.below(25);
-                    sec("r", &format!("v{}", rng.below(8)), enter, exit, valid_until)
-                })
-                .collect();
+            let sections = rng.sections(8, |_, section| section);
             let verdict = check(&semaphore(permits, sections.clone()));
             let mut ordered = sections.clone();
             ordered.sort_by_key(|s| s.enter_us);

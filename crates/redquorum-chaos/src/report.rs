@@ -1,3 +1,5 @@
+//! One file because the table, JSON and SVG timeline are views of one verdict sharing helpers.
+//!
 //! Human-readable output of a checked history: a text summary table, and reports written to a
 //! file as HTML (with an inline SVG timeline), bare SVG, or JSON.
 //!
@@ -245,13 +247,12 @@ fn svg(history: &History, verdict: &Verdict) -> String {
         {
             let _ = writeln!(
                 body,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#999\"><title>node {node} up {}–{} ms</title></rect>",
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#999\"><title>node {node} up {}</title></rect>",
                 x(up.from_us),
                 y + 3.0,
                 x(up.to_us) - x(up.from_us),
                 ROW_H - 6.0,
-                format_ms(up.from_us),
-                format_ms(up.to_us)
+                span_ms(up.from_us, up.to_us)
             );
         }
         y += ROW_H;
@@ -279,44 +280,45 @@ fn svg(history: &History, verdict: &Verdict) -> String {
             }
         }
         let lane_h = clients.len() as f64 * ROW_H;
-        for e in &resource.excess {
+        // A band across the resource's rows, from `from_us` to `to_us` (at least a pixel).
+        let mut band = |class: &str, colour: &str, from_us: u64, to_us: u64, title: String| {
             let _ = writeln!(
                 body,
-                "<rect class=\"excess\" x=\"{:.1}\" y=\"{lane_top:.1}\" width=\"{:.1}\" height=\"{lane_h:.1}\" fill=\"red\" fill-opacity=\"0.35\" stroke=\"red\"><title>OVER PERMITS {}–{} ms: client {} entered while {} others held</title></rect>",
-                x(e.from_us),
-                (x(e.to_us) - x(e.from_us)).max(1.0),
-                format_ms(e.from_us),
-                format_ms(e.to_us),
+                "<rect class=\"{class}\" x=\"{:.1}\" y=\"{lane_top:.1}\" width=\"{:.1}\" height=\"{lane_h:.1}\" fill=\"{colour}\" fill-opacity=\"0.35\" stroke=\"{colour}\"><title>{title}</title></rect>",
+                x(from_us),
+                (x(to_us) - x(from_us)).max(1.0),
+            );
+        };
+        for e in &resource.excess {
+            let title = format!(
+                "OVER PERMITS {}: client {} entered while {} others held",
+                span_ms(e.from_us, e.to_us),
                 e.entering.client,
                 e.holders.len()
             );
+            band("excess", "red", e.from_us, e.to_us, title);
         }
         for d in &resource.delay_violations {
-            let from = d.unreleased.believed_until_us();
-            let _ = writeln!(
-                body,
-                "<rect class=\"delay-violation\" x=\"{:.1}\" y=\"{lane_top:.1}\" width=\"{:.1}\" height=\"{lane_h:.1}\" fill=\"orange\" fill-opacity=\"0.35\" stroke=\"orange\"><title>WITHIN THE LOCK-DELAY: client {} entered at {} ms, client {}'s lock was out of reach until {} ms</title></rect>",
-                x(from),
-                (x(d.next.enter_us) - x(from)).max(1.0),
+            let title = format!(
+                "WITHIN THE LOCK-DELAY: client {} entered at {} ms, client {}'s lock was out of reach until {} ms",
                 d.next.client,
                 format_ms(d.next.enter_us),
                 d.unreleased.client,
                 format_ms(d.protected_until_us)
             );
+            let from = d.unreleased.believed_until_us();
+            band("delay-violation", "orange", from, d.next.enter_us, title);
         }
         for o in &resource.overlaps {
-            let _ = writeln!(
-                body,
-                "<rect class=\"overlap\" x=\"{:.1}\" y=\"{lane_top:.1}\" width=\"{:.1}\" height=\"{lane_h:.1}\" fill=\"red\" fill-opacity=\"0.35\" stroke=\"red\"><title>OVERLAP {}–{} ms: client {} ({}) and client {} ({})</title></rect>",
-                x(o.from_us),
-                (x(o.to_us) - x(o.from_us)).max(1.0),
-                format_ms(o.from_us),
-                format_ms(o.to_us),
+            let title = format!(
+                "OVERLAP {}: client {} ({}) and client {} ({})",
+                span_ms(o.from_us, o.to_us),
                 o.first.client,
                 escape(&o.first.value),
                 o.second.client,
                 escape(&o.second.value)
             );
+            band("overlap", "red", o.from_us, o.to_us, title);
         }
         y += lane_h;
     }
@@ -420,12 +422,11 @@ fn section_bar(
             .map_or_else(String::new, |r| format!("released at {} ms", format_ms(r)))
     };
     let title = format!(
-        "client {}{permit} value {} fence {} · {}–{} ms, valid until {} ms · write {:?} · {end}",
+        "client {}{permit} value {} fence {} · {}, valid until {} ms · write {:?} · {end}",
         s.client,
         s.value,
         s.fence.map_or_else(|| "-".to_owned(), |f| f.to_string()),
-        format_ms(s.enter_us),
-        format_ms(s.exit_us),
+        span_ms(s.enter_us, s.exit_us),
         format_ms(s.valid_until_us),
         s.write
     );
@@ -501,6 +502,11 @@ fn fault_label(fault: &FaultEvent) -> String {
 /// Milliseconds with one decimal, truncated.
 fn format_ms(us: u64) -> String {
     format!("{}.{}", us / 1000, us % 1000 / 100)
+}
+
+/// A stretch of time in a title: `1.5–2.0 ms`.
+fn span_ms(from_us: u64, to_us: u64) -> String {
+    format!("{}–{} ms", format_ms(from_us), format_ms(to_us))
 }
 
 fn escape(text: &str) -> String {

@@ -1,3 +1,5 @@
+//! One file because a run is one sequence (steps below) sharing a config, recorder and stop token.
+//!
 //! The runner: starts the servers, proxies, clients and fault injector of one run, stops them
 //! all by the deadline, and returns what happened as a [`History`].
 //!
@@ -526,7 +528,7 @@ impl Servers {
                             urls: topology.urls(),
                         }));
                         if let Ok(Command::Go(plan, record)) = inbox.recv() {
-                            faults::inject(&plan, &mut topology, &record, &inbox);
+                            faults::injector::inject(&plan, &mut topology, &record, &inbox);
                         }
                         drop(topology); // kills every server (invariant 2)
                     }

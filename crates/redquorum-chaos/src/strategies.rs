@@ -1,3 +1,5 @@
+//! One file because every design sits behind one [`LockClient`] trait and one [`Strategy`] table.
+//!
 //! The lock designs under test, behind one small trait: [`LockClient`] acquires (giving a value,
 //! maybe a fencing token, and the instant until which the holder believes itself valid) and
 //! releases. The workload, the faults and the checker are the same for all of them; only the

@@ -1,3 +1,5 @@
+//! One file because every fault step is a method of the one `Topology`, across four layouts.
+//!
 //! The servers of one run and the proxies in front of them: starting them, and the node-level
 //! operations faults are made of (kill, bring back, pause, resume, fail over).
 //!

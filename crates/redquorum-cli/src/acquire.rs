@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use redquorum::Retry;
+use redquorum::{ConfigError, Error, Kind, Lock, Request, Retry};
 use serde::Serialize;
 
 use crate::duration;
@@ -99,15 +99,16 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         None => Awaited::lock(std::slice::from_ref(&args.resource)),
     };
     let (manager, retry, notice) = global.for_acquiring(retry, waits, awaited).await?;
-    let lock = match args.permits {
-        Some(permits) => {
-            manager
-                .acquire_permit_with(&args.resource, permits, args.ttl, &retry)
-                .await
-        }
-        None => manager.acquire_with(&args.resource, args.ttl, &retry).await,
-    }
-    .map_err(|e| global.not_acquired(e))?;
+    let kind = match args.permits {
+        Some(permits) => Kind::Permit { permits },
+        None => Kind::Lock,
+    };
+    let request = Request::new(kind, [&args.resource], args.ttl).retry(retry);
+    let lock = manager
+        .request(&request)
+        .await
+        .and_then(lock_of)
+        .map_err(|e| global.not_acquired(e))?;
     // The token is printed (--json) for the process the lock is handed to: issued now, while
     // the lock is surely ours (`fencing` invariant 8).
     let mut lock = lock;
@@ -141,4 +142,17 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
     // Keep the lock held after we exit (see the module docs): no background release.
     lock.detach();
     Ok(OK)
+}
+
+/// The lock a request for a lock won. Only a campaign's request comes kept alive, which the CLI
+/// makes through `elect` instead: reported as a misuse, never a panic.
+pub(crate) fn lock_of(acquired: redquorum::Acquired) -> Result<Lock, Error> {
+    match acquired {
+        redquorum::Acquired::Lock(lock) => Ok(lock),
+        _ => Err(ConfigError::InvalidSetting {
+            setting: "kind",
+            reason: "a campaign is `redlock elect`'s".into(),
+        }
+        .into()),
+    }
 }

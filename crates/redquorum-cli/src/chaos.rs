@@ -539,24 +539,33 @@ mod tests {
     #[test]
     fn the_first_line_says_which_faults_do_not_apply() {
         let faults = [Fault::Failover, Fault::Delay, Fault::Pause];
-        assert_eq!(
-            fault_names(Strategy::RedlockCluster, &faults),
-            "failover,pause (delay not applicable to redlock-cluster)"
-        );
-        assert_eq!(
-            fault_names(Strategy::Redlock, &faults),
-            "delay,pause (failover not applicable to redlock)"
-        );
-        assert_eq!(fault_names(Strategy::Redlock, &[]), "none");
         let handoff = [Fault::ClientCrash, Fault::ClientHandoff];
-        assert_eq!(
-            fault_names(Strategy::SetnxGetset, &handoff),
-            "client-crash (client-handoff not applicable to setnx-getset)"
-        );
-        assert_eq!(
-            fault_names(Strategy::RedlockCluster, &handoff),
-            "client-crash,client-handoff"
-        );
+        let cases: [(Strategy, &[Fault], &str); 5] = [
+            (
+                Strategy::RedlockCluster,
+                &faults,
+                "failover,pause (delay not applicable to redlock-cluster)",
+            ),
+            (
+                Strategy::Redlock,
+                &faults,
+                "delay,pause (failover not applicable to redlock)",
+            ),
+            (Strategy::Redlock, &[], "none"),
+            (
+                Strategy::SetnxGetset,
+                &handoff,
+                "client-crash (client-handoff not applicable to setnx-getset)",
+            ),
+            (
+                Strategy::RedlockCluster,
+                &handoff,
+                "client-crash,client-handoff",
+            ),
+        ];
+        for (strategy, faults, line) in cases {
+            assert_eq!(fault_names(strategy, faults), line, "{strategy} {faults:?}");
+        }
     }
 
     #[test]

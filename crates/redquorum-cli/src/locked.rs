@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::duration;
 use crate::exit::{Failure, NOT_HELD, OK, Outcome, UNAVAILABLE};
 use crate::global::Global;
-use crate::output;
+use crate::output::{self, LookedAt};
 
 const AFTER_HELP: &str = "\
 Reads every server once. Held: a quorum of servers (out of quarantine) holds the resource with
@@ -33,13 +33,8 @@ arguments.";
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The resource to look at.
-    #[arg(value_parser = output::resource)]
-    resource: String,
-
-    /// Print one JSON object.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    look: LookedAt,
 }
 
 #[derive(Debug, Serialize)]
@@ -53,8 +48,8 @@ struct Report<'a> {
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
     let manager = global.connected().await?;
-    let locked = manager.locked(&args.resource).await;
-    let resource = args.resource.as_str();
+    let locked = manager.locked(&args.look.resource).await;
+    let resource = args.look.resource.as_str();
     let mut report = Report {
         resource,
         locked: None,
@@ -89,7 +84,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
                 ),
                 _ => "the servers' answers could not be read".to_owned(),
             };
-            if args.json {
+            if args.look.json {
                 output::print(&output::json(&report))?;
             }
             return Err(Failure::new(
@@ -98,7 +93,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             ));
         }
     };
-    if args.json {
+    if args.look.json {
         output::print(&output::json(&report))?;
     } else {
         output::print(&line)?;

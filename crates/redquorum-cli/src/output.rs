@@ -56,6 +56,19 @@ pub struct HeldLock {
     pub value: String,
 }
 
+/// The `RESOURCE [--json]` arguments of `status` and `locked`, which look at a resource without
+/// taking it. One struct, flattened into both, so the two commands take and explain them alike.
+#[derive(Debug, clap::Args)]
+pub struct LookedAt {
+    /// The resource to look at.
+    #[arg(value_parser = resource)]
+    pub resource: String,
+
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Checks a RESOURCE argument: any non-empty string (it is the Redis key, used as given).
 pub fn resource(text: &str) -> Result<String, String> {
     if text.is_empty() {

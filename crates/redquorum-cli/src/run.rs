@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use redquorum::{Error, Guard, Retry};
+use redquorum::{Error, Guard, Kind, Request, Retry};
 use tokio::process::{Child as Process, Command};
 use tokio::signal::unix::SignalKind;
 
@@ -215,22 +215,14 @@ pub async fn run(args: Args, global: &Global) -> Outcome {
     let waits = !args.no_wait && args.wait.is_none_or(|wait| !wait.is_zero());
     let (manager, retry, notice) = global.for_acquiring(retry, waits, awaited(&args)).await?;
     let acquisition = async {
-        let mut lock = match (args.resources.as_slice(), args.permits) {
-            ([one], Some(permits)) => {
-                manager
-                    .acquire_permit_with(one, permits, args.ttl, &retry)
-                    .await
-            }
-            ([one], None) if args.shared => manager.acquire_read_with(one, args.ttl, &retry).await,
-            ([one], None) if args.exclusive => {
-                manager.acquire_write_with(one, args.ttl, &retry).await
-            }
-            ([one], None) => manager.acquire_with(one, args.ttl, &retry).await,
-            (many, _) => {
-                let many: Vec<&str> = many.iter().map(String::as_str).collect();
-                manager.acquire_many_with(&many, args.ttl, &retry).await
-            }
-        }?;
+        let kind = match args.permits {
+            Some(permits) => Kind::Permit { permits },
+            None if args.shared => Kind::Read,
+            None if args.exclusive => Kind::Write,
+            None => Kind::Lock,
+        };
+        let request = Request::new(kind, &args.resources, args.ttl).retry(retry);
+        let mut lock = crate::acquire::lock_of(manager.request(&request).await?)?;
         // COMMAND gets the token in REDLOCK_FENCE: issued now, while the lock is surely ours
         // (`fencing` invariant 8); without one, COMMAND does not run.
         if !global.no_fencing

@@ -20,7 +20,7 @@ use crate::duration;
 use crate::exit::Outcome;
 use crate::exit::{Failure, OK, Quarantine, UNAVAILABLE};
 use crate::global::Global;
-use crate::output;
+use crate::output::{self, LookedAt};
 
 const AFTER_HELP: &str = "\
 Prints one line per server (free, held by VALUE with its remaining time, another Redis type, or
@@ -49,13 +49,8 @@ Exit status: 0 when a quorum of servers answered and is out of quarantine (whate
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The resource to look at.
-    #[arg(value_parser = output::resource)]
-    resource: String,
-
-    /// Print one JSON object.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    look: LookedAt,
 }
 
 /// One node, as printed with `--json`.
@@ -135,7 +130,7 @@ struct Summary<'a> {
 
 pub async fn run(args: &Args, global: &Global) -> Outcome {
     let manager = global.connected().await?;
-    let statuses = manager.status(&args.resource).await;
+    let statuses = manager.status(&args.look.resource).await;
     let quorum = manager.quorum();
     let seen: Vec<Seen> = statuses
         .iter()
@@ -146,7 +141,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         .collect();
     let summary = summarize(&seen, quorum);
 
-    if args.json {
+    if args.look.json {
         let nodes = statuses
             .iter()
             .map(|s| {
@@ -168,7 +163,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
             })
             .collect();
         output::print(&output::json(&Report {
-            resource: &args.resource,
+            resource: &args.look.resource,
             quorum,
             reachable: summary.reachable,
             quarantined: summary.quarantined,
@@ -202,7 +197,7 @@ pub async fn run(args: &Args, global: &Global) -> Outcome {
         output::print(&summary.text)?;
     }
     if summary.counted < quorum {
-        let (resource, n) = (&args.resource, statuses.len());
+        let (resource, n) = (&args.look.resource, statuses.len());
         let longest = statuses
             .iter()
             .filter(|s| s.is_reachable())

@@ -1,3 +1,5 @@
+//! One file because a client is one record (connections, phase, fence) read by every decision here.
+//!
 //! A client: its connections with their health verdicts, and the rounds of one acquisition. The
 //! decisions are the library's ([`redquorum::protocol`]): the quarantine's [`Memory`] and verdict,
 //! the marker's owner, the [`Tally`], the validity [`deadline`], the fencing [`Proposals`] and
@@ -297,6 +299,51 @@ pub enum Phase {
     },
 }
 
+impl Phase {
+    /// The count of the round this phase is, if it is a round of attempt `value_in`: its tally,
+    /// the votes counted, and the proposals of an acquisition or a fence round.
+    pub fn round_mut(
+        &mut self,
+        value_in: u8,
+    ) -> Option<(&mut Tally, &mut u8, Option<&mut Proposals>)> {
+        match self {
+            Phase::Acquiring {
+                value,
+                tally,
+                votes,
+                proposals,
+                ..
+            }
+            | Phase::Fencing {
+                value,
+                tally,
+                votes,
+                proposals,
+                ..
+            } if *value == value_in => Some((tally, votes, Some(proposals))),
+            Phase::Storing {
+                value,
+                tally,
+                votes,
+                ..
+            }
+            | Phase::Extending {
+                value,
+                tally,
+                votes,
+                ..
+            }
+            | Phase::FenceStoring {
+                value,
+                tally,
+                votes,
+                ..
+            } if *value == value_in => Some((tally, votes, None)),
+            _ => None,
+        }
+    }
+}
+
 /// A hold's fencing token, or, for a token on request not asked for yet, what its fence round
 /// needs: the acquisition's voters and its place in the order of decisions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -441,7 +488,7 @@ pub const VALUES: u8 = 16;
 
 impl Client {
     /// The value of the acquisition client `index` starts now, once `attempts_left` was counted
-    /// down: values are never reused (`manager` invariant 3), and each names its client, so
+    /// down: values are never reused (`acquire` invariant 3), and each names its client, so
     /// that renaming clients renames their values ([`crate::symmetry`]).
     pub fn next_value(&self, index: usize) -> u8 {
         let index = u8::try_from(index).unwrap_or(u8::MAX);
@@ -823,15 +870,20 @@ mod tests {
         };
         let mut node = Node::sentinel(Markers::Drawn);
         let replica = node.replica.expect("a replica");
+        // Server `addr`, run `run`, serving after a promotion: a new history `replid` that
+        // continues the one before it.
+        let serving = |addr: u8, run: u8, replid: u8| Process {
+            addr,
+            run,
+            replid,
+            previous: Some(replid - 1),
+            ..replica
+        };
         both.listed(1, 1, 0);
         assert_eq!(both.judge(&node, 0), Succession::Ordinary); // the first primary
         both.caught_up(1, 0, 0);
         // The replica, caught up, promoted: it continues, and keeps the verdict on a recheck.
-        node.master = Process {
-            replid: 1,
-            previous: Some(0),
-            ..replica
-        };
+        node.master = serving(replica.addr, replica.run, 1);
         assert_eq!(both.judge(&node, 1), Succession::Continues);
         assert_eq!(both.judge(&node, 2), Succession::Continues);
         // A restart of it is a new run: the ordinary rules.
@@ -841,13 +893,7 @@ mod tests {
         // The old primary, listed and caught up with the new history, promoted back.
         both.listed(0, 0, 2);
         both.caught_up(0, 1, 2);
-        node.master = Process {
-            run: 0,
-            replid: 2,
-            previous: Some(1),
-            addr: 0,
-            ..replica
-        };
+        node.master = serving(0, 0, 2);
         assert_eq!(both.judge(&node, 3), Succession::Continues);
         // A history the client never followed: a loss, and not followed.
         node.master.replid = 9;
@@ -857,25 +903,15 @@ mod tests {
         // A replica listed with one run_id, promoted with another (it restarted since).
         both.listed(1, 1, 3);
         node.master = Process {
-            run: 6,
-            replid: 3,
-            previous: Some(2),
-            addr: 1,
             started: 3,
-            ..replica
+            ..serving(1, 6, 3)
         };
         let promoted = Succession::Lost(QuarantineReason::Promoted);
         assert_eq!(both.judge(&node, 4), promoted);
         // Its history is followed all the same; the next promotion continues from there.
         both.listed(0, 0, 4);
         both.caught_up(0, 3, 4);
-        node.master = Process {
-            run: 0,
-            replid: 4,
-            previous: Some(3),
-            addr: 0,
-            ..replica
-        };
+        node.master = serving(0, 0, 4);
         // Within the quarantine of the promotion judged a loss: its successor inherits it
         // (succession invariant 6).
         let inherits = both.judge(&node, 5);

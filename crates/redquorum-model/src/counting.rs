@@ -7,7 +7,7 @@
 //! acquisitions, nodes grant or refuse in any order of delivery, winners hold until they release,
 //! losers roll back; the property is the counting rule.
 //!
-//! - **Semaphore** (`primitives::semaphore`): `k` permits, each a lock key of its own; an
+//! - **Semaphore** (`base::semaphore`): `k` permits, each a lock key of its own; an
 //!   acquisition tries one permit (any: the library starts from a random one) and needs a
 //!   majority, as a lock does. At most `k` holders (invariant 1). Switch
 //!   [`CountingRules::permits_are_keys`]: off, each node keeps a count ("room for k more") and

@@ -1,7 +1,9 @@
+//! One file because the model is one state machine: every step and helper acts on one `State`.
+//!
 //! The model's steps: how every action moves the state ([`state`](crate::state)), within the
 //! bounds. A plain [`stateright::Model`] state machine (see the crate docs for why not actors).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redquorum::protocol::fencing::{Advance, Proposal, Proposals, clock_grain, trust_window};
 use redquorum::protocol::first_sight::{Outcome, Sighting, decide, sighting};
@@ -309,6 +311,32 @@ impl Protocol {
         s.clients[c].phase = Phase::Idle;
     }
 
+    /// Client `c`, if it holds a lock, starts a round of `request` on every node: `round` turns
+    /// the hold (its value, deadline and fence) and the client's clock now into the round's
+    /// phase, or refuses it. `None`, changing nothing, when it does not hold or `round` refuses.
+    fn start_round(
+        &self,
+        s: &mut State,
+        c: u8,
+        request: Request,
+        round: impl FnOnce(u8, Instant, Fence, u16) -> Option<Phase>,
+    ) -> Option<()> {
+        let c = usize::from(c);
+        let Phase::Holding {
+            value,
+            deadline,
+            fence,
+        } = s.clients[c].phase
+        else {
+            return None;
+        };
+        let client = &mut s.clients[c];
+        client.phase = round(value, deadline, fence, client.clock(s.t))?;
+        let all: Vec<usize> = (0..self.n()).collect();
+        self.send(s, c, value, &all, request, true);
+        Some(())
+    }
+
     /// The client counts one reply (`vote` or not) of its current round.
     fn count(
         &self,
@@ -320,280 +348,191 @@ impl Protocol {
     ) {
         let now = s.clients[c].clock(s.t);
         let n = self.n();
-        let phase = s.clients[c].phase.clone();
+        let mut phase = s.clients[c].phase.clone();
+        let Some((tally, votes, proposals)) = phase.round_mut(value_in) else {
+            return;
+        };
+        // As in the library's rounds, every proposal that came back is added, counted or not:
+        // a fence round's agreement is the counted ones', the largest any node's (a larger
+        // token, stored on a quorum of voters all the same).
+        if let (Some(proposals), Some((p, counted))) = (proposals, proposal) {
+            proposals.add(p, counted);
+        }
+        let mut decided = self.decide(tally, votes, vote);
+        if let Phase::Extending { votes, .. } = phase
+            && !self.rules.extension_needs_quorum
+            && votes > 0
+        {
+            // The rule removed: one node that extended is enough.
+            decided = Decision::Won;
+        }
+        if decided == Decision::Open {
+            // Undecided: the round goes on with this reply counted.
+            s.clients[c].phase = phase;
+            return;
+        }
+        let won = decided == Decision::Won;
         match phase {
             Phase::Acquiring {
                 value,
                 start,
-                mut tally,
-                mut votes,
-                mut proposals,
+                proposals,
                 voters,
-            } if value == value_in => {
-                if let Some((p, counted)) = proposal {
-                    proposals.add(p, counted);
-                }
-                let decided = self.decide(&mut tally, &mut votes, vote);
+                ..
+            } => {
                 let on_request = s.clients[c].on_request;
-                match decided {
-                    Decision::Open => {
-                        s.clients[c].phase = Phase::Acquiring {
-                            value,
-                            start,
-                            tally,
-                            votes,
-                            proposals,
+                let deadline = client::round_deadline(&self.settings, &self.rules, start);
+                match (deadline, proposals.token()) {
+                    // A plain `SET`: the lock without a token, which its holder may ask for
+                    // later, counted on these voters.
+                    (Some(deadline), _) if won && on_request && instant(now) < deadline => {
+                        Self::stop_waiting(s, c, value);
+                        s.decided = s.decided.saturating_add(1);
+                        let order = s.decided;
+                        let fence = Fence {
+                            token: None,
                             voters,
+                            order,
                         };
+                        self.hand_out(s, c, value, deadline, fence, order);
                     }
-                    Decision::Lost => self.roll_back(s, c, value),
-                    Decision::Won => {
-                        let deadline = client::round_deadline(&self.settings, &self.rules, start);
-                        match (deadline, proposals.token()) {
-                            // A plain `SET`: the lock without a token, which its holder may ask
-                            // for later, counted on these voters.
-                            (Some(deadline), _) if on_request && instant(now) < deadline => {
-                                Self::stop_waiting(s, c, value);
-                                s.decided = s.decided.saturating_add(1);
-                                let order = s.decided;
-                                let fence = Fence {
-                                    token: None,
-                                    voters,
-                                    order,
-                                };
-                                self.hand_out(s, c, value, deadline, fence, order);
-                            }
-                            (Some(deadline), Some(token))
-                                if !on_request && instant(now) < deadline =>
-                            {
-                                Self::stop_waiting(s, c, value);
-                                s.decided = s.decided.saturating_add(1);
-                                let order = s.decided;
-                                if token.stored {
-                                    let fence = Fence::issued(token.value);
-                                    self.hand_out(s, c, value, deadline, fence, order);
-                                } else {
-                                    let all: Vec<usize> = (0..n).collect();
-                                    self.send(
-                                        s,
-                                        c,
-                                        value,
-                                        &all,
-                                        Request::Store { token: token.value },
-                                        true,
-                                    );
-                                    s.clients[c].phase = Phase::Storing {
-                                        value,
-                                        start,
-                                        token: token.value,
-                                        tally: Tally::new(n),
-                                        votes: 0,
-                                        order,
-                                    };
-                                }
-                            }
-                            _ => self.roll_back(s, c, value),
+                    (Some(deadline), Some(token))
+                        if won && !on_request && instant(now) < deadline =>
+                    {
+                        Self::stop_waiting(s, c, value);
+                        s.decided = s.decided.saturating_add(1);
+                        let order = s.decided;
+                        if token.stored {
+                            let fence = Fence::issued(token.value);
+                            self.hand_out(s, c, value, deadline, fence, order);
+                        } else {
+                            let all: Vec<usize> = (0..n).collect();
+                            self.send(
+                                s,
+                                c,
+                                value,
+                                &all,
+                                Request::Store { token: token.value },
+                                true,
+                            );
+                            s.clients[c].phase = Phase::Storing {
+                                value,
+                                start,
+                                token: token.value,
+                                tally: Tally::new(n),
+                                votes: 0,
+                                order,
+                            };
                         }
                     }
+                    _ => self.roll_back(s, c, value),
                 }
             }
             Phase::Storing {
                 value,
                 start,
                 token,
-                mut tally,
-                mut votes,
                 order,
-            } if value == value_in => {
-                let decided = self.decide(&mut tally, &mut votes, vote);
-                match decided {
-                    Decision::Open => {
-                        s.clients[c].phase = Phase::Storing {
-                            value,
-                            start,
-                            token,
-                            tally,
-                            votes,
-                            order,
-                        };
-                    }
-                    Decision::Lost => self.roll_back(s, c, value),
-                    Decision::Won => {
-                        let deadline = client::round_deadline(&self.settings, &self.rules, start);
-                        match deadline {
-                            Some(deadline) if instant(now) < deadline => {
-                                Self::stop_waiting(s, c, value);
-                                let fence = Fence::issued(token);
-                                self.hand_out(s, c, value, deadline, fence, order);
-                            }
-                            _ => self.roll_back(s, c, value),
-                        }
-                    }
+                ..
+            } => match client::round_deadline(&self.settings, &self.rules, start) {
+                Some(deadline) if won && instant(now) < deadline => {
+                    Self::stop_waiting(s, c, value);
+                    let fence = Fence::issued(token);
+                    self.hand_out(s, c, value, deadline, fence, order);
                 }
-            }
+                _ => self.roll_back(s, c, value),
+            },
             Phase::Extending {
                 value,
                 deadline,
                 fence,
                 start,
-                mut tally,
-                mut votes,
-            } if value == value_in => {
-                let decided = match self.decide(&mut tally, &mut votes, vote) {
-                    // The rule removed: one node that extended is enough.
-                    _ if !self.rules.extension_needs_quorum && votes > 0 => Decision::Won,
-                    decided => decided,
-                };
+                ..
+            } => {
                 let holding = |deadline| Phase::Holding {
                     value,
                     deadline,
                     fence,
                 };
-                match decided {
-                    Decision::Open => {
-                        s.clients[c].phase = Phase::Extending {
-                            value,
-                            deadline,
-                            fence,
-                            start,
-                            tally,
-                            votes,
-                        };
-                        return;
-                    }
-                    Decision::Lost => s.clients[c].phase = holding(deadline),
-                    Decision::Won => {
-                        // `engine::deadline_if_won`: the new deadline from the round's start, if
-                        // it is still ahead; else the lock keeps the deadline it had.
-                        match client::round_deadline(&self.settings, &self.rules, start) {
-                            Some(new) if instant(now) < new => {
-                                if s.handouts != s.clients[c].hold_since {
-                                    s.broken.extended_across_another = true;
-                                }
-                                s.clients[c].phase = holding(new);
-                                if let Some(hold) = s.clients[c].last_hold.as_mut() {
-                                    hold.1 = new;
-                                }
-                            }
-                            _ => s.clients[c].phase = holding(deadline),
+                // `engine::deadline_if_won`: the new deadline from the round's start, if it is
+                // still ahead; else the lock keeps the deadline it had.
+                match client::round_deadline(&self.settings, &self.rules, start) {
+                    Some(new) if won && instant(now) < new => {
+                        if s.handouts != s.clients[c].hold_since {
+                            s.broken.extended_across_another = true;
+                        }
+                        s.clients[c].phase = holding(new);
+                        if let Some(hold) = s.clients[c].last_hold.as_mut() {
+                            hold.1 = new;
                         }
                     }
+                    _ => s.clients[c].phase = holding(deadline),
                 }
                 Self::stop_waiting(s, c, value);
             }
             Phase::Fencing {
                 value,
                 deadline,
-                start,
                 fence,
-                mut tally,
-                mut votes,
-                mut proposals,
-            } if value == value_in => {
-                // As in the library's round, every proposal that came back is added, counted or
-                // not: the agreement is the counted ones', the largest any node's (a larger
-                // token, stored on a quorum of voters all the same).
-                if let Some((p, counted)) = proposal {
-                    proposals.add(p, counted);
-                }
-                let decided = self.decide(&mut tally, &mut votes, vote);
-                // Refused, or won too late: no token; the holder asks again only with
-                // `fence_again`.
-                let refused = Phase::Holding {
-                    value,
-                    deadline,
-                    fence: self.failed(fence),
-                };
-                match decided {
-                    Decision::Open => {
-                        s.clients[c].phase = Phase::Fencing {
-                            value,
-                            deadline,
-                            start,
-                            fence,
-                            tally,
-                            votes,
-                            proposals,
-                        };
-                        return;
-                    }
-                    Decision::Lost => s.clients[c].phase = refused,
-                    Decision::Won => match proposals.token() {
-                        // Still valid when the round is decided: steps 2 and 3.
-                        Some(token) if instant(now) < deadline => {
-                            if token.stored {
-                                Self::issue(s, fence.order, token.value);
-                                s.seen.fenced_on_request = true;
-                                s.clients[c].phase = Phase::Holding {
-                                    value,
-                                    deadline,
-                                    fence: Fence::issued(token.value),
-                                };
-                            } else {
-                                Self::stop_waiting(s, c, value);
-                                let all: Vec<usize> = (0..n).collect();
-                                let request = Request::Store { token: token.value };
-                                self.send(s, c, value, &all, request, true);
-                                s.clients[c].phase = Phase::FenceStoring {
-                                    value,
-                                    deadline,
-                                    start: now,
-                                    fence,
-                                    token: token.value,
-                                    tally: Tally::new(n),
-                                    votes: 0,
-                                };
-                                return;
-                            }
+                proposals,
+                ..
+            } => {
+                match proposals.token() {
+                    // Still valid when the round is decided: steps 2 and 3.
+                    Some(token) if won && instant(now) < deadline => {
+                        if token.stored {
+                            Self::issue(s, fence.order, token.value);
+                            s.seen.fenced_on_request = true;
+                            s.clients[c].phase = Phase::Holding {
+                                value,
+                                deadline,
+                                fence: Fence::issued(token.value),
+                            };
+                        } else {
+                            Self::stop_waiting(s, c, value);
+                            let all: Vec<usize> = (0..n).collect();
+                            let request = Request::Store { token: token.value };
+                            self.send(s, c, value, &all, request, true);
+                            s.clients[c].phase = Phase::FenceStoring {
+                                value,
+                                deadline,
+                                start: now,
+                                fence,
+                                token: token.value,
+                                tally: Tally::new(n),
+                                votes: 0,
+                            };
+                            return;
                         }
-                        _ => s.clients[c].phase = refused,
-                    },
+                    }
+                    // Refused, or won too late: no token; the holder asks again only with
+                    // `fence_again`.
+                    _ => s.clients[c].phase = self.fence_failed(value, deadline, fence),
                 }
                 Self::stop_waiting(s, c, value);
             }
             Phase::FenceStoring {
                 value,
                 deadline,
-                start,
                 fence,
                 token,
-                mut tally,
-                mut votes,
-            } if value == value_in => {
-                let decided = self.decide(&mut tally, &mut votes, vote);
-                let refused = Phase::Holding {
-                    value,
-                    deadline,
-                    fence: self.failed(fence),
-                };
-                match decided {
-                    Decision::Open => {
-                        s.clients[c].phase = Phase::FenceStoring {
-                            value,
-                            deadline,
-                            start,
-                            fence,
-                            token,
-                            tally,
-                            votes,
-                        };
-                        return;
-                    }
-                    Decision::Won if instant(now) < deadline => {
-                        Self::issue(s, fence.order, token);
-                        s.seen.fenced_on_request = true;
-                        s.seen.fenced_by_store = true;
-                        s.clients[c].phase = Phase::Holding {
-                            value,
-                            deadline,
-                            fence: Fence::issued(token),
-                        };
-                    }
-                    _ => s.clients[c].phase = refused,
+                ..
+            } => {
+                if won && instant(now) < deadline {
+                    Self::issue(s, fence.order, token);
+                    s.seen.fenced_on_request = true;
+                    s.seen.fenced_by_store = true;
+                    s.clients[c].phase = Phase::Holding {
+                        value,
+                        deadline,
+                        fence: Fence::issued(token),
+                    };
+                } else {
+                    s.clients[c].phase = self.fence_failed(value, deadline, fence);
                 }
                 Self::stop_waiting(s, c, value);
             }
-            _ => {}
+            Phase::Idle | Phase::Holding { .. } => {}
         }
     }
 
@@ -693,13 +632,19 @@ impl Protocol {
         }
     }
 
-    /// What a fence round that failed leaves: with `fence_again`, the voters to ask again;
+    /// What a holder's fence round that failed leaves (refused, or won too late): holding `value`
+    /// until `deadline` without a token and, with `fence_again`, the voters to ask again;
     /// otherwise nothing (the holder asks at most once).
-    fn failed(&self, fence: Fence) -> Fence {
-        if self.bounds.fence_again {
+    fn fence_failed(&self, value: u8, deadline: Instant, fence: Fence) -> Phase {
+        let fence = if self.bounds.fence_again {
             fence
         } else {
             Fence::default()
+        };
+        Phase::Holding {
+            value,
+            deadline,
+            fence,
         }
     }
 
@@ -1059,7 +1004,7 @@ impl Model for Protocol {
                     if s.by_value_left > 0 {
                         actions.push(Action::ReleaseByValue(c8));
                     }
-                    // `manager` invariant 4: a lock whose validity ran out is not extended.
+                    // `acquire` invariant 4: a lock whose validity ran out is not extended.
                     if client.extensions_left > 0 && valid {
                         actions.push(Action::Extend(c8));
                     }
@@ -1166,53 +1111,42 @@ impl Model for Protocol {
                 self.send(&mut s, c, value, &all, request, true);
             }
             Action::Extend(c) => {
-                let c = usize::from(c);
-                let Phase::Holding {
-                    value,
-                    deadline,
-                    fence,
-                } = s.clients[c].phase
-                else {
-                    return None;
-                };
-                let client = &mut s.clients[c];
-                client.extensions_left -= 1;
-                client.phase = Phase::Extending {
-                    value,
-                    deadline,
-                    fence,
-                    start: client.clock(s.t),
-                    tally: Tally::new(self.n()),
-                    votes: 0,
-                };
-                let all: Vec<usize> = (0..self.n()).collect();
-                self.send(&mut s, c, value, &all, Request::Extend, true);
+                let n = self.n();
+                self.start_round(
+                    &mut s,
+                    c,
+                    Request::Extend,
+                    |value, deadline, fence, start| {
+                        Some(Phase::Extending {
+                            value,
+                            deadline,
+                            fence,
+                            start,
+                            tally: Tally::new(n),
+                            votes: 0,
+                        })
+                    },
+                )?;
+                s.clients[usize::from(c)].extensions_left -= 1;
             }
             Action::Fence(c) => {
-                let c = usize::from(c);
-                let Phase::Holding {
-                    value,
-                    deadline,
-                    fence,
-                } = s.clients[c].phase
-                else {
-                    return None;
-                };
-                if !fence.askable() {
-                    return None;
-                }
-                let client = &mut s.clients[c];
-                client.phase = Phase::Fencing {
-                    value,
-                    deadline,
-                    start: client.clock(s.t),
-                    fence,
-                    tally: Tally::new(self.n()),
-                    votes: 0,
-                    proposals: Proposals::default(),
-                };
-                let all: Vec<usize> = (0..self.n()).collect();
-                self.send(&mut s, c, value, &all, Request::FenceHeld, true);
+                let n = self.n();
+                self.start_round(
+                    &mut s,
+                    c,
+                    Request::FenceHeld,
+                    |value, deadline, fence, start| {
+                        fence.askable().then(|| Phase::Fencing {
+                            value,
+                            deadline,
+                            start,
+                            fence,
+                            tally: Tally::new(n),
+                            votes: 0,
+                            proposals: Proposals::default(),
+                        })
+                    },
+                )?;
             }
             Action::Release(c) => {
                 let c = usize::from(c);

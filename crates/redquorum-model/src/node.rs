@@ -422,14 +422,10 @@ impl Node {
         max_ttl_ms: u64,
         margin_ms: u64,
     ) -> (bool, Found) {
-        let (found, at) = self.found(now, margin_ms);
-        if found == Found::New && at == Some(id) {
-            if let Some(m) = self.master.data.marker.as_mut() {
-                m.from_ms = node_unix_ms(now) + max_ttl_ms;
-            }
-            return (true, found);
-        }
-        (false, found)
+        let (done, found, _) = self.change_pending(now, id, margin_ms, |m| {
+            m.from_ms = node_unix_ms(now) + max_ttl_ms;
+        });
+        (done, found)
     }
 
     /// `scripts/vouch.lua`'s `vouch`: the first-sight marker `id` vouched for by the group, for
@@ -442,18 +438,32 @@ impl Node {
         run: u8,
         margin_ms: u64,
     ) -> (bool, Found) {
+        let (done, found, at) = self.change_pending(now, id, margin_ms, |m| {
+            m.tag = MarkerTag::Group {
+                at_ms: node_unix_ms(now),
+                run,
+            };
+            m.from_ms = 0;
+        });
+        (done || (found == Found::Vouched && at == Some(id)), found)
+    }
+
+    /// The step `vouch.lua`'s `extend` and `vouch` share: when the first-sight marker `id` is
+    /// still pending by more than `margin_ms`, `change` it. Whether it did, what was found, and
+    /// the id of the marker found.
+    fn change_pending(
+        &mut self,
+        now: u16,
+        id: MarkerId,
+        margin_ms: u64,
+        change: impl FnOnce(&mut MarkerKey),
+    ) -> (bool, Found, Option<MarkerId>) {
         let (found, at) = self.found(now, margin_ms);
-        if found == Found::New && at == Some(id) {
-            if let Some(m) = self.master.data.marker.as_mut() {
-                m.tag = MarkerTag::Group {
-                    at_ms: node_unix_ms(now),
-                    run,
-                };
-                m.from_ms = 0;
-            }
-            return (true, found);
+        let pending = found == Found::New && at == Some(id);
+        if pending && let Some(m) = self.master.data.marker.as_mut() {
+            change(m);
         }
-        (found == Found::Vouched && at == Some(id), found)
+        (pending, found, at)
     }
 
     /// What `vouch.lua`'s `peek` finds (`mark::peek`): whether the node shows a marker that
@@ -483,6 +493,20 @@ impl Node {
         true
     }
 
+    /// The lock's `SET NX PX` (`life_ms`): the key set to `value` where there is none. Whether
+    /// it was set.
+    fn set_nx(&mut self, now: u16, value: u8, life_ms: u16) -> bool {
+        let data = &mut self.master.data;
+        let granted = data.lock.is_none();
+        if granted {
+            data.lock = Some(Key {
+                value,
+                expires: now.saturating_add(life_ms),
+            });
+        }
+        granted
+    }
+
     /// The acquisition. A standalone master runs the native pipeline: the lock's `SET NX PX`,
     /// the counter's `SET NX` to `initial` (our estimate, rounded to the grain, when we start
     /// counters), `INCR` (whatever the `SET` did), `TIME`. A cluster master runs
@@ -497,14 +521,8 @@ impl Node {
         grain_us: u64,
         scripted: bool,
     ) -> AcquireReply {
+        let granted = self.set_nx(now, value, life_ms);
         let data = &mut self.master.data;
-        let granted = data.lock.is_none();
-        if granted {
-            data.lock = Some(Key {
-                value,
-                expires: now.saturating_add(life_ms),
-            });
-        }
         let clock_us = node_us(now);
         if scripted {
             if granted {
@@ -529,19 +547,12 @@ impl Node {
     /// A plain acquisition (`SET NX PX` alone, no counter touched: an exclusive lock whose token
     /// is issued on request, `fencing` invariant 8), with the marker read back in the same step.
     pub fn set_plain(&mut self, now: u16, value: u8, life_ms: u16) -> AcquireReply {
-        let data = &mut self.master.data;
-        let granted = data.lock.is_none();
-        if granted {
-            data.lock = Some(Key {
-                value,
-                expires: now.saturating_add(life_ms),
-            });
-        }
+        let granted = self.set_nx(now, value, life_ms);
         AcquireReply {
             granted,
             counter: None,
             clock_us: node_us(now),
-            marker: data.marker,
+            marker: self.master.data.marker,
             scripted: false,
         }
     }

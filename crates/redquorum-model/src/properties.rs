@@ -23,7 +23,7 @@
 //!    allowance (`engine` invariant 6: the node judges from the key's remaining time, which at
 //!    the holder's deadline is the delay plus that allowance).
 //! 6. **An extension continues the holder's own hold**: when an extension wins, nobody else
-//!    won the lock since the hold began (`manager` invariant 4: no resurrection), so the work
+//!    won the lock since the hold began (`acquire` invariant 4: no resurrection), so the work
 //!    done before and after it is one hold's.
 //! 7. **Liveness within the bounds**: once the faults stop (the budget is spent), some client
 //!    acquires, on some schedule (`sometimes`).

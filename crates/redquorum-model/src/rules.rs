@@ -34,7 +34,7 @@ pub struct Rules {
     pub drift_term: bool,
     /// The quorum is `N/2 + 1` (`quorum` invariant 1). Off: `N/2`.
     pub strict_majority: bool,
-    /// An extension counts only with a quorum, as an acquisition (`manager` invariant 4). Off:
+    /// An extension counts only with a quorum, as an acquisition (`acquire` invariant 4). Off:
     /// one node that extended is enough.
     pub extension_needs_quorum: bool,
     /// A release by value, whose sender does not know the holder's deadline, sends the larger

@@ -63,6 +63,13 @@
 //! differs: a set is taken by our own all-or-nothing scripts, not the standard wire format other
 //! clients share. The separate names keep that visible, at the cost of three more methods.
 //!
+//! # One request for every language
+//! [`Request`] is one acquisition as plain data (a [`Kind`], the resources, the TTL, the retry
+//! policy) and [`Settings`] every manager setting as plain data; [`SharedLock`] is a held lock
+//! owned by a foreign language's object. The Python and Node packages and the CLI build these
+//! and forward them ([`Redlock::request`], [`Builder::settings`]): the rules that check a
+//! request, apply a setting or share a handle are written once, here.
+//!
 //! # Layout
 //! Every async type is exported here, at the crate root, and only here. Three modules are
 //! public: [`defaults`], the settings' default values; [`blocking`], the same API for synchronous
@@ -70,92 +77,24 @@
 //! [`fork`], what to call around `fork()`. One is hidden, not a stable API: `protocol`, which
 //! the model checker imports.
 //!
-//! The source is in five folders. `protocol` imports from none of the others: every arrow
-//! into it runs one way.
-//!
-//! `protocol/`: the pure decisions, unit-tested without a server. No I/O, no imports from
-//! outside the folder (its `mod.rs` has the rule); the model checker runs these very functions.
-//! - `quorum`: vote counting; decides won, lost or still open.
-//! - `validity`: deadline arithmetic (`start + ttl − drift`).
-//! - `fencing`: why fencing tokens increase across independent masters, and how one is chosen.
-//! - `quarantine`: when a node that may have lost its data votes again, and the marker key that
-//!   is the evidence.
-//! - `first_sight`: when a group of nodes first seen without markers is trusted at once.
-//! - `marker`: the marker's value grammar: who wrote it, and from when it vouches.
-//! - `mark`: what refuses an operator's vouch ([`Redlock::mark_nodes`]), and what the vouch
-//!   came to on each node ([`Mark`], [`Vouch`]).
-//! - `cause`: why a round that was not won failed (busy, not held, unavailable, quarantined,
-//!   a key of another type, too slow).
-//! - `reply`: what each node answered ([`Reply`], [`NodeReply`]).
-//! - `value`: the lock value's grammar: the random digits, the holder's late-release bound, a
-//!   candidate's identity.
-//! - `rwlock`: readers or one writer on one key; why writers are not starved, and how readers'
-//!   and writers' fencing tokens are ordered.
-//! - `lease`: how long a fair waiter's queue place, or a waiting writer's entry, outlives its
-//!   last renewal.
-//! - `aliases`: one server, one vote, whatever names it is reached by.
-//! - `slots`: Redis Cluster's hash slots, and the tags that keep a lock's keys in its slot.
-//! - `sync`: locking a mutex without a poison path.
-//!
-//! `nodes/`: where bytes go to Redis.
-//! - `node`: one Redlock node: what each request of a round (`Request`) means in commands and
-//!   replies (`Answer`). The seam between the algorithm and the wire: a node that is a whole
-//!   Redis Cluster routes each request to the `server` of the lock key's slot behind the same
-//!   `Request`/`Answer`, without touching the algorithm.
-//! - `server`: one Redis server: the one multiplexed connection to it, its health verdict,
-//!   timeouts and replacement, and the order requests run in. The only module that sends lock
-//!   commands.
-//! - `shards`: a node that is a Redis Cluster: its slot map, routing, `WAIT` for replicas.
-//! - `replica_acks`: the replicas' acknowledgements a cluster master's vote waits for.
-//! - `scripts`: the Lua scripts (`src/nodes/scripts/*.lua`) and the keys each takes.
-//! - `health`: the health check a connection passes before its replies count (`INFO`, the
-//!   marker key, `CONFIG GET`), judged by `quarantine`.
-//! - `vouch`: the only rewrites of a marker in place: first sight's I/O, and the script step an
-//!   operator's mark uses.
-//! - `mark`: an operator's vouch that servers lost nothing, [`Redlock::mark_nodes`]; and
-//!   [`cluster_marker`], for tools that prepare new clusters.
-//! - `connect`: a connection of its own to a server, outside its shared one (slot maps, first
-//!   sight, marks).
-//! - `subscriber`: the one other connection per node: hears waited-for lock keys freed (key
-//!   tracking) and fair releases announced, and reports them to a `Listener`; only ever a hint.
-//! - `stragglers`: the requests a won round leaves behind: kept by the lock, or finished by one
-//!   task per runtime.
-//! - `node_error`: why a node gave no usable answer, from a Redis error.
-//!
-//! `round/`: the algorithm, and the machinery it runs on.
-//! - `manager`: the algorithm, readable top to bottom: attempt, decide, roll back, wait.
-//! - `engine`: the round engine (every node at once, replies counted as they come, decided as
-//!   soon as known) and what every lock shares; built from the validated settings.
-//! - `deadlines`: one thread that wakes rounds past their node timeout (no timer per round).
-//! - `waiting`: waiting for a busy lock: one acquisition's `Turn`, woken by releases, in arrival
-//!   order when fair.
-//! - `retry`: the retry policy with jittered delays, and the outage bound of a wait.
-//! - `fresh`: random identifiers that never repeat across processes, a forked child's
-//!   included (lock values, waiter ids, markers).
-//! - [`fork`] (public): what to call around `fork()`.
-//!
-//! `primitives/`: beyond one lock, on the same quorum, validity, quarantine and fencing.
-//! - `resources`: the resources of one lock, one key or a sorted set taken all-or-nothing.
-//! - `semaphore`: why a semaphore's permits are lock keys of their own, not a count, and the
-//!   order an acquisition tries them in. Pure, but not in `protocol`: it builds `Resources` and
-//!   reports a [`ConfigError`], the caller-facing error type (so does `resources`).
-//! - `election`: leader election on a lock: the term is the fencing token, the identity rides
-//!   in the lock value, and observers read who leads.
-//!
-//! `handles/`: what callers hold and read.
-//! - `config`: the [`Builder`]: checks every setting, then hands them to the engine.
-//! - [`defaults`] (public): the settings' default values and bounds.
-//! - `lock`: the held [`Lock`] and its clean-up on drop.
-//! - `hold`: auto-extension: a [`Guard`] keeps a lock alive in the background and fires a
-//!   cancellation token the moment it is lost; [`Redlock::with_lock`] runs work under it.
-//! - [`blocking`] (public): the same manager, lock and guard for synchronous code, on a Tokio
-//!   runtime of their own that keeps their background work running between calls.
-//! - `status`: a read-only look at who holds a resource, node by node (the CLI's `status`).
-//! - `error`: the one [`Error`] type.
-//! - `telemetry`: every metric name and label, and the tracing spans' shape: what the
-//!   application's recorder and subscriber receive.
-//!
-//! No two modules import each other, directly or through others: the arrows run one way.
+//! The source is in five folders, which are floors: each imports only from the floors below
+//! it, so every arrow between folders runs one way (`docs/layout.md` lists every file).
+//! 1. `protocol/`: the pure decisions (quorum, validity, fencing, quarantine, markers, causes,
+//!    the lock value's grammar), unit-tested without a server. No I/O, no clock, no imports
+//!    from outside the folder (its `mod.rs` has the rule); the model checker runs these very
+//!    functions.
+//! 2. `base/`: what every floor above uses: the one [`Error`] type, the [`defaults`], every
+//!    metric and span name, the random draws every identifier comes from, and the plain values
+//!    of an acquisition (its resources, a semaphore's permits, a waiter's queue place).
+//! 3. `nodes/`: where bytes go to Redis: one node per configured address (a server, a Redis
+//!    Cluster, a primary behind Sentinel or behind a fixed address), its connections, health
+//!    check, Lua scripts and subscriber. What a node answers goes up as plain data.
+//! 4. `round/`: the algorithm and the machinery it runs on: `acquire` (attempt, decide, roll
+//!    back, wait: readable top to bottom), the round engine, deadlines, waiting, retry.
+//! 5. `handles/`: what callers hold and read: [`Redlock`]'s face (`redlock`), the [`Request`]
+//!    and [`Settings`] values, the [`Builder`], the held [`Lock`] and its [`Guard`], leader
+//!    election, the [`SharedLock`] of other languages, [`blocking`] and the status of a
+//!    resource.
 
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]

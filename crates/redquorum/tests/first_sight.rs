@@ -412,7 +412,7 @@ fn plain(url: String, max_ttl: Option<Duration>) -> Redlock {
 }
 
 /// Issue 45: the first lock on a server just started, with the default retry policy (three
-/// attempts), is not waited for (its quarantine outlasts them: `manager` invariant 7). It fails
+/// attempts), is not waited for (its quarantine outlasts them: `acquire` invariant 7). It fails
 /// at its first attempt, naming the call that ends the wait in the reader's words; following
 /// it, the same manager's next lock is granted at its first attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,9 @@
 //! The same manager, lock and guard for synchronous code, like reqwest's and redis-rs's
 //! `blocking` modules.
 //!
+//! One file because it mirrors the async API method for method, each a documented forwarder
+//! onto one runtime: split, a reader would lose the one place that says which calls block.
+//!
 //! A lock is more than its calls: connections run as tasks, a won round's late requests are
 //! finished by a driver task, a [`Guard`]'s keeper extends the lock between calls, and a
 //! subscriber hears releases. The async layer runs all of that on the runtime of whoever calls

@@ -15,7 +15,7 @@
 //!    noticed yet is refused.
 //! 3. **Who leads is written in the lock value**: a campaign's value is the usual 40 random hex
 //!    digits, a `:`, and the candidate's identity. The value stays unique per acquisition
-//!    (manager invariant 3), and an observer learns the identity from the key itself, in the same
+//!    (`acquire` invariant 3), and an observer learns the identity from the key itself, in the same
 //!    read as the value: there is no second key that could disagree with it.
 //! 4. **An observer's answer is a reading, not a vote.** [`Redlock::leader`] reports the value a
 //!    majority of nodes hold right now; by the time it is read, that leader may have lost its

@@ -1,6 +1,9 @@
 //! Auto-extension: keeping a lock alive for as long as a job runs, and saying at once when it
 //! is gone.
 //!
+//! One file because the guard, its keeper task and its schedule share one loss rule (the
+//! invariants below); a third of it is tests.
+//!
 //! A short TTL keeps a crashed holder from blocking everybody for long; real jobs outlive it.
 //! [`Lock::keep_alive`] turns a lock into a [`Guard`] whose background task extends it well
 //! before its validity runs out. Extension can fail (keys deleted or taken over, nodes down or

@@ -132,7 +132,7 @@
 //!    is still valid when the last round is decided. Why tokens still increase, in the order of
 //!    the acquisitions (not of the requests):
 //!    - Our value is written on a node once, by the acquisition's one `SET` there (every
-//!      attempt draws a fresh value: `manager` invariant 3), and a voter's `SET` ran before the
+//!      attempt draws a fresh value: `acquire` invariant 3), and a voter's `SET` ran before the
 //!      acquisition was decided. So once a voter lost our key (expiry, release, a flush), it
 //!      never holds it again; a non-voter may get it later (a `SET` that landed after the
 //!      round), which is why only voters count.

@@ -2,7 +2,7 @@
 //! the round decided as soon as its outcome is known. And what every lock shares with its
 //! manager: the nodes, the settings, the work left in the background.
 //!
-//! The algorithm ([`manager`](crate::round::manager)) says *which* rounds to run and what to make
+//! The algorithm ([`acquire`](crate::round::acquire)) says *which* rounds to run and what to make
 //! of them; this module only runs them. A round does not know whether it acquires, extends or
 //! releases beyond the one [`Until`] rule that says how long it waits.
 //!
@@ -760,7 +760,7 @@ impl Engine {
     /// every key still holds `value`, counted on `voters` only, a quorum of them; then, when
     /// their proposals disagree, the largest stored on a quorum of them. Rounds are tried again
     /// only while the lock lasts (`valid_until`); whether it still does once the token is in
-    /// (`manager` invariant 1) is the caller's to judge, with a guard's margin.
+    /// (`acquire` invariant 1) is the caller's to judge, with a guard's margin.
     pub(crate) async fn fence_on_request(
         self: &Arc<Self>,
         resources: &Resources,

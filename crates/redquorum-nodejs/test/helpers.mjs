@@ -36,7 +36,7 @@ export class Nodes {
   constructor (count = 3, extra = []) {
     // In memory where the machine has it: the nodes fsync every write.
     const base = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
-    this.dir = mkdtempSync(join(base, 'redquorum-node-'))
+    this.dir = mkdtempSync(join(base, 'redquorum-nodejs-'))
     const out = execFileSync(redlockBin(),
       ['nodes', 'start', '--count', String(count), '--dir', this.dir, '--json', ...extra],
       { encoding: 'utf8', timeout: 120_000 })

@@ -2,6 +2,9 @@
 /**
  * redquorum for Node.js: distributed locks on Redis (Redlock), with node-redlock's API.
  *
+ * One file because it is the package's whole public face, as node-redlock's `index.js` is:
+ * `Redlock`, `Lock`, the errors and the watches translate the same native handles.
+ *
  * This file only translates. Every request to Redis, every vote count, every deadline and every
  * extension happens in the Rust library (the native addon, `native.js`), on a runtime of its
  * own threads: the event loop is never blocked, and nothing of the algorithm is written here.
@@ -41,7 +44,8 @@ class ExecutionError extends Error {
    */
   constructor (message, detail = {}) {
     super(message)
-    this.name = 'ExecutionError'
+    // Each subclass's own name (`ResourceLockedError`, …), as node-redlock's errors print.
+    this.name = new.target.name
     /** The resource (for several, sorted and joined by `, `). @type {string | undefined} */
     this.resource = detail.resource
     /** Why, in one word: `busy`, `unavailable`, `quarantined`, `wrong_type`, `too_slow`, `not_held`, … @type {string | undefined} */
@@ -56,22 +60,10 @@ class ExecutionError extends Error {
 }
 
 /** The resource is held by someone else (node-redlock's name); a quorum refused for that reason. */
-class ResourceLockedError extends ExecutionError {
-  /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
-  constructor (message, detail) {
-    super(message, detail)
-    this.name = 'ResourceLockedError'
-  }
-}
+class ResourceLockedError extends ExecutionError {}
 
 /** Too few nodes gave an answer that counts (unreachable, timed out, an error reply): not "busy". */
-class UnavailableError extends ExecutionError {
-  /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
-  constructor (message, detail) {
-    super(message, detail)
-    this.name = 'UnavailableError'
-  }
-}
+class UnavailableError extends ExecutionError {}
 
 /**
  * Nodes that may have lost their data (a restart) granted, but sit out their quarantine; it
@@ -81,7 +73,6 @@ class QuarantinedError extends ExecutionError {
   /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
   constructor (message, detail = {}) {
     super(message, detail)
-    this.name = 'QuarantinedError'
     /** How many nodes are quarantined. @type {number | undefined} */
     this.quarantinedNodes = detail.quarantinedNodes
     /** Milliseconds until enough of them vote again. @type {number | undefined} */
@@ -94,54 +85,29 @@ class WrongTypeError extends ExecutionError {
   /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
   constructor (message, detail = {}) {
     super(message, detail)
-    this.name = 'WrongTypeError'
     /** The node whose key is of another type. @type {string | undefined} */
     this.node = detail.node
   }
 }
 
 /** A quorum granted, but so late that no validity was left (nodes or network too slow). */
-class TooSlowError extends ExecutionError {
-  /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
-  constructor (message, detail) {
-    super(message, detail)
-    this.name = 'TooSlowError'
-  }
-}
+class TooSlowError extends ExecutionError {}
 
 /** An extension or a release found the lock not held with our value (expired, deleted, taken over, or released already). */
-class NotHeldError extends ExecutionError {
-  /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
-  constructor (message, detail) {
-    super(message, detail)
-    this.name = 'NotHeldError'
-  }
-}
+class NotHeldError extends ExecutionError {}
 
 /**
  * A lock that was held can no longer be relied on: an extension was refused or failed, its keys
  * were deleted, or its validity ran out. The reason of `lock.lost` and of `using()`'s signal.
  */
-class LockLostError extends ExecutionError {
-  /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
-  constructor (message, detail) {
-    super(message, detail)
-    this.name = 'LockLostError'
-  }
-}
+class LockLostError extends ExecutionError {}
 
 /**
  * No fencing token could be issued for a lock: fewer than a quorum of the nodes that voted for
  * it still held it and answered in time, or its validity ran out first. The lock itself may
  * still be valid (`lock.isLost` says).
  */
-class NotFencedError extends ExecutionError {
-  /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
-  constructor (message, detail) {
-    super(message, detail)
-    this.name = 'NotFencedError'
-  }
-}
+class NotFencedError extends ExecutionError {}
 
 /** A setting or an argument the library refuses; nothing was sent to any server. */
 class ConfigError extends RangeError {
