@@ -4,7 +4,7 @@
 //! token). The lock stays held after this process exits, until it is released or its TTL runs
 //! out: that is the point of the command.
 //!
-//! The library releases a dropped [`Lock`](redquorum::Lock) handle in the background (its
+//! The library releases a dropped [`Lock`] handle in the background (its
 //! invariant 2). Here that would be wrong, and also a race: exiting right after the drop might
 //! or might not get the release out. So the handle is deliberately detached
 //! ([`redquorum::Lock::detach`]): no release is sent, on drop or on exit.

@@ -696,7 +696,7 @@ fn succeed(
     Some(verdict)
 }
 
-/// Whether a reply that reads nothing back counts as a vote (`node::perform` checks only
+/// Whether a reply that reads nothing back counts as a vote (`commands::perform` checks only
 /// acquisitions: a fence round, a store round and an extension need our key, which a node that
 /// lost its data cannot show): the same connection, and the node out of quarantine
 /// (`engine` invariant 3).

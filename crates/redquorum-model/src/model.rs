@@ -674,7 +674,7 @@ impl Protocol {
         if instant(now) > instant(start) + self.settings.node_timeout {
             return (false, false);
         }
-        // As the library: a fence or store reply reads no marker back (`node::perform` checks
+        // As the library: a fence or store reply reads no marker back (`commands::perform` checks
         // acquisitions only); our key is the evidence.
         let server = s.nodes[n].server();
         let vote = client::unchecked_vote(&s.clients[c].conns[n], server, yes, now);
@@ -776,7 +776,7 @@ impl Protocol {
                 if m.awaited && !in_time {
                     self.count(s, c, m.value, false, None);
                 } else if m.awaited {
-                    // As the library: an extension reads no marker back (`node::perform` checks
+                    // As the library: an extension reads no marker back (`commands::perform` checks
                     // acquisitions only); our key is the evidence.
                     let done = self.acknowledged(s, c, n, done);
                     let server = s.nodes[n].server();

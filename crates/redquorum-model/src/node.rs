@@ -217,7 +217,7 @@ pub struct Fresh {
     pub marker: u8,
 }
 
-/// What a node answered to a native fenced acquisition (`node::set_fenced_natively`'s pipeline:
+/// What a node answered to a native fenced acquisition (`commands::set_fenced_natively`'s pipeline:
 /// `SET NX PX`, `SET NX` of the counter, `INCR`, `PEXPIRE`, `TIME`) or to the cluster's
 /// `acquire_fenced.lua`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -212,18 +212,12 @@ impl Failure {
     }
 }
 
-/// The kind of a round that failed with `cause`.
+/// The kind of a round that failed with `cause`: the cause's own name, but for a release left to
+/// its lock-delay, which came after the lock's validity: it was lost.
 fn kind_of(cause: &Cause) -> &'static str {
     match cause {
-        Cause::Busy => "busy",
-        Cause::Unavailable => "unavailable",
-        Cause::Quarantined { .. } => "quarantined",
-        Cause::WrongType { .. } => "wrong_type",
-        Cause::TooSlow => "too_slow",
-        Cause::NotHeld => "not_held",
-        // A release left to its lock-delay came after the lock's validity: it was lost.
         Cause::LeftToDelay => "lost",
-        _ => "other",
+        cause => cause.name(),
     }
 }
 

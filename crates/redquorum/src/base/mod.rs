@@ -9,4 +9,5 @@ pub(crate) mod fresh;
 pub(crate) mod queue;
 pub(crate) mod resources;
 pub(crate) mod semaphore;
+pub(crate) mod sync;
 pub(crate) mod telemetry;

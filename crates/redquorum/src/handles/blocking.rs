@@ -727,21 +727,8 @@ impl Redlock {
         // Read before the release, which makes every lock lost (hold invariant 4). Time alone
         // counts (hold invariant 7): a loss the keeper has not recorded yet is a loss.
         let lost_during_work = guard.is_lost();
-        match (lost_during_work, guard.release()) {
-            (false, Ok(released)) => {
-                released.warn_if_unconfirmed(resource);
-                Ok(output)
-            }
-            (false, Err(e)) => {
-                tracing::warn!(error = %e, "lock lost after the work finished");
-                Ok(output)
-            }
-            (true, Err(e)) => Err(e),
-            (true, Ok(_)) => Err(Error::HoldLost {
-                resource: resource.to_owned(),
-                reason: LossReason::ValidityRanOut,
-            }),
-        }
+        let output = (!lost_during_work).then_some(output);
+        hold::work_done(resource, output, guard.release())
     }
 }
 

@@ -59,7 +59,6 @@
 //!    interval that is zero or not shorter than the validity, is a loss before any extension is
 //!    sent, not a surprise one interval later.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -67,10 +66,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::base::error::{ConfigError, Error, Limit, LossReason};
+use crate::base::sync::lock;
 use crate::base::telemetry;
 use crate::handles::lock::{KeptAlive, Lock, LockInfo};
-use crate::handles::redlock::Redlock;
-use crate::protocol::sync::lock;
 use crate::protocol::validity;
 use crate::round::engine::Engine;
 use crate::round::engine::{Deadline, Released, Until};
@@ -486,6 +484,35 @@ async fn sleep_until(instant: Instant) {
     tokio::time::sleep_until(tokio::time::Instant::from_std(instant)).await;
 }
 
+/// What `with_lock` returns, async or blocking: the work's `output`, `None` when the lock was
+/// lost before the work finished (the work was stopped, or its output is not one made under the
+/// lock throughout), given what the guard's release found. Once the work has finished with the
+/// lock held, its output is returned whatever the release finds.
+pub(crate) fn work_done<T>(
+    resource: &str,
+    output: Option<T>,
+    released: Result<Released, Error>,
+) -> Result<T, Error> {
+    match (output, released) {
+        (Some(output), Ok(released)) => {
+            released.warn_if_unconfirmed(resource);
+            Ok(output)
+        }
+        (Some(output), Err(e)) => {
+            tracing::warn!(error = %e, "lock lost after the work finished");
+            Ok(output)
+        }
+        (None, Err(e)) => Err(e),
+        // Unreachable by invariants 1 and 4 for the async guard: only a recorded loss fires the
+        // token while the guard lives; for the blocking one, a loss by time alone (invariant 7)
+        // the keeper had not recorded. Either way the lock cannot be vouched for.
+        (None, Ok(_)) => Err(Error::HoldLost {
+            resource: resource.to_owned(),
+            reason: LossReason::ValidityRanOut,
+        }),
+    }
+}
+
 /// Why a failed [`Lock::extend`] means the lock is lost.
 fn loss_of(error: Error) -> LossReason {
     match error {
@@ -670,68 +697,6 @@ impl KeptAlive for Kept {
 
     fn lost_token(&self) -> CancellationToken {
         self.lost.child_token()
-    }
-}
-
-impl Redlock {
-    /// Acquires `resource` (with the manager's [`Retry`](crate::Retry) policy), keeps it alive
-    /// with the default [`HoldOptions`], runs `work`, and releases the lock.
-    ///
-    /// If the lock is lost before `work` finishes, the work's future is dropped at once, so it
-    /// stops at its next `.await`; work that must not be cut anywhere should check
-    /// [`LockInfo::is_lost`] between steps and return early instead.
-    ///
-    /// # Errors
-    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::HoldLost`]
-    /// if it was lost before `work` finished (the work was stopped then). Once the work has
-    /// finished, its output is returned whatever the release finds.
-    ///
-    /// # Cancel safety
-    /// Dropping the future while acquiring is [`acquire`](Self::acquire)'s cancel safety; while
-    /// the work runs, it drops the work and the guard, which releases the lock in the background;
-    /// while releasing, it is [`Guard::release`]'s.
-    pub async fn with_lock<T, F, Fut>(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        work: F,
-    ) -> Result<T, Error>
-    where
-        F: FnOnce(LockInfo) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        // The work gets the lock's info, and no handle to ask for a token with: the token comes
-        // with the acquisition, in its round trip (`fencing` invariant 8).
-        let guard = self
-            .acquire_fenced_now(resource, ttl)
-            .await?
-            .keep_alive(ttl);
-        let info = LockInfo::clone(&guard);
-        let output = tokio::select! {
-            // A loss noticed together with the output wins: we cannot tell the work finished
-            // while the lock was still ours.
-            biased;
-            () = guard.lost() => None,
-            output = work(info) => Some(output),
-        };
-        match (output, guard.release().await) {
-            (Some(output), Ok(released)) => {
-                released.warn_if_unconfirmed(resource);
-                Ok(output)
-            }
-            (Some(output), Err(e)) => {
-                tracing::warn!(error = %e, "lock lost after the work finished");
-                Ok(output)
-            }
-            (None, Err(e)) => Err(e),
-            // Unreachable by invariants 1 and 4: only a recorded loss fires the token while the
-            // guard lives. Were it reached, the work was stopped all the same, and the lock
-            // cannot be vouched for.
-            (None, Ok(_)) => Err(Error::HoldLost {
-                resource: resource.to_owned(),
-                reason: LossReason::ValidityRanOut,
-            }),
-        }
     }
 }
 
@@ -1012,7 +977,7 @@ mod tests {
     #[test]
     fn with_lock_can_be_spawned() {
         fn assert_send<T: Send + 'static>(_: &T) {}
-        let redlock = Redlock::from_list("redis://127.0.0.1:1").unwrap();
+        let redlock = crate::Redlock::from_list("redis://127.0.0.1:1").unwrap();
         let future = async move {
             redlock
                 .with_lock(

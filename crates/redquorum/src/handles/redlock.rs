@@ -13,10 +13,11 @@ use crate::base::error::Error;
 use crate::base::resources::{Access, Resources};
 use crate::base::semaphore::Permits;
 use crate::base::telemetry::{self, Acquisition};
-use crate::handles::lock::Lock;
+use crate::handles::hold;
+use crate::handles::lock::{Lock, LockInfo};
 use crate::handles::request::{Acquired, Kind, Request};
 use crate::nodes::mark;
-use crate::nodes::node;
+use crate::nodes::request as node_request;
 use crate::protocol::mark::{Mark, Vouch};
 use crate::protocol::reply::NodeReply;
 use crate::round::acquire::Wanted;
@@ -90,7 +91,7 @@ impl Redlock {
         let round = engine
             .round(
                 Until::AllReplied,
-                node::Request::Connect,
+                node_request::Request::Connect,
                 &Resources::one(""),
                 &none,
                 engine.rules.connect_timeout + engine.rules.node_timeout,
@@ -469,5 +470,48 @@ impl Redlock {
             rules.connect_timeout,
         )
         .await
+    }
+
+    /// Acquires `resource` (with the manager's [`Retry`](crate::Retry) policy), keeps it alive
+    /// with the default [`HoldOptions`](crate::HoldOptions), runs `work`, and releases the lock.
+    ///
+    /// If the lock is lost before `work` finishes, the work's future is dropped at once, so it
+    /// stops at its next `.await`; work that must not be cut anywhere should check
+    /// [`LockInfo::is_lost`] between steps and return early instead.
+    ///
+    /// # Errors
+    /// What [`acquire`](Self::acquire) returns if the lock cannot be taken; [`Error::HoldLost`]
+    /// if it was lost before `work` finished (the work was stopped then). Once the work has
+    /// finished, its output is returned whatever the release finds.
+    ///
+    /// # Cancel safety
+    /// Dropping the future while acquiring is [`acquire`](Self::acquire)'s cancel safety; while
+    /// the work runs, it drops the work and the guard, which releases the lock in the background;
+    /// while releasing, it is [`Guard::release`](crate::Guard::release)'s.
+    pub async fn with_lock<T, F, Fut>(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        work: F,
+    ) -> Result<T, Error>
+    where
+        F: FnOnce(LockInfo) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        // The work gets the lock's info, and no handle to ask for a token with: the token comes
+        // with the acquisition, in its round trip (`fencing` invariant 8).
+        let guard = self
+            .acquire_fenced_now(resource, ttl)
+            .await?
+            .keep_alive(ttl);
+        let info = LockInfo::clone(&guard);
+        let output = tokio::select! {
+            // A loss noticed together with the output wins: we cannot tell the work finished
+            // while the lock was still ours.
+            biased;
+            () = guard.lost() => None,
+            output = work(info) => Some(output),
+        };
+        hold::work_done(resource, output, guard.release().await)
     }
 }

@@ -58,15 +58,16 @@ use futures_util::future::join_all;
 use redis::Value;
 
 use crate::base::error::{ConfigError, redact_url};
+use crate::base::sync::lock;
 use crate::nodes::connect::connect_once;
 use crate::nodes::fields::fields;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::receipts;
 use crate::nodes::replicated::Replicated;
 use crate::nodes::server::{Server, ServerSettings, scrub};
+use crate::nodes::urls;
 use crate::protocol::quarantine::info_field;
 use crate::protocol::succession::Lineage;
-use crate::protocol::sync::lock;
 
 /// The URL schemes that name a node behind a fixed address, and the scheme of its servers.
 const SCHEMES: [(&str, &str); 2] = [
@@ -128,10 +129,7 @@ impl EndpointUrl {
         let rest = &url[prefix.len()..];
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
-        let (userinfo, address) = match authority.rfind('@') {
-            Some(at) => (format!("{}@", &authority[..at]), &authority[at + 1..]),
-            None => (String::new(), authority),
-        };
+        let (userinfo, address) = urls::userinfo_and_hosts(authority);
         if address.is_empty() {
             return Err(
                 "no address (redis+replicated://host:port?replicas=R, the service's primary \
@@ -366,17 +364,7 @@ impl Endpoint {
     /// A client for the replica at `address`, with the data servers' credentials and TLS.
     fn client_at(&self, address: &str) -> Option<redis::Client> {
         let url = self.url.server_url(address);
-        let client = match self.tls_roots.as_deref() {
-            Some(roots) if self.url.scheme == "rediss" => redis::Client::build_with_tls(
-                url.as_str(),
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(roots.to_vec()),
-                },
-            ),
-            _ => redis::Client::open(url.as_str()),
-        };
-        client.ok()
+        urls::client(&url, self.url.scheme, self.tls_roots.as_deref()).ok()
     }
 }
 

@@ -11,18 +11,19 @@ use std::time::{Duration, Instant};
 use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
+use crate::base::sync::lock;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::replicated::Replicated;
+use crate::nodes::run_ids::RunIds;
 use crate::nodes::scripts::MARKER;
 use crate::nodes::vouch::FirstSight;
-use crate::protocol::aliases::{Claimant, RunIds};
+use crate::protocol::aliases::Claimant;
 use crate::protocol::marker::{MarkerValue, Tag};
 use crate::protocol::quarantine::{
     Marker, Memory, Observation, QuarantineReason, TrustPolicy, UPTIME_SLACK, info_field,
     marker_owner,
 };
 use crate::protocol::succession::{Candidate, Succession, receipt_key};
-use crate::protocol::sync::lock;
 
 /// Where a server's marker is, and whether it names its owner.
 #[derive(Debug, Clone)]

@@ -4,6 +4,8 @@
 //! handed up as plain data ([`Reply`](crate::Reply), a health check's observation) for the
 //! protocol to judge, so that the rules never see a connection.
 
+pub(crate) mod clock_estimate;
+pub(crate) mod commands;
 pub(crate) mod connect;
 pub(crate) mod endpoint;
 pub(crate) mod fields;
@@ -15,10 +17,14 @@ pub(crate) mod node_error;
 pub(crate) mod receipts;
 pub(crate) mod replica_acks;
 pub(crate) mod replicated;
+pub(crate) mod request;
+pub(crate) mod run_ids;
 pub(crate) mod scripts;
 pub(crate) mod sentinels;
 pub(crate) mod server;
 pub(crate) mod shards;
+pub(crate) mod shared_reading;
 pub(crate) mod stragglers;
 pub(crate) mod subscriber;
+pub(crate) mod urls;
 pub(crate) mod vouch;

@@ -41,7 +41,7 @@ use redis::{Pipeline, RedisError, Value};
 
 use tokio::sync::oneshot;
 
-use crate::protocol::sync::lock;
+use crate::base::sync::lock;
 
 /// How many replicas acknowledged (0 when the `WAIT` failed).
 type Acks = Shared<BoxFuture<'static, u32>>;

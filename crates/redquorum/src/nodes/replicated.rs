@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::base::sync::lock;
 use crate::protocol::quarantine::info_field;
 use crate::protocol::succession::{Lineage, Offsets, Replicas};
-use crate::protocol::sync::lock;
 
 /// What a server that is the primary of a replicated node ([`sentinels`](crate::nodes::sentinels))
 /// does differently: a vote waits for its replicas (`server` invariant 8), reads back which are online,

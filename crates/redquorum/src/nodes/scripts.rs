@@ -1,5 +1,5 @@
 //! The Lua scripts the nodes run, and the keys each takes: what goes to Redis besides the plain
-//! `SET` and the health check's commands ([`node`](crate::nodes::node) sends them).
+//! `SET` and the health check's commands ([`commands`](crate::nodes::commands) sends them).
 //!
 //! Each script is hashed once (`EVALSHA`), and declares the keys it needs next to each lock key
 //! ([`KeyGroup`]): every key a script touches is passed as a key, so an ACL can name them and a
@@ -59,12 +59,14 @@ const FENCED_MARKED: &[KeyGroup] = &[KeyGroup::Fence, KeyGroup::Marker];
 const READ_WRITE: &[KeyGroup] = &[KeyGroup::WriterWaiting, KeyGroup::Fence];
 
 /// A script that uses the waiting queue, with the queue's shared functions in front (and, for
-/// the acquisition, the fenced scripts' shared advance of the counters).
+/// the releases, the lock-delay's judgement and their shared answer; for the acquisition, the
+/// fenced scripts' shared advance of the counters).
 macro_rules! queue_script {
     ($file:literal) => {
         concat!(
             include_str!("scripts/queue.lua"),
             include_str!("scripts/outlived.lua"),
+            include_str!("scripts/released.lua"),
             include_str!($file)
         )
     };
@@ -87,8 +89,15 @@ macro_rules! late_script {
 
 pub(crate) static RELEASE_STANDARD: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/release_standard.lua"), &[]));
-pub(crate) static RELEASE_TIMELY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(late_script!("scripts/release_timely.lua"), &[]));
+pub(crate) static RELEASE_TIMELY: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        concat!(
+            include_str!("scripts/released.lua"),
+            late_script!("scripts/release_timely.lua")
+        ),
+        &[],
+    )
+});
 pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(queue_script!("scripts/release.lua"), &[]));
 pub(crate) static EXTEND: LazyLock<LuaScript> =
@@ -118,6 +127,13 @@ macro_rules! set_script {
     };
 }
 
+/// A script that stores a fencing token (fencing step 3), the shared store in front.
+macro_rules! store_script {
+    ($script:expr) => {
+        concat!(include_str!("scripts/fence_store.lua"), $script)
+    };
+}
+
 pub(crate) static ACQUIRE_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_fenced.lua"), FENCED));
 // The same script, also reading the marker back (invariant 7) for a single resource.
@@ -135,13 +151,13 @@ pub(crate) static FENCE_HELD: LazyLock<LuaScript> = LazyLock::new(|| {
     )
 });
 pub(crate) static FENCE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/fence.lua"), FENCED));
+    LazyLock::new(|| LuaScript::new(store_script!(include_str!("scripts/fence.lua")), FENCED));
 pub(crate) static ACQUIRE_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_many.lua"), &[]));
 pub(crate) static ACQUIRE_MANY_FENCED: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(fenced_script!("scripts/acquire_many_fenced.lua"), FENCED));
 pub(crate) static FENCE_MANY: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(set_script!("scripts/fence_many.lua"), FENCED));
+    LazyLock::new(|| LuaScript::new(store_script!(set_script!("scripts/fence_many.lua")), FENCED));
 pub(crate) static EXTEND_MANY: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(set_script!("scripts/extend_many.lua"), &[]));
 pub(crate) static EXTEND_FENCED: LazyLock<LuaScript> =
@@ -172,8 +188,12 @@ pub(crate) static RW_ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
         READ_WRITE,
     )
 });
-pub(crate) static RW_FENCE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_fence.lua"), READ_WRITE));
+pub(crate) static RW_FENCE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        store_script!(rw_script!("scripts/rw_fence.lua")),
+        READ_WRITE,
+    )
+});
 pub(crate) static RW_EXTEND: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(rw_script!("scripts/rw_extend.lua"), READ_WRITE));
 pub(crate) static RW_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {

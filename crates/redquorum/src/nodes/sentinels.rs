@@ -1,3 +1,5 @@
+//! One file because invariant 1 spans its URL and reading, 3 its reading and a sentinel's answer.
+//!
 //! A Redlock node that is a primary with replicas behind Redis Sentinel: the topology most Redis
 //! users run. Each request goes to the primary the sentinels name; a vote counts once the
 //! replicas have it; a failover neither gives a lock twice nor, in the common case, costs the
@@ -56,22 +58,24 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, Shared, join_all};
+use futures_util::future::join_all;
 use redis::Value;
 
 use crate::base::error::{ConfigError, redact_url};
+use crate::base::sync::lock;
 use crate::nodes::connect::connect_once;
 use crate::nodes::fields::{fields, text};
 use crate::nodes::node_error::NodeError;
 use crate::nodes::receipts;
 use crate::nodes::replicated::Replicated;
+use crate::nodes::run_ids::RunIds;
 use crate::nodes::server::{Server, ServerSettings, scrub};
+use crate::nodes::shared_reading::{self, SharedReading};
 use crate::nodes::subscriber::{Subscriber, Watch};
-use crate::protocol::aliases::{Claimant, RunIds};
+use crate::nodes::urls;
+use crate::protocol::aliases::Claimant;
 use crate::protocol::quarantine::Quarantine;
 use crate::protocol::succession::Lineage;
-use crate::protocol::sync::lock;
 
 /// The URL schemes that name a Sentinel node, and the scheme of its servers.
 const SCHEMES: [(&str, &str); 2] = [
@@ -92,9 +96,7 @@ const VIEW_READ_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Whether `url` names a Sentinel node.
 pub(crate) fn is_sentinel_url(url: &str) -> bool {
-    SCHEMES
-        .iter()
-        .any(|(scheme, _)| url.trim_start().starts_with(scheme))
+    urls::scheme_of(url.trim_start(), &SCHEMES).is_some()
 }
 
 /// A Sentinel URL, taken apart.
@@ -116,29 +118,13 @@ struct SentinelUrl {
 impl SentinelUrl {
     fn parse(url: &str) -> Result<Self, String> {
         let url = url.trim();
-        let (prefix, scheme) = SCHEMES
-            .iter()
-            .find(|(prefix, _)| url.starts_with(prefix))
+        let (prefix, scheme) = urls::scheme_of(url, &SCHEMES)
             .ok_or("a Sentinel URL starts with redis+sentinel:// or rediss+sentinel://")?;
         let rest = &url[prefix.len()..];
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (userinfo, hosts) = match authority.rfind('@') {
-            Some(at) => (format!("{}@", &authority[..at]), &authority[at + 1..]),
-            None => (String::new(), authority),
-        };
-        let sentinels: Vec<String> = hosts
-            .split(',')
-            .map(str::trim)
-            .filter(|h| !h.is_empty())
-            .map(|h| {
-                if h.ends_with(']') || !h.contains(':') {
-                    format!("{h}:{SENTINEL_PORT}")
-                } else {
-                    h.to_owned()
-                }
-            })
-            .collect();
+        let (userinfo, hosts) = urls::userinfo_and_hosts(authority);
+        let sentinels = urls::addresses(hosts, SENTINEL_PORT);
         if sentinels.is_empty() {
             return Err(
                 "no sentinel address (redis+sentinel://host:port[,host:port…]/SERVICE)".to_owned(),
@@ -240,8 +226,6 @@ const CANDIDATE_LINK_DOWN_PERIODS: u64 = 10;
 /// One sentinel's answer: the primary's address and its replicas.
 type Answer = Result<(String, Vec<Listed>), String>;
 
-type Reading = Shared<BoxFuture<'static, Result<Arc<View>, NodeError>>>;
-
 /// A Sentinel node.
 pub(crate) struct Sentinels {
     inner: Arc<Inner>,
@@ -258,7 +242,7 @@ struct Inner {
     /// Every server the sentinels named primary, by address (invariant 2).
     servers: Mutex<HashMap<String, Arc<Server>>>,
     lineage: Arc<Mutex<Lineage>>,
-    reading: Mutex<Option<Reading>>,
+    reading: Mutex<Option<SharedReading<View>>>,
     /// When the last reading began (invariant 4).
     last_read: Mutex<Option<Instant>>,
     /// Set when a reply said the primary may have moved: the next request asks again.
@@ -305,17 +289,8 @@ impl Sentinels {
             .iter()
             .map(|address| {
                 let url = parsed.sentinel_url(address);
-                let client = match tls_roots {
-                    Some(roots) if parsed.scheme == "rediss" => redis::Client::build_with_tls(
-                        url.as_str(),
-                        redis::TlsCertificates {
-                            client_tls: None,
-                            root_cert: Some(roots.to_vec()),
-                        },
-                    ),
-                    _ => redis::Client::open(url.as_str()),
-                };
-                client.map_err(|e| invalid(format!("sentinel {address}: {e}")))
+                urls::client(&url, parsed.scheme, tls_roots)
+                    .map_err(|e| invalid(format!("sentinel {address}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let db = parsed.db.clone();
@@ -470,29 +445,21 @@ impl Sentinels {
     }
 
     /// The reading under way, or a new one started in the background (invariant 4).
-    fn read_view(&self) -> Reading {
+    fn read_view(&self) -> SharedReading<View> {
         let mut reading = lock(&self.inner.reading);
         reading
             .get_or_insert_with(|| {
                 *lock(&self.inner.last_read) = Some(Instant::now());
                 let inner = Arc::clone(&self.inner);
-                let task = tokio::spawn(async move {
+                let read = async move {
                     let result = inner.read().await;
                     *lock(&inner.reading) = None;
                     if let Ok(view) = &result {
                         inner.follow_up(&view.primary);
                     }
                     result
-                });
-                async move {
-                    task.await.unwrap_or_else(|e| {
-                        Err(NodeError::Server(format!(
-                            "asking the sentinels failed: {e}"
-                        )))
-                    })
-                }
-                .boxed()
-                .shared()
+                };
+                shared_reading::spawn(read, "asking the sentinels")
             })
             .clone()
     }

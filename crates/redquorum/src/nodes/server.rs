@@ -1,6 +1,8 @@
+//! One file because a `Connection` lends out the server's private state: invariants 1–8 need both.
+//!
 //! One Redis server: the only place lock commands go to Redis (the other connection per node
 //! is the [`subscriber`](crate::nodes::subscriber), which listens for releases). What each request
-//! of a round means in commands and replies is the [`node`](crate::nodes::node)'s business; this
+//! of a round means in commands and replies is [`commands`](crate::nodes::commands)' business; this
 //! module owns the connection they travel on, its health, and the order they run in.
 //!
 //! Each server owns one long-lived multiplexed connection (redis-rs [`MultiplexedConnection`]),
@@ -106,21 +108,22 @@ use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
 
 use crate::base::defaults::{FENCE_PREFIX, WRITER_WAITING_PREFIX};
 use crate::base::error::{ConfigError, redact_url, secrets_in};
+use crate::base::sync::lock;
+use crate::nodes::clock_estimate::ClockEstimate;
 use crate::nodes::health::{Health, MarkerKey, check_health};
 use crate::nodes::node_error::NodeError;
 use crate::nodes::replica_acks::ReplicaAcks;
 use crate::nodes::replicated::Replicated;
+use crate::nodes::run_ids::RunIds;
 use crate::nodes::scripts::{KeyGroup, LuaScript};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::nodes::vouch::FirstSight;
-use crate::protocol::aliases::{Claimant, RunIds};
-use crate::protocol::fencing::ClockEstimate;
+use crate::protocol::aliases::Claimant;
 use crate::protocol::marker::{self, MarkerState};
 use crate::protocol::quarantine::{
     MARKER_KEY, Memory, Quarantine, QuarantineReason, TrustPolicy, info_field,
 };
 use crate::protocol::slots;
-use crate::protocol::sync::lock;
 
 /// What a server connection needs to know to connect and to judge its own health.
 #[derive(Debug, Clone, Copy)]

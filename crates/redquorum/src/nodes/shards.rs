@@ -1,3 +1,5 @@
+//! One file because invariant 2 runs from parsing `CLUSTER NODES` through the map to each vote.
+//!
 //! A Redlock node that is a whole Redis Cluster: each request goes to the master that serves its
 //! lock key's slot, and a failover of that slot's shard does not give a lock twice.
 //!
@@ -58,20 +60,23 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use futures_util::future::{BoxFuture, Shared, join_all};
+use futures_util::StreamExt;
+use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
 
 use crate::base::error::{ConfigError, redact_url};
 use crate::base::resources::Resources;
+use crate::base::sync::lock;
 use crate::nodes::connect::connect_once;
 use crate::nodes::node_error::NodeError;
+use crate::nodes::run_ids::RunIds;
 use crate::nodes::server::{InCluster, Server, ServerSettings, scrub};
+use crate::nodes::shared_reading::{self, SharedReading};
 use crate::nodes::subscriber::{Subscriber, Watch};
-use crate::protocol::aliases::{Claimant, RunIds};
+use crate::nodes::urls;
+use crate::protocol::aliases::Claimant;
 use crate::protocol::quarantine::{Quarantine, cluster_marker_key};
 use crate::protocol::slots::{self, slot_of};
-use crate::protocol::sync::lock;
 
 /// The URL schemes that name a Redis Cluster node, and the scheme of its servers.
 const SCHEMES: [(&str, &str); 2] = [
@@ -105,9 +110,7 @@ const MAP_GRACE: Duration = Duration::from_millis(20);
 
 /// Whether `url` names a Redis Cluster node.
 pub(crate) fn is_cluster_url(url: &str) -> bool {
-    SCHEMES
-        .iter()
-        .any(|(scheme, _)| url.trim_start().starts_with(scheme))
+    urls::scheme_of(url.trim_start(), &SCHEMES).is_some()
 }
 
 /// A cluster URL, taken apart: its servers' scheme, the credentials, and the seed addresses.
@@ -123,9 +126,7 @@ struct ClusterUrl {
 impl ClusterUrl {
     fn parse(url: &str) -> Result<Self, String> {
         let url = url.trim();
-        let (prefix, scheme) = SCHEMES
-            .iter()
-            .find(|(prefix, _)| url.starts_with(prefix))
+        let (prefix, scheme) = urls::scheme_of(url, &SCHEMES)
             .ok_or("a Redis Cluster URL starts with redis+cluster:// or rediss+cluster://")?;
         let rest = &url[prefix.len()..];
         if let Some(i) = rest.find(['/', '?']) {
@@ -134,22 +135,8 @@ impl ClusterUrl {
                 &rest[i..]
             ));
         }
-        let (userinfo, hosts) = match rest.rfind('@') {
-            Some(at) => (format!("{}@", &rest[..at]), &rest[at + 1..]),
-            None => (String::new(), rest),
-        };
-        let seeds: Vec<String> = hosts
-            .split(',')
-            .map(str::trim)
-            .filter(|h| !h.is_empty())
-            .map(|h| {
-                if h.ends_with(']') || !h.contains(':') {
-                    format!("{h}:6379")
-                } else {
-                    h.to_owned()
-                }
-            })
-            .collect();
+        let (userinfo, hosts) = urls::userinfo_and_hosts(rest);
+        let seeds = urls::addresses(hosts, 6379);
         if seeds.is_empty() {
             return Err("no seed address (redis+cluster://host:port[,host:port…])".to_owned());
         }
@@ -226,9 +213,6 @@ pub(crate) struct Shards {
     seed_client: redis::Client,
 }
 
-/// A map read under way, shared by every request that waits for it.
-type Reading = Shared<BoxFuture<'static, Result<Arc<SlotMap>, NodeError>>>;
-
 struct Inner {
     url: ClusterUrl,
     /// `cluster(seed,…)`: the node's label.
@@ -244,7 +228,7 @@ struct Inner {
     /// The masters of the last map, by address (invariant 4).
     masters: Mutex<HashMap<String, Master>>,
     /// The map read under way, if any (invariant 5).
-    reading: Mutex<Option<Reading>>,
+    reading: Mutex<Option<SharedReading<SlotMap>>>,
     /// Set by a reply that says the map is out of date (invariant 3); cleared only once a new
     /// map is stored.
     stale: AtomicBool,
@@ -491,20 +475,12 @@ impl Shards {
             reading
                 .get_or_insert_with(|| {
                     let inner = Arc::clone(&self.inner);
-                    let task = tokio::spawn(async move {
+                    let read = async move {
                         let result = inner.read().await;
                         *lock(&inner.reading) = None;
                         result
-                    });
-                    async move {
-                        task.await.unwrap_or_else(|e| {
-                            Err(NodeError::Server(format!(
-                                "reading the slot map failed: {e}"
-                            )))
-                        })
-                    }
-                    .boxed()
-                    .shared()
+                    };
+                    shared_reading::spawn(read, "reading the slot map")
                 })
                 .clone()
         };
@@ -589,19 +565,10 @@ impl Inner {
     /// `CLUSTER NODES` from `address`: its slot ranges, and the largest config epoch it knows.
     async fn slots_from(&self, address: &str) -> Result<(Vec<Range>, u64), NodeError> {
         let url = self.url.server_url(address);
-        let client = match &self.tls_roots {
-            Some(roots) if self.url.scheme == "rediss" => redis::Client::build_with_tls(
-                url.as_str(),
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(roots.clone()),
-                },
-            ),
-            _ => redis::Client::open(url.as_str()),
-        }
-        // An address the cluster announced may not make a valid URL; the error must not show
-        // the credentials it was joined with.
-        .map_err(|e| NodeError::Server(scrub(&e.to_string(), &url)))?;
+        let client = urls::client(&url, self.url.scheme, self.tls_roots.as_deref())
+            // An address the cluster announced may not make a valid URL; the error must not show
+            // the credentials it was joined with.
+            .map_err(|e| NodeError::Server(scrub(&e.to_string(), &url)))?;
         let mut conn = connect_once(&client, self.settings.connect_timeout)
             .await
             .map_err(|e| NodeError::from_redis(&e))?;

@@ -41,7 +41,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Sleep;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::protocol::sync::lock;
+use crate::base::sync::lock;
 
 /// The requests of a won round still on their way, each recording its own reply.
 pub(crate) type Requests = Pin<Box<dyn Future<Output = ()> + Send>>;

@@ -46,7 +46,7 @@ use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
 use crate::base::resources::Resources;
-use crate::protocol::sync::lock;
+use crate::base::sync::lock;
 
 /// The channel a release of `resource` is announced on (`scripts/queue.lua`).
 const CHANNEL_PREFIX: &str = "redlock-released:";

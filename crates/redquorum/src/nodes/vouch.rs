@@ -14,13 +14,13 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, join_all};
 use redis::aio::MultiplexedConnection;
 
+use crate::base::sync::lock;
 use crate::nodes::connect::connect_once;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::scripts::{MARKER, VOUCH};
 use crate::protocol::first_sight::{Outcome, Sighting, decide, sighting};
 use crate::protocol::marker::MarkerValue;
 use crate::protocol::quarantine::{MARKER_KEY, info_field};
-use crate::protocol::sync::lock;
 
 /// How long an undecided first look (a node could not be read) is kept before the next health
 /// check may try again.

@@ -33,9 +33,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
-
-use crate::protocol::sync::lock;
 
 /// Who claims a server's `run_id` (invariant 1): the manager's node it votes for and, on a Redis
 /// Cluster node, the master's address.
@@ -74,15 +71,16 @@ impl fmt::Display for Claimant {
     }
 }
 
-/// The `run_id` each claimant of one manager last showed.
+/// The `run_id` each claimant of one manager last showed: the record invariant 1 judges a claim
+/// against. Its nodes' health checks share one, behind a mutex (the node layer's `RunIds`).
 #[derive(Debug, Default)]
-pub(crate) struct RunIds(Mutex<HashMap<Claimant, String>>);
+pub(crate) struct Claims(HashMap<Claimant, String>);
 
-impl RunIds {
+impl Claims {
     /// Records that `claimant` answers as `run_id`; the name of the claimant of another node
     /// that claimed the same server first, if one did (invariant 1).
-    pub(crate) fn claim(&self, claimant: &Claimant, run_id: &str) -> Result<(), String> {
-        let mut claims = lock(&self.0);
+    pub(crate) fn claim(&mut self, claimant: &Claimant, run_id: &str) -> Result<(), String> {
+        let claims = &mut self.0;
         let first = claims
             .iter()
             .find(|(other, r)| other.node != claimant.node && *r == run_id);
@@ -108,7 +106,7 @@ mod tests {
 
     #[test]
     fn the_first_url_to_claim_a_server_keeps_it() {
-        let ids = RunIds::default();
+        let mut ids = Claims::default();
         assert_eq!(ids.claim(&plain("127.0.0.1:6379"), "a"), Ok(()));
         assert_eq!(ids.claim(&plain("127.0.0.1:6380"), "b"), Ok(()));
         assert_eq!(
@@ -123,7 +121,7 @@ mod tests {
 
     #[test]
     fn two_names_swapped_behind_the_manager_are_both_taken_again() {
-        let ids = RunIds::default();
+        let mut ids = Claims::default();
         assert_eq!(ids.claim(&plain("redis-a:6379"), "s1"), Ok(()));
         assert_eq!(ids.claim(&plain("redis-b:6379"), "s2"), Ok(()));
         // The names now reach each other's server: a reconnects first, then b.
@@ -137,7 +135,7 @@ mod tests {
 
     #[test]
     fn one_master_seen_by_two_cluster_nodes_or_listed_plain_votes_once() {
-        let ids = RunIds::default();
+        let mut ids = Claims::default();
         let (first, second) = ("cluster(127.0.0.1:7000)", "cluster(127.0.0.1:7001)");
         let master = Claimant::master("127.0.0.1:7001", first);
         assert_eq!(ids.claim(&master, "m"), Ok(()));

@@ -13,10 +13,10 @@
 //!    - **Natively** (one resource on a standalone master: the default path). One pipeline of
 //!      plain commands: `SET NX PX` of the lock, `SET NX` of the counter to
 //!      [`Advance::initial_counter`] (our estimate of the node's clock in µs, rounded down to
-//!      the grain, when we have one: [`ClockEstimate`]), `INCR` of the counter, `PEXPIRE` of it
+//!      the grain, when we have one: [`Reading::estimate`]), `INCR` of the counter, `PEXPIRE` of it
 //!      to the retention, and the node's `TIME` (invariant 7). The proposal is the
 //!      `INCR`'s value. Not atomic, and it need not be: the `INCR` runs before the lock's key
-//!      can be gone (`node::set_fenced_natively` says why). The proposal counts as *stored*
+//!      can be gone (`commands::set_fenced_natively` says why). The proposal counts as *stored*
 //!      only if the counter is within the [`trust_window`] of the node's clock after the
 //!      commands ran (read with them, or estimated when the reply came). A counter further
 //!      behind was started by `INCR` alone (it was missing and we had no estimate to start it
@@ -175,10 +175,7 @@
 //! Tokens are microsecond timestamps in practice (about 2^51 today), below 2^53, so the Lua
 //! scripts compare them exactly as numbers, and `INCR` (64-bit) counts them exactly.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
-
-use crate::protocol::sync::lock;
 
 /// The clock grain, in µs, for a manager whose largest TTL (and quarantine) is `max_ttl`: a
 /// second, or half of `max_ttl` if that is shorter (invariant 4); with the quarantine off, 1 µs,
@@ -289,9 +286,9 @@ pub struct Proposal {
     pub stored: bool,
 }
 
-/// The longest a clock reading is used for [`ClockEstimate::now`]: five seconds, so that even
-/// clocks whose rates differ by the drift factor's 1% put an estimate at most 50 ms ahead of the
-/// node's clock (invariant 4).
+/// The longest a clock reading is used for an estimate ([`Reading::estimate`]): five seconds, so
+/// that even clocks whose rates differ by the drift factor's 1% put an estimate at most 50 ms
+/// ahead of the node's clock (invariant 4).
 pub(crate) const ESTIMATE_AGE: Duration = Duration::from_secs(5);
 
 /// How much the system clock and the monotonic clock may disagree about a reading's age before
@@ -300,53 +297,45 @@ pub(crate) const ESTIMATE_AGE: Duration = Duration::from_secs(5);
 /// by NTP drops it too, which only costs a `TIME`.
 const CLOCKS_DISAGREE: Duration = Duration::from_millis(100);
 
-/// What we know of one node's clock: its `TIME` from a native acquisition on a connection, and
-/// when that reply came. The estimate is the reading plus the time since. It is never ahead of
-/// the node's clock by more than the two clocks' rates can differ in [`ESTIMATE_AGE`] (50 ms at
-/// the drift factor's 1%), unless the node's clock is set back; and, at the moment it is made,
-/// never behind by more than that plus the reading's round trip (at most a quarter of the grain
-/// for the reading to be kept) plus [`CLOCKS_DISAGREE`]. A request built on an estimate may still
-/// run much later (a network that delivers late, a client paused before it wrote): invariant 4's
-/// trust window, not the estimate, covers that.
-#[derive(Debug, Default)]
-pub(crate) struct ClockEstimate {
-    reading: Mutex<Option<(u64, Instant, SystemTime)>>,
+/// What we know of one node's clock (step 1's start): its `TIME` from a native acquisition on a
+/// connection, and when that reply came, by our monotonic and our system clock. The estimate is
+/// the reading plus the time since. It is never ahead of the node's clock by more than the two
+/// clocks' rates can differ in [`ESTIMATE_AGE`] (50 ms at the drift factor's 1%), unless the
+/// node's clock is set back; and, at the moment it is made, never behind by more than that plus
+/// the reading's round trip (at most a quarter of the grain for the reading to be kept:
+/// [`Reading::kept`]) plus [`CLOCKS_DISAGREE`]. A request built on an estimate may still run
+/// much later (a network that delivers late, a client paused before it wrote): invariant 4's
+/// trust window, not the estimate, covers that. The node layer keeps the last reading of each
+/// connection and reads our clocks; these are the rules it keeps and uses it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// The node's clock, in µs.
+    pub(crate) node_us: u64,
+    /// When its reply came, by our monotonic clock.
+    pub(crate) received: Instant,
+    /// The same moment by our system clock.
+    pub(crate) system: SystemTime,
 }
 
-impl ClockEstimate {
-    /// Records the node's clock, `node_us`, read by a request sent at `asked` whose reply came at
-    /// `received`, unless that round trip was too long for the grain `grain_us`.
-    pub(crate) fn saw(&self, node_us: u64, asked: Instant, received: Instant, grain_us: u64) {
+impl Reading {
+    /// Whether a reading of the node's clock by a request sent at `asked`, whose reply came at
+    /// `received`, is kept: only if that round trip was at most a quarter of the grain
+    /// `grain_us`.
+    pub(crate) fn kept(asked: Instant, received: Instant, grain_us: u64) -> bool {
         let round_trip = received.saturating_duration_since(asked);
-        if round_trip.as_micros() <= u128::from(grain_us / 4) {
-            *lock(&self.reading) = Some((node_us, received, SystemTime::now()));
-        }
+        round_trip.as_micros() <= u128::from(grain_us / 4)
     }
 
-    /// As if this client's clocks had stood still for `by` just after the reading (a VM paused
-    /// by its hypervisor): the reading looks fresh, and the node's clock is `by` ahead of it.
-    #[cfg(test)]
-    pub(crate) fn stood_still(&self, by: Duration) {
-        let now = Instant::now();
-        let mut reading = lock(&self.reading);
-        if let Some((node_us, received, _)) = *reading {
-            let since = u64::try_from(now.saturating_duration_since(received).as_micros());
-            let node_now = node_us.saturating_add(since.unwrap_or(u64::MAX));
-            let by = u64::try_from(by.as_micros()).unwrap_or(u64::MAX);
-            *reading = Some((node_now.saturating_sub(by), now, SystemTime::now()));
-        }
-    }
-
-    /// The node's clock at `now` as we estimate it, and the age of the reading, if that reading
-    /// is recent enough ([`ESTIMATE_AGE`]) and both of our clocks agree on its age.
-    pub(crate) fn now(&self, now: Instant) -> Option<(u64, Duration)> {
-        let (node_us, received, system) = (*lock(&self.reading))?;
-        let age = now.checked_duration_since(received)?;
-        let system_age = SystemTime::now().duration_since(system).ok()?;
+    /// The node's clock at `now` (`system_now` by our system clock) as we estimate it from this
+    /// reading, and the reading's age, if the reading is recent enough ([`ESTIMATE_AGE`]) and
+    /// both of our clocks agree on its age ([`CLOCKS_DISAGREE`]).
+    pub(crate) fn estimate(&self, now: Instant, system_now: SystemTime) -> Option<(u64, Duration)> {
+        let age = now.checked_duration_since(self.received)?;
+        let system_age = system_now.duration_since(self.system).ok()?;
         let disagree = system_age.abs_diff(age);
         let since = u64::try_from(age.as_micros()).unwrap_or(u64::MAX);
         (age <= ESTIMATE_AGE && disagree <= CLOCKS_DISAGREE)
-            .then(|| (node_us.saturating_add(since), age))
+            .then(|| (self.node_us.saturating_add(since), age))
     }
 }
 
@@ -531,29 +520,57 @@ mod tests {
         assert!(!exact.starts_counters(), "invariant 6");
     }
 
+    /// A reading of 1 s on the node's clock, received now.
+    fn a_second_into_the_node_s_clock() -> Reading {
+        Reading {
+            node_us: 1_000_000,
+            received: Instant::now(),
+            system: SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_000_000),
+        }
+    }
+
     #[test]
     fn an_estimate_is_the_reading_plus_the_time_since_and_expires() {
-        let estimate = ClockEstimate::default();
-        let asked = Instant::now();
-        let received = asked + Duration::from_millis(1);
-        assert_eq!(estimate.now(received), None, "nothing read yet");
-        estimate.saw(1_000_000, asked, received, GRAIN.grain_us);
-        let later = received + Duration::from_millis(3);
+        let reading = a_second_into_the_node_s_clock();
+        let Reading {
+            received, system, ..
+        } = reading;
+        let after = |d: Duration| reading.estimate(received + d, system + d);
         assert_eq!(
-            estimate.now(later),
+            after(Duration::from_millis(3)),
             Some((1_003_000, Duration::from_millis(3)))
         );
-        let too_old = received + ESTIMATE_AGE + Duration::from_millis(1);
-        assert_eq!(estimate.now(too_old), None);
+        assert_eq!(after(ESTIMATE_AGE), Some((6_000_000, ESTIMATE_AGE)));
+        assert_eq!(after(ESTIMATE_AGE + Duration::from_millis(1)), None);
+        assert_eq!(
+            reading.estimate(received - Duration::from_millis(1), system),
+            None,
+            "a moment before the reply"
+        );
+    }
+
+    #[test]
+    fn an_estimate_needs_both_of_our_clocks_to_agree_on_the_reading_s_age() {
+        let reading = a_second_into_the_node_s_clock();
+        let Reading {
+            received, system, ..
+        } = reading;
+        let now = received + Duration::from_millis(200);
+        // The machine was suspended (the monotonic clock stood still) or NTP stepped the
+        // system clock: the estimate is dropped.
+        let stepped = |by: Duration| system + Duration::from_millis(200) + by;
+        assert!(reading.estimate(now, stepped(CLOCKS_DISAGREE)).is_some());
+        let suspended = stepped(CLOCKS_DISAGREE + Duration::from_millis(1));
+        assert_eq!(reading.estimate(now, suspended), None);
+        assert_eq!(reading.estimate(now, system - Duration::from_secs(1)), None);
     }
 
     #[test]
     fn a_reading_with_a_long_round_trip_is_not_kept() {
-        let estimate = ClockEstimate::default();
         let asked = Instant::now();
         // A quarter of the grain is 250 ms.
-        let received = asked + Duration::from_millis(251);
-        estimate.saw(1_000_000, asked, received, GRAIN.grain_us);
-        assert_eq!(estimate.now(received), None);
+        let at = |ms| asked + Duration::from_millis(ms);
+        assert!(Reading::kept(asked, at(250), GRAIN.grain_us));
+        assert!(!Reading::kept(asked, at(251), GRAIN.grain_us));
     }
 }

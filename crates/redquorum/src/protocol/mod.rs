@@ -6,8 +6,10 @@
 //!
 //! **The rule of this folder: nothing in it does I/O or imports from outside it.** Only `std`,
 //! `crate::protocol` and pure dependencies (`crc16`): no Redis client, no Tokio, no async
-//! functions, no network, files or processes, and no random draws (a caller that needs a random
-//! id, for a lock value or a marker, draws it and passes it in). The rest of the crate imports
+//! functions, no network, files or processes, no state kept between calls (no mutex: what a rule
+//! remembers is a plain value its caller keeps), no clock read (a caller reads `now` and passes
+//! it in) and no random draws (a caller that needs a random id, for a lock value or a marker,
+//! draws it and passes it in). The rest of the crate imports
 //! from here; nothing here imports back (doc links to the public API aside).
 
 // The folder is hidden from the public docs: its module docs are read in the source (or with
@@ -28,6 +30,5 @@ pub(crate) mod reply;
 pub(crate) mod rwlock;
 pub(crate) mod slots;
 pub mod succession;
-pub(crate) mod sync;
 pub mod validity;
 pub mod value;

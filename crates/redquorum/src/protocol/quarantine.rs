@@ -1,3 +1,5 @@
+//! One file because `Memory::judge` applies all seven invariants at once; its tests check them.
+//!
 //! Restart quarantine: when a node's vote may be trusted again.
 //!
 //! A node that lost its data (restarted empty, flushed, evicted its keys, or was replaced by a

@@ -1,3 +1,5 @@
+//! One file because `Lineage::judge` applies all seven invariants at once; its tests check them.
+//!
 //! Who may succeed a replicated primary and vote at once: the rule that spares a failover behind
 //! Redis Sentinel the minute without locks of a restart quarantine, without trusting a promoted
 //! replica that may lack a lock.

@@ -48,7 +48,7 @@ use crate::base::resources::{Access, Resources};
 use crate::base::semaphore::Permits;
 use crate::base::telemetry::{Acquisition, Waiting};
 use crate::nodes::inspect::{NodeState, inspect};
-use crate::nodes::node::Request;
+use crate::nodes::request::Request;
 use crate::nodes::scripts::check_resource;
 use crate::protocol::cause::Cause;
 use crate::protocol::fencing::Voters;

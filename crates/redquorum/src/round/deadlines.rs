@@ -37,7 +37,7 @@ use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::protocol::sync::lock;
+use crate::base::sync::lock;
 
 /// How long the thread keeps a deadline of its own after the table emptied, before it sleeps
 /// with none: between back-to-back rounds the table is empty for a moment, and a round that

@@ -1,3 +1,5 @@
+//! One file because every round runs on its private machinery, and its invariants are cited widely.
+//!
 //! The round engine: one request to every node at once, the replies counted as they come in,
 //! the round decided as soon as its outcome is known. And what every lock shares with its
 //! manager: the nodes, the settings, the work left in the background.
@@ -118,23 +120,24 @@ use crate::base::defaults::RELEASE_PATIENCE;
 use crate::base::error::{ConfigError, Error, RoundFailure};
 use crate::base::queue::WaiterId;
 use crate::base::resources::{Access, Resources};
+use crate::base::sync::lock;
 use crate::base::telemetry;
 use crate::nodes::endpoint::{Endpoint, is_endpoint_url};
-use crate::nodes::node::{Answer, Node, Request, reply_of};
+use crate::nodes::node::{Answer, Node, reply_of};
 use crate::nodes::node_error::NodeError;
+use crate::nodes::request::Request;
+use crate::nodes::run_ids::RunIds;
 use crate::nodes::sentinels::{Sentinels, is_sentinel_url};
 use crate::nodes::server::{Server, ServerSettings};
 use crate::nodes::shards::{Shards, is_cluster_url};
 use crate::nodes::stragglers::{LeftBehind, Stragglers};
 use crate::nodes::subscriber::Watch;
 use crate::nodes::vouch::FirstSight;
-use crate::protocol::aliases::RunIds;
 use crate::protocol::cause::{Asked, Cause};
 use crate::protocol::fencing::{Advance, Proposals, Voters};
 use crate::protocol::quarantine::TrustPolicy;
 use crate::protocol::quorum::{Decision, Tally};
 use crate::protocol::reply::{NodeReply, Reply};
-use crate::protocol::sync::lock;
 use crate::protocol::validity;
 use crate::protocol::value::{self, Carried};
 use crate::round::deadlines::Alarm;
@@ -776,21 +779,22 @@ impl Engine {
             return Err(not_fenced(None));
         };
         let timeout = self.rules.node_timeout;
-        let among = Some(voters);
+        // Both rounds counted on the voters only.
+        let among_voters = |request| {
+            let among = Some(voters);
+            self.round_among(
+                Until::WonThenDriven,
+                request,
+                resources,
+                value,
+                timeout,
+                among,
+            )
+        };
         let mut attempts = 0;
         let token = loop {
             attempts += 1;
-            let request = Request::FenceHeld { advance };
-            let round = self
-                .round_among(
-                    Until::WonThenDriven,
-                    request,
-                    resources,
-                    value,
-                    timeout,
-                    among,
-                )
-                .await;
+            let round = among_voters(Request::FenceHeld { advance }).await;
             if let (Decision::Won, Some(token)) = (round.decision, round.proposals.token()) {
                 break token;
             }
@@ -810,16 +814,7 @@ impl Engine {
                 token: token.value,
                 retention_ms: advance.retention_ms,
             };
-            let round = self
-                .round_among(
-                    Until::WonThenDriven,
-                    store,
-                    resources,
-                    value,
-                    timeout,
-                    among,
-                )
-                .await;
+            let round = among_voters(store).await;
             if round.decision != Decision::Won {
                 return Err(not_fenced(Some(round.failure(self))));
             }

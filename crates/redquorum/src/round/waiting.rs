@@ -123,8 +123,8 @@ use tokio::sync::Notify;
 
 use crate::base::queue::{QueuePlace, WaiterId};
 use crate::base::resources::Resources;
+use crate::base::sync::lock;
 use crate::nodes::subscriber::{Listener, Subscriber, Watch};
-use crate::protocol::sync::lock;
 
 /// How often a reader held off by waiting writers looks again, at the most.
 const HELD_OFF_POLL: Duration = Duration::from_secs(1);

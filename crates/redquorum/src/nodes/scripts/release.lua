@@ -3,8 +3,8 @@
 -- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = under a lock-delay, the remaining time in
 -- ms at or below which our key outlived its holder's validity and is left to expire
 -- (`release_timely.lua`), "0" without one, ARGV[5] = the queue's hash tag (`queue.lua`: last).
--- Returns 1 if deleted, -1 if left to the lock-delay, 0 otherwise. Without a lock-delay, the lock
--- key is handled exactly as by the standard script.
+-- Returns 1 if deleted, -1 if left to the lock-delay, 0 otherwise (`released.lua`). Without a
+-- lock-delay, the lock key is handled exactly as by the standard script.
 local deleted, late = 0, 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
     local bound = tonumber(ARGV[4])
@@ -29,7 +29,4 @@ if leaving or (deleted == 1 and redis.pcall("exists", "redlock-queue:" .. QUEUE_
         end
     end)
 end
-if late == 1 then
-    return -1
-end
-return deleted
+return released(deleted, late)

@@ -3,7 +3,8 @@
 -- KEYS = the resources; ARGV[1] = lock value, ARGV[2] = the id of a waiter leaving the queues
 -- ("" for none), ARGV[3] = "1" to announce, ARGV[4] = the lock-delay's bound, as in
 -- `release.lua` ("0" without one), ARGV[5] = the queue's hash tag (`queue.lua`: last).
--- Returns how many keys were deleted or, when none was, minus how many were left to the delay.
+-- Returns how many keys were deleted or, when none was, minus how many were left to the delay
+-- (`released.lua`).
 -- pcall: a key of another type is simply not ours, and must not stop the others' release.
 local deleted, late = 0, 0
 local bound = tonumber(ARGV[4])
@@ -32,7 +33,4 @@ for _, key in ipairs(KEYS) do
         end)
     end
 end
-if deleted > 0 then
-    return deleted
-end
-return -late
+return released(deleted, late)

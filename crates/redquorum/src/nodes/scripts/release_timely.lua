@@ -1,11 +1,12 @@
--- The release of a lock under a lock-delay (`engine` invariant 6; `outlived.lua` prepended):
--- compare-and-delete, except
--- that a key whose remaining time is at most ARGV[2] ms has outlived its holder's validity (it was
--- set for the TTL plus the delay): it is left to expire, so that the lock stays unavailable for
--- its delay, whoever sends the release and whether or not they know the deadline.
+-- The release of a lock under a lock-delay (`engine` invariant 6; `outlived.lua` and
+-- `released.lua` prepended): compare-and-delete, except that a key whose remaining time is at
+-- most ARGV[2] ms has outlived its holder's validity (it was set for the TTL plus the delay): it
+-- is left to expire, so that the lock stays unavailable for its delay, whoever sends the release
+-- and whether or not they know the deadline.
 -- KEYS = the resources; ARGV[1] = lock value, ARGV[2] = that bound in ms (the delay, plus the
 -- drift allowance when the sender does not know the lock's deadline).
--- Returns how many keys were deleted or, when none was, minus how many were left to the delay.
+-- Returns how many keys were deleted or, when none was, minus how many were left to the delay
+-- (`released.lua`).
 -- One key: a key of another type is an error (WRONGTYPE), as for the standard script; for a set,
 -- pcall: it is simply not ours, and must not stop the others' release.
 local get = (#KEYS == 1) and redis.call or redis.pcall
@@ -19,7 +20,4 @@ for _, key in ipairs(KEYS) do
         end
     end
 end
-if deleted > 0 then
-    return deleted
-end
-return -late
+return released(deleted, late)
