@@ -13,7 +13,7 @@ cargo test --workspace --lib --bins "$@"
 fast=(
   blocking config election expiry_and_extension fault_tolerance fencing handles interop
   lock_delay multi_resource mutual_exclusion primitive_schedules quarantine read_write request
-  reserved_names rollback semaphore spans status stragglers telemetry transports warnings
+  reserved_names rollback semaphore shared spans status stragglers telemetry transports warnings
 )
 args=()
 for t in "${fast[@]}"; do args+=(--test "$t"); done

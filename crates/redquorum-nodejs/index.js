@@ -38,14 +38,17 @@ const native = require('./native.js')
  * subclass says why (held by someone else, nodes down, quarantined, …).
  */
 class ExecutionError extends Error {
+  static errorName = 'ExecutionError'
+
   /**
    * @param {string} message
    * @param {Partial<import('./native.js').Detail>} [detail]
    */
   constructor (message, detail = {}) {
     super(message)
-    // Each subclass's own name (`ResourceLockedError`, …), as node-redlock's errors print.
-    this.name = new.target.name
+    // Each class's own name (`ResourceLockedError`, …), as node-redlock's errors print:
+    // spelled out, so that a minifier that renames classes leaves it.
+    this.name = /** @type {typeof ExecutionError} */ (new.target).errorName
     /** The resource (for several, sorted and joined by `, `). @type {string | undefined} */
     this.resource = detail.resource
     /** Why, in one word: `busy`, `unavailable`, `quarantined`, `wrong_type`, `too_slow`, `not_held`, … @type {string | undefined} */
@@ -60,16 +63,22 @@ class ExecutionError extends Error {
 }
 
 /** The resource is held by someone else (node-redlock's name); a quorum refused for that reason. */
-class ResourceLockedError extends ExecutionError {}
+class ResourceLockedError extends ExecutionError {
+  static errorName = 'ResourceLockedError'
+}
 
 /** Too few nodes gave an answer that counts (unreachable, timed out, an error reply): not "busy". */
-class UnavailableError extends ExecutionError {}
+class UnavailableError extends ExecutionError {
+  static errorName = 'UnavailableError'
+}
 
 /**
  * Nodes that may have lost their data (a restart) granted, but sit out their quarantine; it
  * ends by itself (`readyIn` ms from the error), or an operator vouches for them (`markNodes`).
  */
 class QuarantinedError extends ExecutionError {
+  static errorName = 'QuarantinedError'
+
   /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
   constructor (message, detail = {}) {
     super(message, detail)
@@ -82,6 +91,8 @@ class QuarantinedError extends ExecutionError {
 
 /** The resource's key holds another Redis type: it is not a lock, and retrying will not help. */
 class WrongTypeError extends ExecutionError {
+  static errorName = 'WrongTypeError'
+
   /** @param {string} message @param {Partial<import('./native.js').Detail>} [detail] */
   constructor (message, detail = {}) {
     super(message, detail)
@@ -91,23 +102,31 @@ class WrongTypeError extends ExecutionError {
 }
 
 /** A quorum granted, but so late that no validity was left (nodes or network too slow). */
-class TooSlowError extends ExecutionError {}
+class TooSlowError extends ExecutionError {
+  static errorName = 'TooSlowError'
+}
 
 /** An extension or a release found the lock not held with our value (expired, deleted, taken over, or released already). */
-class NotHeldError extends ExecutionError {}
+class NotHeldError extends ExecutionError {
+  static errorName = 'NotHeldError'
+}
 
 /**
  * A lock that was held can no longer be relied on: an extension was refused or failed, its keys
  * were deleted, or its validity ran out. The reason of `lock.lost` and of `using()`'s signal.
  */
-class LockLostError extends ExecutionError {}
+class LockLostError extends ExecutionError {
+  static errorName = 'LockLostError'
+}
 
 /**
  * No fencing token could be issued for a lock: fewer than a quorum of the nodes that voted for
  * it still held it and answered in time, or its validity ran out first. The lock itself may
  * still be valid (`lock.isLost` says).
  */
-class NotFencedError extends ExecutionError {}
+class NotFencedError extends ExecutionError {
+  static errorName = 'NotFencedError'
+}
 
 /** A setting or an argument the library refuses; nothing was sent to any server. */
 class ConfigError extends RangeError {
@@ -333,7 +352,7 @@ class Lock {
         signal.error = error
         controller.abort(error)
       }
-      // Read the clock whenever the signal is read (held.rs invariant 7): the watcher's call
+      // Read the clock whenever the signal is read (held.rs invariant 4): the watcher's call
       // waits behind whatever keeps the event loop busy, the keys' expiry does not.
       const settle = () => {
         if (ABORTED.call(signal)) return

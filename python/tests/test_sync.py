@@ -674,3 +674,16 @@ def test_a_thread_that_keeps_the_gil_does_not_stop_the_runtime(rl, name):
     assert not kept.is_lost(), "the runtime stopped while a thread kept the GIL"
     assert kept.extensions() >= 2
     kept.release()
+
+
+def test_a_request_that_does_not_fit_its_kind_is_refused_before_anything_is_sent(rl, name):
+    """The core checks every request, whatever the language: a semaphore on two names, or an
+    empty list, is a ``ConfigError`` naming the rule, and no key is written."""
+    with pytest.raises(ConfigError, match="exactly one resource"):
+        rl.acquire([name, name + "-2"], 10, permits=2)
+    with pytest.raises(ConfigError, match="no resources"):
+        rl.acquire([], 10)
+    assert all(s.state == "free" for s in rl.status(name))
+    permit = rl.acquire(name, 10, permits=2)  # the same call with one name is a semaphore
+    assert permit.permit is not None
+    permit.release()

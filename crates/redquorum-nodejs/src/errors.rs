@@ -223,8 +223,14 @@ fn kind_of(cause: &Cause) -> &'static str {
 
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
+        Self::from(&error)
+    }
+}
+
+impl From<&Error> for Failure {
+    fn from(error: &Error) -> Self {
         let message = error.message(redquorum::Reader::Node);
-        match &error {
+        match error {
             Error::Config(_) => Self::new("config", &message),
             Error::NotAcquired {
                 resource,

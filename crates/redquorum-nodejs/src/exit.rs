@@ -3,7 +3,7 @@
 //!
 //! When an environment is torn down, Node runs the finalizers of every object still alive, our
 //! lock handles among them. A handle collected while the program runs releases its lock in the
-//! background (`held` invariant 6); doing the same at exit would start releases that the exit
+//! background (`held` invariant 3); doing the same at exit would start releases that the exit
 //! cuts short at any point: some nodes deleted, some not, the outcome a race with the process's
 //! end. The Python package leaves such locks to expire (`crates/redquorum-py/src/runtime.rs`),
 //! and so do we: a holder that exits without releasing is a holder that crashed, which Redlock

@@ -174,8 +174,8 @@ impl Held {
     }
 
     /// The loss, if the lock is lost by now (the clock, or its keep-alive's verdict) and was
-    /// neither released nor dropped (invariant 4); else null. What `lock.lost` reads whenever
-    /// it is read (invariant 7).
+    /// neither released nor dropped (invariant 1); else null. What `lock.lost` reads whenever
+    /// it is read (invariant 4).
     #[napi]
     pub fn loss_now(&self) -> Option<Failure> {
         if self.shared.is_ended() || !self.shared.info().is_lost() {
@@ -198,20 +198,22 @@ impl Held {
     #[napi(ts_return_type = "Promise<undefined | Failure>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl: f64) -> napi::Result<Object<'env>> {
         let ttl = millis("duration", ttl)?;
-        let (shared, by_extension) = (self.shared.clone(), Arc::clone(&self.lost_by_extension));
-        let extension = async move {
-            let outcome = match shared.extend(ttl).await {
-                Ok(result) => errors::outcome(result),
-                Err(e) => return Either::B(not_tried(&e)),
-            };
-            if let (Either::B(failure), true) = (&outcome, shared.info().is_lost()) {
-                // The loss's reason, for `lock.lost` (invariant 1).
+        let by_extension = Arc::clone(&self.lost_by_extension);
+        // Recorded before the lock's new info is seen: a watch that finds it lost reads why
+        // (invariant 1), not "its validity ran out".
+        let extend = self.shared.extend_noting(ttl, move |result, info| {
+            if let (Err(e), true) = (result, info.is_lost()) {
                 // Its message says it already: `lock on "x" is lost: extension failed…`.
-                let mut lost = failure.clone();
+                let mut lost = Failure::from(e);
                 lost.kind = "lost".to_owned();
                 *by_extension.lock().unwrap_or_else(|e| e.into_inner()) = Some(lost);
             }
-            outcome
+        });
+        let extension = async move {
+            match extend.await {
+                Ok(result) => errors::outcome(result),
+                Err(e) => Either::B(not_tried(&e)),
+            }
         };
         promise(env, extension, |outcome| outcome)
     }
@@ -246,9 +248,9 @@ impl Held {
             .map_err(|e| errors::invalid(e.to_string()))
     }
 
-    /// Calls `callback(failure)` once, on the event loop, when the lock is lost (invariant 4).
+    /// Calls `callback(failure)` once, on the event loop, when the lock is lost (invariant 1).
     /// With `keepProcessAlive`, the watch holds the event loop open until the lock is released
-    /// or lost (invariant 5).
+    /// or lost (invariant 2).
     #[napi]
     pub fn on_lost(
         &self,

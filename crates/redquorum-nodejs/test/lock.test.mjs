@@ -216,6 +216,10 @@ test('lock.lost reads the clock: never unaborted once the keys are gone, however
 test('a lock whose own extension found it gone: lock.lost says why, not "validity ran out"', async () => {
   const resource = name()
   const lock = await redlock.acquire([resource], 10_000)
+  // The watcher, woken by the failed extension on another thread, must find the reason recorded.
+  const heard = new Promise((resolve) => lock.lost.addEventListener('abort', () => resolve(lock.lost.reason)))
+  // The loss watch does not hold the event loop open: the test does, while it waits.
+  const open = setTimeout(() => {}, 30_000)
   const clients = nodes.clients()
   try {
     await Promise.all(clients.map((c) => c.del(resource))) // somebody deletes our keys
@@ -223,6 +227,9 @@ test('a lock whose own extension found it gone: lock.lost says why, not "validit
     clients.forEach((c) => c.disconnect())
   }
   await assert.rejects(lock.extend(10_000), NotHeldError)
+  const reason = await heard
+  clearTimeout(open)
+  assert.notEqual(reason.cause, 'validity_ran_out', 'the watcher heard why')
   assert.equal(lock.lost.aborted, true)
   assert.equal(lock.lost.reason.name, 'LockLostError')
   assert.notEqual(lock.lost.reason.cause, 'validity_ran_out', lock.lost.reason.message)

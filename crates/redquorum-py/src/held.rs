@@ -201,7 +201,7 @@ impl Held {
     }
 
     /// Calls `callback()` once, from a background thread, when the lock is lost, released or
-    /// dropped (invariant 4). Never after the interpreter started shutting down.
+    /// dropped (invariant 1). Never after the interpreter started shutting down.
     fn on_lost(&self, callback: Py<PyAny>) -> PyResult<()> {
         let runtime = self.owner.runtime("Lock.lost")?;
         let shared = self.shared.clone();

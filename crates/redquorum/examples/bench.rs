@@ -1,6 +1,9 @@
 //! What the algorithm costs: uncontended lock + release cycles through redlock, against a raw
 //! baseline that sends the same commands with nothing around them.
 //!
+//! One file because an example is one program: the baselines, the measured loop and its report
+//! must be read (and run) together for the ratio to mean anything.
+//!
 //! ```text
 //! cargo run --release -p redquorum --example bench
 //! cargo run --release -p redquorum --example bench -- --nodes 3 --tasks 32 --json

@@ -128,12 +128,27 @@ impl SharedLock {
         &self,
         ttl: Duration,
     ) -> impl Future<Output = Result<Result<(), Error>, HandleError>> + Send + 'static {
+        self.extend_noting(ttl, |_, _| {})
+    }
+
+    /// [`extend`](Self::extend), calling `noting` with the outcome and the lock's new info
+    /// before any watch or reader can see that info (invariant 3): what a binding records about
+    /// a loss (its reason) is there by the time the loss is seen.
+    pub fn extend_noting<N>(
+        &self,
+        ttl: Duration,
+        noting: N,
+    ) -> impl Future<Output = Result<Result<(), Error>, HandleError>> + Send + 'static
+    where
+        N: FnOnce(&Result<(), Error>, &LockInfo) + Send + 'static,
+    {
         let this = self.clone();
         async move {
             let mut state = this.state.lock().await; // invariant 2
             match &mut *state {
                 State::Held(Holding::Lock(lock)) => {
                     let result = lock.extend(ttl).await;
+                    noting(&result, lock);
                     this.update(lock);
                     Ok(result)
                 }
