@@ -14,6 +14,12 @@ use redquorum::{Acquired, HandleError, HoldOptions, SharedLock, Watched};
 /// Generous bound for what happens in the background on a busy machine.
 const WITHIN: Duration = Duration::from_secs(10);
 
+/// A shared handle of a fresh lock on `r`, as a binding makes one from what it acquired.
+async fn shared_lock(redlock: &redquorum::Redlock, ttl: Duration) -> SharedLock {
+    let lock = redlock.acquire("r", ttl).await.expect("free");
+    SharedLock::new(Acquired::Lock(lock))
+}
+
 async fn watched(shared: &SharedLock) -> Watched {
     tokio::time::timeout(WITHIN, shared.watch())
         .await
@@ -24,11 +30,7 @@ async fn watched(shared: &SharedLock) -> Watched {
 async fn a_watch_ends_with_the_loss_when_the_validity_runs_out() {
     let cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let lock = redlock
-        .acquire("r", Duration::from_millis(300))
-        .await
-        .expect("free");
-    let shared = SharedLock::new(Acquired::Lock(lock));
+    let shared = shared_lock(&redlock, Duration::from_millis(300)).await;
     assert_eq!(watched(&shared).await, Watched::Lost);
     assert!(shared.info().is_lost());
     assert!(!shared.is_ended(), "a loss is not the handle's end");
@@ -38,11 +40,7 @@ async fn a_watch_ends_with_the_loss_when_the_validity_runs_out() {
 async fn a_release_ends_the_watch_is_no_loss_and_cannot_happen_twice() {
     let mut cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let lock = redlock
-        .acquire("r", Duration::from_secs(10))
-        .await
-        .expect("free");
-    let shared = SharedLock::new(Acquired::Lock(lock));
+    let shared = shared_lock(&redlock, Duration::from_secs(10)).await;
     let watch = tokio::spawn({
         let shared = shared.clone();
         async move { watched(&shared).await }
@@ -65,11 +63,7 @@ async fn a_release_ends_the_watch_is_no_loss_and_cannot_happen_twice() {
 async fn what_a_binding_notes_about_a_failed_extension_is_there_before_the_loss_is_seen() {
     let mut cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let lock = redlock
-        .acquire("r", Duration::from_secs(10))
-        .await
-        .expect("free");
-    let shared = SharedLock::new(Acquired::Lock(lock));
+    let shared = shared_lock(&redlock, Duration::from_secs(10)).await;
     let noted: Arc<Mutex<Option<String>>> = Arc::default();
     // A watch on another task, as a binding's loss watcher runs: when it sees the loss, the
     // note must already be there.
@@ -107,11 +101,7 @@ async fn what_a_binding_notes_about_a_failed_extension_is_there_before_the_loss_
 async fn a_kept_alive_handle_refuses_extensions_and_a_second_keep_alive() {
     let cluster = cluster(3);
     let redlock = connected(&cluster).await;
-    let lock = redlock
-        .acquire("r", Duration::from_secs(1))
-        .await
-        .expect("free");
-    let shared = SharedLock::new(Acquired::Lock(lock));
+    let shared = shared_lock(&redlock, Duration::from_secs(1)).await;
     let runtime = tokio::runtime::Handle::current();
     shared
         .keep_alive(&runtime, Duration::from_secs(1), HoldOptions::new())
