@@ -269,10 +269,7 @@ impl Redlock {
         F: Future<Output = Result<lock::Lock, Error>>,
     {
         let lock = self.shared.block_on(method, acquire)??;
-        Ok(Lock {
-            lock: Some(lock),
-            shared: Arc::clone(&self.shared),
-        })
+        Ok(Lock::held(lock, &self.shared))
     }
 
     /// Acquires what `request` asks for, as plain data; see [`crate::Redlock::request`].
@@ -288,16 +285,11 @@ impl Redlock {
         let acquired = self
             .shared
             .block_on("Redlock::request", redlock.request(request))??;
-        let shared = Arc::clone(&self.shared);
         Ok(match acquired {
-            request::Acquired::Lock(lock) => Acquired::Lock(Lock {
-                lock: Some(lock),
-                shared,
-            }),
-            request::Acquired::KeptAlive(guard) => Acquired::KeptAlive(Guard {
-                guard: Some(guard),
-                shared,
-            }),
+            request::Acquired::Lock(lock) => Acquired::Lock(Lock::held(lock, &self.shared)),
+            request::Acquired::KeptAlive(guard) => {
+                Acquired::KeptAlive(Guard::held(guard, &self.shared))
+            }
         })
     }
 
@@ -467,10 +459,7 @@ impl Redlock {
         let campaign = redlock.campaign_with(election, identity, ttl, retry);
         // The keep-alive task is spawned on our runtime (invariant 4): the campaign runs there.
         let guard = self.shared.block_on("Redlock::campaign_with", campaign)??;
-        Ok(Guard {
-            guard: Some(guard),
-            shared: Arc::clone(&self.shared),
-        })
+        Ok(Guard::held(guard, &self.shared))
     }
 
     /// Who leads `election` now, as a majority of nodes report it; see
@@ -760,6 +749,14 @@ impl Deref for Lock {
 }
 
 impl Lock {
+    /// The blocking handle of `lock`, on the manager's runtime.
+    fn held(lock: lock::Lock, shared: &Arc<Shared>) -> Self {
+        Self {
+            lock: Some(lock),
+            shared: Arc::clone(shared),
+        }
+    }
+
     /// Resets the lock's TTL to `ttl` from now on every node that still holds our value; see
     /// [`crate::Lock::extend`].
     ///
@@ -826,10 +823,7 @@ impl Lock {
     pub fn keep_alive_with(mut self, ttl: Duration, options: HoldOptions) -> Guard {
         let lock = self.lock.take().expect(PRESENT);
         let guard = self.shared.entered(|| lock.keep_alive_with(ttl, options)); // invariant 4
-        Guard {
-            guard: Some(guard),
-            shared: Arc::clone(&self.shared),
-        }
+        Guard::held(guard, &self.shared)
     }
 }
 
@@ -880,6 +874,14 @@ impl Deref for Guard {
 }
 
 impl Guard {
+    /// The blocking handle of `guard`, on the manager's runtime.
+    fn held(guard: hold::Guard, shared: &Arc<Shared>) -> Self {
+        Self {
+            guard: Some(guard),
+            shared: Arc::clone(shared),
+        }
+    }
+
     fn inner(&self) -> &hold::Guard {
         self.guard.as_ref().expect(PRESENT)
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tracing::Instrument;
 
-use crate::base::error::Error;
+use crate::base::error::{ConfigError, Error};
 use crate::base::resources::{Access, Resources};
 use crate::base::semaphore::Permits;
 use crate::base::telemetry::{self, Acquisition};
@@ -170,25 +170,13 @@ impl Redlock {
     pub async fn request(&self, request: &Request) -> Result<Acquired, Error> {
         let retry = request.retry.as_ref().unwrap_or(&self.engine.rules.retry);
         let ttl = request.ttl;
-        let one = || request.one().map_err(|e| telemetry::refused(e.into()));
-        let wanted = match &request.kind {
-            Kind::Lock => match request.resources.as_slice() {
-                [name] => Wanted::Lock(Resources::one(name)),
-                names => {
-                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                    Wanted::Lock(Resources::set(&names).map_err(|e| telemetry::refused(e.into()))?)
-                }
-            },
-            Kind::Read => Wanted::Lock(Resources::read_write(one()?, Access::Read)),
-            Kind::Write => Wanted::Lock(Resources::read_write(one()?, Access::Write)),
-            Kind::Permit { permits } => Wanted::Permit(
-                Permits::new(one()?, *permits).map_err(|e| telemetry::refused(e.into()))?,
-            ),
-            Kind::Campaign { identity } => {
-                let guard = self.campaign_with(one()?, identity, ttl, retry).await?;
-                return Ok(Acquired::KeptAlive(guard));
-            }
-        };
+        let refused = |e: ConfigError| telemetry::refused(e.into());
+        if let Kind::Campaign { identity } = &request.kind {
+            let election = request.one().map_err(refused)?;
+            let guard = self.campaign_with(election, identity, ttl, retry).await?;
+            return Ok(Acquired::KeptAlive(guard));
+        }
+        let wanted = request.wanted().map_err(refused)?;
         acquire_seen!(self, wanted, ttl, retry).map(Acquired::Lock)
     }
 

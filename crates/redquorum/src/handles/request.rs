@@ -17,8 +17,11 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::base::error::ConfigError;
+use crate::base::resources::{Access, Resources};
+use crate::base::semaphore::Permits;
 use crate::handles::hold::Guard;
 use crate::handles::lock::Lock;
+use crate::round::acquire::Wanted;
 use crate::round::retry::Retry;
 
 /// What kind of hold an acquisition asks for.
@@ -159,6 +162,29 @@ impl Request {
     /// How long the keys live.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// What the algorithm is asked for: the resources checked against the kind, once. A
+    /// campaign is not an acquisition of its own (`Redlock::campaign_with` runs it).
+    pub(crate) fn wanted(&self) -> Result<Wanted, ConfigError> {
+        Ok(match &self.kind {
+            Kind::Lock => match self.resources.as_slice() {
+                [name] => Wanted::Lock(Resources::one(name)),
+                names => {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    Wanted::Lock(Resources::set(&names)?)
+                }
+            },
+            Kind::Read => Wanted::Lock(Resources::read_write(self.one()?, Access::Read)),
+            Kind::Write => Wanted::Lock(Resources::read_write(self.one()?, Access::Write)),
+            Kind::Permit { permits } => Wanted::Permit(Permits::new(self.one()?, *permits)?),
+            Kind::Campaign { .. } => {
+                return Err(ConfigError::InvalidSetting {
+                    setting: "kind",
+                    reason: "a campaign is run by Redlock::campaign_with".into(),
+                });
+            }
+        })
     }
 
     /// The one resource a kind other than [`Kind::Lock`] names.

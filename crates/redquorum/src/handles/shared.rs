@@ -48,6 +48,16 @@ enum State {
     Released,
 }
 
+impl State {
+    /// Why a kept-alive lock was lost, if it was.
+    fn loss_reason(&self) -> Option<LossReason> {
+        match self {
+            State::Held(Holding::Guard(guard)) => guard.loss_reason(),
+            _ => None,
+        }
+    }
+}
+
 /// Why an operation on a [`SharedLock`] was not even tried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -249,18 +259,12 @@ impl SharedLock {
 
     /// Why a kept-alive lock was lost, if it was and no operation holds the lock right now.
     pub fn loss_reason(&self) -> Option<LossReason> {
-        match &*self.state.try_lock().ok()? {
-            State::Held(Holding::Guard(guard)) => guard.loss_reason(),
-            _ => None,
-        }
+        self.state.try_lock().ok()?.loss_reason()
     }
 
     /// Why a kept-alive lock was lost, if it was, once no operation holds the lock.
     pub async fn settled_loss_reason(&self) -> Option<LossReason> {
-        match &*self.state.lock().await {
-            State::Held(Holding::Guard(guard)) => guard.loss_reason(),
-            _ => None,
-        }
+        self.state.lock().await.loss_reason()
     }
 
     /// How many background extensions succeeded (0 unless kept alive).
