@@ -257,11 +257,13 @@ impl SentinelGroup {
     /// Asks the sentinels for a failover now (`SENTINEL FAILOVER`, as an operator would), and
     /// waits for its new primary ([`await_new_primary`](Self::await_new_primary)). A replica
     /// still syncing (one just restarted) is waited for: Sentinel refuses with `NOGOODSLAVE`
-    /// until one can be promoted.
+    /// until one can be promoted; so is the end of a failover still in progress (`INPROG`: the
+    /// sentinels were still reconfiguring the replicas after the last one; seen once in a full
+    /// run, right after the old primary came back).
     ///
     /// # Errors
     ///
-    /// [`LaunchError::SentinelNotReady`] when no replica can be promoted within 30 s; those of
+    /// [`LaunchError::SentinelNotReady`] when no failover can start within 30 s; those of
     /// [`primary`](Self::primary), [`RedisNode::cli`] and
     /// [`await_new_primary`](Self::await_new_primary).
     pub fn failover(&mut self) -> Result<usize, LaunchError> {
@@ -275,13 +277,15 @@ impl SentinelGroup {
         loop {
             match asked.cli(&["SENTINEL", "FAILOVER", Self::SERVICE]) {
                 Ok(_) => break,
+                // Refusals that pass: no replica in sync yet, or the sentinel still finishing
+                // the previous failover (it reconfigures the replicas after the promotion).
                 Err(LaunchError::Cli { stderr, .. })
-                    if stderr.contains("NOGOODSLAVE") && Instant::now() < deadline =>
+                    if refused_for_now(&stderr) && Instant::now() < deadline =>
                 {
                     thread::sleep(POLL);
                 }
-                Err(LaunchError::Cli { stderr, .. }) if stderr.contains("NOGOODSLAVE") => {
-                    return Err(not_ready("a replica it can promote", SETTLE_TIMEOUT));
+                Err(LaunchError::Cli { stderr, .. }) if refused_for_now(&stderr) => {
+                    return Err(not_ready("a failover it can start", SETTLE_TIMEOUT));
                 }
                 Err(e) => return Err(e),
             }
@@ -355,4 +359,10 @@ fn not_ready(what: &str, waited: Duration) -> LaunchError {
         what: what.to_owned(),
         waited,
     }
+}
+
+/// Whether Sentinel refused a failover only for now: no replica it can promote yet
+/// (`NOGOODSLAVE`), or a failover of the group still in progress (`INPROG`).
+fn refused_for_now(stderr: &str) -> bool {
+    stderr.contains("NOGOODSLAVE") || stderr.contains("INPROG")
 }
