@@ -8,7 +8,9 @@
 //   the lock (from the call to the lock in hand), and the longest wait (a starved task).
 //
 // Build the addon optimised first (`npm run build`), then:
-//   node bench/bench.mjs [--seconds 5]
+//   node bench/bench.mjs [--seconds 5] [--nodes 1,3,5] [--only NAME]
+// `--only` keeps the clients whose name contains NAME. The uncontended rows also give this
+// process's CPU time per cycle (every thread: the event loop, and the core's runtime for ours).
 // Nodes are started by the project's launcher ($REDLOCK_BIN, else target/debug/redlock) and
 // stopped by pid when done. Figures go to stdout as a Markdown table.
 import { createRequire } from 'node:module'
@@ -22,8 +24,15 @@ const NodeRedlock4 = require('redlock4')
 let Sesame = null
 try { Sesame = require('@sesamecare-oss/redlock').Redlock } catch { /* optional */ }
 
-const secondsArg = process.argv.indexOf('--seconds')
-const SECONDS = secondsArg > 0 ? Number(process.argv[secondsArg + 1]) : 5
+/** The value after `--name` on the command line, else `otherwise`. */
+function option (name, otherwise) {
+  const at = process.argv.indexOf(name)
+  return at > 0 ? process.argv[at + 1] : otherwise
+}
+const SECONDS = Number(option('--seconds', '5'))
+const NODES = option('--nodes', '1,3,5').split(',').map(Number)
+/** Only the clients whose name contains this (all by default). */
+const ONLY = option('--only', '')
 const TASKS = 32
 const CONTENDERS = 8
 const TTL = 10_000
@@ -74,8 +83,11 @@ function contestants (nodes) {
   return made
 }
 
+/** Cycles per second, and this process's CPU time per cycle in µs (every thread: the event
+ * loop, and for ours the core's runtime). */
 async function uncontended (client) {
   const until = Date.now() + SECONDS * 1000
+  const cpu = process.cpuUsage()
   let cycles = 0
   await Promise.all(Array.from({ length: TASKS }, async (_, t) => {
     const resource = `bench:u:${client.name}:${t}:${Math.random()}`
@@ -85,7 +97,8 @@ async function uncontended (client) {
       cycles++
     }
   }))
-  return cycles / SECONDS
+  const used = process.cpuUsage(cpu)
+  return { rate: cycles / SECONDS, cpu: (used.user + used.system) / cycles }
 }
 
 async function contended (client) {
@@ -111,17 +124,18 @@ async function contended (client) {
 }
 
 const rows = []
-for (const n of [1, 3, 5]) {
+for (const n of NODES) {
   const nodes = new Nodes(n)
   try {
     const made = contestants(nodes)
-    for (const client of made) {
-      const rate = await uncontended(client)
-      rows.push({ n, client: client.name, what: 'uncontended', rate })
-      process.stderr.write(`N=${n} ${client.name}: ${rate.toFixed(0)} cycles/s\n`)
+    const chosen = made.filter((c) => c.name.includes(ONLY))
+    for (const client of chosen) {
+      const { rate, cpu } = await uncontended(client)
+      rows.push({ n, client: client.name, what: 'uncontended', rate, cpu })
+      process.stderr.write(`N=${n} ${client.name}: ${rate.toFixed(0)} cycles/s, ${cpu.toFixed(1)} µs CPU a cycle\n`)
     }
     {
-      for (const client of made) {
+      for (const client of chosen) {
         const { rate, p99, longest } = await contended(client)
         rows.push({ n, client: client.name, what: 'contended', rate, p99, longest })
         process.stderr.write(`N=${n} ${client.name}: ${rate.toFixed(0)} hand-offs/s, p99 wait ${p99.toFixed(0)} ms, longest ${longest.toFixed(0)} ms\n`)
@@ -133,12 +147,12 @@ for (const n of [1, 3, 5]) {
   }
 }
 
-console.log('| Client | N | uncontended cycles/s (32 tasks) | contended hand-offs/s (8 tasks) | contended p99 wait | longest wait |')
-console.log('|---|---:|---:|---:|---:|---:|')
+console.log('| Client | N | uncontended cycles/s (32 tasks) | its CPU µs/cycle | contended hand-offs/s (8 tasks) | contended p99 wait | longest wait |')
+console.log('|---|---:|---:|---:|---:|---:|---:|')
 for (const name of [...new Set(rows.map((r) => r.client))]) {
-  for (const n of [1, 3, 5]) {
+  for (const n of NODES) {
     const u = rows.find((r) => r.client === name && r.n === n && r.what === 'uncontended')
     const c = rows.find((r) => r.client === name && r.n === n && r.what === 'contended')
-    console.log(`| ${name} | ${n} | ${u?.rate.toFixed(0) ?? '—'} | ${c?.rate.toFixed(0) ?? '—'} | ${c ? `${c.p99.toFixed(1)} ms` : '—'} | ${c ? `${c.longest.toFixed(0)} ms` : '—'} |`)
+    console.log(`| ${name} | ${n} | ${u?.rate.toFixed(0) ?? '—'} | ${u?.cpu.toFixed(1) ?? '—'} | ${c?.rate.toFixed(0) ?? '—'} | ${c ? `${c.p99.toFixed(1)} ms` : '—'} | ${c ? `${c.longest.toFixed(0)} ms` : '—'} |`)
   }
 }

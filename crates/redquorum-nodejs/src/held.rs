@@ -128,9 +128,9 @@ impl Held {
     /// round trip to the nodes that voted for the lock.
     #[napi(ts_return_type = "Promise<bigint | Failure>")]
     pub fn issue_fence<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
-        let fence = self.shared.fence();
-        let issue = async move {
-            match fence.await {
+        let shared = self.shared.clone();
+        let issue = move || async move {
+            match shared.fence().await {
                 Ok(Ok(token)) => Either::A(BigInt::from(token)),
                 Ok(Err(e)) => Either::B(Failure::from(e)),
                 Err(e) => Either::B(not_tried(&e)),
@@ -201,16 +201,17 @@ impl Held {
         let by_extension = Arc::clone(&self.lost_by_extension);
         // Recorded before the lock's new info is seen: a watch that finds it lost reads why
         // (invariant 1), not "its validity ran out".
-        let extend = self.shared.extend_noting(ttl, move |result, info| {
+        let shared = self.shared.clone();
+        let noting = move |result: &Result<(), redquorum::Error>, info: &redquorum::LockInfo| {
             if let (Err(e), true) = (result, info.is_lost()) {
                 // Its message says it already: `lock on "x" is lost: extension failed…`.
                 let mut lost = Failure::from(e);
                 lost.kind = "lost".to_owned();
                 *by_extension.lock().unwrap_or_else(|e| e.into_inner()) = Some(lost);
             }
-        });
-        let extension = async move {
-            match extend.await {
+        };
+        let extension = move || async move {
+            match shared.extend_noting(ttl, noting).await {
                 Ok(result) => errors::outcome(result),
                 Err(e) => Either::B(not_tried(&e)),
             }
@@ -221,9 +222,10 @@ impl Held {
     /// Releases the lock on every node; resolves with how many confirmed.
     #[napi(ts_return_type = "Promise<number | Failure>")]
     pub fn release<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
-        let (release, name) = (self.shared.release(), self.shared.name());
-        let release = async move {
-            let outcome: Outcome<u32> = match release.await {
+        let shared = self.shared.clone();
+        let release = move || async move {
+            let name = shared.name();
+            let outcome: Outcome<u32> = match shared.release().await {
                 Ok(Ok(released)) => errors::released(&name, &released),
                 Ok(Err(e)) => Either::B(Failure::from(e)),
                 Err(e) => Either::B(not_tried(&e)),

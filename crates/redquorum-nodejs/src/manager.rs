@@ -125,7 +125,7 @@ impl Manager {
         let keep_alive = request.keep_alive.unwrap_or(false);
         let redlock = self.redlock()?;
         let cancelled = canceller.map(|c| c.token.clone()).unwrap_or_default();
-        let acquisition = async move {
+        let acquisition = move || async move {
             let acquired = tokio::select! {
                 acquired = redlock.request(&wanted) => acquired,
                 () = cancelled.cancelled() => {
@@ -160,7 +160,7 @@ impl Manager {
         let redlock = self.redlock()?;
         promise(
             env,
-            async move { redlock.status(&resource).await },
+            move || async move { redlock.status(&resource).await },
             |statuses| {
                 statuses
                     .into_iter()
@@ -177,7 +177,7 @@ impl Manager {
         let redlock = self.redlock()?;
         promise(
             env,
-            async move {
+            move || async move {
                 let locked = redlock.locked(&resource).await;
                 views::holder(&resource, locked)
             },
@@ -191,7 +191,7 @@ impl Manager {
         let redlock = self.redlock()?;
         promise(
             env,
-            async move { redlock.leader(&election).await },
+            move || async move { redlock.leader(&election).await },
             |leader| leader.map(views::Leader::from),
         )
     }
@@ -220,7 +220,7 @@ impl Manager {
         let redlock = self.redlock()?;
         promise(
             env,
-            async move { redlock.mark_nodes(vouch).await },
+            move || async move { redlock.mark_nodes(vouch).await },
             |marks| {
                 marks
                     .into_iter()
@@ -263,7 +263,7 @@ impl Manager {
             .take();
         promise(
             env,
-            async move {
+            move || async move {
                 if let Some(redlock) = taken {
                     redlock.settle().await;
                 }

@@ -165,7 +165,7 @@ impl Watch {
         let (watch, closed) = (Arc::clone(&self.watch), self.closed.clone());
         promise(
             env,
-            async move {
+            move || async move {
                 tokio::select! {
                     leader = async { watch.lock().await.changed().await } => Some(leader),
                     () = closed.cancelled() => None,

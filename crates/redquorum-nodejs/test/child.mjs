@@ -42,6 +42,22 @@ switch (options.what) {
     parentPort.postMessage(lock.value)
     break
   }
+  case 'busy-in-worker': {
+    // A worker whose 16 tasks lock and release without pause, until it is terminated: answers
+    // are always on their way to it when it ends.
+    const redlock = new Redlock(options.servers.split(','), { nodeTimeout: 1000 })
+    let cycles = 0
+    for (let t = 0; t < 16; t++) {
+      (async () => {
+        for (;;) {
+          const lock = await redlock.acquire([`${options.resource}:${t}`], 10_000)
+          await lock.release()
+          if (++cycles === 200) parentPort.postMessage('running')
+        }
+      })()
+    }
+    break
+  }
   case 'forget': {
     // Takes a lock and forgets it: nothing keeps the event loop alive, so the process ends.
     const redlock = new Redlock(options.servers.split(','), { nodeTimeout: 1000 })

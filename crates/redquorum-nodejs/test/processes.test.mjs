@@ -105,3 +105,40 @@ test('a worker terminated while it holds locks: the process goes on, its locks a
   const lock = await redlock.acquire([name()], 5000)
   await lock.release()
 })
+
+test('workers terminated with answers on their way: the process goes on, its own promises all settle', async () => {
+  // Each terminated worker had operations in flight, whose answers arrive after its end; this
+  // thread's own operations run throughout and must each settle once.
+  let settled = 0
+  let stop = false
+  const mine = Array.from({ length: 8 }, async (_, t) => {
+    const resource = name()
+    while (!stop) {
+      const lock = await redlock.acquire([`${resource}:${t}`], 10_000)
+      await lock.release()
+      settled++
+    }
+  })
+  for (let i = 0; i < 5; i++) {
+    const worker = new Worker(CHILD, { workerData: { what: 'busy-in-worker', servers: nodes.servers, resource: name() } })
+    await new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+    await worker.terminate()
+  }
+  const before = settled
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  stop = true
+  await Promise.all(mine)
+  assert.ok(settled > before, `this thread's locks went on after the workers ended (${before} then ${settled})`)
+})
+
+test('a burst of operations from one tick: every promise settles, each lock\'s in the order asked', async () => {
+  const locks = await Promise.all(Array.from({ length: 200 }, () => redlock.acquire([name()], 10_000)))
+  // Extend, then release, asked together without awaiting: the extension runs first.
+  const answers = await Promise.allSettled(locks.flatMap((lock) => [lock.extend(20_000), lock.release()]))
+  const failed = answers.filter((a) => a.status === 'rejected')
+  assert.deepEqual(failed.map((a) => String(a.reason)), [], 'every extension came before its release')
+  for (const lock of locks) assert.equal(await redlock.locked(lock.resources[0]), null)
+})
