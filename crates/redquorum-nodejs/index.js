@@ -167,7 +167,16 @@ function toError (detail) {
  * @returns {Promise<T>}
  */
 async function settled (promise) {
-  const value = await promise
+  return answer(await promise)
+}
+
+/**
+ * A native answer, or its failure thrown: `settled` without a promise of its own, for the
+ * calls of every lock cycle (one `async` frame fewer each).
+ * @param {any} value
+ * @returns {any}
+ */
+function answer (value) {
   if (value instanceof native.Failure) throw toError(value.detail)
   return value
 }
@@ -289,10 +298,11 @@ const RETRY_KEYS = ['retryCount', 'retryDelay', 'retryJitter', 'maxWait', 'autom
  * @param {string[]} keys
  */
 function pick (settings, keys) {
-  /** @type {Record<string, any>} */
-  const picked = {}
+  if (!settings) return undefined
+  /** @type {Record<string, any> | undefined} */
+  let picked
   for (const key of keys) {
-    if (settings && settings[key] !== undefined) picked[key] = settings[key]
+    if (settings[key] !== undefined) (picked ??= {})[key] = settings[key]
   }
   return picked
 }
@@ -419,7 +429,7 @@ class Lock {
    * @returns {Promise<{ confirmed: number }>}
    */
   async release () {
-    const confirmed = await settled(this._held.release())
+    const confirmed = answer(await this._held.release())
     return { confirmed: /** @type {number} */ (confirmed) }
   }
 }
@@ -457,7 +467,7 @@ class Redlock extends EventEmitter {
    * @param {string[]} resources
    * @param {number} ttl
    * @param {Settings | undefined} settings
-   * @param {import('./native.js').Request} request
+   * @param {import('./native.js').Request | undefined} request
    * @returns {Promise<Lock>}
    */
   async _acquire (resources, ttl, settings, request) {
@@ -475,9 +485,9 @@ class Redlock extends EventEmitter {
     const notice = setTimeout(() => this._noticeQuarantine(), NOTICE_AFTER_MS)
     notice.unref()
     try {
-      const held = await settled(checked(() => this._native.acquire(
+      const held = answer(await checked(() => this._native.acquire(
         resources, ttl, request, pick(settings, RETRY_KEYS), canceller)))
-      return new Lock(this, /** @type {import('./native.js').Held} */ (held), Boolean(request.keepAlive))
+      return new Lock(this, /** @type {import('./native.js').Held} */ (held), Boolean(request?.keepAlive))
     } catch (e) {
       if (signal?.aborted) throw signal.reason
       throw e
@@ -511,7 +521,7 @@ class Redlock extends EventEmitter {
   async acquire (resources, duration, settings) {
     const permits = settings?.permits
     return this._acquire(resourceList(resources), millis(duration, 'duration'), settings,
-      permits === undefined ? {} : { permits })
+      permits === undefined ? undefined : { permits })
   }
 
   /**

@@ -274,11 +274,14 @@ impl From<&Error> for Failure {
     }
 }
 
-/// A release's outcome: how many nodes confirmed, or why a quorum did not.
-pub(crate) fn released(resource: &str, released: &Released) -> Outcome<u32> {
+/// A release's outcome: how many nodes confirmed, or why a quorum did not (naming `shared`'s
+/// resources).
+pub(crate) fn released(shared: &redquorum::SharedLock, released: &Released) -> Outcome<u32> {
     let Some(cause) = released.cause() else {
         return Either::A(count(released.confirmed));
     };
+    // Named only for a failure: a name joins every resource into a new string.
+    let resource = &shared.name();
     let message = format!(
         "release of {resource:?}: {cause} ({} of {} nodes confirmed, {} needed)",
         released.confirmed,

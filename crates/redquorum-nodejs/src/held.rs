@@ -224,9 +224,8 @@ impl Held {
     pub fn release<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
         let shared = self.shared.clone();
         let release = move || async move {
-            let name = shared.name();
             let outcome: Outcome<u32> = match shared.release().await {
-                Ok(Ok(released)) => errors::released(&name, &released),
+                Ok(Ok(released)) => errors::released(&shared, &released),
                 Ok(Err(e)) => Either::B(Failure::from(e)),
                 Err(e) => Either::B(not_tried(&e)),
             };

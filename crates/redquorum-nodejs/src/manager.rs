@@ -124,34 +124,33 @@ impl Manager {
         let wanted = redquorum::Request::new(kind, resources, ttl).retry(retry);
         let keep_alive = request.keep_alive.unwrap_or(false);
         let redlock = self.redlock()?;
-        let cancelled = canceller.map(|c| c.token.clone()).unwrap_or_default();
+        let cancelled = canceller.map(|c| c.token.clone());
         let acquisition = move || async move {
-            let acquired = tokio::select! {
-                acquired = redlock.request(&wanted) => acquired,
-                () = cancelled.cancelled() => {
-                    return Either::B(Failure::aborted());
-                }
+            // Without a canceller, nothing to race against (and no `select!` to draw for).
+            let acquired = match cancelled {
+                Some(cancelled) => tokio::select! {
+                    acquired = redlock.request(&wanted) => acquired,
+                    () = cancelled.cancelled() => {
+                        return Either::B(Failure::aborted());
+                    }
+                },
+                None => redlock.request(&wanted).await,
             };
-            match acquired {
+            let acquired = match acquired {
                 Ok(Acquired::Lock(lock)) if keep_alive => {
                     let options = match settings.hold(lock.remaining()) {
                         Ok(options) => options,
                         Err(e) => return Either::B(Failure::config(&e.reason)),
                     };
-                    Either::A(Acquired::KeptAlive(lock.keep_alive_with(ttl, options)))
+                    Acquired::KeptAlive(lock.keep_alive_with(ttl, options))
                 }
-                Ok(acquired) => Either::A(acquired),
-                Err(e) => Either::B(Failure::from(e)),
-            }
+                Ok(acquired) => acquired,
+                Err(e) => return Either::B(Failure::from(e)),
+            };
+            // The handle is made here, on the runtime's thread: the event loop's only wraps it.
+            Either::A(Held::new(acquired))
         };
-        promise(
-            env,
-            acquisition,
-            |outcome: Outcome<Acquired>| match outcome {
-                Either::A(acquired) => Either::A(Held::new(acquired)),
-                Either::B(failure) => Either::B(failure),
-            },
-        )
+        promise(env, acquisition, |outcome: Outcome<Held>| outcome)
     }
 
     /// Who holds `resource`, node by node.
