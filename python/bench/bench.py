@@ -4,6 +4,7 @@ and redis-py's Lock.
 
     pip install target/wheels-release/redquorum-*.whl redis pottery python-redis-lock
     python python/bench/bench.py [--duration 3] [--redlock target/release/redlock]
+        [--only redquorum,python-redis-lock] [--nodes 1] [--workloads contended]
 
 Workloads (each worker loops for --duration seconds):
 - uncontended: every worker locks a resource of its own, acquire + release = one cycle;
@@ -12,7 +13,13 @@ Workloads (each worker loops for --duration seconds):
   (acquisitions by another worker than the last holder) and the p99 wait (start of acquire to
   success).
 Nodes come from the project's launcher (`redlock nodes start --count 5`); N = 1 uses the first
-node, N = 3 the first three. Prints one Markdown table.
+node, N = 3 the first three. Prints one Markdown table. Beside the 32-worker rates, this
+process's CPU time per cycle or hand-off in µs: every thread of it (Python's, and a library's
+own, as redquorum's runtime), not the servers'; "-" for the Rust core, which runs in a process
+of its own. `--only` keeps the named libraries (rust, redquorum, pottery, redis-py,
+python-redis-lock), `--nodes` the node counts, `--workloads` the workloads (uncontended,
+contended); a case left out prints "-". Compare two builds by running them alternately
+(A B A B): on a shared machine the same build varies by more than most changes.
 """
 
 from __future__ import annotations
@@ -49,11 +56,15 @@ def p99(values: List[float]) -> float:
 
 
 class Result:
-    def __init__(self, cycles: int, handoffs: int, waits: List[float], seconds: float, errors: int):
+    def __init__(self, cycles: int, handoffs: int, waits: List[float], seconds: float, errors: int,
+                 cpu: float = float("nan")):
         self.cycles_per_sec = cycles / seconds
         self.handoffs_per_sec = handoffs / seconds
         self.p99_wait_ms = p99(waits) * 1000
         self.errors = errors
+        # This process's CPU time (every thread) per cycle and per hand-off, in µs.
+        self.cpu_per_cycle_us = cpu / cycles * 1e6 if cycles else float("nan")
+        self.cpu_per_handoff_us = cpu / handoffs * 1e6 if handoffs else float("nan")
 
 
 def run_threads(workers: int, duration: float, contended: bool,
@@ -87,13 +98,13 @@ def run_threads(workers: int, duration: float, contended: bool,
             state["last"] = i
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(workers)]
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    seconds = time.monotonic() - began
-    return Result(sum(counts), state["handoffs"], waits, seconds, state["errors"])
+    seconds, cpu = time.monotonic() - began, time.process_time() - cpu
+    return Result(sum(counts), state["handoffs"], waits, seconds, state["errors"], cpu)
 
 
 async def run_tasks(workers: int, duration: float, contended: bool, cycle) -> Result:
@@ -122,9 +133,10 @@ async def run_tasks(workers: int, duration: float, contended: bool, cycle) -> Re
             else:
                 state["errors"] += 1
 
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     await asyncio.gather(*(worker(i) for i in range(workers)))
-    return Result(sum(counts), state["handoffs"], waits, time.monotonic() - began, state["errors"])
+    seconds, cpu = time.monotonic() - began, time.process_time() - cpu
+    return Result(sum(counts), state["handoffs"], waits, seconds, state["errors"], cpu)
 
 
 # --- the libraries: one cycle each -------------------------------------------------------------
@@ -241,6 +253,8 @@ def main() -> None:
     parser.add_argument("--redlock", default=str(ROOT / "target" / "release" / "redlock"))
     parser.add_argument("--only", default="", help="comma-separated library names")
     parser.add_argument("--nodes", default="1,3,5", help="comma-separated node counts to run")
+    parser.add_argument("--workloads", default="uncontended,contended",
+                        help="comma-separated workloads to run (uncontended, contended)")
     args = parser.parse_args()
     redlock = args.redlock if Path(args.redlock).exists() else shutil.which("redlock")
     if not redlock:
@@ -252,24 +266,28 @@ def main() -> None:
     urls = [n["url"] for n in started["nodes"]]
     d = args.duration
     counts = {int(n) for n in args.nodes.split(",") if n}
+    workloads = set(filter(None, args.workloads.split(",")))
+    if not workloads <= {"uncontended", "contended"}:
+        sys.exit(f"unknown workloads: {', '.join(sorted(workloads - {'uncontended', 'contended'}))}")
+    uncontended, contended = "uncontended" in workloads, "contended" in workloads
     rows: List[Tuple[str, int, str, Optional[Result], Optional[Result], Optional[Result]]] = []
     try:
         def thread_cases(label, make, ns):
             for n in (n for n in ns if n in counts):
                 cycle = make(urls[:n])
                 rows.append((label, n, "threads",
-                             run_threads(1, d, False, cycle),
-                             run_threads(32, d, False, cycle),
-                             run_threads(32, d, True, cycle)))
+                             run_threads(1, d, False, cycle) if uncontended else None,
+                             run_threads(32, d, False, cycle) if uncontended else None,
+                             run_threads(32, d, True, cycle) if contended else None))
                 print(rows[-1][:3], "done", file=sys.stderr)
 
         def task_cases(label, make, ns):
             for n in (n for n in ns if n in counts):
                 async def go():
                     cycle = make(urls[:n])
-                    return (await run_tasks(1, d, False, cycle),
-                            await run_tasks(32, d, False, cycle),
-                            await run_tasks(32, d, True, cycle))
+                    return (await run_tasks(1, d, False, cycle) if uncontended else None,
+                            await run_tasks(32, d, False, cycle) if uncontended else None,
+                            await run_tasks(32, d, True, cycle) if contended else None)
                 rows.append((label, n, "asyncio", *asyncio.run(go())))
                 print(rows[-1][:3], "done", file=sys.stderr)
 
@@ -279,9 +297,9 @@ def main() -> None:
             for n in sorted(counts):
                 servers = ",".join(urls[:n])
                 rows.append(("Rust core (`redlock bench`)", n, "tokio tasks",
-                             rust_core(redlock, servers, 1, False, d),
-                             rust_core(redlock, servers, 32, False, d),
-                             rust_core(redlock, servers, 32, True, d)))
+                             rust_core(redlock, servers, 1, False, d) if uncontended else None,
+                             rust_core(redlock, servers, 32, False, d) if uncontended else None,
+                             rust_core(redlock, servers, 32, True, d) if contended else None))
         if want("redquorum"):
             thread_cases("redquorum", redquorum_sync, (1, 3, 5))
             task_cases("redquorum.asyncio", redquorum_async, (1, 3, 5))
@@ -300,11 +318,18 @@ def main() -> None:
     print(f"{d:g} s per case, {os.cpu_count()} cores shared by client and servers; "
           f"Python {sys.version.split()[0]}")
     print("| library | N | workers | uncontended cycles/s, 1 | uncontended cycles/s, 32 "
-          "| contended hand-offs/s, 32 | contended p99 wait (ms) |")
-    print("|---|---|---|---|---|---|---|")
-    for label, n, kind, one, many, contended in rows:
-        print(f"| {label} | {n} | {kind} | {one.cycles_per_sec:.0f} | {many.cycles_per_sec:.0f} "
-              f"| {contended.handoffs_per_sec:.0f} | {contended.p99_wait_ms:.1f} |")
+          "| its CPU µs/cycle | contended hand-offs/s, 32 | its CPU µs/hand-off "
+          "| contended p99 wait (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+
+    def cell(result: Optional[Result], field: str, digits: int = 0) -> str:
+        value = getattr(result, field, float("nan"))
+        return "-" if value != value else f"{value:.{digits}f}"  # NaN: not measured
+    for label, n, kind, one, many, busy in rows:
+        print(f"| {label} | {n} | {kind} | {cell(one, 'cycles_per_sec')} "
+              f"| {cell(many, 'cycles_per_sec')} | {cell(many, 'cpu_per_cycle_us', 1)} "
+              f"| {cell(busy, 'handoffs_per_sec')} | {cell(busy, 'cpu_per_handoff_us', 1)} "
+              f"| {cell(busy, 'p99_wait_ms', 1)} |")
 
 
 if __name__ == "__main__":

@@ -119,10 +119,10 @@ pub(crate) fn runtime() -> napi::Result<&'static Runtime> {
 }
 
 /// Hands `job` to the runtime's thread, waking it only for the first of a burst (invariant 5).
-fn submit(job: Job) -> napi::Result<()> {
-    let submitted = &core()?.submitted;
+fn submit(core: &Core, job: Job) {
     let first = {
-        let mut jobs = submitted
+        let mut jobs = core
+            .submitted
             .jobs
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -130,9 +130,8 @@ fn submit(job: Job) -> napi::Result<()> {
         jobs.len() == 1
     };
     if first {
-        submitted.ready.notify_one();
+        core.submitted.ready.notify_one();
     }
-    Ok(())
 }
 
 /// A promise that resolves with `convert(output)`, `output` being what the future that `make`
@@ -151,13 +150,18 @@ where
     C: FnOnce(T) -> V + Send + 'static,
     V: ToNapiValue + 'static,
 {
+    // The runtime first: a promise made and then refused would reject with nobody to hear it.
+    let core = core()?;
     let (promised, promise) = Promised::new(env)?;
-    submit(Box::new(move || {
-        tokio::spawn(async move {
-            let output = make().await;
-            promised.settle(move || convert(output));
-        });
-    }))?;
+    submit(
+        core,
+        Box::new(move || {
+            tokio::spawn(async move {
+                let output = make().await;
+                promised.settle(move || convert(output));
+            });
+        }),
+    );
     Ok(promise)
 }
 
