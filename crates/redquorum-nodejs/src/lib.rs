@@ -36,6 +36,9 @@ mod views;
 /// other (the runtime's and the event loop's); glibc's `malloc` serves that through its arena
 /// locks, and took about a fifth of the event loop thread's time. With mimalloc the package's
 /// CPU per lock cycle fell from 31 to 21 µs (32 tasks, one node; `docs/performance.md`). It
-/// serves only the addon's own Rust allocations: Node and V8 keep theirs.
+/// serves only the addon's own Rust allocations: Node and V8 keep theirs. Its v2 line, not v3
+/// (3.3.2): v3 counts the thread that loaded the addon first as the process's main thread, and
+/// once that thread (a worker) has ended, the next thread given its place crashes on its first
+/// allocation (`test/processes.test.mjs`, workers that load the package one after another).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

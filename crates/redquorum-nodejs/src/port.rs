@@ -19,8 +19,10 @@
 //!    in the library: [`Promised`]'s drop answers for it). Never after its environment is gone.
 //! 2. **The threadsafe function is called only while it exists.** Every call is made under the
 //!    port's lock, and the function's finalizer, which runs as its environment is torn down,
-//!    forgets it under the same lock; answers that come later are dropped (the locks in them
-//!    are left to expire, as `exit` leaves every lock at the environment's end).
+//!    forgets it under the same lock; answers that come later are dropped on the runtime's
+//!    thread, where `exit::closing` is false: a lock in one is released in the background, as
+//!    any lock dropped while the process goes on (a worker's end; the process's own exit ends
+//!    before a finalizer runs). Those the finalizer drops are left to expire (`exit`).
 //! 3. **Only pending promises keep the event loop alive**: the function holds the loop open
 //!    while at least one of its environment's promises is pending, and not otherwise (runtime
 //!    invariant 3).
@@ -28,8 +30,9 @@
 //!    pushed into a non-empty queue is taken by the call already on its way, since a drain
 //!    takes the whole queue under the lock.
 //! 5. **One port per environment.** Each environment (the main thread, each worker) runs on its
-//!    own thread, so the port is found through a thread-local, checked against the
-//!    environment it was made for.
+//!    own thread, so the port is found through a thread-local, looked up by the environment it
+//!    was made for: an addon loaded twice on one thread (its `require` cache cleared) has two
+//!    environments there, each with its port and its own count of pending promises.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -100,7 +103,7 @@ impl Port {
     }
 }
 
-/// This thread's environment and its port, and how many of its promises are pending.
+/// An environment of this thread and its port, and how many of its promises are pending.
 struct Local {
     env: sys::napi_env,
     port: Arc<Port>,
@@ -108,7 +111,8 @@ struct Local {
 }
 
 thread_local! {
-    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+    /// This thread's environments: one, but for an addon loaded twice (invariant 5).
+    static LOCAL: RefCell<Vec<Local>> = const { RefCell::new(Vec::new()) };
 }
 
 fn check(status: sys::napi_status, what: &str) -> napi::Result<()> {
@@ -125,17 +129,19 @@ fn check(status: sys::napi_status, what: &str) -> napi::Result<()> {
 /// The port of `env`, made on first use (invariant 5), counting one more pending promise
 /// (invariant 3).
 fn begin(env: sys::napi_env) -> napi::Result<Arc<Port>> {
-    LOCAL.with_borrow_mut(|local| {
-        if local.as_ref().is_none_or(|l| l.env != env) {
-            *local = Some(Local {
-                env,
-                port: open(env)?,
-                pending: 0,
-            });
-        }
-        let Some(local) = local.as_mut() else {
-            unreachable!("set just above");
+    LOCAL.with_borrow_mut(|locals| {
+        let at = match locals.iter().position(|l| l.env == env) {
+            Some(at) => at,
+            None => {
+                locals.push(Local {
+                    env,
+                    port: open(env)?,
+                    pending: 0,
+                });
+                locals.len() - 1
+            }
         };
+        let local = &mut locals[at];
         if local.pending == 0 {
             let function = local.port.state().function;
             // SAFETY: on the environment's thread, the function alive (it is forgotten only
@@ -152,8 +158,8 @@ fn begin(env: sys::napi_env) -> napi::Result<Arc<Port>> {
 
 /// Counts `settled` promises as settled, letting the event loop go when none is pending.
 fn end(env: sys::napi_env, settled: usize) {
-    LOCAL.with_borrow_mut(|local| {
-        let Some(local) = local.as_mut().filter(|l| l.env == env) else {
+    LOCAL.with_borrow_mut(|locals| {
+        let Some(local) = locals.iter_mut().find(|l| l.env == env) else {
             return;
         };
         local.pending = local.pending.saturating_sub(settled);
@@ -262,10 +268,8 @@ unsafe extern "C" fn finalized(_env: sys::napi_env, data: *mut c_void, _hint: *m
     };
     drop(answers);
     let _ = LOCAL.try_with(|local| {
-        if let Ok(mut local) = local.try_borrow_mut()
-            && local.as_ref().is_some_and(|l| Arc::ptr_eq(&l.port, &port))
-        {
-            *local = None;
+        if let Ok(mut locals) = local.try_borrow_mut() {
+            locals.retain(|l| !Arc::ptr_eq(&l.port, &port));
         }
     });
 }

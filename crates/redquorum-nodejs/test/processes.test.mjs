@@ -9,6 +9,8 @@ import Redlock from '../index.mjs'
 import { Nodes, PATIENT, name } from './helpers.mjs'
 
 const CHILD = fileURLToPath(new URL('./child.mjs', import.meta.url))
+const NATIVE = fileURLToPath(new URL('../native.js', import.meta.url))
+const WORKER_FIRST = fileURLToPath(new URL('./worker-first.mjs', import.meta.url))
 
 let nodes
 let redlock
@@ -70,6 +72,50 @@ test('worker_threads each get a working manager: an exact counter across 3 worke
   } finally {
     redis.disconnect()
   }
+})
+
+test('workers that load the package one after another, the main thread never: the process lives', async () => {
+  // The first thread to load the addon is the one its allocator counts as the process's main
+  // thread; here that is a worker, which ends before the next one loads the addon.
+  const resource = name()
+  const workers = 4
+  const child = spawn(process.execPath, [WORKER_FIRST, nodes.servers, resource, String(workers)],
+    { stdio: ['ignore', 'pipe', 'pipe'] })
+  let err = ''
+  child.stderr.on('data', (d) => { err += d })
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
+  const [code, signal] = await new Promise((resolve) => child.on('exit', (...r) => resolve(r)))
+  clearTimeout(timer)
+  assert.deepEqual([code, signal], [0, null], `exit ${code} ${signal} ${err}`)
+  const redis = nodes.client()
+  try {
+    assert.equal(Number(await redis.get(`${resource}:counter`)), 2 * workers)
+  } finally {
+    redis.disconnect()
+  }
+})
+
+test('the addon loaded twice on one thread, both used at once: the process exits on its own', async () => {
+  // Two environments on one thread (the require cache cleared between the loads), each with a
+  // promise pending at the same time: each environment's count of them is its own.
+  const script = `
+    const native = require.resolve(${JSON.stringify(NATIVE)})
+    const first = require(native)
+    for (const key of Object.keys(require.cache)) delete require.cache[key]
+    const second = require(native)
+    const managers = [first, second].map((n) => new n.Manager(${JSON.stringify(nodes.urls)}, { nodeTimeout: 1000 }))
+    Promise.all(managers.map((m) => m.locked('twice'))).then(() => console.log('settled'))
+  `
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { err += d })
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
+  const [code, signal] = await new Promise((resolve) => child.on('exit', (...r) => resolve(r)))
+  clearTimeout(timer)
+  assert.equal(out.trim(), 'settled', err)
+  assert.deepEqual([code, signal], [0, null], 'held open after every promise settled')
 })
 
 test('a process that forgot a lock exits on its own; the lock stays until its TTL', async () => {
