@@ -33,6 +33,12 @@
 //!    own thread, so the port is found through a thread-local, looked up by the environment it
 //!    was made for: an addon loaded twice on one thread (its `require` cache cleared) has two
 //!    environments there, each with its port and its own count of pending promises.
+//! 6. **An environment's end stops its operations.** The finalizer cancels the port's token,
+//!    and each operation runs against it (`runtime::promise`): a worker terminated while it
+//!    waits for a busy lock stops trying, where its acquisition went on retrying for an
+//!    environment that no longer existed (with `retryCount: -1`, for good) and took the lock
+//!    when it came free. A dropped operation is the library's cancel safety: whatever it had
+//!    taken is released in the background.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -41,6 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, JsError, Status, sys};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Turns an operation's output into its JavaScript value, on the environment's thread.
 type Settle = Box<dyn FnOnce(sys::napi_env) -> napi::Result<sys::napi_value> + Send>;
@@ -61,6 +68,9 @@ struct Answer {
 /// An environment's threadsafe function and the answers waiting for it.
 struct Port {
     state: Mutex<State>,
+    /// Cancelled when the environment is torn down: its operations still under way stop
+    /// (invariant 6).
+    gone: CancellationToken,
 }
 
 struct State {
@@ -180,6 +190,7 @@ fn open(env: sys::napi_env) -> napi::Result<Arc<Port>> {
             function: ptr::null_mut(),
             answers: Vec::new(),
         }),
+        gone: CancellationToken::new(),
     });
     let name = "redquorum";
     let mut js_name = ptr::null_mut();
@@ -267,6 +278,7 @@ unsafe extern "C" fn finalized(_env: sys::napi_env, data: *mut c_void, _hint: *m
         std::mem::take(&mut state.answers)
     };
     drop(answers);
+    port.gone.cancel(); // invariant 6
     let _ = LOCAL.try_with(|local| {
         if let Ok(mut locals) = local.try_borrow_mut() {
             locals.retain(|l| !Arc::ptr_eq(&l.port, &port));
@@ -282,6 +294,11 @@ pub(crate) struct Promised {
 }
 
 impl Promised {
+    /// Completes when the promise's environment is torn down (invariant 6).
+    pub(crate) fn gone(&self) -> WaitForCancellationFutureOwned {
+        self.port.gone.clone().cancelled_owned()
+    }
+
     /// A new promise of `env`, and its JavaScript object.
     pub(crate) fn new(env: &Env) -> napi::Result<(Self, Object<'_>)> {
         let raw = env.raw();

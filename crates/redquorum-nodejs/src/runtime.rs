@@ -157,8 +157,13 @@ where
         core,
         Box::new(move || {
             tokio::spawn(async move {
-                let output = make().await;
-                promised.settle(move || convert(output));
+                let gone = promised.gone();
+                tokio::select! {
+                    biased;
+                    // `port` invariant 6: nobody is left to answer.
+                    () = gone => {}
+                    output = make() => promised.settle(move || convert(output)),
+                }
             });
         }),
     );

@@ -58,6 +58,14 @@ switch (options.what) {
     }
     break
   }
+  case 'wait-in-worker': {
+    // A worker that waits for a lock held elsewhere, retrying often, until it is terminated.
+    const redlock = new Redlock(options.servers.split(','), { nodeTimeout: 1000, retryCount: -1, retryDelay: 50 })
+    const waiting = redlock.acquire([options.resource], 10_000)
+    parentPort.postMessage('waiting')
+    await waiting
+    break
+  }
   case 'forget': {
     // Takes a lock and forgets it: nothing keeps the event loop alive, so the process ends.
     const redlock = new Redlock(options.servers.split(','), { nodeTimeout: 1000 })

@@ -188,3 +188,33 @@ test('a burst of operations from one tick: every promise settles, each lock\'s i
   assert.deepEqual(failed.map((a) => String(a.reason)), [], 'every extension came before its release')
   for (const lock of locks) assert.equal(await redlock.locked(lock.resources[0]), null)
 })
+
+test('a worker terminated while it waits for a busy lock stops trying, and never takes it', async () => {
+  const resource = name()
+  const lock = await redlock.acquire([resource], 30_000)
+  const worker = new Worker(CHILD, { workerData: { what: 'wait-in-worker', servers: nodes.servers, resource } })
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  await new Promise((resolve) => setTimeout(resolve, 300)) // its attempts under way
+  await worker.terminate()
+  await new Promise((resolve) => setTimeout(resolve, 200)) // an attempt already sent lands
+  // Every command the node sees from now on: none may be an attempt on the resource.
+  const watcher = nodes.client(0)
+  const attempts = []
+  const monitor = await watcher.monitor()
+  monitor.on('monitor', (_time, args) => {
+    if (String(args[0]).toLowerCase() === 'set' && args[1] === resource) attempts.push(args)
+  })
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 1000)) // 20 retry delays while it is held
+    await lock.release() // and once it is free
+    await new Promise((resolve) => setTimeout(resolve, 500))
+  } finally {
+    monitor.disconnect()
+    watcher.disconnect()
+  }
+  assert.deepEqual(attempts, [], 'the terminated worker\'s acquisition still tried')
+  assert.equal(await redlock.locked(resource), null)
+})
