@@ -15,8 +15,8 @@
 //!
 //! # Invariants
 //! 1. **Every promise settles once, on its environment's thread**: resolved with its answer, or
-//!    rejected when the answer cannot be converted or its operation ended without one (a panic
-//!    in the library: [`Promised`]'s drop answers for it). Never after its environment is gone.
+//!    rejected when the answer cannot be converted (a panic in the conversion included) or its
+//!    operation ended without one (a panic in the library: [`Promised`]'s drop answers for it). Never after its environment is gone.
 //! 2. **The threadsafe function is called only while it exists.** Every call is made under the
 //!    port's lock, and the function's finalizer, which runs as its environment is torn down,
 //!    forgets it under the same lock; answers that come later are dropped on the runtime's
@@ -42,6 +42,7 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::panic::AssertUnwindSafe;
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -255,9 +256,18 @@ unsafe extern "C" fn drain(
     let answers = std::mem::take(&mut port.state().answers);
     let settled = answers.len();
     for Answer { deferred, settle } in answers {
+        // A conversion that panics must not unwind into Node (that aborts the process): its
+        // promise is rejected instead (invariant 1).
+        let settled = std::panic::catch_unwind(AssertUnwindSafe(|| settle(env)))
+            .unwrap_or_else(|_| {
+                Err(napi::Error::new(
+                    Status::GenericFailure,
+                    "redquorum: converting the answer failed (a bug in the library; please report it)",
+                ))
+            });
         // SAFETY: each deferred is settled once, here, on its environment's thread.
         unsafe {
-            match settle(env) {
+            match settled {
                 Ok(value) => sys::napi_resolve_deferred(env, deferred.0, value),
                 Err(e) => {
                     sys::napi_reject_deferred(env, deferred.0, JsError::from(e).into_value(env))
