@@ -24,14 +24,12 @@ after(async () => {
 })
 
 /**
- * Runs child.mjs, started by `child_process.fork` (as `cluster` does) or `spawn`; resolves with
- * its exit code, signal and output; kills it after `limit` ms.
+ * Runs `node ARGV`; resolves with its exit code, signal and output; kills it after `limit` ms.
+ * @param {import('node:child_process').ChildProcess} [started] the process, when already started
  */
-function run (args, limit = 60_000, how = 'spawn') {
+function node (argv, limit = 60_000, started = undefined) {
   return new Promise((resolve) => {
-    const child = how === 'fork'
-      ? fork(CHILD, args, { silent: true })
-      : spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = started ?? spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     let err = ''
     child.stdout.on('data', (d) => { out += d })
@@ -41,6 +39,24 @@ function run (args, limit = 60_000, how = 'spawn') {
       clearTimeout(timer)
       resolve({ code, signal, out, err })
     })
+  })
+}
+
+/**
+ * Runs child.mjs, started by `child_process.fork` (as `cluster` does) or `spawn`; resolves with
+ * its exit code, signal and output; kills it after `limit` ms.
+ */
+function run (args, limit = 60_000, how = 'spawn') {
+  return how === 'fork'
+    ? node([], limit, fork(CHILD, args, { silent: true }))
+    : node([CHILD, ...args], limit)
+}
+
+/** A worker's first message, or its error. */
+function firstMessage (worker) {
+  return new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
   })
 }
 
@@ -79,14 +95,8 @@ test('workers that load the package one after another, the main thread never: th
   // thread; here that is a worker, which ends before the next one loads the addon.
   const resource = name()
   const workers = 4
-  const child = spawn(process.execPath, [WORKER_FIRST, nodes.servers, resource, String(workers)],
-    { stdio: ['ignore', 'pipe', 'pipe'] })
-  let err = ''
-  child.stderr.on('data', (d) => { err += d })
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
-  const [code, signal] = await new Promise((resolve) => child.on('exit', (...r) => resolve(r)))
-  clearTimeout(timer)
-  assert.deepEqual([code, signal], [0, null], `exit ${code} ${signal} ${err}`)
+  const r = await node([WORKER_FIRST, nodes.servers, resource, String(workers)])
+  assert.deepEqual([r.code, r.signal], [0, null], `exit ${r.code} ${r.signal} ${r.err}`)
   const redis = nodes.client()
   try {
     assert.equal(Number(await redis.get(`${resource}:counter`)), 2 * workers)
@@ -106,16 +116,9 @@ test('the addon loaded twice on one thread, both used at once: the process exits
     const managers = [first, second].map((n) => new n.Manager(${JSON.stringify(nodes.urls)}, { nodeTimeout: 1000 }))
     Promise.all(managers.map((m) => m.locked('twice'))).then(() => console.log('settled'))
   `
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  child.stdout.on('data', (d) => { out += d })
-  child.stderr.on('data', (d) => { err += d })
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
-  const [code, signal] = await new Promise((resolve) => child.on('exit', (...r) => resolve(r)))
-  clearTimeout(timer)
-  assert.equal(out.trim(), 'settled', err)
-  assert.deepEqual([code, signal], [0, null], 'held open after every promise settled')
+  const r = await node(['-e', script], 10_000)
+  assert.equal(r.out.trim(), 'settled', r.err)
+  assert.deepEqual([r.code, r.signal], [0, null], 'held open after every promise settled')
 })
 
 test('a process that forgot a lock exits on its own; the lock stays until its TTL', async () => {
@@ -138,10 +141,7 @@ test('a process that exits with locks held (one kept alive) exits cleanly, 10 ti
 test('a worker terminated while it holds locks: the process goes on, its locks are left to expire', async () => {
   const resource = name()
   const worker = new Worker(CHILD, { workerData: { what: 'hold-in-worker', servers: nodes.servers, resource } })
-  const value = await new Promise((resolve, reject) => {
-    worker.once('message', resolve)
-    worker.once('error', reject)
-  })
+  const value = await firstMessage(worker)
   await worker.terminate()
   assert.equal((await redlock.locked(resource))?.value, value, 'left to expire')
   // The kept-alive one is no longer extended: gone within its 1 s TTL (and some slack).
@@ -167,10 +167,7 @@ test('workers terminated with answers on their way: the process goes on, its own
   })
   for (let i = 0; i < 5; i++) {
     const worker = new Worker(CHILD, { workerData: { what: 'busy-in-worker', servers: nodes.servers, resource: name() } })
-    await new Promise((resolve, reject) => {
-      worker.once('message', resolve)
-      worker.once('error', reject)
-    })
+    await firstMessage(worker)
     await worker.terminate()
   }
   const before = settled
@@ -193,10 +190,7 @@ test('a worker terminated while it waits for a busy lock stops trying, and never
   const resource = name()
   const lock = await redlock.acquire([resource], 30_000)
   const worker = new Worker(CHILD, { workerData: { what: 'wait-in-worker', servers: nodes.servers, resource } })
-  await new Promise((resolve, reject) => {
-    worker.once('message', resolve)
-    worker.once('error', reject)
-  })
+  await firstMessage(worker)
   await new Promise((resolve) => setTimeout(resolve, 300)) // its attempts under way
   await worker.terminate()
   await new Promise((resolve) => setTimeout(resolve, 200)) // an attempt already sent lands
