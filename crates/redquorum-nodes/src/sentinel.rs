@@ -72,6 +72,21 @@ impl SentinelGroup {
     /// [`LaunchError::SentinelNotReady`] if the group does not form within 30 s. On any error,
     /// every server this call started is stopped.
     pub fn start(replicas: usize, sentinels: usize, spec: NodeSpec) -> Result<Self, LaunchError> {
+        Self::start_with(replicas, sentinels, spec, |_, spec| spec)
+    }
+
+    /// [`start`](Self::start), with replica `r`'s spec (`r` from 1) passed through `replica`
+    /// before it starts: options of one replica only (`--replica-priority`, `--masteruser`).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`start`](Self::start).
+    pub fn start_with(
+        replicas: usize,
+        sentinels: usize,
+        spec: NodeSpec,
+        replica: impl Fn(usize, NodeSpec) -> NodeSpec,
+    ) -> Result<Self, LaunchError> {
         if sentinels == 0 {
             return Err(LaunchError::InvalidSpec(
                 "a Sentinel group needs at least one sentinel".to_owned(),
@@ -117,6 +132,7 @@ impl SentinelGroup {
                 if let Some(password) = spec.password() {
                     replica_spec = replica_spec.arg("--masterauth").arg(password);
                 }
+                replica_spec = replica(r, replica_spec);
                 replica_spec.port = port_of(r)?;
                 group.data.push(RedisNode::start(replica_spec)?);
             }

@@ -96,7 +96,7 @@ async fn a_write_the_replica_did_not_acknowledge_is_not_a_vote() {
     let reply = &failure.replies[0].reply;
     assert!(
         matches!(reply, Reply::Timeout)
-            || matches!(reply, Reply::ServerError(why) if why.contains("replicas acknowledged")),
+            || matches!(reply, Reply::ServerError(why) if why.contains("did not acknowledge the write")),
         "{failure:?}"
     );
     let lock = redlock

@@ -17,6 +17,7 @@ use crate::base::error::{ConfigError, Error};
 use crate::handles::redlock::Redlock;
 use crate::nodes::sentinels::is_sentinel_url;
 use crate::nodes::shards::is_cluster_url;
+use crate::protocol::coverage::Counting;
 use crate::protocol::fencing::{self, Advance};
 use crate::protocol::quarantine::TrustPolicy;
 use crate::protocol::validity;
@@ -42,6 +43,7 @@ pub struct Builder {
     hand_markers_vouch: bool,
     sentinel_trusts_primary: bool,
     endpoint_trusts_address: bool,
+    replicas_counted_by_number: bool,
     release_ignores_delay: bool,
     fencing: bool,
     fence_on_acquire: bool,
@@ -70,6 +72,7 @@ impl Builder {
             hand_markers_vouch: false,
             sentinel_trusts_primary: false,
             endpoint_trusts_address: false,
+            replicas_counted_by_number: false,
             release_ignores_delay: false,
             fencing: true,
             fence_on_acquire: false,
@@ -169,6 +172,18 @@ impl Builder {
     #[cfg(feature = "replaced-rules")]
     pub fn replaced_rule_endpoint_trusts_its_address(mut self) -> Self {
         self.endpoint_trusts_address = true;
+        self
+    }
+
+    /// **Unsafe; for `redlock chaos` only** (feature `replaced-rules`): a vote on a replicated
+    /// node's primary (Sentinel, or behind a fixed address) counts when `WAIT` answered as many
+    /// acknowledgements as the replicas it must reach, whichever replicas sent them
+    /// (`coverage` invariant 1 off): the rule under which a replica that may never be promoted
+    /// acknowledged in place of the one that was, so that the chaos run can show its
+    /// `candidate-cut` fault catching it.
+    #[cfg(feature = "replaced-rules")]
+    pub fn replaced_rule_replicas_counted_by_number(mut self) -> Self {
+        self.replicas_counted_by_number = true;
         self
     }
 
@@ -403,6 +418,11 @@ impl Builder {
             },
             sentinel_trusts_primary: self.sentinel_trusts_primary,
             endpoint_trusts_address: self.endpoint_trusts_address,
+            counting: if self.replicas_counted_by_number {
+                Counting::ByNumber
+            } else {
+                Counting::ByIdentity
+            },
         };
         Ok(Redlock::new(Arc::new(Engine::new(settings)?)))
     }

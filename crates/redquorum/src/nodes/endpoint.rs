@@ -19,20 +19,14 @@
 //!    managed service does not publish). A primary cut off from its replicas (a partition, or
 //!    deposed by a failover it has not heard of) sees fewer than `R` online, and its votes wait
 //!    in vain. `R` is at least 1: a node without replicas is a plain `redis://` node.
-//! 2. **Each replica's run is read from the replica itself.** The primary lists its replicas by
-//!    address; the client connects to each (the data servers' credentials and TLS), reads
-//!    `INFO server`, `INFO replication` and its `replica-announce-*` settings, and keeps the
-//!    `run_id` only from a server that is a replica of the history the client follows, linked
-//!    and in sync now (so that the acknowledgements listed at its address are its own), and that
-//!    announces the very address it is listed at (its own port, or its `replica-announce-port`
-//!    and `-ip`; its own port when its settings cannot be read): `succession` invariant 7. Found
-//!    by review: two replicas announcing each other's port swapped runs in the record, and a
-//!    replica restarted from an old snapshot, its link down, was named where the primary still
-//!    listed its previous run's acknowledgement. Read when the primary's list of replicas
-//!    changed since the last reading, and every [`CENSUS_PERIOD`] while the node is used (a
-//!    replica restarted at the same address is a new run); one reading at a time, in the
-//!    background, never on a vote's path. A replica that cannot be reached leaves its run
-//!    unknown: a promotion of it is judged by the ordinary rules.
+//! 2. **Each replica's run is read from the replica itself**, by the
+//!    [`census`](crate::nodes::census): at the address its primary lists it at, kept only from
+//!    a server linked to the history the client follows and announcing that address
+//!    (`succession` invariant 7). Read when the primary's list of replicas changed since the
+//!    last reading, and every [`CENSUS_PERIOD`] while the node is used (a replica restarted at
+//!    the same address is a new run); a vote credits a replica only at an address the census
+//!    confirmed for the list the vote reads (`coverage` invariant 2). A replica that cannot be
+//!    reached leaves its run unknown: a promotion of it is judged by the ordinary rules.
 //! 3. **Receipts for the runs read** are written on the primary after each reading
 //!    (`succession` invariant 5), as behind Sentinel.
 //! 4. **A reply that says the server may have moved drops the connection**: `READONLY` (the
@@ -52,21 +46,17 @@
 //! counts without any of them, and the same run is safe.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use futures_util::future::join_all;
-use redis::Value;
+use std::time::Duration;
 
 use crate::base::error::{ConfigError, redact_url};
 use crate::base::sync::lock;
-use crate::nodes::connect::connect_once;
-use crate::nodes::fields::fields;
+use crate::nodes::census::Reach;
 use crate::nodes::node_error::NodeError;
 use crate::nodes::receipts;
 use crate::nodes::replicated::Replicated;
 use crate::nodes::server::{Server, ServerSettings, scrub};
 use crate::nodes::urls;
-use crate::protocol::quarantine::info_field;
+use crate::protocol::coverage::Counting;
 use crate::protocol::succession::Lineage;
 
 /// The URL schemes that name a node behind a fixed address, and the scheme of its servers.
@@ -74,10 +64,6 @@ const SCHEMES: [(&str, &str); 2] = [
     ("redis+replicated://", "redis"),
     ("rediss+replicated://", "rediss"),
 ];
-
-/// How often the replicas' runs are read again while the node is used (invariant 2): as often as
-/// the health check reads the primary.
-const CENSUS_PERIOD: Duration = Duration::from_secs(10);
 
 /// Whether `url` names a node behind a fixed address.
 pub(crate) fn is_endpoint_url(url: &str) -> bool {
@@ -200,16 +186,6 @@ pub(crate) struct Endpoint {
     url: EndpointUrl,
     server: Arc<Server>,
     settings: ServerSettings,
-    tls_roots: Option<Vec<u8>>,
-    census: Arc<Mutex<Census>>,
-}
-
-/// When the replicas' runs were last read, and which list of replicas online was the last then
-/// ([`Replicated::online_lists`]): invariant 2.
-#[derive(Debug, Default)]
-struct Census {
-    running: bool,
-    last: Option<(Instant, u64)>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -230,6 +206,7 @@ impl Endpoint {
         tls_roots: Option<&[u8]>,
         node_timeout: Duration,
         trusting: bool,
+        counting: Counting,
     ) -> Result<Self, ConfigError> {
         let parsed = EndpointUrl::parse(url).map_err(|reason| ConfigError::InvalidUrl {
             url: redact_url(url),
@@ -248,9 +225,11 @@ impl Endpoint {
             parsed.replicas,
             true,
             wait_ms,
+            reach(&parsed, tls_roots),
         );
         // The chaos run's replaced rule (`Builder::replaced_rule_endpoint_trusts_its_address`).
         replicated.trusting = trusting;
+        replicated.counting = counting;
         let replicated = Arc::new(replicated);
         let server = Server::replicated(
             &parsed.server_url(&parsed.address),
@@ -263,8 +242,6 @@ impl Endpoint {
             url: parsed,
             server: Arc::new(server),
             settings,
-            tls_roots: tls_roots.map(<[u8]>::to_vec),
-            census: Arc::default(),
         })
     }
 
@@ -303,130 +280,40 @@ impl Endpoint {
     /// After a request: reads the replicas' runs in the background when they are due
     /// (invariant 2), then writes their receipts (invariant 3).
     pub(crate) fn after_request(&self) {
-        let trust = self.settings.trust;
-        let Some(replicated) = self.server.replication().filter(|_| trust.enabled) else {
+        let settings = self.settings;
+        let Some(replicated) = self.server.replication().filter(|_| settings.trust.enabled) else {
             return;
         };
-        // Every request comes here: two atomic reads and a lock, and the list of replicas is
-        // copied only when a reading is due.
-        let lists = replicated.online_lists();
-        {
-            let mut census = lock(&self.census);
-            let due = census
-                .last
-                .is_none_or(|(at, seen)| seen != lists || at.elapsed() >= CENSUS_PERIOD);
-            if census.running || !due {
-                return;
-            }
-            census.running = true;
-            census.last = Some((Instant::now(), lists));
-        }
-        let online = replicated.online();
         let server = Arc::clone(&self.server);
-        let census = Arc::clone(&self.census);
-        let clients: Vec<(String, Option<redis::Client>)> = online
-            .into_iter()
-            .map(|address| {
-                let client = self.client_at(&address);
-                (address, client)
-            })
-            .collect();
-        let settings = self.settings;
-        tokio::spawn(async move {
-            let timeout = settings.connect_timeout;
+        let write_receipts = move |server: &Arc<Server>| {
             if let Some(replicated) = server.replication() {
-                let history = lock(&replicated.lineage).followed().map(str::to_owned);
-                if let Some(history) = history {
-                    let runs = join_all(clients.iter().map(|(address, client)| {
-                        let history = history.as_str();
-                        async move {
-                            let client = client.as_ref()?;
-                            let read = run_of(client, address, history, timeout);
-                            let run = tokio::time::timeout(timeout, read).await.ok().flatten();
-                            Some((address, run?))
-                        }
-                    }))
-                    .await;
-                    {
-                        let mut lineage = lock(&replicated.lineage);
-                        for (address, run) in runs.into_iter().flatten() {
-                            lineage.named(address, &run);
-                        }
-                    }
-                    let runs = lock(&replicated.lineage).runs_listed();
-                    receipts::write(&server, runs, settings);
-                }
+                replicated.named_runs();
+                let runs = lock(&replicated.lineage).runs_listed();
+                receipts::write(server, runs, settings);
             }
-            lock(&census).running = false;
-        });
-    }
-
-    /// A client for the replica at `address`, with the data servers' credentials and TLS.
-    fn client_at(&self, address: &str) -> Option<redis::Client> {
-        let url = self.url.server_url(address);
-        urls::client(&url, self.url.scheme, self.tls_roots.as_deref()).ok()
+        };
+        match replicated.census_due(settings.connect_timeout) {
+            Some(census) => {
+                tokio::spawn(async move {
+                    census.await;
+                    write_receipts(&server);
+                });
+            }
+            // A census a vote waited for named runs (`census` invariant 2).
+            None if replicated.named_runs() => write_receipts(&server),
+            None => {}
+        }
     }
 }
 
-/// The `run_id` of the server `client` reaches at `address`, if it is the replica the primary
-/// lists there, and replicates `history` now (invariant 2).
-async fn run_of(
-    client: &redis::Client,
-    address: &str,
-    history: &str,
-    timeout: Duration,
-) -> Option<String> {
-    let mut conn = connect_once(client, timeout).await.ok()?;
-    let (server, replication, announced): (String, String, redis::Value) = redis::pipe()
-        .cmd("INFO")
-        .arg("server")
-        .cmd("INFO")
-        .arg("replication")
-        .cmd("CONFIG")
-        .arg("GET")
-        .arg("replica-announce-*")
-        .ignore_errors()
-        .query_async(&mut conn)
-        .await
-        .ok()?;
-    let field = |name: &str| info_field(&replication, name);
-    // Linked and in sync now: the acknowledgements listed at its address are its own.
-    let replicates = field("role") == Some("slave")
-        && field("master_replid") == Some(history)
-        && field("master_link_status") == Some("up")
-        && field("master_sync_in_progress") == Some("0");
-    let listed_here = announces(&announced, info_field(&server, "tcp_port"), address);
-    (replicates && listed_here)
-        .then(|| info_field(&server, "run_id").map(str::to_owned))
-        .flatten()
-}
-
-/// Whether a replica whose `CONFIG GET replica-announce-*` reply is `announced` and whose
-/// `tcp_port` is `tcp_port` is the one its primary lists at `address` (`ip:port`): the primary
-/// lists the port a replica announces, its own unless `replica-announce-port` says otherwise,
-/// and the address it sees it from unless `replica-announce-ip` does. Found by review: two
-/// replicas that announced each other's port made the client name each run at the other's
-/// address, and credit a replica cut off with the other's acknowledgements. A replica whose
-/// settings cannot be read counts as listed here only if its own port is the one listed (a port
-/// mapping behind a refused `CONFIG` leaves its run unknown).
-fn announces(announced: &Value, tcp_port: Option<&str>, address: &str) -> bool {
-    let Some((ip, port)) = address.rsplit_once(':') else {
-        return false;
-    };
-    let pairs = fields(announced);
-    if pairs.is_empty() {
-        return tcp_port == Some(port);
-    }
-    let setting = |name: &str| {
-        pairs
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let announced_port = setting("replica-announce-port").filter(|p| *p != "0");
-    let announced_ip = setting("replica-announce-ip").filter(|ip| !ip.is_empty());
-    announced_port.or(tcp_port) == Some(port)
-        && announced_ip.is_none_or(|announced| announced == ip)
+/// How the census reaches the replica at an address: with the data servers' credentials, TLS
+/// and db.
+fn reach(url: &EndpointUrl, tls_roots: Option<&[u8]>) -> Reach {
+    let url = url.clone();
+    let tls_roots = tls_roots.map(<[u8]>::to_vec);
+    Arc::new(move |address: &str| {
+        urls::client(&url.server_url(address), url.scheme, tls_roots.as_deref()).ok()
+    })
 }
 
 #[cfg(test)]
@@ -451,33 +338,6 @@ mod tests {
         assert!(is_endpoint_url("REDIS+REPLICATED://h:1?replicas=1"));
         assert!(!format!("{url:?}").contains("secret"));
         assert!(!format!("{upper:?}").contains("pw"));
-    }
-
-    #[test]
-    fn a_replica_is_named_at_the_address_it_announces_and_nowhere_else() {
-        let config = crate::nodes::fields::flat;
-        let unset = config(&[("replica-announce-ip", ""), ("replica-announce-port", "0")]);
-        assert!(announces(&unset, Some("7001"), "10.0.0.1:7001"));
-        assert!(!announces(&unset, Some("7001"), "10.0.0.1:7002"));
-        // It announces another port: listed there, not at its own.
-        let mapped = config(&[
-            ("replica-announce-ip", ""),
-            ("replica-announce-port", "9001"),
-        ]);
-        assert!(announces(&mapped, Some("7001"), "10.0.0.1:9001"));
-        assert!(!announces(&mapped, Some("7001"), "10.0.0.1:7001"));
-        // It announces an address: listed at that one only.
-        let ip = config(&[
-            ("replica-announce-ip", "1.2.3.4"),
-            ("replica-announce-port", "0"),
-        ]);
-        assert!(announces(&ip, Some("7001"), "1.2.3.4:7001"));
-        assert!(!announces(&ip, Some("7001"), "10.0.0.1:7001"));
-        // Settings refused (an ACL, a renamed CONFIG): its own port must be the one listed.
-        let refused = Value::Nil; // anything but a list of settings
-        assert!(announces(&refused, Some("7001"), "10.0.0.1:7001"));
-        assert!(!announces(&refused, Some("7001"), "10.0.0.1:9001"));
-        assert!(!announces(&refused, None, "10.0.0.1:7001"));
     }
 
     #[test]

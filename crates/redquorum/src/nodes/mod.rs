@@ -4,6 +4,7 @@
 //! handed up as plain data ([`Reply`](crate::Reply), a health check's observation) for the
 //! protocol to judge, so that the rules never see a connection.
 
+pub(crate) mod census;
 pub(crate) mod clock_estimate;
 pub(crate) mod commands;
 pub(crate) mod connect;

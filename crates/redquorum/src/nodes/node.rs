@@ -477,7 +477,7 @@ impl Node {
         queued();
         let connection = connection
             .inspect_err(|e| self.metrics.failed(&e.reply()))?
-            .voting(request.is_vote())
+            .voting(request.waits_for_replicas())
             .asking(asking);
         // Outside Tokio's cooperative budget: a task whose budget is spent would otherwise see its
         // first poll return before the command is queued (redis-rs queues it through a Tokio
@@ -488,7 +488,13 @@ impl Node {
             connection.vote_done(sent);
         }
         let answered = Instant::now();
+        let uncovered = connection.uncovered();
         let quarantined_for = connection.finish(answered); // invariant 1: read after the reply
+        let outcome = match uncovered {
+            // A quarantined node's reply is no vote already, and says why first.
+            Some(shortfall) if quarantined_for.is_none() => Err(shortfall),
+            _ => outcome,
+        };
         let (done, proposal, behind) = match outcome {
             Ok(outcome) => {
                 self.metrics

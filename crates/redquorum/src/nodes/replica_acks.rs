@@ -1,6 +1,6 @@
-//! Waiting for a Redis Cluster shard's replicas, shared by every vote on one connection: at most
-//! one `WAIT` runs on a connection at a time, and every vote written while it runs is covered by
-//! the next one (a group commit).
+//! Waiting for a Redis Cluster shard's replicas, or a replicated primary's, shared by every vote
+//! on one connection: at most one `WAIT` runs on a connection at a time, and every vote written
+//! while it runs is covered by the next one (a group commit).
 //!
 //! `WAIT` blocks the connection it is sent on: Redis runs nothing else from that client until
 //! the replicas answered, so one `WAIT` per vote serializes every task sharing the connection
@@ -31,6 +31,11 @@
 //!    when the vote that carried it is dropped. The cost of that case is a `WAIT` queued while
 //!    an abandoned one may still run (invariant 2 bends; invariant 1 holds, because the later
 //!    vote's write was executed before its own `WAIT` is queued).
+//! 5. **What the replicas acknowledged is read after the `WAIT` that covers the write.** A
+//!    replicated primary's vote asks for the primary's `INFO replication` behind its `WAIT`, on
+//!    the same connection and in the same message, so that reading comes after the `WAIT`
+//!    answered: each replica's acknowledged offset is at least what the `WAIT` saw
+//!    (`coverage` invariant 1). A shared `WAIT` carries one reading for every vote it covers.
 
 use std::sync::{Arc, Mutex};
 
@@ -43,8 +48,9 @@ use tokio::sync::oneshot;
 
 use crate::base::sync::lock;
 
-/// How many replicas acknowledged (0 when the `WAIT` failed).
-type Acks = Shared<BoxFuture<'static, u32>>;
+/// How many replicas acknowledged (0 when the `WAIT` failed), and the primary's `INFO
+/// replication` read after it when asked for (invariant 5).
+type Acks = Shared<BoxFuture<'static, (u32, Option<Value>)>>;
 
 /// Ready once the `WAIT` in flight answered, failed, or was given up with the vote that sent
 /// it (invariant 4): never the `WAIT`, nor a write, itself.
@@ -72,14 +78,16 @@ struct State {
 
 impl ReplicaAcks {
     /// Sends `write` (a pipeline of the vote's commands) on `conn` and waits for `replicas` to
-    /// acknowledge it: its replies, and how many replicas acknowledged (invariant 1).
+    /// acknowledge it: its replies, how many replicas acknowledged (invariant 1), and with
+    /// `read_after` the primary's `INFO replication` after the `WAIT` (invariant 5).
     pub(crate) async fn vote(
         &self,
         conn: &MultiplexedConnection,
         mut write: Pipeline,
         replicas: u32,
         timeout_ms: u64,
-    ) -> Result<(Vec<Value>, u32), Arc<RedisError>> {
+        read_after: bool,
+    ) -> Result<(Vec<Value>, u32, Option<Value>), Arc<RedisError>> {
         let together = {
             let mut state = lock(&self.state);
             let idle = state.pending.is_none() && state.in_flight.as_ref().is_none_or(is_answered);
@@ -87,6 +95,9 @@ impl ReplicaAcks {
                 let (answered, signal) = oneshot::channel::<()>();
                 state.in_flight = Some(signal.map(|_| ()).boxed().shared());
                 write.cmd("WAIT").arg(replicas).arg(timeout_ms);
+                if read_after {
+                    write.cmd("INFO").arg("replication");
+                }
                 Some(answered)
             } else {
                 None
@@ -101,22 +112,31 @@ impl ReplicaAcks {
                 .await
                 .map_err(Arc::new)?;
             drop(answered);
+            let read = if read_after { replies.pop() } else { None };
             let acks = acks_in(replies.pop().as_ref());
-            return Ok((replies, acks));
+            return Ok((replies, acks, read));
         }
         let replies = write
             .ignore_errors()
             .query_async::<Vec<Value>>(&mut conn.clone())
             .await
             .map_err(Arc::new)?;
-        let acks = self.after_write(conn, replicas, timeout_ms).await;
-        Ok((replies, acks))
+        let (acks, read) = self
+            .after_write(conn, replicas, timeout_ms, read_after)
+            .await;
+        Ok((replies, acks, read))
     }
 
     /// The `WAIT replicas timeout_ms` on `conn` that covers a write whose reply is in
     /// (invariant 1): the one pending, or a new one, queued at its first poll if none is in
     /// flight (invariant 2).
-    fn after_write(&self, conn: &MultiplexedConnection, replicas: u32, timeout_ms: u64) -> Acks {
+    fn after_write(
+        &self,
+        conn: &MultiplexedConnection,
+        replicas: u32,
+        timeout_ms: u64,
+        read_after: bool,
+    ) -> Acks {
         let mut state = lock(&self.state);
         if let Some(pending) = &state.pending {
             return pending.clone();
@@ -126,7 +146,7 @@ impl ReplicaAcks {
             .as_ref()
             .filter(|answered| !is_answered(answered))
             .cloned();
-        let send = wait(conn.clone(), replicas, timeout_ms);
+        let send = wait(conn.clone(), replicas, timeout_ms, read_after);
         let Some(before) = in_flight else {
             let acks = send.boxed().shared();
             state.in_flight = Some(acks.clone().map(|_| ()).boxed().shared());
@@ -165,14 +185,23 @@ fn acks_in(reply: Option<&Value>) -> u32 {
     }
 }
 
-/// `WAIT replicas timeout_ms`, queued on `conn` at its first poll; 0 on any error.
-async fn wait(mut conn: MultiplexedConnection, replicas: u32, timeout_ms: u64) -> u32 {
-    let reply: Result<i64, _> = redis::cmd("WAIT")
-        .arg(replicas)
-        .arg(timeout_ms)
-        .query_async(&mut conn)
-        .await;
-    reply.ok().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
+/// `WAIT replicas timeout_ms`, queued on `conn` at its first poll, followed with `read_after`
+/// by `INFO replication` (invariant 5); 0 acknowledgements and no reading on any error.
+async fn wait(
+    mut conn: MultiplexedConnection,
+    replicas: u32,
+    timeout_ms: u64,
+    read_after: bool,
+) -> (u32, Option<Value>) {
+    let mut pipe = redis::pipe();
+    pipe.cmd("WAIT").arg(replicas).arg(timeout_ms);
+    if read_after {
+        pipe.cmd("INFO").arg("replication");
+    }
+    let replies: Result<Vec<Value>, _> = pipe.ignore_errors().query_async(&mut conn).await;
+    let mut replies = replies.unwrap_or_default().into_iter();
+    let acks = acks_in(replies.next().as_ref());
+    (acks, replies.next())
 }
 
 #[cfg(test)]
@@ -216,14 +245,14 @@ mod tests {
         );
         // Vote A waits for room in the channel; its round ends and drops it there.
         {
-            let mut a = std::pin::pin!(acks.vote(&conn, set("a"), 0, 100));
+            let mut a = std::pin::pin!(acks.vote(&conn, set("a"), 0, 100, false));
             assert!(a.as_mut().now_or_never().is_none(), "A waits for room");
         }
         // A later vote on the same connection, while A's `WAIT` counted as in flight. (Were A's
         // write still alive somewhere, it would hold the channel's next slot: B would time out
         // behind it, or send it.)
-        let vote = acks.vote(&conn, set("b"), 0, 100).await;
-        let Ok((replies, _)) = vote else {
+        let vote = acks.vote(&conn, set("b"), 0, 100, false).await;
+        let Ok((replies, _, _)) = vote else {
             panic!("a later vote on the connection did not get through: {vote:?}");
         };
         assert_eq!(replies, vec![Value::Okay], "B's own write was sent");

@@ -6,11 +6,13 @@
 //! feed it, need not import each other.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::base::sync::lock;
+use crate::nodes::census::{Census, Reach, Reading};
+use crate::protocol::coverage::Counting;
 use crate::protocol::quarantine::info_field;
 use crate::protocol::succession::{Lineage, Offsets, Replicas};
 
@@ -29,9 +31,6 @@ pub(crate) struct Replicated {
     /// How many replicas a vote waits for: every one of either list, once
     /// (`succession` invariant 1).
     pub(crate) wait_for: AtomicU32,
-    /// How many different lists of replicas online the server showed so far: a node behind a
-    /// fixed address reads its replicas' runs again when it changes (`endpoint` invariant 2).
-    online_lists: AtomicU64,
     /// The fewest replicas a vote waits for, whatever the lists say: the replicas the service
     /// keeps, as the user set them for a node behind a fixed address (`endpoint`); 0 behind
     /// Sentinel, whose candidates count instead (`succession` invariant 1).
@@ -44,12 +43,21 @@ pub(crate) struct Replicated {
     /// the primary is taken to continue the history (`endpoint` invariant 1 and `succession`
     /// invariant 7 off).
     pub(crate) trusting: bool,
+    /// How a vote's acknowledgements are judged: by each replica's own (`coverage`), unless
+    /// the chaos run's replaced rule counts them by number.
+    pub(crate) counting: Counting,
     /// The longest a `WAIT` may hold the connection, in milliseconds (half the node timeout).
     pub(crate) wait_ms: u64,
     /// What the client saw of the service: shared by every server of the node.
     pub(crate) lineage: Arc<Mutex<Lineage>>,
     /// This server's replication offsets of the last few seconds (`succession` invariant 2).
     pub(crate) offsets: Mutex<Offsets>,
+    /// Which server answers at each address the server lists its replicas at
+    /// (`coverage` invariant 2).
+    census: Census,
+    /// Set when a census named runs that no receipt was written for since (`endpoint`
+    /// invariant 3).
+    named: Arc<AtomicBool>,
     /// The replica runs this server holds a receipt for, written while its history was the one
     /// kept here (`succession` invariant 5), and those being written now.
     pub(crate) receipts: Mutex<Receipts>,
@@ -74,18 +82,21 @@ impl Replicated {
         floor: u32,
         behind_endpoint: bool,
         wait_ms: u64,
+        reach: Reach,
     ) -> Self {
         Self {
             address,
             known: Mutex::new((Vec::new(), Vec::new())),
             wait_for: AtomicU32::new(floor),
-            online_lists: AtomicU64::new(0),
             floor,
             behind_endpoint,
             trusting: false,
+            counting: Counting::ByIdentity,
             wait_ms,
             lineage,
             offsets: Mutex::new(Offsets::default()),
+            census: Census::new(reach),
+            named: Arc::default(),
             receipts: Mutex::default(),
         }
     }
@@ -129,9 +140,6 @@ impl Replicated {
             }
         }
         let mut known = lock(&self.known);
-        if known.0 != replicas.online {
-            self.online_lists.fetch_add(1, Ordering::AcqRel);
-        }
         known.0.clone_from(&replicas.online);
         self.count(&known);
         replicas.online
@@ -193,14 +201,65 @@ impl Replicated {
         self.wait_for.store(count, Ordering::Release);
     }
 
-    /// How many different lists of replicas online the server showed so far.
-    pub(crate) fn online_lists(&self) -> u64 {
-        self.online_lists.load(Ordering::Acquire)
-    }
-
     /// The replicas the server listed online at its last reading.
     pub(crate) fn online(&self) -> Vec<String> {
         lock(&self.known).0.clone()
+    }
+
+    /// The replicas a vote must reach, by address: those online at the last reading and the
+    /// sentinels' candidates (`coverage` invariant 1).
+    pub(crate) fn required(&self) -> Vec<String> {
+        let known = lock(&self.known);
+        let (online, candidates) = &*known;
+        let mut required = online.clone();
+        required.extend(candidates.iter().filter(|c| !online.contains(c)).cloned());
+        required
+    }
+
+    /// Whether the replica the primary lists at `address` was found there, linked to this
+    /// primary, by the last census (`coverage` invariant 2).
+    pub(crate) fn confirmed(&self, address: &str) -> Result<(), String> {
+        self.census.confirmed(&self.online(), address)
+    }
+
+    /// Before a vote: a census of the replicas online now, when none read them yet, for the
+    /// vote to wait for (`census` invariant 2). A census merely due is read in the background.
+    pub(crate) fn census_for_vote(&self, timeout: Duration) -> Option<Reading> {
+        self.census
+            .before_vote(self.online(), |online| self.read_census(online, timeout))
+    }
+
+    /// Whether a census named runs since the last call: their receipts are due.
+    pub(crate) fn named_runs(&self) -> bool {
+        self.named.swap(false, Ordering::AcqRel)
+    }
+
+    /// A census of the replicas online now, if one is due (`census` invariant 2): ready once
+    /// read.
+    pub(crate) fn census_due(&self, timeout: Duration) -> Option<Reading> {
+        let online = self.online();
+        if !self.census.due(&online) {
+            return None;
+        }
+        self.read_census(online, timeout)
+    }
+
+    /// Reads the replicas at `online` as replicas of the history the client follows (none
+    /// before the first health check judged the primary), naming each run found for the
+    /// lineage (`succession` invariant 7).
+    fn read_census(&self, online: Vec<String>, timeout: Duration) -> Option<Reading> {
+        let history = lock(&self.lineage).followed()?.to_owned();
+        let lineage = Arc::clone(&self.lineage);
+        let named = Arc::clone(&self.named);
+        Some(self.census.read(online, history, timeout, move |runs| {
+            let mut lineage = lock(&lineage);
+            for (address, run) in runs {
+                lineage.named(address, run);
+            }
+            if !runs.is_empty() {
+                named.store(true, Ordering::Release);
+            }
+        }))
     }
 
     /// How many replicas a vote waits for (`succession` invariant 1).

@@ -108,6 +108,14 @@ impl Request {
         }
     }
 
+    /// Whether it must reach the replicas of a replicated primary or a cluster master before
+    /// it counts (`server` invariant 8, `succession` invariant 1): every vote, and a linger,
+    /// which promises a lost lock's keys the lock-delay from now (`engine` invariant 5), a
+    /// promise a failover to a replica without it would break.
+    pub(crate) fn waits_for_replicas(self) -> bool {
+        self.is_vote() || matches!(self, Request::Linger { .. })
+    }
+
     /// Whether a reply to this request is a vote, which a quarantined node may not cast.
     pub(crate) fn is_vote(self) -> bool {
         matches!(

@@ -63,6 +63,7 @@ use redis::Value;
 
 use crate::base::error::{ConfigError, redact_url};
 use crate::base::sync::lock;
+use crate::nodes::census::Reach;
 use crate::nodes::connect::connect_once;
 use crate::nodes::fields::{fields, text};
 use crate::nodes::node_error::NodeError;
@@ -74,6 +75,7 @@ use crate::nodes::shared_reading::{self, SharedReading};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::nodes::urls;
 use crate::protocol::aliases::Claimant;
+use crate::protocol::coverage::Counting;
 use crate::protocol::quarantine::Quarantine;
 use crate::protocol::succession::Lineage;
 
@@ -249,6 +251,8 @@ struct Inner {
     stale: AtomicBool,
     /// The chaos run's replaced rule ([`Sentinels::trusting`]).
     trusting: AtomicBool,
+    /// The chaos run's other replaced rule ([`Sentinels::counting`]): votes counted by number.
+    by_number: AtomicBool,
     run_ids: OnceLock<Arc<RunIds>>,
     /// How many follow-up readings are left ([`Inner::follow_up`]).
     follow_ups: AtomicU32,
@@ -315,6 +319,7 @@ impl Sentinels {
                 last_read: Mutex::new(None),
                 stale: AtomicBool::new(false),
                 trusting: AtomicBool::new(false),
+                by_number: AtomicBool::new(false),
                 run_ids: OnceLock::new(),
                 follow_ups: AtomicU32::new(FOLLOW_UPS),
             }),
@@ -325,6 +330,14 @@ impl Sentinels {
     /// trusted as a plain server would be (no `WAIT`, no `succession` judgement).
     pub(crate) fn trusting(self, trusting: bool) -> Self {
         self.inner.trusting.store(trusting, Ordering::Release);
+        self
+    }
+
+    /// How the votes of every server named primary count their replicas' acknowledgements
+    /// (`coverage`): by number is the replaced rule of the chaos run.
+    pub(crate) fn counting(self, counting: Counting) -> Self {
+        let by_number = counting == Counting::ByNumber;
+        self.inner.by_number.store(by_number, Ordering::Release);
         self
     }
 
@@ -426,10 +439,10 @@ impl Sentinels {
     pub(crate) fn saw(&self, error: &NodeError) {
         let moved = match error {
             NodeError::Server(why) => {
+                // Every reply that is "not a vote" for want of replicas (`coverage`) says so.
                 why.starts_with("READONLY")
                     || why.starts_with("LOADING")
-                    || why.contains("replicas acknowledged")
-                    || why.contains("replicas came online")
+                    || why.contains("not a vote")
             }
             NodeError::Unreachable(_) | NodeError::Timeout => true,
             NodeError::WrongType(_) | NodeError::LeftToDelay => false,
@@ -586,13 +599,23 @@ impl Inner {
         if let Some(server) = servers.get(address) {
             return Ok(Arc::clone(server));
         }
-        let replicated = Arc::new(Replicated::new(
+        let url = self.url.clone();
+        let tls_roots = self.tls_roots.clone();
+        let reach: Reach = Arc::new(move |address: &str| {
+            urls::client(&url.server_url(address), url.scheme, tls_roots.as_deref()).ok()
+        });
+        let mut replicated = Replicated::new(
             address.to_owned(),
             Arc::clone(&self.lineage),
             0,
             false,
             self.wait_ms,
-        ));
+            reach,
+        );
+        if self.by_number.load(Ordering::Acquire) {
+            replicated.counting = Counting::ByNumber;
+        }
+        let replicated = Arc::new(replicated);
         let url = self.url.server_url(address);
         let tls_roots = self.tls_roots.as_deref();
         let server = if self.trusting.load(Ordering::Acquire) {

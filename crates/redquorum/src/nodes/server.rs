@@ -119,11 +119,13 @@ use crate::nodes::scripts::{KeyGroup, LuaScript};
 use crate::nodes::subscriber::{Subscriber, Watch};
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::aliases::Claimant;
+use crate::protocol::coverage::{Counting, Shortfall, Vote, credit};
 use crate::protocol::marker::{self, MarkerState};
 use crate::protocol::quarantine::{
     MARKER_KEY, Memory, Quarantine, QuarantineReason, TrustPolicy, info_field,
 };
 use crate::protocol::slots;
+use crate::protocol::succession::Replicas;
 
 /// What a server connection needs to know to connect and to judge its own health.
 #[derive(Debug, Clone, Copy)]
@@ -706,6 +708,7 @@ impl Server {
             vote: false,
             asking: false,
             acknowledged_by: Mutex::new(None),
+            shortfall: Mutex::new(None),
         })
     }
 
@@ -722,6 +725,7 @@ impl Server {
             vote: false,
             asking: false,
             acknowledged_by: Mutex::new(None),
+            shortfall: Mutex::new(None),
         };
         let ping = connection.query(redis::cmd("PING"), false);
         let _ = bounded(deadline, ping).await;
@@ -741,9 +745,22 @@ pub(crate) struct Connection<'s> {
     /// On a replicated primary: the replicas online in a vote's own reading, once its `WAIT`
     /// answered that every one of them acknowledged it (`succession` invariant 2).
     acknowledged_by: Mutex<Option<Vec<String>>>,
+    /// On a replicated primary: why the vote sent on it did not reach the replicas it must
+    /// (`coverage`), if it did not.
+    shortfall: Mutex<Option<Shortfall>>,
 }
 
 impl Connection<'_> {
+    /// Why the vote sent on this connection is no vote although the node answered, if so:
+    /// it did not reach every replica it must (`coverage`). Weighed with
+    /// [`Connection::finish`]'s verdict: a quarantined node's reply is no vote either, and its
+    /// quarantine says why, with its remedy.
+    pub(crate) fn uncovered(&self) -> Option<NodeError> {
+        lock(&self.shortfall)
+            .take()
+            .map(|shortfall| NodeError::Server(shortfall.to_string()))
+    }
+
     /// The vote sent at `sent` on this connection was done (it wrote): every replica its `WAIT`
     /// covered had every write the primary executed before `sent` (`succession` invariant 2).
     pub(crate) fn vote_done(&self, sent: Instant) {
@@ -838,6 +855,17 @@ impl Connection<'_> {
             .replicated
             .as_deref()
             .filter(|r| self.vote && !r.trusting);
+        // The replicas this vote must reach, as known before it is sent (`coverage`
+        // invariant 1).
+        let required = replicated.map(Replicated::required);
+        // Each replica it must reach is credited only where the census found it (`coverage`
+        // invariant 2): read first when none read the replicas online now.
+        if let Some(census) = replicated
+            .filter(|r| r.counting == Counting::ByIdentity)
+            .and_then(|r| r.census_for_vote(self.server.settings.connect_timeout))
+        {
+            census.await;
+        }
         if !checked && waits_for.is_none() && !self.asking && replicated.is_none() {
             return cmd
                 .query_async(&mut conn)
@@ -862,20 +890,22 @@ impl Connection<'_> {
         if reads_replication {
             pipe.cmd("INFO").arg("replication");
         }
-        let (replies, acknowledged) = match waits_for {
+        let read_after = replicated.is_some_and(|r| r.counting == Counting::ByIdentity);
+        let (replies, acknowledged, after) = match waits_for {
             // Invariant 8.
             Some((replicas, wait_ms)) => self
                 .live
                 .acks
-                .vote(&conn, pipe, replicas, wait_ms)
+                .vote(&conn, pipe, replicas, wait_ms, read_after)
                 .await
-                .map(|(replies, acks)| (replies, Some((replicas, acks))))
+                .map(|(replies, acks, after)| (replies, Some((replicas, acks)), after))
                 .map_err(|e| self.failed(&e))?,
             None => (
                 pipe.ignore_errors()
                     .query_async::<Vec<Value>>(&mut conn)
                     .await
                     .map_err(|e| self.failed(&e))?,
+                None,
                 None,
             ),
         };
@@ -891,24 +921,13 @@ impl Connection<'_> {
             }
             self.check_marker(marker.as_ref());
         }
-        let mut more_online = None;
+        let mut shortfall = None;
         if reads_replication {
             let read = info_text(replies.next());
-            if let (Some(replicated), Some(read)) = (replicated, &read) {
-                let online_replicas = replicated.observe(read, Instant::now());
-                let online = u32::try_from(online_replicas.len()).unwrap_or(u32::MAX);
-                let waited = waits_for.map_or(0, |(replicas, _)| replicas);
-                if let Some((_, acks)) = acknowledged
-                    && acks >= online
-                    && online > 0
-                {
-                    // Every replica online in this reading acknowledged the `WAIT`.
-                    *lock(&self.acknowledged_by) = Some(online_replicas);
-                }
-                // More replicas online than the `WAIT` asked for: a new one may have stood in
-                // for one that lags (`succession` invariant 1). Not a vote; the next waits for
-                // them all.
-                more_online = (online > waited).then_some((online, waited));
+            if let (Some(replicated), Some(required)) = (replicated, &required) {
+                shortfall = self
+                    .covered(replicated, required, read.as_deref(), after, acknowledged)
+                    .err();
             }
             if let Some(expected) = history {
                 self.check_history(&expected, read)?;
@@ -918,31 +937,65 @@ impl Connection<'_> {
             .unwrap_or(Value::Nil)
             .extract_error()
             .map_err(|e| self.failed(&e))?;
-        let whose = if replicated.is_some() {
-            "the primary's"
-        } else {
-            "the shard's"
-        };
-        if let Some((wanted, acknowledged)) = acknowledged
-            && acknowledged < wanted
-        {
+        if let Some(shortfall) = shortfall {
             // A primary cut off from its replicas may be one deposed behind its address
             // (`endpoint` invariant 4): the next request goes through the address again.
             if self.behind_endpoint() {
                 self.server.forget(self.live.generation);
             }
+            // Not a vote: [`Connection::uncovered`] says so once the quarantine verdict is
+            // read, unless the node is quarantined, which says it first.
+            *lock(&self.shortfall) = Some(shortfall);
+        }
+        if let Some((wanted, acknowledged)) = acknowledged
+            && acknowledged < wanted
+            && replicated.is_none()
+        {
             return Err(NodeError::Server(format!(
-                "only {acknowledged} of {whose} {wanted} replicas acknowledged the write in \
+                "only {acknowledged} of the shard's {wanted} replicas acknowledged the write in \
                  time: not a vote (it might not survive a failover)"
             )));
         }
-        if let Some((online, waited)) = more_online {
-            return Err(NodeError::Server(format!(
-                "{online} replicas came online while the vote waited for {waited}: not a vote \
-                 (the next one waits for them all)"
-            )));
-        }
         Ok(reply)
+    }
+
+    /// Whether a replicated primary's vote reached every replica it must, each by its own
+    /// acknowledgement (`coverage`): `before` is the primary's `INFO replication` right after
+    /// the write, `after` the one after the `WAIT`. Both readings tell the node what its
+    /// replicas are now; the replicas credited are the lineage's, once the vote is done
+    /// (`succession` invariant 2).
+    fn covered(
+        &self,
+        replicated: &Replicated,
+        required: &[String],
+        before: Option<&str>,
+        after: Option<Value>,
+        acknowledged: Option<(u32, u32)>,
+    ) -> Result<(), Shortfall> {
+        let before_text = before.ok_or(Shortfall::Unreadable)?;
+        let before = Replicas::read(before_text);
+        replicated.observe(before_text, Instant::now());
+        let after_text = info_text(after);
+        let after = after_text.as_deref().map(|text| {
+            replicated.observe(text, Instant::now());
+            Replicas::read(text)
+        });
+        let (waited, acknowledged) = acknowledged.unwrap_or((0, 0));
+        let vote = Vote {
+            required,
+            floor: replicated.floor,
+            before: &before,
+            after: after.as_ref(),
+            waited,
+            acknowledged,
+        };
+        let credited = credit(&vote, replicated.counting, |address| {
+            replicated.confirmed(address)
+        })?;
+        if !credited.is_empty() {
+            *lock(&self.acknowledged_by) = Some(credited);
+        }
+        Ok(())
     }
 
     /// Sends `pipe`'s commands in one write and returns each one's reply, a command's error

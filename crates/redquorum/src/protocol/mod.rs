@@ -18,6 +18,7 @@
 
 pub(crate) mod aliases;
 pub(crate) mod cause;
+pub mod coverage;
 pub mod fencing;
 pub mod first_sight;
 pub(crate) mod lease;

@@ -5,7 +5,7 @@
 //! replica that may lack a lock.
 //!
 //! A node that is a primary with replicas ([`sentinels`](crate::nodes::sentinels)) counts a vote
-//! only once every replica the sentinels could promote acknowledged it (`WAIT`, invariant 1). A
+//! only once every replica the sentinels could promote acknowledged it, each by name (invariant 1). A
 //! replica the client saw caught up with the primary after it last started, and never saw away
 //! since, holds every vote counted before then (replication is in order), and every later one
 //! waited for it too: promoted, it may vote at once. This module judges a new
@@ -14,17 +14,19 @@
 //! pure: the node layer reads, this judges.
 //!
 //! # Invariants
-//! 1. **Every counted vote reached every replica the sentinels could promote now.** A vote
-//!    counts only when `WAIT n` answered `n`, where `n` counts every replica (by address) that
-//!    the primary itself listed online (`INFO replication`) at its last reading, which every
-//!    vote makes in the same pipeline before its `WAIT`, or that the sentinels last listed as
-//!    a candidate (`sentinels` invariant 3): the union, not the larger count, since a replica
-//!    online could otherwise stand in for a candidate that lags. A vote whose own reading shows more
-//!    replicas online than its `WAIT` asked for is not counted either: a new replica might have
-//!    stood in for one that lags. Replicas that drop out of the primary's list do not lower `n`
-//!    until the sentinels stop listing them as candidates: a primary cut off from its replicas
-//!    (a partition, or deposed by a failover it has not heard of) sees none online, and its
-//!    votes still wait for them, in vain.
+//! 1. **Every counted vote reached every replica the sentinels could promote now, each shown
+//!    by name.** A vote counts only when every replica (by address) that the primary itself
+//!    listed online (`INFO replication`) at its last reading, or that the sentinels last
+//!    listed as a candidate (`sentinels` invariant 3), or that the vote's own reading lists
+//!    online, acknowledged an offset that covers the vote's write, read from the primary after
+//!    the vote's `WAIT` ([`coverage`](crate::protocol::coverage) invariant 1), at an address
+//!    where the replica answers for itself (`coverage` invariant 2). `WAIT`'s count says how
+//!    many acknowledged, not which: counted by number, a replica that may never be promoted
+//!    (`replica-priority 0`) stood in for the candidate that was (found by review with real
+//!    processes: a lock granted twice). Replicas that drop out of the primary's list do not
+//!    leave the vote's list until the sentinels stop listing them as candidates: a primary cut
+//!    off from its replicas (a partition, or deposed by a failover it has not heard of) sees
+//!    none online, and its votes still wait for them, in vain.
 //! 2. **Caught up is not the same as seen.** Every vote and health check reads the primary's
 //!    `INFO replication`: its own `master_repl_offset`, and the offset each replica last
 //!    acknowledged. The client keeps the primary's offsets of the last few seconds
@@ -224,10 +226,10 @@ impl Candidate {
 /// (`slaveN:ip=…,port=…,state=online`, as `ip:port`) with the offset each last acknowledged and
 /// how many whole seconds ago (`lag`), and the primary's own `master_repl_offset` (invariant 2).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Replicas {
-    pub(crate) online: Vec<String>,
-    pub(crate) acknowledged: Vec<(String, u64, Duration)>,
-    pub(crate) primary_offset: Option<u64>,
+pub struct Replicas {
+    pub online: Vec<String>,
+    pub acknowledged: Vec<(String, u64, Duration)>,
+    pub primary_offset: Option<u64>,
 }
 
 /// How long the primary's offsets are kept (invariant 2): longer than the second between a
@@ -275,7 +277,7 @@ impl Offsets {
 
 impl Replicas {
     /// Reads them from an `INFO replication` reply.
-    pub(crate) fn read(replication: &str) -> Self {
+    pub fn read(replication: &str) -> Self {
         let mut replicas = Replicas {
             primary_offset: info_field(replication, "master_repl_offset")
                 .and_then(|o| o.parse().ok()),

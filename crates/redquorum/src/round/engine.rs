@@ -38,7 +38,9 @@
 //!    once. A holder that releases a lock it already lost (its validity ran out, an extension
 //!    failed, its guard gave it up) does not delete: its keys are kept for the delay from then
 //!    (`scripts/linger.lua`), as if it had not released, since its last writes may still be in
-//!    flight.
+//!    flight. On a replicated primary or a cluster master a linger waits for the replicas as a
+//!    vote does (`succession` invariant 1): one they lack would not survive a failover, and the
+//!    node does not confirm it.
 //! 6. **A late release is no release, whoever sends it.** Under a lock-delay, a release that
 //!    reaches a node after the holder's validity (the key has no more than the delay left)
 //!    leaves the key to expire, and the node says so (`Reply::LeftToDelay`): the lock stays
@@ -134,6 +136,7 @@ use crate::nodes::stragglers::{LeftBehind, Stragglers};
 use crate::nodes::subscriber::Watch;
 use crate::nodes::vouch::FirstSight;
 use crate::protocol::cause::{Asked, Cause};
+use crate::protocol::coverage::Counting;
 use crate::protocol::fencing::{Advance, Proposals, Voters};
 use crate::protocol::quarantine::TrustPolicy;
 use crate::protocol::quorum::{Decision, Tally};
@@ -216,6 +219,9 @@ pub(crate) struct Settings {
     /// The replaced rule, for the chaos run only: nodes behind a fixed address trust whatever
     /// server answers there (no `WAIT`, every new run a continuation).
     pub(crate) endpoint_trusts_address: bool,
+    /// How a replicated node's votes count their replicas' acknowledgements: by identity,
+    /// unless the chaos run's replaced rule counts them by number (`coverage`).
+    pub(crate) counting: Counting,
 }
 
 /// The settings every round and every lock follows, kept by the engine.
@@ -485,7 +491,11 @@ impl Engine {
             } else if is_sentinel_url(url) {
                 let node_timeout = settings.rules.node_timeout;
                 let sentinels = Sentinels::new(url, node_settings, tls_roots, node_timeout)?;
-                Node::sentinel(sentinels.trusting(settings.sentinel_trusts_primary))
+                Node::sentinel(
+                    sentinels
+                        .trusting(settings.sentinel_trusts_primary)
+                        .counting(settings.counting),
+                )
             } else if is_endpoint_url(url) {
                 let node_timeout = settings.rules.node_timeout;
                 let trusting = settings.endpoint_trusts_address;
@@ -495,6 +505,7 @@ impl Engine {
                     tls_roots,
                     node_timeout,
                     trusting,
+                    settings.counting,
                 )?)
             } else {
                 Node::plain(Server::new(url.trim(), node_settings, tls_roots)?)
